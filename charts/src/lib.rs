@@ -1,0 +1,150 @@
+//! Draws diskpulse's timelines from plain series: several panels, one shared time
+//! axis, rendered to a standalone SVG string and to PNG bytes.
+//!
+//! This crate knows nothing of `/proc`, NATS or recordings. The caller hands it
+//! [`Series`] of `(t_s, v)` pairs and gets an image back.
+//!
+//! # Units
+//! - Time is **seconds since the run's start** (`t_s`, `x_range_s`, `Marker::t_s`), as
+//!   `f64`. The caller converts from the recording's `t_ns`.
+//! - Values are in whatever unit the panel's `y_label` names (MiB/s, IOPS, ms, ...);
+//!   the chart only formats them (`1.2k`, `3.4M`).
+//! - Sizes are pixels (`width_px`, `panel_height_px`). The image is
+//!   `width_px` wide and `panels * panel_height_px + margins` high.
+//! - A value that is NaN (or infinite) means "no value": it is skipped, and it breaks
+//!   the line instead of being drawn as zero.
+//!
+//! # Charts never hide a spike
+//! A series of 600,000 one-millisecond samples drawn 1,500 pixels wide puts ~400
+//! samples in each pixel column. Averaging them would turn a single 1 ms burst at
+//! 1 GiB/s into a 2.5 MiB/s bump. So [`envelope`] keeps, per pixel column, the
+//! **min, max and mean** (and the count); the renderer draws min..max as a light band
+//! (one 1-px bar per column) and the mean as a line. The band reaches the exact peak of
+//! any sample, so a burst stays visible at any zoom. This holds for every [`Style`]
+//! once a series has more points than the plot has room for (more than two per column);
+//! below that the points are drawn as they are, which hides nothing either.
+//!
+//! In a downsampled series, a pixel column with no values breaks the line (a gap);
+//! in a series drawn point by point, a NaN breaks it.
+//!
+//! # Output
+//! The SVG is standalone: no external references, no scripts, no `id`s (so several
+//! charts can be inlined into one HTML page), fonts named by family
+//! (`DejaVu Sans, sans-serif`) and no XML prolog. [`render_png`] rasterizes that same
+//! SVG with `resvg`, using the system's fonts (see [`render_png`]).
+
+mod envelope;
+mod png;
+mod svg;
+mod ticks;
+
+pub use envelope::{envelope, Column};
+pub use png::{render_png, svg_to_png};
+pub use svg::render_svg;
+pub use ticks::{format_compact, format_time_s, nice_ticks, time_ticks, Ticks};
+
+/// A multi-panel chart whose panels share one time axis.
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    pub title: String,
+    /// Shared time axis in seconds since run start, `(start, end)`. If it is not a
+    /// finite, increasing pair (e.g. the default `(0, 0)`), the span of all series'
+    /// times is used instead.
+    pub x_range_s: (f64, f64),
+    pub panels: Vec<Panel>,
+    /// Vertical dashed lines across all panels, labelled above the first panel.
+    pub events: Vec<Marker>,
+    /// Image width; at least 200 is used.
+    pub width_px: u32,
+    /// Height of each panel including its title strip; at least 60 is used.
+    pub panel_height_px: u32,
+}
+
+impl Default for Timeline {
+    fn default() -> Self {
+        Timeline {
+            title: String::new(),
+            x_range_s: (0.0, 0.0),
+            panels: Vec::new(),
+            events: Vec::new(),
+            width_px: 1600,
+            panel_height_px: 180,
+        }
+    }
+}
+
+/// One horizontal strip of the timeline with its own y axis.
+#[derive(Debug, Clone)]
+pub struct Panel {
+    /// Shown at the panel's top left, e.g. "vda write MiB/s".
+    pub title: String,
+    /// The values' unit, shown along the y axis, e.g. "MiB/s".
+    pub y_label: String,
+    pub series: Vec<Series>,
+    /// The y axis includes 0 (starts at 0 for non-negative data).
+    pub y_min_zero: bool,
+}
+
+impl Default for Panel {
+    /// An empty panel whose y axis starts at zero (what rates and counts want).
+    fn default() -> Self {
+        Panel {
+            title: String::new(),
+            y_label: String::new(),
+            series: Vec::new(),
+            y_min_zero: true,
+        }
+    }
+}
+
+/// One line (or envelope) in a panel. `t_s` and `v` are paired by index; extra
+/// elements of the longer one are ignored. Times should be ascending for the
+/// point-by-point drawing of short series; the downsampler does not care.
+#[derive(Debug, Clone, Default)]
+pub struct Series {
+    /// Shown in the panel's legend; an empty label is left out of it.
+    pub label: String,
+    /// Seconds since run start.
+    pub t_s: Vec<f64>,
+    /// NaN = no value.
+    pub v: Vec<f64>,
+    pub style: Style,
+    /// Any SVG colour, e.g. "#1f77b4"; `None` picks from a palette by the series'
+    /// index in its panel.
+    pub color: Option<String>,
+}
+
+/// How a series is drawn. Whatever the style, a downsampled series also shows its
+/// per-column min..max band (see the crate docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Style {
+    /// Min..max band plus the mean as a line: the default for raw high-rate data.
+    #[default]
+    Envelope,
+    /// A plain line through the points (or column means).
+    Line,
+    /// Each value holds until the next sample (step-after).
+    Step,
+    /// A dashed line, e.g. the "30 s UI average" overlay.
+    DashedLine,
+}
+
+/// A labelled instant drawn as a vertical dashed line across all panels.
+#[derive(Debug, Clone, Default)]
+pub struct Marker {
+    /// Seconds since run start.
+    pub t_s: f64,
+    /// Short text, e.g. "restart n2".
+    pub label: String,
+}
+
+/// What can go wrong turning a chart into PNG bytes. (SVG rendering cannot fail.)
+#[derive(Debug, thiserror::Error)]
+pub enum ChartError {
+    #[error("the chart's SVG could not be parsed for rasterizing: {message}")]
+    Svg { message: String },
+    #[error("cannot allocate a {width_px}x{height_px} pixel image (zero or too large)")]
+    ImageSize { width_px: u32, height_px: u32 },
+    #[error("encoding the PNG failed: {message}")]
+    PngEncode { message: String },
+}

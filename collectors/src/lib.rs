@@ -1,0 +1,11 @@
+//! Everything diskpulse reads from the operating system.
+//!
+//! std threads, no tokio, no NATS, no plotting. Each reader takes a root path for
+//! `/proc` and `/sys` so tests can feed fixture trees. Readers return raw kernel
+//! counters; rates are derived later by `report` (raw first, derived later).
+
+pub mod clock;
+pub mod devices;
+pub mod diskstats;
+pub mod periodic;
+pub mod procstat;

@@ -1,0 +1,53 @@
+//! Subcommands. Each validates all of its input before it writes anything, so bad input
+//! never leaves a half-made run directory.
+
+pub mod bench;
+pub mod demo;
+pub mod record;
+pub mod report;
+
+use clap::{Parser, Subcommand};
+
+/// diskpulse: a message broker's load and the block devices under it on one millisecond timeline.
+#[derive(Parser, Debug)]
+#[command(name = "diskpulse", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Record block devices (diskstats every 1 ms), dirty/writeback memory and CPU into a run directory.
+    Record(record::RecordArgs),
+    /// Analyse a run directory: rates, bursts, the UI average, summary.json, timeline.png/.svg.
+    Report(report::ReportArgs),
+    /// Zero-setup demo: embedded nats-server, JetStream publisher, 1 ms disk recording, report.
+    Demo(demo::DemoArgs),
+    /// Measure the sampler itself: ns per diskstats sample, CPU share, samples vs expected, jitter.
+    Bench(bench::BenchArgs),
+}
+
+/// Parses the command line and runs the command; returns the exit code.
+pub fn main() -> anyhow::Result<i32> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Record(a) => record::run(a),
+        Command::Report(a) => report::run(a),
+        Command::Demo(a) => demo::run(a),
+        Command::Bench(a) => bench::run(a),
+    }
+}
+
+/// Installs SIGINT/SIGTERM handlers that set `flag` (the run then ends cleanly).
+pub fn stop_on_signals(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> anyhow::Result<()> {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, flag.clone())?;
+    }
+    Ok(())
+}
+
+/// The full argv, for meta.json (secrets are redacted there).
+pub fn argv() -> Vec<String> {
+    std::env::args().collect()
+}

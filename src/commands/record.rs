@@ -1,0 +1,200 @@
+//! `diskpulse record`: sample block devices, dirty memory and CPU into a run directory
+//! until the duration ends, the command exits, or Ctrl-C.
+
+use std::path::PathBuf;
+use std::process::Command as Proc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use collectors::devices::{self, Device, Resolver};
+
+use crate::cli::{fmt_duration, parse_duration};
+use crate::recording::session::{default_run_dir, Recording, SamplerSetup};
+use crate::usage;
+
+/// Shortest diskstats interval accepted: below 100 us the read itself dominates.
+pub const MIN_INTERVAL: Duration = Duration::from_micros(100);
+
+#[derive(Args, Debug, Clone)]
+pub struct SamplerArgs {
+    /// Device to record: a name (vda, /dev/loop0) or MAJ:MIN (7:0). Repeatable.
+    #[arg(long = "device", value_name = "D")]
+    pub devices: Vec<String>,
+    /// Record the block devices that really hold this path (through partitions, loop
+    /// devices and btrfs members). Repeatable.
+    #[arg(long = "path", value_name = "P")]
+    pub paths: Vec<PathBuf>,
+    /// diskstats sampling interval (at least 100us).
+    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// /proc/meminfo (Dirty, Writeback) sampling interval.
+    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+    pub mem_interval: Duration,
+    /// /proc/stat (CPU, iowait) sampling interval.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub cpu_interval: Duration,
+}
+
+impl SamplerArgs {
+    /// Validates intervals and resolves devices; touches nothing on disk.
+    pub fn setup(&self) -> anyhow::Result<SamplerSetup> {
+        for (flag, v, min) in [
+            ("--interval", self.interval, MIN_INTERVAL),
+            (
+                "--mem-interval",
+                self.mem_interval,
+                Duration::from_millis(1),
+            ),
+            (
+                "--cpu-interval",
+                self.cpu_interval,
+                Duration::from_millis(1),
+            ),
+        ] {
+            if v < min {
+                return Err(usage!(
+                    "{flag} {} is too short: the shortest is {}",
+                    fmt_duration(v),
+                    fmt_duration(min)
+                ));
+            }
+        }
+        let r = Resolver::default();
+        let mut lists: Vec<Vec<Device>> = vec![];
+        for d in &self.devices {
+            lists.push(r.for_spec(d).map_err(|e| usage!("--device: {e}"))?);
+        }
+        for p in &self.paths {
+            lists.push(r.for_path(p).map_err(|e| usage!("--path: {e}"))?);
+        }
+        Ok(SamplerSetup {
+            devices: devices::merge(lists),
+            disk_interval: self.interval,
+            mem_interval: self.mem_interval,
+            cpu_interval: self.cpu_interval,
+            procfs: PathBuf::from("/proc"),
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub samplers: SamplerArgs,
+    /// Stop after this long (default 30s without a command; with a command, when it exits).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Run directory to create (must not exist or be empty). Default: diskpulse-runs/<time>-record.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Command to run while recording; it gets DISKPULSE_RUN_DIR and DISKPULSE_CLOCK_ZERO_NS.
+    #[arg(last = true, value_name = "CMD")]
+    pub cmd: Vec<String>,
+}
+
+pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
+    let setup = a.samplers.setup()?;
+    let duration = match (a.duration, a.cmd.is_empty()) {
+        (Some(d), _) => Some(d),
+        (None, true) => Some(Duration::from_secs(30)),
+        (None, false) => None,
+    };
+    let dir = a.out.clone().unwrap_or_else(|| default_run_dir("record"));
+    let stop = Arc::new(AtomicBool::new(false));
+    super::stop_on_signals(&stop)?;
+    let mut rec = Recording::start(&dir, &setup, &super::argv()).map_err(|e| {
+        if e.to_string().starts_with("--out") {
+            usage!("{e}")
+        } else {
+            e
+        }
+    })?;
+    let events = rec.events.clone();
+    let clock = rec.clock;
+    let mut child = None;
+    if let Some((prog, args)) = a.cmd.split_first() {
+        let c = Proc::new(prog)
+            .args(args)
+            .env(
+                collectors::clock::ENV_ZERO,
+                clock.zero_monotonic_ns().to_string(),
+            )
+            .env("DISKPULSE_RUN_DIR", &dir)
+            .spawn();
+        match c {
+            Ok(c) => {
+                events.event(
+                    "command_start",
+                    serde_json::json!({"pid": c.id(), "argv": crate::recording::session::redact_argv(&a.cmd)}),
+                );
+                child = Some(c);
+            }
+            Err(e) => {
+                rec.finish()?;
+                anyhow::bail!(
+                    "cannot start '{prog}': {e} (recording kept in {})",
+                    dir.display()
+                );
+            }
+        }
+    }
+    let mut exit_code = 0;
+    let mut child_failed = None;
+    loop {
+        std::thread::sleep(Duration::from_millis(5));
+        if let Some(c) = child.as_mut() {
+            if let Some(st) = c.try_wait()? {
+                events.event("command_exit", serde_json::json!({"status": st.code()}));
+                if !st.success() {
+                    child_failed = Some(st);
+                }
+                child = None;
+                break;
+            }
+        }
+        if stop.load(Ordering::Relaxed) {
+            events.event("interrupted", serde_json::json!({}));
+            exit_code = 130;
+            break;
+        }
+        if duration.is_some_and(|d| clock.elapsed() >= d) {
+            break;
+        }
+    }
+    if let Some(mut c) = child.take() {
+        // The duration ended or we were interrupted: ask the command to stop, then insist.
+        // SAFETY: kill has no memory preconditions; the pid is our own child.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let t0 = std::time::Instant::now();
+        while c.try_wait()?.is_none() {
+            if t0.elapsed() > Duration::from_secs(5) {
+                let _ = c.kill();
+                let _ = c.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        events.event("command_stopped", serde_json::json!({}));
+    }
+    rec.set_meta(
+        "record",
+        serde_json::json!({"duration_limit_ns": duration.map(|d| d.as_nanos() as u64)}),
+    )?;
+    let meta = rec.finish()?;
+    let ds = &meta["samplers"]["diskstats"];
+    eprintln!(
+        "recorded {:.1} s: {} diskstats samples of {} expected, jitter p99 {:.0} us",
+        meta["duration_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
+        ds["samples"],
+        ds["expected"],
+        ds["jitter_p99_us"].as_f64().unwrap_or(f64::NAN)
+    );
+    println!("{}", dir.display());
+    if let Some(st) = child_failed {
+        eprintln!("Error: the recorded command failed ({st}); the recording is kept");
+        return Ok(1);
+    }
+    Ok(exit_code)
+}

@@ -1,0 +1,44 @@
+//! `diskpulse report RUN`: analyse a recording; print the table; write summary.json and
+//! timeline.png/.svg into RUN.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::cli::parse_duration;
+use crate::report::{self, ReportOptions};
+use crate::usage;
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// A run directory made by `record` or `demo`.
+    pub run: PathBuf,
+    /// Window of the "UI" average drawn over the throughput panels (what an array UI shows).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub ui_average: Duration,
+    /// Print summary.json to stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Skip timeline.png/.svg.
+    #[arg(long)]
+    pub no_charts: bool,
+}
+
+pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
+    if a.ui_average < Duration::from_millis(10) {
+        return Err(usage!("--ui-average must be at least 10ms"));
+    }
+    let o = ReportOptions {
+        ui_window_ns: a.ui_average.as_nanos() as u64,
+        charts: !a.no_charts,
+        ..Default::default()
+    };
+    let s = report::report(&a.run, &o)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        print!("{}", report::table(&s));
+    }
+    Ok(0)
+}

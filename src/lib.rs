@@ -1,0 +1,11 @@
+//! diskpulse: a message broker's load and the block devices under it on one
+//! millisecond timeline. This crate is the CLI and everything async: the run session,
+//! broker processes, the load generator and the report. OS readers live in the
+//! `collectors` crate, drawing in the `charts` crate.
+
+pub mod broker;
+pub mod cli;
+pub mod commands;
+pub mod load;
+pub mod recording;
+pub mod report;

@@ -1,0 +1,79 @@
+//! `RUN/events.jsonl`: one JSON object per line,
+//! `{"t_ns":..,"kind":"phase_start|device_gone|error|marker|..","detail":{..}}`.
+//!
+//! Events are rare (phase changes, errors, devices that vanish), so each one is written
+//! and flushed at once: a crash loses none.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use collectors::clock::Clock;
+
+/// A shared, thread-safe event log. Cloning is cheap (an `Arc`).
+#[derive(Clone)]
+pub struct EventLog {
+    inner: Arc<Mutex<Option<BufWriter<File>>>>,
+    clock: Clock,
+    errors: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl EventLog {
+    /// Creates (truncates) `path`.
+    pub fn create(path: &Path, clock: Clock) -> anyhow::Result<EventLog> {
+        let f = File::create(path)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+        Ok(EventLog {
+            inner: Arc::new(Mutex::new(Some(BufWriter::new(f)))),
+            clock,
+            errors: Default::default(),
+        })
+    }
+
+    /// An event log that drops everything (for commands run outside a recording).
+    pub fn disabled(clock: Clock) -> EventLog {
+        EventLog {
+            inner: Arc::new(Mutex::new(None)),
+            clock,
+            errors: Default::default(),
+        }
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Records an event stamped now.
+    pub fn event(&self, kind: &str, detail: serde_json::Value) {
+        self.event_at(self.clock.now_ns(), kind, detail)
+    }
+
+    /// Records an event at a given run-relative time.
+    pub fn event_at(&self, t_ns: u64, kind: &str, detail: serde_json::Value) {
+        if kind == "error" {
+            self.errors
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let line = serde_json::json!({"t_ns": t_ns, "kind": kind, "detail": detail});
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = g.as_mut() {
+            // An event log that cannot be written must not stop the run: the samplers
+            // and their files are worth more than one event line.
+            let _ = writeln!(w, "{line}").and_then(|_| w.flush());
+        }
+    }
+
+    /// Records an `error` event: `{"source":..,"kind":..,"message":..}`.
+    pub fn error(&self, source: &str, kind: &str, message: &str) {
+        self.event(
+            "error",
+            serde_json::json!({"source": source, "kind": kind, "message": message}),
+        );
+    }
+
+    /// How many `error` events were recorded.
+    pub fn error_count(&self) -> u64 {
+        self.errors.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,10 @@
+//! The recording: a run directory with `meta.json`, `events.jsonl` and one CSV per source.
+//! File formats are documented in the modules that write them and in the README.
+
+pub mod events;
+pub mod samplers;
+pub mod session;
+pub mod writer;
+
+pub use events::EventLog;
+pub use session::{Recording, SamplerSetup};

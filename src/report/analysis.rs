@@ -1,0 +1,381 @@
+//! Derived figures: per-interval rates from raw counters, fixed-width windows, peaks,
+//! the "UI" average and the burst finder. Pure functions over plain slices.
+//!
+//! Units: times in ns (run clock), bytes, rates in bytes/s unless a name says MiB/s.
+//!
+//! A counter delta over the interval between two rows `[t_prev, t]` is spread over
+//! fixed windows in proportion to overlap, so a window's sum is the bytes the device
+//! really did in it (to the sampling resolution), whatever the window width.
+
+use collectors::diskstats::{self as ds, counter_delta, MAX_FIELDS};
+use serde::Serialize;
+
+use super::run::DiskRows;
+
+/// A counter's change over one interval between rows (`None`: no value, e.g. a reset).
+#[derive(Debug, Clone, Copy)]
+pub struct Interval {
+    pub t0_ns: u64,
+    pub t1_ns: u64,
+    pub v: Option<f64>,
+}
+
+/// Intervals of counter `field` (multiplied by `scale`, e.g. 512 for sectors).
+pub fn intervals(d: &DiskRows, field: usize, scale: f64) -> Vec<Interval> {
+    let mut out = Vec::with_capacity(d.t_ns.len());
+    for k in 1..d.t_ns.len() {
+        let v = match (d.f[k - 1][field], d.f[k][field]) {
+            (Some(a), Some(b)) => counter_delta(field, a, b).map(|x| x as f64 * scale),
+            _ => None,
+        };
+        out.push(Interval {
+            t0_ns: d.t_ns[k - 1],
+            t1_ns: d.t_ns[k],
+            v,
+        });
+    }
+    out
+}
+
+/// Per-interval rates (value per second) stamped at the interval's end: the finest
+/// series the recording holds, for charts.
+pub fn rate_series(iv: &[Interval]) -> (Vec<f64>, Vec<f64>) {
+    let mut t = Vec::with_capacity(iv.len());
+    let mut v = Vec::with_capacity(iv.len());
+    for i in iv {
+        let dt = (i.t1_ns - i.t0_ns) as f64 / 1e9;
+        t.push(i.t1_ns as f64 / 1e9);
+        v.push(match i.v {
+            Some(x) if dt > 0.0 => x / dt,
+            _ => f64::NAN,
+        });
+    }
+    (t, v)
+}
+
+/// Gauge values (e.g. in-flight) at each row.
+pub fn gauge_series(d: &DiskRows, field: usize) -> (Vec<f64>, Vec<f64>) {
+    let t = d.t_ns.iter().map(|&t| t as f64 / 1e9).collect();
+    let v =
+        d.f.iter()
+            .map(|r| r[field].map(|x| x as f64).unwrap_or(f64::NAN))
+            .collect();
+    (t, v)
+}
+
+/// Sums interval values into windows `[k*w, (k+1)*w)` for `k < n`, spreading each
+/// interval over the windows it overlaps in proportion to the overlap.
+pub fn window_sums(iv: &[Interval], width_ns: u64, n: usize) -> Vec<f64> {
+    let mut out = vec![0.0; n];
+    for i in iv {
+        let Some(v) = i.v else { continue };
+        if v == 0.0 || i.t1_ns <= i.t0_ns {
+            continue;
+        }
+        let span = (i.t1_ns - i.t0_ns) as f64;
+        let mut k = (i.t0_ns / width_ns) as usize;
+        while k < n {
+            let w0 = k as u64 * width_ns;
+            let w1 = w0 + width_ns;
+            if w0 >= i.t1_ns {
+                break;
+            }
+            let o0 = i.t0_ns.max(w0);
+            let o1 = i.t1_ns.min(w1);
+            if o1 > o0 {
+                out[k] += v * (o1 - o0) as f64 / span;
+            }
+            k += 1;
+        }
+    }
+    out
+}
+
+/// Highest rate (per second) over windows of `width_ns`, among windows that lie wholly
+/// inside the recording.
+pub fn peak_rate(iv: &[Interval], width_ns: u64, duration_ns: u64) -> f64 {
+    let n = (duration_ns / width_ns) as usize;
+    if n == 0 {
+        return f64::NAN;
+    }
+    let sums = window_sums(iv, width_ns, n);
+    sums.iter().cloned().fold(0.0, f64::max) / (width_ns as f64 / 1e9)
+}
+
+/// What an array UI shows: averages over windows of `width_ns`.
+#[derive(Debug, Clone, Serialize)]
+pub struct UiAverage {
+    pub window_s: f64,
+    /// Whole windows in the run (0: the run is shorter, `max_bytes_per_s` is the run mean).
+    pub windows: usize,
+    /// The highest window average: the highest point the UI graph would show.
+    pub max_bytes_per_s: f64,
+    /// Per window (start_s, bytes/s), for the overlay line.
+    pub series: Vec<(f64, f64)>,
+}
+
+pub fn ui_average(iv: &[Interval], width_ns: u64, duration_ns: u64) -> UiAverage {
+    let n = (duration_ns / width_ns) as usize;
+    let w_s = width_ns as f64 / 1e9;
+    if n == 0 {
+        let total: f64 = iv.iter().filter_map(|i| i.v).sum();
+        let r = total / (duration_ns.max(1) as f64 / 1e9);
+        return UiAverage {
+            window_s: w_s,
+            windows: 0,
+            max_bytes_per_s: r,
+            series: vec![(0.0, r)],
+        };
+    }
+    let sums = window_sums(iv, width_ns, n);
+    let series: Vec<(f64, f64)> = sums
+        .iter()
+        .enumerate()
+        .map(|(k, s)| (k as f64 * w_s, s / w_s))
+        .collect();
+    let max = series.iter().map(|x| x.1).fold(0.0, f64::max);
+    UiAverage {
+        window_s: w_s,
+        windows: n,
+        max_bytes_per_s: max,
+        series,
+    }
+}
+
+/// One burst: a run of busy windows.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Burst {
+    pub start_s: f64,
+    pub duration_ms: f64,
+    pub bytes: f64,
+    /// Highest rate in one bin of the burst, MiB/s.
+    pub peak_mib_s: f64,
+}
+
+/// The burst finder's verdict on one series.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bursts {
+    pub bin_ms: f64,
+    pub threshold_mib_s: f64,
+    pub count: usize,
+    /// Median time between burst starts, s (None: fewer than 2 bursts).
+    pub period_s: Option<f64>,
+    /// Coefficient of variation of the time between starts (stddev / mean).
+    pub period_cv: Option<f64>,
+    /// At least 3 bursts and period_cv < 0.25.
+    pub regular: bool,
+    pub mean_bytes: Option<f64>,
+    pub mean_duration_ms: Option<f64>,
+    /// Share of all bytes that were written inside bursts.
+    pub share_of_bytes: f64,
+    pub list: Vec<Burst>,
+}
+
+/// Burst finder tuning.
+#[derive(Debug, Clone, Copy)]
+pub struct BurstParams {
+    pub bin_ns: u64,
+    /// Busy runs separated by a quiet gap shorter than this are one burst.
+    pub merge_gap_ns: u64,
+    /// A bin is busy above max(peak * this, 4 * p25 of bins, floor).
+    pub peak_fraction: f64,
+    pub floor_bytes_per_s: f64,
+}
+
+impl Default for BurstParams {
+    fn default() -> Self {
+        BurstParams {
+            bin_ns: 10_000_000,
+            merge_gap_ns: 100_000_000,
+            peak_fraction: 0.1,
+            floor_bytes_per_s: 1024.0 * 1024.0,
+        }
+    }
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i]
+}
+
+/// Finds bursts in per-bin byte sums (bins of `p.bin_ns`, starting at t = 0).
+///
+/// A bin is busy when its rate exceeds the threshold: a tenth of the peak bin, and at
+/// least 4x the 25th percentile of bins (so a steady stream is not "one long burst"),
+/// and at least 1 MiB/s. Busy bins closer than `merge_gap_ns` join one burst.
+pub fn find_bursts(bins: &[f64], p: &BurstParams) -> Bursts {
+    let bin_s = p.bin_ns as f64 / 1e9;
+    let rates: Vec<f64> = bins.iter().map(|b| b / bin_s).collect();
+    let mut sorted = rates.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let peak = sorted.last().copied().unwrap_or(0.0);
+    let threshold = (peak * p.peak_fraction)
+        .max(4.0 * percentile(&sorted, 0.25))
+        .max(p.floor_bytes_per_s);
+    let gap_bins = (p.merge_gap_ns / p.bin_ns) as usize;
+    let mut list = vec![];
+    let mut cur: Option<(usize, usize)> = None; // first, last busy bin
+    let close = |a: usize, b: usize, list: &mut Vec<Burst>| {
+        let bytes: f64 = bins[a..=b].iter().sum();
+        let pk = rates[a..=b].iter().cloned().fold(0.0, f64::max);
+        list.push(Burst {
+            start_s: a as f64 * bin_s,
+            duration_ms: (b - a + 1) as f64 * bin_s * 1e3,
+            bytes,
+            peak_mib_s: pk / MIB,
+        });
+    };
+    for (k, &r) in rates.iter().enumerate() {
+        if r > threshold && peak > 0.0 {
+            cur = match cur {
+                Some((a, b)) if k - b <= gap_bins + 1 => Some((a, k)),
+                Some((a, b)) => {
+                    close(a, b, &mut list);
+                    Some((k, k))
+                }
+                None => Some((k, k)),
+            };
+        }
+    }
+    if let Some((a, b)) = cur {
+        close(a, b, &mut list);
+    }
+    let total: f64 = bins.iter().sum();
+    let in_bursts: f64 = list.iter().map(|b| b.bytes).sum();
+    let starts: Vec<f64> = list.iter().map(|b| b.start_s).collect();
+    let gaps: Vec<f64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    let (period_s, period_cv) = if gaps.is_empty() {
+        (None, None)
+    } else {
+        let mut g = gaps.clone();
+        g.sort_by(|a, b| a.total_cmp(b));
+        let med = if g.len() % 2 == 1 {
+            g[g.len() / 2]
+        } else {
+            (g[g.len() / 2 - 1] + g[g.len() / 2]) / 2.0
+        };
+        let mean = g.iter().sum::<f64>() / g.len() as f64;
+        let var = g.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / g.len() as f64;
+        (
+            Some(med),
+            Some(if mean > 0.0 { var.sqrt() / mean } else { 0.0 }),
+        )
+    };
+    let n = list.len();
+    Bursts {
+        bin_ms: bin_s * 1e3,
+        threshold_mib_s: threshold / MIB,
+        count: n,
+        period_s,
+        period_cv,
+        regular: n >= 3 && period_cv.is_some_and(|c| c < 0.25),
+        mean_bytes: (n > 0).then(|| in_bursts / n as f64),
+        mean_duration_ms: (n > 0)
+            .then(|| list.iter().map(|b| b.duration_ms).sum::<f64>() / n as f64),
+        share_of_bytes: if total > 0.0 { in_bursts / total } else { 0.0 },
+        list,
+    }
+}
+
+pub const MIB: f64 = 1024.0 * 1024.0;
+
+/// Sector fields -> bytes.
+pub const SECTOR_BYTES: f64 = 512.0;
+
+/// The fields a device report derives, with their scale.
+pub fn write_bytes(d: &DiskRows) -> Vec<Interval> {
+    intervals(d, ds::F_SECTORS_WRITTEN, SECTOR_BYTES)
+}
+pub fn read_bytes(d: &DiskRows) -> Vec<Interval> {
+    intervals(d, ds::F_SECTORS_READ, SECTOR_BYTES)
+}
+
+/// Total of an interval series (None values skipped).
+pub fn total(iv: &[Interval]) -> f64 {
+    iv.iter().filter_map(|i| i.v).sum()
+}
+
+/// Whether any row of the device has this field.
+pub fn has_field(d: &DiskRows, field: usize) -> bool {
+    field < MAX_FIELDS && d.f.iter().any(|r| r[field].is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iv(t0: u64, t1: u64, v: f64) -> Interval {
+        Interval {
+            t0_ns: t0,
+            t1_ns: t1,
+            v: Some(v),
+        }
+    }
+
+    #[test]
+    fn window_sums_split_by_overlap() {
+        let s = window_sums(&[iv(5, 15, 100.0), iv(15, 20, 50.0)], 10, 2);
+        assert_eq!(s, vec![50.0, 100.0]);
+    }
+
+    #[test]
+    fn none_values_are_skipped() {
+        let x = [Interval {
+            t0_ns: 0,
+            t1_ns: 10,
+            v: None,
+        }];
+        assert_eq!(window_sums(&x, 10, 1), vec![0.0]);
+    }
+
+    #[test]
+    fn finds_known_bursts_and_their_period() {
+        // 60 s of 10 ms bins: baseline 10 KiB per bin, bursts of 5 bins x 10 MiB every 5 s.
+        let mut bins = vec![10.0 * 1024.0; 6000];
+        for k in 0..12 {
+            for j in 0..5 {
+                bins[k * 500 + 100 + j] = 10.0 * MIB;
+            }
+        }
+        let b = find_bursts(&bins, &BurstParams::default());
+        assert_eq!(b.count, 12);
+        assert!((b.period_s.unwrap() - 5.0).abs() < 1e-9);
+        assert!(b.regular);
+        assert!((b.list[0].start_s - 1.0).abs() < 1e-9);
+        assert!((b.list[0].duration_ms - 50.0).abs() < 1e-9);
+        assert!((b.list[0].bytes - 50.0 * MIB).abs() < 1.0);
+        assert!((b.list[0].peak_mib_s - 1000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn steady_stream_has_no_bursts() {
+        let bins: Vec<f64> = (0..3000)
+            .map(|i| MIB * (1.0 + 0.3 * ((i * 7919) % 13) as f64 / 13.0))
+            .collect();
+        let b = find_bursts(&bins, &BurstParams::default());
+        assert_eq!(b.count, 0, "{b:?}");
+        assert!(!b.regular);
+    }
+
+    #[test]
+    fn close_busy_bins_merge() {
+        let mut bins = vec![0.0; 1000];
+        bins[100] = 10.0 * MIB;
+        bins[105] = 10.0 * MIB; // 40 ms gap: same burst
+        bins[300] = 10.0 * MIB; // far: a second burst
+        let b = find_bursts(&bins, &BurstParams::default());
+        assert_eq!(b.count, 2);
+        assert!((b.list[0].duration_ms - 60.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ui_average_takes_the_highest_window() {
+        let x = [iv(0, 10, 100.0), iv(10, 20, 300.0)];
+        let u = ui_average(&x, 10, 20);
+        assert_eq!(u.windows, 2);
+        assert!((u.max_bytes_per_s - 300.0 * 1e8).abs() < 1.0);
+    }
+}

