@@ -58,6 +58,12 @@ async fn publishes_exactly_n_and_writes_load_csv() {
     .unwrap();
     let pid = broker.pid();
     assert!(process_exists(pid));
+    // Its own process group: a terminal's Ctrl-C does not reach it.
+    // SAFETY: getpgid only reads.
+    assert_eq!(
+        unsafe { libc::getpgid(pid as libc::pid_t) },
+        pid as libc::pid_t
+    );
     let meta = broker.meta();
     assert_eq!(meta["sync"], "1s");
     assert!(meta["config"]

@@ -155,16 +155,35 @@ fn tokens(line: &[u8]) -> impl Iterator<Item = &[u8]> {
         .filter(|t| !t.is_empty())
 }
 
-/// Parses one line. Lines with fewer than 11 counters (pre-2.6.25 partitions) or
-/// with non-numeric fields give `None`; counters past the 17th are ignored.
-pub fn parse_line(line: &[u8]) -> Option<Line<'_>> {
-    let mut it = tokens(line);
-    let major = parse_u64(it.next()?)? as u32;
-    let minor = parse_u64(it.next()?)? as u32;
-    let name = it.next()?;
+/// Splits a line into `major`, `minor`, `name` and the rest, without parsing counters:
+/// lets a sampler skip devices it does not record cheaply.
+#[inline]
+pub fn parse_head(line: &[u8]) -> Option<(u32, u32, &[u8], &[u8])> {
+    let mut rest = line;
+    let mut next = || -> Option<&[u8]> {
+        let start = rest.iter().position(|&b| b != b' ' && b != b'\t')?;
+        let r = &rest[start..];
+        let end = r
+            .iter()
+            .position(|&b| b == b' ' || b == b'\t')
+            .unwrap_or(r.len());
+        let tok = &r[..end];
+        rest = &r[end..];
+        Some(tok)
+    };
+    let major = parse_u64(next()?)? as u32;
+    let minor = parse_u64(next()?)? as u32;
+    let name = next()?;
+    Some((major, minor, name, rest))
+}
+
+/// Parses the counters after the name. Fewer than 11 counters (pre-2.6.25 partition
+/// lines) or a non-numeric field give `None`; counters past the 17th are ignored.
+#[inline]
+pub fn parse_counters(rest: &[u8]) -> Option<DiskCounters> {
     let mut counters = DiskCounters::default();
     let mut n = 0usize;
-    for tok in it {
+    for tok in tokens(rest) {
         if n == MAX_FIELDS {
             break;
         }
@@ -175,11 +194,17 @@ pub fn parse_line(line: &[u8]) -> Option<Line<'_>> {
         return None;
     }
     counters.nfields = n as u8;
+    Some(counters)
+}
+
+/// Parses one whole line.
+pub fn parse_line(line: &[u8]) -> Option<Line<'_>> {
+    let (major, minor, name, rest) = parse_head(line)?;
     Some(Line {
         major,
         minor,
         name,
-        counters,
+        counters: parse_counters(rest)?,
     })
 }
 

@@ -29,12 +29,34 @@ pub struct LoopStats {
     pub jitter: Histogram<u64>,
     /// CPU time this thread used while looping, ns (`CLOCK_THREAD_CPUTIME_ID`).
     pub thread_cpu_ns: u64,
+    /// The thread ran with a real-time priority (see [`try_realtime`]).
+    pub realtime: bool,
 }
 
 impl LoopStats {
     pub fn jitter_us(&self, q: f64) -> f64 {
         self.jitter.value_at_quantile(q) as f64 / 1000.0
     }
+}
+
+/// Gives the calling thread a low real-time priority (`SCHED_FIFO` 10), so that a broker
+/// and a load generator saturating every core do not delay its samples. Needs root or
+/// `CAP_SYS_NICE`; without them the thread keeps its normal priority and the run goes on.
+/// A sampler sleeps between samples of about 10 us, so it cannot starve anything.
+pub fn try_realtime() -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 10 };
+    // SAFETY: pid 0 is the calling thread; param is a valid sched_param.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn is_realtime() -> bool {
+    // SAFETY: pid 0 is the calling thread.
+    unsafe { libc::sched_getscheduler(0) == libc::SCHED_FIFO }
 }
 
 /// CPU time of the calling thread, ns.
@@ -100,6 +122,7 @@ pub fn run(
         skipped,
         jitter,
         thread_cpu_ns: thread_cpu_ns() - cpu0,
+        realtime: is_realtime(),
     }
 }
 

@@ -61,18 +61,7 @@ impl fmt::Display for SyncMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SyncMode::Always => f.write_str("always"),
-            SyncMode::Every(d) => {
-                let ns = d.as_nanos();
-                if ns % 1_000_000_000 == 0 {
-                    write!(f, "{}s", ns / 1_000_000_000)
-                } else if ns % 1_000_000 == 0 {
-                    write!(f, "{}ms", ns / 1_000_000)
-                } else if ns % 1_000 == 0 {
-                    write!(f, "{}us", ns / 1_000)
-                } else {
-                    write!(f, "{ns}ns")
-                }
-            }
+            SyncMode::Every(d) => f.write_str(&crate::cli::fmt_duration(*d)),
         }
     }
 }
@@ -88,18 +77,7 @@ impl FromStr for SyncMode {
         }
         let bad =
             || anyhow!("a sync interval is `always` or a duration like 5s, 250ms or 2m; got '{s}'");
-        let split = t.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        let (num, unit) = t.split_at(split);
-        let n: u64 = num.parse().map_err(|_| bad())?;
-        let d = match unit {
-            "ns" => Duration::from_nanos(n),
-            "us" | "µs" => Duration::from_micros(n),
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n * 60),
-            "h" => Duration::from_secs(n * 3600),
-            _ => return Err(bad()),
-        };
+        let d = crate::cli::parse_duration(t).map_err(|_| bad())?;
         if d.is_zero() {
             return Err(bad());
         }

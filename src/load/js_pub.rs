@@ -389,6 +389,7 @@ pub async fn js_publish(
             }
         } else if drain_deadline.is_none() && stop.load(Ordering::Relaxed) {
             // Ctrl-C while waiting for the last acks of a `msgs` run.
+            stop_reason = "stop";
             drain_deadline = Some(tokio::time::Instant::now() + DRAIN_TIMEOUT);
         }
         if !sending && in_flight.is_empty() {

@@ -103,6 +103,7 @@ pub struct DiskSampler {
     events: EventLog,
     clock: Clock,
     read_errors: u64,
+    samples: u64,
 }
 
 impl DiskSampler {
@@ -128,6 +129,7 @@ impl DiskSampler {
             events,
             clock,
             read_errors: 0,
+            samples: 0,
         })
     }
 
@@ -155,24 +157,31 @@ impl DiskSampler {
         let sink = &mut self.sink;
         let filter = &self.filter;
         let events = &self.events;
-        diskstats::for_each_line(data, |l| {
-            let idx = match tracked
+        let first = self.samples == 0;
+        for raw in data.split(|&b| b == b'\n') {
+            let Some((major, minor, name, rest)) = diskstats::parse_head(raw) else {
+                continue;
+            };
+            let pos = tracked
                 .iter()
-                .position(|d| d.major == l.major && d.minor == l.minor)
-            {
+                .position(|d| d.major == major && d.minor == minor);
+            if pos.is_none() && !matches!(filter, DeviceFilter::All) {
+                continue;
+            }
+            let Some(c) = diskstats::parse_counters(rest) else {
+                continue;
+            };
+            let idx = match pos {
                 Some(i) => i,
                 None => {
-                    if !matches!(filter, DeviceFilter::All) {
-                        return;
-                    }
                     // A device that appeared mid-run (rare: allocation is fine here).
-                    tracked.push(Tracked::new(l.major, l.minor, l.name));
-                    if t > 0 {
+                    tracked.push(Tracked::new(major, minor, name));
+                    if t > 0 && !first {
                         events.event_at(
                             t,
                             "device_appeared",
-                            serde_json::json!({"device": String::from_utf8_lossy(l.name),
-                                "major": l.major, "minor": l.minor}),
+                            serde_json::json!({"device": String::from_utf8_lossy(name),
+                                "major": major, "minor": minor}),
                         );
                     }
                     tracked.len() - 1
@@ -180,11 +189,10 @@ impl DiskSampler {
             };
             let d = &mut tracked[idx];
             d.seen_this_sample = true;
-            let c = l.counters;
             if d.present && c == d.last && t - d.last_written_t < KEYFRAME_NS {
                 d.pending = true;
                 d.last_t = t;
-                return;
+                continue;
             }
             if d.ever_seen && !d.present {
                 events.event_at(
@@ -205,7 +213,8 @@ impl DiskSampler {
             d.pending = false;
             d.present = true;
             d.ever_seen = true;
-        });
+        }
+        self.samples += 1;
         for d in self.tracked.iter_mut() {
             if d.present && !d.seen_this_sample {
                 d.present = false;
@@ -264,6 +273,7 @@ pub fn spawn_disk(
     let handle = std::thread::Builder::new()
         .name("diskstats".into())
         .spawn(move || {
+            let _ = periodic::try_realtime();
             let stats = periodic::run(&clock, interval_ns, &stop, |_| {
                 s.sample();
                 true
@@ -316,6 +326,7 @@ pub fn spawn_proc<const N: usize>(
     let handle = std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {
+            let _ = periodic::try_realtime();
             let mut failed = false;
             let stats = periodic::run(&clock, interval_ns, &stop, |_| {
                 let t0 = clock.now_ns();

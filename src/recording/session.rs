@@ -329,5 +329,6 @@ pub fn loop_stats_json(s: &LoopStats) -> Value {
         "thread_cpu_ns": s.thread_cpu_ns,
         "cpu_share_of_core": s.thread_cpu_ns as f64 / wall,
         "ns_per_sample_cpu": s.thread_cpu_ns as f64 / s.samples.max(1) as f64,
+        "realtime_priority": s.realtime,
     })
 }

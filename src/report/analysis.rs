@@ -37,18 +37,24 @@ pub fn intervals(d: &DiskRows, field: usize, scale: f64) -> Vec<Interval> {
     out
 }
 
-/// Per-interval rates (value per second) stamped at the interval's end: the finest
-/// series the recording holds, for charts.
+/// Per-interval rates (value per second) for charts: the finest series the recording
+/// holds. Each interval contributes its rate at both its start and its end, so a long
+/// quiet interval (rows are only written when counters change) draws as a flat step,
+/// never as a slope from the last busy sample.
 pub fn rate_series(iv: &[Interval]) -> (Vec<f64>, Vec<f64>) {
-    let mut t = Vec::with_capacity(iv.len());
-    let mut v = Vec::with_capacity(iv.len());
+    let mut t = Vec::with_capacity(iv.len() * 2);
+    let mut v = Vec::with_capacity(iv.len() * 2);
     for i in iv {
         let dt = (i.t1_ns - i.t0_ns) as f64 / 1e9;
-        t.push(i.t1_ns as f64 / 1e9);
-        v.push(match i.v {
+        let r = match i.v {
             Some(x) if dt > 0.0 => x / dt,
             _ => f64::NAN,
-        });
+        };
+        // 1 ns after the start, so the previous interval's end point keeps its own value.
+        t.push((i.t0_ns + 1) as f64 / 1e9);
+        v.push(r);
+        t.push(i.t1_ns as f64 / 1e9);
+        v.push(r);
     }
     (t, v)
 }
@@ -216,7 +222,7 @@ pub fn find_bursts(bins: &[f64], p: &BurstParams) -> Bursts {
         .max(4.0 * percentile(&sorted, 0.25))
         .max(p.floor_bytes_per_s);
     let gap_bins = (p.merge_gap_ns / p.bin_ns) as usize;
-    let mut list = vec![];
+    let mut list: Vec<Burst> = vec![];
     let mut cur: Option<(usize, usize)> = None; // first, last busy bin
     let close = |a: usize, b: usize, list: &mut Vec<Burst>| {
         let bytes: f64 = bins[a..=b].iter().sum();
@@ -243,26 +249,31 @@ pub fn find_bursts(bins: &[f64], p: &BurstParams) -> Bursts {
     if let Some((a, b)) = cur {
         close(a, b, &mut list);
     }
+    // Clusters closer than a quarter of the typical spacing between bursts are one burst
+    // (a flush that pauses briefly between files), so the period is not halved by them.
+    for _ in 0..3 {
+        let Some(p) = median(&start_gaps(&list)) else {
+            break;
+        };
+        let merged = merge_close(&list, p / 4.0);
+        if merged.len() == list.len() {
+            break;
+        }
+        list = merged;
+    }
     let total: f64 = bins.iter().sum();
     let in_bursts: f64 = list.iter().map(|b| b.bytes).sum();
-    let starts: Vec<f64> = list.iter().map(|b| b.start_s).collect();
-    let gaps: Vec<f64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
-    let (period_s, period_cv) = if gaps.is_empty() {
-        (None, None)
-    } else {
-        let mut g = gaps.clone();
-        g.sort_by(|a, b| a.total_cmp(b));
-        let med = if g.len() % 2 == 1 {
-            g[g.len() / 2]
-        } else {
-            (g[g.len() / 2 - 1] + g[g.len() / 2]) / 2.0
-        };
-        let mean = g.iter().sum::<f64>() / g.len() as f64;
-        let var = g.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / g.len() as f64;
-        (
-            Some(med),
-            Some(if mean > 0.0 { var.sqrt() / mean } else { 0.0 }),
-        )
+    let g = start_gaps(&list);
+    let (period_s, period_cv) = match median(&g) {
+        None => (None, None),
+        Some(med) => {
+            let mean = g.iter().sum::<f64>() / g.len() as f64;
+            let var = g.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / g.len() as f64;
+            (
+                Some(med),
+                Some(if mean > 0.0 { var.sqrt() / mean } else { 0.0 }),
+            )
+        }
     };
     let n = list.len();
     Bursts {
@@ -278,6 +289,46 @@ pub fn find_bursts(bins: &[f64], p: &BurstParams) -> Bursts {
         share_of_bytes: if total > 0.0 { in_bursts / total } else { 0.0 },
         list,
     }
+}
+
+/// Times between consecutive burst starts, s.
+fn start_gaps(list: &[Burst]) -> Vec<f64> {
+    list.windows(2)
+        .map(|w| w[1].start_s - w[0].start_s)
+        .collect()
+}
+
+fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut g = v.to_vec();
+    g.sort_by(|a, b| a.total_cmp(b));
+    let n = g.len();
+    Some(if n % 2 == 1 {
+        g[n / 2]
+    } else {
+        (g[n / 2 - 1] + g[n / 2]) / 2.0
+    })
+}
+
+/// Joins bursts whose quiet gap (end to next start) is shorter than `gap_s`.
+fn merge_close(list: &[Burst], gap_s: f64) -> Vec<Burst> {
+    let mut out: Vec<Burst> = Vec::with_capacity(list.len());
+    for b in list {
+        if let Some(last) = out.last_mut() {
+            let end = last.start_s + last.duration_ms / 1e3;
+            if b.start_s - end < gap_s {
+                let new_end = b.start_s + b.duration_ms / 1e3;
+                last.duration_ms = (new_end - last.start_s) * 1e3;
+                last.bytes += b.bytes;
+                last.peak_mib_s = last.peak_mib_s.max(b.peak_mib_s);
+                continue;
+            }
+        }
+        out.push(b.clone());
+    }
+    out
 }
 
 pub const MIB: f64 = 1024.0 * 1024.0;
@@ -358,6 +409,22 @@ mod tests {
         let b = find_bursts(&bins, &BurstParams::default());
         assert_eq!(b.count, 0, "{b:?}");
         assert!(!b.regular);
+    }
+
+    #[test]
+    fn a_split_flush_is_one_burst() {
+        // Bursts every 5 s; the first flush pauses for 300 ms half-way.
+        let mut bins = vec![0.0; 2500];
+        for k in [100usize, 130, 600, 1100, 1600, 2100] {
+            for j in 0..5 {
+                bins[k + j] = 10.0 * MIB;
+            }
+        }
+        let b = find_bursts(&bins, &BurstParams::default());
+        assert_eq!(b.count, 5, "{:?}", b.list);
+        assert!((b.period_s.unwrap() - 5.0).abs() < 1e-9);
+        assert!((b.list[0].duration_ms - 350.0).abs() < 1e-6);
+        assert!(b.regular);
     }
 
     #[test]

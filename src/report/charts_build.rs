@@ -10,6 +10,19 @@ use super::analysis::{self, UiAverage, MIB};
 use super::run::Run;
 use super::{DeviceAnalysis, ReportOptions};
 
+/// Events drawn as markers (the others stay in events.jsonl and summary.json).
+const MARKER_KINDS: [&str; 9] = [
+    "broker_ready",
+    "phase_start",
+    "phase_end",
+    "interrupted",
+    "error",
+    "device_gone",
+    "device_back",
+    "device_appeared",
+    "command_exit",
+];
+
 const WRITE: &str = "#d62728";
 const READ: &str = "#1f77b4";
 
@@ -214,7 +227,7 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
     let events = run
         .events
         .iter()
-        .filter(|e| !matches!(e.kind.as_str(), "record_start" | "record_stop"))
+        .filter(|e| MARKER_KINDS.contains(&e.kind.as_str()))
         .map(|e| Marker {
             t_s: e.t_ns as f64 / 1e9,
             label: e.kind.clone(),
