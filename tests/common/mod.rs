@@ -1,0 +1,141 @@
+//! Shared test helpers: real loop devices (root and losetup needed; a test without them
+//! says why and skips: CI runs as root, so CI skips none), and the binary under test.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Runs a command from an argument vector; panics with its stderr on failure.
+pub fn sh(prog: &str, args: &[&str]) -> String {
+    let out = Command::new(prog)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {prog}: {e}"));
+    assert!(
+        out.status.success(),
+        "{prog} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Whether loop-device tests can run here; prints why not.
+pub fn can_use_loop_devices() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping: loop device tests need root");
+        return false;
+    }
+    if Command::new("losetup").arg("--version").output().is_err() {
+        eprintln!("skipping: losetup not found (apt-get install util-linux)");
+        return false;
+    }
+    true
+}
+
+/// A loop device over a sparse file in /var/tmp, optionally formatted and mounted.
+/// Dropping it unmounts, detaches and removes the file.
+pub struct LoopDev {
+    pub image: PathBuf,
+    pub dev: String,
+    pub mount: Option<PathBuf>,
+}
+
+impl LoopDev {
+    pub fn new(size: &str) -> LoopDev {
+        let image = PathBuf::from(format!(
+            "/var/tmp/diskpulse-test-{}-{}.img",
+            std::process::id(),
+            rand_suffix()
+        ));
+        sh("truncate", &["-s", size, image.to_str().unwrap()]);
+        let dev = sh("losetup", &["-f", "--show", image.to_str().unwrap()]);
+        LoopDev {
+            image,
+            dev,
+            mount: None,
+        }
+    }
+
+    /// `loop3` for `/dev/loop3`.
+    pub fn name(&self) -> &str {
+        self.dev.trim_start_matches("/dev/")
+    }
+
+    /// Formats ext4 (inode tables written now, not by a background thread later) and mounts.
+    pub fn mount_ext4(&mut self) -> PathBuf {
+        sh(
+            "mkfs.ext4",
+            &["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", &self.dev],
+        );
+        let m = PathBuf::from(format!("{}.mnt", self.image.display()));
+        std::fs::create_dir_all(&m).unwrap();
+        sh("mount", &[&self.dev, m.to_str().unwrap()]);
+        self.mount = Some(m.clone());
+        m
+    }
+}
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        if let Some(m) = &self.mount {
+            let _ = Command::new("umount").arg(m).status();
+            let _ = std::fs::remove_dir(m);
+        }
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+fn rand_suffix() -> u64 {
+    collectors::clock::monotonic_ns() % 1_000_000_007
+}
+
+/// Writes `total` bytes of zeros to `path` with O_DIRECT in `chunk`-byte writes.
+pub fn write_direct(path: &Path, total: usize, chunk: usize) {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .unwrap();
+    let layout = std::alloc::Layout::from_size_align(chunk, 4096).unwrap();
+    // SAFETY: layout has non-zero size; the buffer is freed below.
+    let buf = unsafe { std::alloc::alloc_zeroed(layout) };
+    let mut off = 0usize;
+    while off < total {
+        // SAFETY: buf is valid for chunk bytes and 4096-aligned as O_DIRECT needs.
+        let n = unsafe {
+            libc::pwrite(
+                f.as_raw_fd(),
+                buf as *const libc::c_void,
+                chunk,
+                off as libc::off_t,
+            )
+        };
+        assert_eq!(n, chunk as isize, "O_DIRECT write to {}", path.display());
+        off += chunk;
+    }
+    // SAFETY: allocated above with the same layout.
+    unsafe { std::alloc::dealloc(buf, layout) };
+}
+
+pub fn diskpulse() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_diskpulse"))
+}
+
+pub fn read_json(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// The summary.json entry of one device.
+pub fn device<'a>(summary: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    summary["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in summary: {summary:#}"))
+}
