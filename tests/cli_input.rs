@@ -29,7 +29,13 @@ fn unknown_device_lists_the_ones_that_exist() {
     let out = d.path().join("run");
     let any = &collectors::devices::Resolver::default().all()[0].0;
     fails_with_usage(
-        &["record", "--device", "nosuchdisk", "--out", out.to_str().unwrap()],
+        &[
+            "record",
+            "--device",
+            "nosuchdisk",
+            "--out",
+            out.to_str().unwrap(),
+        ],
         &["nosuchdisk", any],
     );
     assert!(!out.exists(), "nothing may be written");
@@ -40,7 +46,13 @@ fn a_path_on_tmpfs_has_no_block_device() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("run");
     fails_with_usage(
-        &["record", "--path", "/dev/shm", "--out", out.to_str().unwrap()],
+        &[
+            "record",
+            "--path",
+            "/dev/shm",
+            "--out",
+            out.to_str().unwrap(),
+        ],
         &["/dev/shm", "tmpfs"],
     );
     assert!(!out.exists());
@@ -51,7 +63,13 @@ fn an_interval_under_100us_is_refused() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("run");
     fails_with_usage(
-        &["record", "--interval", "50us", "--out", out.to_str().unwrap()],
+        &[
+            "record",
+            "--interval",
+            "50us",
+            "--out",
+            out.to_str().unwrap(),
+        ],
         &["--interval", "50us", "100us"],
     );
     assert!(!out.exists());
@@ -72,13 +90,25 @@ fn a_run_that_is_not_a_recording_is_refused() {
 #[test]
 fn an_unwritable_out_is_refused() {
     fails_with_usage(
-        &["record", "--duration", "100ms", "--out", "/proc/diskpulse-run"],
+        &[
+            "record",
+            "--duration",
+            "100ms",
+            "--out",
+            "/proc/diskpulse-run",
+        ],
         &["/proc/diskpulse-run", "--out"],
     );
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("x"), "keep").unwrap();
     fails_with_usage(
-        &["record", "--duration", "100ms", "--out", d.path().to_str().unwrap()],
+        &[
+            "record",
+            "--duration",
+            "100ms",
+            "--out",
+            d.path().to_str().unwrap(),
+        ],
         &["not an empty directory"],
     );
     assert_eq!(std::fs::read_to_string(d.path().join("x")).unwrap(), "keep");
@@ -142,12 +172,23 @@ fn ctrl_c_closes_the_recording_and_stops_the_command() {
     let meta = read_json(&run.join("meta.json"));
     assert_eq!(meta["complete"], true);
     assert!(meta["samplers"]["diskstats"]["samples"].as_u64().unwrap() > 100);
-    let child: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
-    assert!(!alive(child), "the recorded command {child} is still running");
+    let child: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        !alive(child),
+        "the recorded command {child} is still running"
+    );
     let ev = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
     assert!(ev.contains("\"interrupted\""), "{ev}");
     // The cut-short recording reports.
-    let o = diskpulse().args(["report", "--no-charts"]).arg(&run).output().unwrap();
+    let o = diskpulse()
+        .args(["report", "--no-charts"])
+        .arg(&run)
+        .output()
+        .unwrap();
     assert!(o.status.success());
 }
 
@@ -160,7 +201,14 @@ fn ctrl_c_during_demo_stops_the_broker_and_still_reports() {
     let d = tempfile::tempdir_in("/var/tmp").unwrap();
     let run = d.path().join("run");
     let mut c = diskpulse()
-        .args(["demo", "--duration", "60s", "--sync-interval", "1s", "--out"])
+        .args([
+            "demo",
+            "--duration",
+            "60s",
+            "--sync-interval",
+            "1s",
+            "--out",
+        ])
         .arg(&run)
         .arg("--store-dir")
         .arg(d.path().join("js"))
@@ -173,7 +221,10 @@ fn ctrl_c_during_demo_stops_the_broker_and_still_reports() {
         .map(|s| s.lines().count() < 5)
         .unwrap_or(true)
     {
-        assert!(t0.elapsed() < Duration::from_secs(20), "publisher never started");
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "publisher never started"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     sigint(c.id());

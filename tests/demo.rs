@@ -19,18 +19,31 @@ fn demo_finds_bursts_at_the_sync_interval() {
     let out = tempfile::tempdir().unwrap();
     let run = out.path().join("run");
     let o = diskpulse()
-        .args(["demo", "--duration", "9s", "--sync-interval", "1500ms", "--store-dir"])
+        .args([
+            "demo",
+            "--duration",
+            "9s",
+            "--sync-interval",
+            "1500ms",
+            "--store-dir",
+        ])
         .arg(m.join("js"))
         .arg("--out")
         .arg(&run)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let s = read_json(&run.join("summary.json"));
     let d = device(&s, lo.name());
     let b = &d["write"]["bursts"];
-    let period = b["period_s"].as_f64().unwrap_or_else(|| panic!("no period: {b:#}"));
+    let period = b["period_s"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no period: {b:#}"));
     assert!(
         (period - 1.5).abs() / 1.5 < 0.10,
         "burst period {period} s, sync interval 1.5 s: {b:#}"
@@ -62,5 +75,9 @@ fn demo_finds_bursts_at_the_sync_interval() {
     // No nats-server left behind.
     let pid = meta["broker"]["pid"].as_u64().unwrap() as i32;
     // SAFETY: signal 0 only checks existence.
-    assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "nats-server {pid} still running");
+    assert_ne!(
+        unsafe { libc::kill(pid, 0) },
+        0,
+        "nats-server {pid} still running"
+    );
 }

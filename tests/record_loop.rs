@@ -51,7 +51,11 @@ fn direct_writes_are_found_in_recorded_sectors() {
     assert!(err < 0.01, "recorded {recorded} bytes, wrote {TOTAL}");
 
     // The report derives the same figure.
-    let o = diskpulse().args(["report", "--no-charts"]).arg(&run).output().unwrap();
+    let o = diskpulse()
+        .args(["report", "--no-charts"])
+        .arg(&run)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = read_json(&run.join("summary.json"));
     let d = device(&s, lo.name());
@@ -63,7 +67,10 @@ fn direct_writes_are_found_in_recorded_sectors() {
     // Samples: ~3000 expected at 1 ms; the sampler must take at least 99% of them.
     let meta = read_json(&run.join("meta.json"));
     let ds = &meta["samplers"]["diskstats"];
-    let (taken, expected) = (ds["samples"].as_f64().unwrap(), ds["expected"].as_f64().unwrap());
+    let (taken, expected) = (
+        ds["samples"].as_f64().unwrap(),
+        ds["expected"].as_f64().unwrap(),
+    );
     assert!(taken / expected >= 0.99, "{taken} of {expected} samples");
     assert_eq!(meta["complete"], true);
 }
@@ -89,8 +96,8 @@ fn path_resolves_to_loop_device_and_backing_disk() {
     let devs = meta["devices"].as_array().unwrap();
     assert_eq!(devs[0]["name"], lo.name());
     assert!(devs[0]["why"].as_str().unwrap().starts_with("holds "));
-    let sysfs_wc = std::fs::read_to_string(format!("/sys/block/{}/queue/write_cache", lo.name()))
-        .unwrap();
+    let sysfs_wc =
+        std::fs::read_to_string(format!("/sys/block/{}/queue/write_cache", lo.name())).unwrap();
     assert_eq!(devs[0]["queue"]["write_cache"], sysfs_wc.trim());
     // The backing file lives in /var/tmp: that disk is recorded too.
     let backing = devs
@@ -108,13 +115,20 @@ fn btrfs_raid1_path_resolves_to_every_member() {
     if !can_use_loop_devices() {
         return;
     }
-    if std::process::Command::new("mkfs.btrfs").arg("--version").output().is_err() {
+    if std::process::Command::new("mkfs.btrfs")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         eprintln!("skipping: mkfs.btrfs not found (apt-get install btrfs-progs)");
         return;
     }
     let a = LoopDev::new("300M");
     let b = LoopDev::new("300M");
-    sh("mkfs.btrfs", &["-q", "-f", "-d", "raid1", "-m", "raid1", &a.dev, &b.dev]);
+    sh(
+        "mkfs.btrfs",
+        &["-q", "-f", "-d", "raid1", "-m", "raid1", &a.dev, &b.dev],
+    );
     let m = format!("{}.btrfs", a.image.display());
     std::fs::create_dir_all(&m).unwrap();
     sh("mount", &[&a.dev, &m]);
@@ -132,9 +146,10 @@ fn btrfs_raid1_path_resolves_to_every_member() {
     let names: Vec<&str> = devs.iter().map(|d| d.name.as_str()).collect();
     assert!(names.contains(&a.name()), "{names:?}");
     assert!(names.contains(&b.name()), "{names:?}");
-    assert!(devs
-        .iter()
-        .filter(|d| d.why.starts_with("btrfs member"))
-        .count()
-        >= 2);
+    assert!(
+        devs.iter()
+            .filter(|d| d.why.starts_with("btrfs member"))
+            .count()
+            >= 2
+    );
 }

@@ -66,7 +66,10 @@ fn finds_exactly_the_synthetic_bursts() {
         assert!((x["start_s"].as_f64().unwrap() - (1.0 + 4.0 * k as f64)).abs() < 0.0101);
         assert!((x["duration_ms"].as_f64().unwrap() - 50.0).abs() <= 10.0);
         let bytes = x["bytes"].as_f64().unwrap();
-        assert!((bytes - 40.0 * MIB as f64).abs() < 0.01 * 40.0 * MIB as f64, "{bytes}");
+        assert!(
+            (bytes - 40.0 * MIB as f64).abs() < 0.01 * 40.0 * MIB as f64,
+            "{bytes}"
+        );
     }
     assert!((w["bytes"].as_f64().unwrap() - total as f64).abs() < 1.0);
     let p10 = w["peak_mib_s"]["10ms"].as_f64().unwrap();
@@ -86,7 +89,11 @@ fn a_steady_writer_has_no_bursts() {
     let run = d.path().join("run");
     // One "burst" that lasts the whole run is a steady writer.
     synth(&run, 10, &[(0, 10_000, 100)]);
-    let o = diskpulse().args(["report", "--no-charts"]).arg(&run).output().unwrap();
+    let o = diskpulse()
+        .args(["report", "--no-charts"])
+        .arg(&run)
+        .output()
+        .unwrap();
     assert!(o.status.success());
     let s = read_json(&run.join("summary.json"));
     let b = &device(&s, "syn0")["write"]["bursts"];
@@ -103,9 +110,55 @@ fn reads_a_cut_off_recording() {
     let p = run.join("diskstats.csv.gz");
     let bytes = std::fs::read(&p).unwrap();
     std::fs::write(&p, &bytes[..bytes.len() * 2 / 3]).unwrap();
-    let o = diskpulse().args(["report", "--no-charts"]).arg(&run).output().unwrap();
+    let o = diskpulse()
+        .args(["report", "--no-charts"])
+        .arg(&run)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = read_json(&run.join("summary.json"));
     let b = &device(&s, "syn0")["write"]["bursts"];
     assert!(b["count"].as_u64().unwrap() >= 1, "{b:#}");
+}
+
+#[test]
+fn write_time_that_wraps_at_32_bits_gives_the_true_await() {
+    // 49.7 days of uptime: write_ms passes 2^32 mid-run. 1000 writes of 2 ms each.
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let meta = serde_json::json!({"format_version": 1, "tool": "diskpulse", "duration_ns": 1_000_000_000u64});
+    std::fs::write(run.join("meta.json"), meta.to_string()).unwrap();
+    let f = std::fs::File::create(run.join("diskstats.csv.gz")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
+    writeln!(gz, "{}", diskpulse::recording::samplers::diskstats_header()).unwrap();
+    let start_ms: u64 = (1u64 << 32) - 1000;
+    for ms in 0..=1000u64 {
+        let write_ms = (start_ms + 2 * ms) % (1u64 << 32);
+        writeln!(
+            gz,
+            "{},old0,8,0,0,0,0,0,{ms},0,{},{write_ms},0,{},{},,,,,,",
+            ms * 1_000_000,
+            ms * 8,
+            ms,
+            2 * ms
+        )
+        .unwrap();
+    }
+    gz.finish().unwrap();
+    let o = diskpulse()
+        .args(["report", "--no-charts"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = read_json(&run.join("summary.json"));
+    let w = &device(&s, "old0")["write"];
+    assert_eq!(w["ios"].as_f64().unwrap(), 1000.0);
+    assert!(
+        (w["await_ms"].as_f64().unwrap() - 2.0).abs() < 1e-9,
+        "{w:#}"
+    );
+    // A 14-column kernel: no flush counters, so no flush figures rather than zeros.
+    assert!(device(&s, "old0")["flushes"].is_null());
 }

@@ -17,6 +17,9 @@ pub struct ReportArgs {
     /// Window of the "UI" average drawn over the throughput panels (what an array UI shows).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub ui_average: Duration,
+    /// Window of rates.csv (per device: MiB/s, IOPS, flushes/s, util, await).
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub window: Duration,
     /// Print summary.json to stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -29,9 +32,13 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
     if a.ui_average < Duration::from_millis(10) {
         return Err(usage!("--ui-average must be at least 10ms"));
     }
+    if a.window < Duration::from_millis(1) {
+        return Err(usage!("--window must be at least 1ms"));
+    }
     let o = ReportOptions {
         ui_window_ns: a.ui_average.as_nanos() as u64,
         charts: !a.no_charts,
+        rates_window_ns: a.window.as_nanos() as u64,
         ..Default::default()
     };
     let s = report::report(&a.run, &o)?;

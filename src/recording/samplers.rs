@@ -367,3 +367,136 @@ pub fn mem_row(b: &[u8]) -> [u64; 4] {
 pub fn cpu_row(b: &[u8]) -> [u64; 10] {
     procstat::parse_stat(b).values()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn rows(path: &Path) -> Vec<String> {
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+            .read_to_string(&mut s)
+            .unwrap();
+        s.lines().skip(1).map(|l| l.to_string()).collect()
+    }
+
+    /// A fake /proc whose diskstats we rewrite between samples (same inode, so the held
+    /// fd sees the new text, as with the real file).
+    fn set(procfs: &Path, text: &str) {
+        std::fs::write(procfs.join("diskstats"), text).unwrap();
+    }
+
+    const A: &str = "7 0 loop0 1 0 8 0 2 0 16 0 0 0 0 0 0 0 0 0 0\n";
+    const B: &str = "7 1 loop1 5 0 40 0 6 0 48 0 0 0 0 0 0 0 0 0 0\n";
+    const B2: &str = "7 1 loop1 9 0 72 0 6 0 48 0 0 0 0 0 0 0 0 0 0\n";
+    const B_RESET: &str = "7 1 loop1 1 0 8 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+
+    #[test]
+    fn unchanged_samples_are_suppressed_and_the_one_before_a_change_kept() {
+        let d = tempfile::tempdir().unwrap();
+        set(d.path(), &format!("{A}{B}"));
+        let ev = EventLog::create(&d.path().join("events.jsonl"), Clock::start()).unwrap();
+        let out = d.path().join("ds.csv.gz");
+        let names = [(7, 0, "loop0".to_string()), (7, 1, "loop1".to_string())];
+        let mut s = DiskSampler::new(
+            d.path(),
+            DeviceFilter::Only(vec![(7, 0), (7, 1)]),
+            &names,
+            &out,
+            ev,
+        )
+        .unwrap();
+        s.sample(); // both written (first sight)
+        s.sample(); // unchanged: nothing
+        s.sample(); // unchanged: nothing
+        set(d.path(), &format!("{A}{B2}"));
+        s.sample(); // loop1 changed: its previous sample and this one
+        s.finish().unwrap(); // loop0's last unwritten sample
+        let r = rows(&out);
+        let dev: Vec<&str> = r.iter().map(|l| l.split(',').nth(1).unwrap()).collect();
+        assert_eq!(dev, ["loop0", "loop1", "loop1", "loop1", "loop0"], "{r:#?}");
+        let f: Vec<&str> = r[2].split(',').collect();
+        assert_eq!(f[4], "5", "the kept previous sample has the old counters");
+        let f: Vec<&str> = r[3].split(',').collect();
+        assert_eq!(f[4], "9");
+        // Every field: 4 leading columns + 17 counters.
+        assert_eq!(f.len(), 21);
+        let t: Vec<u64> = r
+            .iter()
+            .map(|l| l.split(',').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(t[2] < t[3] && t[1] < t[2]);
+    }
+
+    #[test]
+    fn a_vanishing_device_is_an_event_and_its_return_too() {
+        let d = tempfile::tempdir().unwrap();
+        set(d.path(), &format!("{A}{B}"));
+        let evp = d.path().join("events.jsonl");
+        let ev = EventLog::create(&evp, Clock::start()).unwrap();
+        let out = d.path().join("ds.csv.gz");
+        let names = [(7, 0, "loop0".to_string()), (7, 1, "loop1".to_string())];
+        let mut s = DiskSampler::new(
+            d.path(),
+            DeviceFilter::Only(vec![(7, 0), (7, 1)]),
+            &names,
+            &out,
+            ev,
+        )
+        .unwrap();
+        s.sample();
+        set(d.path(), A);
+        s.sample();
+        s.sample();
+        set(d.path(), &format!("{A}{B_RESET}"));
+        s.sample();
+        s.finish().unwrap();
+        let events = std::fs::read_to_string(&evp).unwrap();
+        assert!(
+            events.contains("\"device_gone\"") && events.contains("loop1"),
+            "{events}"
+        );
+        assert!(events.contains("\"device_back\""), "{events}");
+        let r = rows(&out);
+        let loop1: Vec<&String> = r.iter().filter(|l| l.contains(",loop1,")).collect();
+        assert_eq!(loop1.len(), 2, "{r:#?}");
+        assert!(
+            loop1[1].contains(",1,0,8,"),
+            "the re-added device's reset counters are recorded"
+        );
+    }
+
+    #[test]
+    fn all_mode_picks_up_a_device_that_appears_and_old_formats_leave_fields_empty() {
+        let d = tempfile::tempdir().unwrap();
+        // An old kernel: 14 columns (11 counters).
+        set(d.path(), "8 0 sda 1 0 8 0 2 0 16 0 0 3 4\n");
+        let evp = d.path().join("events.jsonl");
+        let ev = EventLog::create(&evp, Clock::start()).unwrap();
+        let out = d.path().join("ds.csv.gz");
+        let mut s = DiskSampler::new(d.path(), DeviceFilter::All, &[], &out, ev).unwrap();
+        s.sample();
+        set(
+            d.path(),
+            "8 0 sda 1 0 8 0 2 0 16 0 0 3 4\n8 16 sdb 1 0 8 0 2 0 16 0 0 3 4 0 0 0 0\n",
+        );
+        s.sample();
+        s.finish().unwrap();
+        let r = rows(&out);
+        let sda: Vec<&str> = r[0].split(',').collect();
+        assert_eq!(sda.len(), 21);
+        assert_eq!(sda[14], "4", "weighted_io_ms");
+        assert!(sda[15..].iter().all(|x| x.is_empty()), "{sda:?}");
+        assert!(r.iter().any(|l| l.contains(",sdb,8,16,")));
+        let sdb = r.iter().find(|l| l.contains(",sdb,")).unwrap();
+        let f: Vec<&str> = sdb.split(',').collect();
+        assert_eq!(f[18], "0", "18-column kernel prints discard_ms");
+        assert_eq!(f[19], "", "but no flushes");
+        let events = std::fs::read_to_string(&evp).unwrap();
+        assert!(
+            events.contains("\"device_appeared\"") && events.contains("sdb"),
+            "{events}"
+        );
+    }
+}

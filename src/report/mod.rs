@@ -22,6 +22,8 @@ pub struct ReportOptions {
     pub ui_window_ns: u64,
     pub burst: BurstParams,
     pub charts: bool,
+    /// Window of `rates.csv`, ns.
+    pub rates_window_ns: u64,
 }
 
 impl Default for ReportOptions {
@@ -30,6 +32,7 @@ impl Default for ReportOptions {
             ui_window_ns: 30_000_000_000,
             burst: BurstParams::default(),
             charts: true,
+            rates_window_ns: 100_000_000,
         }
     }
 }
@@ -55,6 +58,8 @@ pub struct Direction {
     pub mean_mib_s: f64,
     pub peak_mib_s: Peaks,
     pub peak_iops_10ms: f64,
+    /// Mean time per completed I/O (Δ read_ms or write_ms / Δ I/Os), ms: iostat's r_await/w_await.
+    pub await_ms: Option<f64>,
     pub ui_average_mib_s: f64,
     /// 10 ms peak / UI average.
     pub hidden_factor: Option<f64>,
@@ -95,6 +100,7 @@ fn direction(
     d: &run::DiskRows,
     bytes_field: usize,
     ios_field: usize,
+    ms_field: usize,
     dur: u64,
     o: &ReportOptions,
 ) -> (Direction, UiAverage) {
@@ -113,9 +119,12 @@ fn direction(
     let bursts = analysis::find_bursts(&bins, &o.burst);
     let bytes = analysis::total(&iv);
     let ui_mib = ui.max_bytes_per_s / MIB;
+    let n_ios = analysis::total(&ios);
+    let busy_ms = analysis::total(&analysis::intervals(d, ms_field, 1.0));
     let dir = Direction {
+        await_ms: (n_ios > 0.0).then(|| busy_ms / n_ios),
         bytes,
-        ios: analysis::total(&ios),
+        ios: n_ios,
         mean_mib_s: bytes / MIB / (dur.max(1) as f64 / 1e9),
         hidden_factor: (ui_mib > 0.0 && peaks.p10ms.is_finite()).then(|| peaks.p10ms / ui_mib),
         peak_mib_s: peaks,
@@ -139,8 +148,15 @@ pub fn analyse_device(
     dur: u64,
     o: &ReportOptions,
 ) -> DeviceAnalysis {
-    let (write, ui_write) = direction(d, ds::F_SECTORS_WRITTEN, ds::F_WRITES, dur, o);
-    let (read, ui_read) = direction(d, ds::F_SECTORS_READ, ds::F_READS, dur, o);
+    let (write, ui_write) = direction(
+        d,
+        ds::F_SECTORS_WRITTEN,
+        ds::F_WRITES,
+        ds::F_WRITE_MS,
+        dur,
+        o,
+    );
+    let (read, ui_read) = direction(d, ds::F_SECTORS_READ, ds::F_READS, ds::F_READ_MS, dur, o);
     let flush =
         analysis::has_field(d, ds::F_FLUSHES).then(|| analysis::intervals(d, ds::F_FLUSHES, 1.0));
     let io_ms = analysis::total(&analysis::intervals(d, ds::F_IO_MS, 1.0));
@@ -338,6 +354,7 @@ pub fn report(dir: &Path, o: &ReportOptions) -> anyhow::Result<Summary> {
         serde_json::to_vec_pretty(&summary)?,
     )
     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", dir.join("summary.json").display()))?;
+    write_rates_csv(&run, o.rates_window_ns, &dir.join("rates.csv"))?;
     if o.charts {
         let tl = charts_build::timeline(&run, &analyses, o);
         let svg = charts::render_svg(&tl);
@@ -426,4 +443,66 @@ pub fn table(s: &Summary) -> String {
         let _ = writeln!(out, "{h}");
     }
     out
+}
+
+/// Header of `rates.csv`.
+pub const RATES_HEADER: &str = "t_ns,window_ns,device,read_mib_s,write_mib_s,read_iops,write_iops,flushes_per_s,util_pct,r_await_ms,w_await_ms,in_flight_max";
+
+/// Writes `rates.csv`: per device and window, rates derived from the raw counters (the
+/// window's share of each counter delta, as everywhere in the report). `t_ns` is the
+/// window start; awaits are empty in windows without completed I/O.
+pub fn write_rates_csv(run: &Run, window_ns: u64, path: &Path) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    let n = run.duration_ns.div_ceil(window_ns) as usize;
+    let w_s = window_ns as f64 / 1e9;
+    let mut out = String::with_capacity(n * run.disks.len() * 80 + 200);
+    out.push_str(RATES_HEADER);
+    out.push('\n');
+    let sums = |d: &run::DiskRows, f: usize, scale: f64| {
+        analysis::window_sums(&analysis::intervals(d, f, scale), window_ns, n)
+    };
+    for d in &run.disks {
+        let rb = sums(d, ds::F_SECTORS_READ, analysis::SECTOR_BYTES);
+        let wb = sums(d, ds::F_SECTORS_WRITTEN, analysis::SECTOR_BYTES);
+        let ri = sums(d, ds::F_READS, 1.0);
+        let wi = sums(d, ds::F_WRITES, 1.0);
+        let rms = sums(d, ds::F_READ_MS, 1.0);
+        let wms = sums(d, ds::F_WRITE_MS, 1.0);
+        let io = sums(d, ds::F_IO_MS, 1.0);
+        let fl = analysis::has_field(d, ds::F_FLUSHES).then(|| sums(d, ds::F_FLUSHES, 1.0));
+        let mut inflight = vec![0u64; n];
+        for (t, r) in d.t_ns.iter().zip(&d.f) {
+            let k = ((t / window_ns) as usize).min(n.saturating_sub(1));
+            if let Some(v) = r[ds::F_IN_FLIGHT] {
+                inflight[k] = inflight[k].max(v);
+            }
+        }
+        let await_ms = |ms: f64, ios: f64| {
+            if ios > 0.0 {
+                format!("{:.3}", ms / ios)
+            } else {
+                String::new()
+            }
+        };
+        for k in 0..n {
+            let _ = writeln!(
+                out,
+                "{},{window_ns},{},{:.3},{:.3},{:.1},{:.1},{},{:.1},{},{},{}",
+                k as u64 * window_ns,
+                d.name,
+                rb[k] / MIB / w_s,
+                wb[k] / MIB / w_s,
+                ri[k] / w_s,
+                wi[k] / w_s,
+                fl.as_ref()
+                    .map(|f| format!("{:.1}", f[k] / w_s))
+                    .unwrap_or_default(),
+                100.0 * io[k] / (w_s * 1e3),
+                await_ms(rms[k], ri[k]),
+                await_ms(wms[k], wi[k]),
+                inflight[k],
+            );
+        }
+    }
+    std::fs::write(path, out).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
 }

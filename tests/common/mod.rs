@@ -66,7 +66,13 @@ impl LoopDev {
     pub fn mount_ext4(&mut self) -> PathBuf {
         sh(
             "mkfs.ext4",
-            &["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", &self.dev],
+            &[
+                "-q",
+                "-F",
+                "-E",
+                "lazy_itable_init=0,lazy_journal_init=0",
+                &self.dev,
+            ],
         );
         let m = PathBuf::from(format!("{}.mnt", self.image.display()));
         std::fs::create_dir_all(&m).unwrap();
