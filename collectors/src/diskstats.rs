@@ -148,10 +148,10 @@ fn parse_u64(tok: &[u8]) -> Option<u64> {
     Some(v)
 }
 
-/// Splits on ASCII spaces and tabs without allocating.
+/// Splits on ASCII whitespace (a sysfs `stat` file ends with a newline) without allocating.
 #[inline]
 fn tokens(line: &[u8]) -> impl Iterator<Item = &[u8]> {
-    line.split(|&b| b == b' ' || b == b'\t')
+    line.split(|&b| b == b' ' || b == b'\t' || b == b'\n')
         .filter(|t| !t.is_empty())
 }
 
@@ -329,6 +329,14 @@ mod tests {
         assert_eq!(got[0].counters.nfields, 11);
         assert_eq!(got[0].counters.get(F_WEIGHTED_MS), Some(7));
         assert_eq!(got[0].counters.get(F_DISCARDS), None);
+    }
+
+    #[test]
+    fn parses_a_sysfs_stat_file_with_its_newline() {
+        let c = parse_counters(b"     196        0     6686        8   308088     1189  5366200    15818        0     4752    16140        6        0 12582936        0      231      313\n").unwrap();
+        assert_eq!(c.nfields, 17);
+        assert_eq!(c.get(F_FLUSH_MS), Some(313));
+        assert_eq!(c.get(F_SECTORS_WRITTEN), Some(5366200));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use collectors::clock::Clock;
 use collectors::periodic::{self, thread_cpu_ns};
 
 use crate::cli::parse_duration;
-use crate::recording::samplers::{DeviceFilter, DiskSampler};
+use crate::recording::samplers::{DeviceFilter, DiskSampler, DiskSource};
 use crate::recording::EventLog;
 
 #[derive(Args, Debug)]
@@ -26,6 +26,9 @@ pub struct BenchArgs {
     /// Sampling interval of the scheduled loop.
     #[arg(long, default_value = "1ms", value_parser = parse_duration)]
     pub interval: Duration,
+    /// Devices recorded by the scheduled loop (the first N in sysfs order).
+    #[arg(long, default_value_t = 4)]
+    pub devices: usize,
     /// Tight-loop iterations for the per-sample cost.
     #[arg(long, default_value_t = 20_000)]
     pub iterations: u64,
@@ -60,20 +63,39 @@ fn bench(a: &BenchArgs, tmp: &Path) -> anyhow::Result<i32> {
         .take(4)
         .map(|(n, d)| (d.major, d.minor, n.clone()))
         .collect();
-    for (label, filter, names) in [
+    let one: Vec<(u32, u32, String)> = four.iter().take(1).cloned().collect();
+    let only =
+        |v: &[(u32, u32, String)]| DeviceFilter::Only(v.iter().map(|x| (x.0, x.1)).collect());
+    let procfs = DiskSource::Procfs("/proc".into());
+    let sysfs = DiskSource::Sysfs("/sys".into());
+    for (label, source, filter, names) in [
         (
-            format!("{} devices recorded", four.len()),
-            DeviceFilter::Only(four.iter().map(|x| (x.0, x.1)).collect()),
-            four.clone(),
-        ),
-        (
-            format!("all {ndev} devices recorded"),
+            "/proc/diskstats, all devices recorded".to_string(),
+            procfs.clone(),
             DeviceFilter::All,
             vec![],
         ),
+        (
+            format!("/proc/diskstats, {} devices recorded", four.len()),
+            procfs.clone(),
+            only(&four),
+            four.clone(),
+        ),
+        (
+            format!("sysfs stat files, {} devices recorded", four.len()),
+            sysfs.clone(),
+            only(&four),
+            four.clone(),
+        ),
+        (
+            "sysfs stat file, 1 device recorded".to_string(),
+            sysfs.clone(),
+            only(&one),
+            one.clone(),
+        ),
     ] {
         let mut s = DiskSampler::new(
-            Path::new("/proc"),
+            source,
             filter,
             &names,
             &tmp.join("tight.csv.gz"),
@@ -110,13 +132,15 @@ fn bench(a: &BenchArgs, tmp: &Path) -> anyhow::Result<i32> {
         st.jitter_us(0.99)
     );
 
-    let mut s = DiskSampler::new(
-        Path::new("/proc"),
-        DeviceFilter::Only(four.iter().map(|x| (x.0, x.1)).collect()),
-        &four,
-        &tmp.join("loop.csv.gz"),
-        events,
-    )?;
+    let four: Vec<(u32, u32, String)> = all
+        .iter()
+        .take(a.devices.max(1))
+        .map(|(n, d)| (d.major, d.minor, n.clone()))
+        .collect();
+    let filter = only(&four);
+    let source = DiskSource::auto(Path::new("/proc"), Path::new("/sys"), &filter, &four);
+    println!("sampling loop source: {}", source.describe());
+    let mut s = DiskSampler::new(source, filter, &four, &tmp.join("loop.csv.gz"), events)?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let interval_ns = a.interval.as_nanos() as u64;

@@ -13,7 +13,9 @@
 //! `t_ns` then [`collectors::procstat::MEM_COLUMNS`] / [`collectors::procstat::CPU_COLUMNS`],
 //! every sample.
 
-use std::path::Path;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -46,6 +48,9 @@ struct Tracked {
     present: bool,
     seen_this_sample: bool,
     ever_seen: bool,
+    /// The sysfs stat file (sysfs source only).
+    stat: Option<File>,
+    last_reopen_ns: u64,
 }
 
 impl Tracked {
@@ -61,6 +66,8 @@ impl Tracked {
             present: false,
             seen_this_sample: false,
             ever_seen: false,
+            stat: None,
+            last_reopen_ns: 0,
         }
     }
 }
@@ -94,9 +101,113 @@ fn put_disk_row(buf: &mut Vec<u8>, t_ns: u64, d: &Tracked, c: &DiskCounters) {
 
 const KEYFRAME_NS: u64 = 1_000_000_000;
 
-/// The diskstats sampler: one reader, one set of tracked devices, one sink.
+/// Records one observation of a device: writes its row if a counter changed (with the
+/// unwritten sample before it) or a second has passed, and notes a device that is back.
+#[inline]
+fn observe(d: &mut Tracked, t: u64, c: DiskCounters, buf: &mut Vec<u8>, events: &EventLog) {
+    d.seen_this_sample = true;
+    if d.present && c == d.last && t - d.last_written_t < KEYFRAME_NS {
+        d.pending = true;
+        d.last_t = t;
+        return;
+    }
+    if d.ever_seen && !d.present {
+        events.event_at(
+            t,
+            "device_back",
+            serde_json::json!({"device": String::from_utf8_lossy(&d.name)}),
+        );
+    }
+    if d.pending {
+        let (lt, lc) = (d.last_t, d.last);
+        put_disk_row(buf, lt, d, &lc);
+    }
+    put_disk_row(buf, t, d, &c);
+    d.last = c;
+    d.last_t = t;
+    d.last_written_t = t;
+    d.pending = false;
+    d.present = true;
+    d.ever_seen = true;
+}
+
+/// Records that a device present before is gone (its last sample is written first).
+fn gone(d: &mut Tracked, t: u64, buf: &mut Vec<u8>, events: &EventLog) {
+    d.present = false;
+    if d.pending {
+        let (lt, lc) = (d.last_t, d.last);
+        put_disk_row(buf, lt, d, &lc);
+        d.pending = false;
+    }
+    events.event_at(
+        t,
+        "device_gone",
+        serde_json::json!({"device": String::from_utf8_lossy(&d.name)}),
+    );
+}
+
+/// Where the counters come from. Both give the same kernel counters
+/// (`part_stat_read_all`), in the same order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiskSource {
+    /// `<procfs>/diskstats`: one read for every device on the host. Needed to see devices
+    /// appear ([`DeviceFilter::All`]); its cost grows with every device the host has.
+    Procfs(PathBuf),
+    /// `<sysfs>/class/block/<name>/stat`, one held file per recorded device: the same
+    /// counters without the name columns. Costs grow with the devices recorded only
+    /// (about 1.5 us each here, against ~9 us for a 10-device /proc/diskstats).
+    Sysfs(PathBuf),
+}
+
+impl DiskSource {
+    /// Per-device sysfs files when every listed device has one, else /proc/diskstats.
+    pub fn auto(
+        procfs: &Path,
+        sysfs: &Path,
+        filter: &DeviceFilter,
+        names: &[(u32, u32, String)],
+    ) -> DiskSource {
+        let all_have_stat = matches!(filter, DeviceFilter::Only(_))
+            && !names.is_empty()
+            && names
+                .iter()
+                .all(|(_, _, n)| sysfs.join("class/block").join(n).join("stat").exists());
+        if all_have_stat {
+            DiskSource::Sysfs(sysfs.to_path_buf())
+        } else {
+            DiskSource::Procfs(procfs.to_path_buf())
+        }
+    }
+
+    /// For meta.json.
+    pub fn describe(&self) -> String {
+        match self {
+            DiskSource::Procfs(p) => p.join("diskstats").display().to_string(),
+            DiskSource::Sysfs(p) => format!("{}/class/block/<device>/stat", p.display()),
+        }
+    }
+}
+
+/// Opens a device's sysfs stat file if the device there still has number `major:minor`.
+fn open_stat(sysfs: &Path, d: &Tracked) -> Option<File> {
+    let base = sysfs
+        .join("class/block")
+        .join(std::str::from_utf8(&d.name).ok()?);
+    let dev = std::fs::read_to_string(base.join("dev")).ok()?;
+    if dev.trim() != format!("{}:{}", d.major, d.minor) {
+        return None;
+    }
+    File::open(base.join("stat")).ok()
+}
+
+enum Reader {
+    Procfs(DiskstatsReader),
+    Sysfs { root: PathBuf, buf: Vec<u8> },
+}
+
+/// The diskstats sampler: one source, one set of tracked devices, one sink.
 pub struct DiskSampler {
-    reader: DiskstatsReader,
+    reader: Reader,
     filter: DeviceFilter,
     tracked: Vec<Tracked>,
     sink: ChunkSink,
@@ -108,17 +219,31 @@ pub struct DiskSampler {
 
 impl DiskSampler {
     pub fn new(
-        procfs: &Path,
+        source: DiskSource,
         filter: DeviceFilter,
         names: &[(u32, u32, String)],
         out: &Path,
         events: EventLog,
     ) -> anyhow::Result<DiskSampler> {
-        let reader = DiskstatsReader::open(procfs)?;
-        let tracked = names
+        let mut tracked: Vec<Tracked> = names
             .iter()
             .map(|(ma, mi, n)| Tracked::new(*ma, *mi, n.as_bytes()))
             .collect();
+        let reader = match source {
+            DiskSource::Procfs(p) => Reader::Procfs(DiskstatsReader::open(&p)?),
+            DiskSource::Sysfs(root) => {
+                if matches!(filter, DeviceFilter::All) {
+                    anyhow::bail!("sysfs stat files need a device list");
+                }
+                for d in tracked.iter_mut() {
+                    d.stat = open_stat(&root, d);
+                }
+                Reader::Sysfs {
+                    root,
+                    buf: vec![0u8; 1024],
+                }
+            }
+        };
         let sink = ChunkSink::create(out, &diskstats_header(), true)?;
         let clock = events.clock();
         Ok(DiskSampler {
@@ -136,98 +261,100 @@ impl DiskSampler {
     /// Takes one sample: read, stamp, parse, write changed rows. Allocates nothing in the
     /// steady state.
     pub fn sample(&mut self) {
-        let t0 = self.clock.now_ns();
-        let data = match self.reader.read() {
-            Ok(d) => d,
-            Err(e) => {
-                self.read_errors += 1;
-                if self.read_errors == 1 {
-                    self.events.error("diskstats", "read", &e.to_string());
-                }
-                return;
-            }
-        };
-        let t1 = self.clock.now_ns();
-        // The kernel fills the buffer during the read: stamp its middle.
-        let t = t0 + (t1 - t0) / 2;
         for d in self.tracked.iter_mut() {
             d.seen_this_sample = false;
         }
-        let tracked = &mut self.tracked;
-        let sink = &mut self.sink;
-        let filter = &self.filter;
-        let events = &self.events;
-        let first = self.samples == 0;
-        for raw in data.split(|&b| b == b'\n') {
-            let Some((major, minor, name, rest)) = diskstats::parse_head(raw) else {
-                continue;
-            };
-            let pos = tracked
-                .iter()
-                .position(|d| d.major == major && d.minor == minor);
-            if pos.is_none() && !matches!(filter, DeviceFilter::All) {
-                continue;
-            }
-            let Some(c) = diskstats::parse_counters(rest) else {
-                continue;
-            };
-            let idx = match pos {
-                Some(i) => i,
-                None => {
-                    // A device that appeared mid-run (rare: allocation is fine here).
-                    tracked.push(Tracked::new(major, minor, name));
-                    if t > 0 && !first {
-                        events.event_at(
-                            t,
-                            "device_appeared",
-                            serde_json::json!({"device": String::from_utf8_lossy(name),
-                                "major": major, "minor": minor}),
-                        );
+        let t = match &mut self.reader {
+            Reader::Procfs(r) => {
+                let t0 = self.clock.now_ns();
+                let data = match r.read() {
+                    Ok(d) => d,
+                    Err(e) => {
+                        self.read_errors += 1;
+                        if self.read_errors == 1 {
+                            self.events.error("diskstats", "read", &e.to_string());
+                        }
+                        return;
                     }
-                    tracked.len() - 1
+                };
+                let t1 = self.clock.now_ns();
+                // The kernel fills the buffer during the read: stamp its middle.
+                let t = t0 + (t1 - t0) / 2;
+                let first = self.samples == 0;
+                for raw in data.split(|&b| b == b'\n') {
+                    let Some((major, minor, name, rest)) = diskstats::parse_head(raw) else {
+                        continue;
+                    };
+                    let pos = self
+                        .tracked
+                        .iter()
+                        .position(|d| d.major == major && d.minor == minor);
+                    if pos.is_none() && !matches!(self.filter, DeviceFilter::All) {
+                        continue;
+                    }
+                    let Some(c) = diskstats::parse_counters(rest) else {
+                        continue;
+                    };
+                    let idx = match pos {
+                        Some(i) => i,
+                        None => {
+                            // A device that appeared mid-run (rare: allocation is fine here).
+                            self.tracked.push(Tracked::new(major, minor, name));
+                            if !first {
+                                self.events.event_at(
+                                    t,
+                                    "device_appeared",
+                                    serde_json::json!({"device": String::from_utf8_lossy(name),
+                                        "major": major, "minor": minor}),
+                                );
+                            }
+                            self.tracked.len() - 1
+                        }
+                    };
+                    observe(&mut self.tracked[idx], t, c, self.sink.buf(), &self.events);
                 }
-            };
-            let d = &mut tracked[idx];
-            d.seen_this_sample = true;
-            if d.present && c == d.last && t - d.last_written_t < KEYFRAME_NS {
-                d.pending = true;
-                d.last_t = t;
-                continue;
+                t
             }
-            if d.ever_seen && !d.present {
-                events.event_at(
-                    t,
-                    "device_back",
-                    serde_json::json!({"device": String::from_utf8_lossy(&d.name)}),
-                );
+            Reader::Sysfs { root, buf } => {
+                let mut t_last = 0;
+                for d in self.tracked.iter_mut() {
+                    if d.stat.is_none() {
+                        // Gone: look for it again once a second (opening allocates a path).
+                        let now = self.clock.now_ns();
+                        if now.saturating_sub(d.last_reopen_ns) < KEYFRAME_NS {
+                            continue;
+                        }
+                        d.last_reopen_ns = now;
+                        d.stat = open_stat(root, d);
+                        if d.stat.is_none() {
+                            continue;
+                        }
+                    }
+                    let t0 = self.clock.now_ns();
+                    let r = d.stat.as_ref().map(|f| f.read_at(buf, 0));
+                    let t1 = self.clock.now_ns();
+                    let t = t0 + (t1 - t0) / 2;
+                    t_last = t;
+                    match r {
+                        Some(Ok(n)) => match diskstats::parse_counters(&buf[..n]) {
+                            Some(c) => observe(d, t, c, self.sink.buf(), &self.events),
+                            None => d.stat = None,
+                        },
+                        // ENODEV once the device is removed.
+                        _ => d.stat = None,
+                    }
+                }
+                if t_last == 0 {
+                    self.clock.now_ns()
+                } else {
+                    t_last
+                }
             }
-            let buf = sink.buf();
-            if d.pending {
-                let (lt, lc) = (d.last_t, d.last);
-                put_disk_row(buf, lt, d, &lc);
-            }
-            put_disk_row(buf, t, d, &c);
-            d.last = c;
-            d.last_t = t;
-            d.last_written_t = t;
-            d.pending = false;
-            d.present = true;
-            d.ever_seen = true;
-        }
+        };
         self.samples += 1;
         for d in self.tracked.iter_mut() {
             if d.present && !d.seen_this_sample {
-                d.present = false;
-                if d.pending {
-                    let (lt, lc) = (d.last_t, d.last);
-                    put_disk_row(self.sink.buf(), lt, d, &lc);
-                    d.pending = false;
-                }
-                self.events.event_at(
-                    t,
-                    "device_gone",
-                    serde_json::json!({"device": String::from_utf8_lossy(&d.name)}),
-                );
+                gone(d, t, self.sink.buf(), &self.events);
             }
         }
         self.sink.row_done(t);
@@ -400,7 +527,7 @@ mod tests {
         let out = d.path().join("ds.csv.gz");
         let names = [(7, 0, "loop0".to_string()), (7, 1, "loop1".to_string())];
         let mut s = DiskSampler::new(
-            d.path(),
+            DiskSource::Procfs(d.path().to_path_buf()),
             DeviceFilter::Only(vec![(7, 0), (7, 1)]),
             &names,
             &out,
@@ -438,7 +565,7 @@ mod tests {
         let out = d.path().join("ds.csv.gz");
         let names = [(7, 0, "loop0".to_string()), (7, 1, "loop1".to_string())];
         let mut s = DiskSampler::new(
-            d.path(),
+            DiskSource::Procfs(d.path().to_path_buf()),
             DeviceFilter::Only(vec![(7, 0), (7, 1)]),
             &names,
             &out,
@@ -475,7 +602,14 @@ mod tests {
         let evp = d.path().join("events.jsonl");
         let ev = EventLog::create(&evp, Clock::start()).unwrap();
         let out = d.path().join("ds.csv.gz");
-        let mut s = DiskSampler::new(d.path(), DeviceFilter::All, &[], &out, ev).unwrap();
+        let mut s = DiskSampler::new(
+            DiskSource::Procfs(d.path().to_path_buf()),
+            DeviceFilter::All,
+            &[],
+            &out,
+            ev,
+        )
+        .unwrap();
         s.sample();
         set(
             d.path(),
@@ -497,6 +631,58 @@ mod tests {
         assert!(
             events.contains("\"device_appeared\"") && events.contains("sdb"),
             "{events}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod sysfs_tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn sysfs_source_reads_stat_files_and_sees_a_device_go_and_come_back() {
+        let d = tempfile::tempdir().unwrap();
+        let dev = d.path().join("class/block/loop1");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("dev"), "7:1\n").unwrap();
+        let stat = |s: &str| std::fs::write(dev.join("stat"), s).unwrap();
+        stat("       5        0       40        0        6        0       48        0        0        0        0        0        0        0        0        0        0\n");
+        let names = [(7, 1, "loop1".to_string())];
+        let filter = DeviceFilter::Only(vec![(7, 1)]);
+        let src = DiskSource::auto(Path::new("/proc"), d.path(), &filter, &names);
+        assert_eq!(src, DiskSource::Sysfs(d.path().to_path_buf()));
+        let evp = d.path().join("events.jsonl");
+        let ev = EventLog::create(&evp, Clock::start()).unwrap();
+        let out = d.path().join("ds.csv.gz");
+        let mut s = DiskSampler::new(src, filter, &names, &out, ev).unwrap();
+        s.sample();
+        stat(""); // what a removed device's file gives
+        s.sample();
+        stat("1 0 8 0 0 0 0 0 0 0 0\n"); // back, counters reset, 11 fields
+        s.sample(); // too soon to look again
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        s.sample();
+        s.finish().unwrap();
+        let events = std::fs::read_to_string(&evp).unwrap();
+        assert!(events.contains("\"device_gone\""), "{events}");
+        assert!(events.contains("\"device_back\""), "{events}");
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(File::open(&out).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert!(
+            rows[0].contains(",loop1,7,1,5,0,40,0,6,0,48,"),
+            "{}",
+            rows[0]
+        );
+        assert!(
+            rows[1].ends_with(",loop1,7,1,1,0,8,0,0,0,0,0,0,0,0,,,,,,")
+                || rows[1].contains(",loop1,7,1,1,0,8,"),
+            "{}",
+            rows[1]
         );
     }
 }

@@ -168,28 +168,6 @@ impl Recording {
                        "why": d.why, "parent": d.parent, "queue": queue})
             })
             .collect();
-        let us = |d: Duration| d.as_micros() as u64;
-        let meta = json!({
-            "format_version": FORMAT_VERSION,
-            "tool": "diskpulse",
-            "version": env!("CARGO_PKG_VERSION"),
-            "argv": redact_argv(argv),
-            "host": hostname(),
-            "kernel": kernel(),
-            "start_wall": start_wall.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
-            "clock_zero_monotonic_ns": clock.zero_monotonic_ns(),
-            "user_hz": collectors::procstat::clock_ticks_per_s(),
-            "device_filter": if setup.devices.is_empty() { "all" } else { "listed" },
-            "devices": devices,
-            "samplers": {
-                "diskstats": {"file": "diskstats.csv.gz", "interval_us": us(setup.disk_interval)},
-                "meminfo": {"file": "meminfo.csv", "interval_us": us(setup.mem_interval)},
-                "cpu": {"file": "cpu.csv", "interval_us": us(setup.cpu_interval)},
-            },
-            "complete": false,
-        });
-        write_json_atomic(&dir.join("meta.json"), &meta)?;
-
         let filter = if setup.devices.is_empty() {
             DeviceFilter::All
         } else {
@@ -206,6 +184,31 @@ impl Recording {
             .iter()
             .map(|d| (d.num.major, d.num.minor, d.name.clone()))
             .collect();
+        let source =
+            samplers::DiskSource::auto(&setup.procfs, &PathBuf::from("/sys"), &filter, &names);
+        let us = |d: Duration| d.as_micros() as u64;
+        let meta = json!({
+            "format_version": FORMAT_VERSION,
+            "tool": "diskpulse",
+            "version": env!("CARGO_PKG_VERSION"),
+            "argv": redact_argv(argv),
+            "host": hostname(),
+            "kernel": kernel(),
+            "start_wall": start_wall.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
+            "clock_zero_monotonic_ns": clock.zero_monotonic_ns(),
+            "user_hz": collectors::procstat::clock_ticks_per_s(),
+            "device_filter": if setup.devices.is_empty() { "all" } else { "listed" },
+            "devices": devices,
+            "samplers": {
+                "diskstats": {"file": "diskstats.csv.gz", "interval_us": us(setup.disk_interval),
+                              "source": source.describe()},
+                "meminfo": {"file": "meminfo.csv", "interval_us": us(setup.mem_interval)},
+                "cpu": {"file": "cpu.csv", "interval_us": us(setup.cpu_interval)},
+            },
+            "complete": false,
+        });
+        write_json_atomic(&dir.join("meta.json"), &meta)?;
+
         let mut rec = Recording {
             dir: dir.to_path_buf(),
             clock,
@@ -216,7 +219,7 @@ impl Recording {
             finished: false,
         };
         let ds = samplers::DiskSampler::new(
-            &setup.procfs,
+            source,
             filter,
             &names,
             &dir.join("diskstats.csv.gz"),
