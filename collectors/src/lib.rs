@@ -9,3 +9,4 @@ pub mod devices;
 pub mod diskstats;
 pub mod periodic;
 pub mod procstat;
+pub mod directio;

@@ -2,7 +2,10 @@
 //! never leaves a half-made run directory.
 
 pub mod bench;
+pub mod check;
 pub mod demo;
+pub mod fsync;
+pub mod probe;
 pub mod record;
 pub mod report;
 
@@ -26,6 +29,12 @@ pub enum Command {
     Demo(demo::DemoArgs),
     /// Measure the sampler itself: ns per diskstats sample, CPU share, samples vs expected, jitter.
     Bench(bench::BenchArgs),
+    /// fio-like direct-I/O probe: rates, queue depths, mixes, fsync, latency percentiles, fio JSON.
+    Probe(probe::ProbeArgs),
+    /// pg_test_fsync's questions with percentiles: which way to make writes durable is fastest.
+    Fsync(fsync::FsyncArgs),
+    /// Everything to know before a benchmark: caches, flush cost, settings, other I/O.
+    Check(check::CheckArgs),
 }
 
 /// Parses the command line and runs the command; returns the exit code.
@@ -36,6 +45,9 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Report(a) => report::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Probe(a) => probe::run(a),
+        Command::Fsync(a) => fsync::run(a),
+        Command::Check(a) => check::run(a),
     }
 }
 
