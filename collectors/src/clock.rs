@@ -14,16 +14,22 @@ use std::time::Duration;
 /// Environment variable through which a parent hands its clock zero to a child.
 pub const ENV_ZERO: &str = "DISKPULSE_CLOCK_ZERO_NS";
 
-/// Reads `CLOCK_MONOTONIC` in nanoseconds.
+/// Reads a Linux clock (`CLOCK_MONOTONIC`, `CLOCK_THREAD_CPUTIME_ID`, ...) in nanoseconds.
 #[inline]
-pub fn monotonic_ns() -> u64 {
+pub fn read_clock_ns(id: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: ts is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: ts is a valid, writable timespec; the clocks we pass always exist on Linux.
+    unsafe { libc::clock_gettime(id, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Reads `CLOCK_MONOTONIC` in nanoseconds.
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    read_clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// The run's clock: nanoseconds since `zero` on `CLOCK_MONOTONIC`.

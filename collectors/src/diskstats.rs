@@ -132,8 +132,9 @@ pub struct Line<'a> {
     pub counters: DiskCounters,
 }
 
+/// Parses an unsigned decimal token without allocating (`None` for anything else).
 #[inline]
-fn parse_u64(tok: &[u8]) -> Option<u64> {
+pub(crate) fn parse_u64(tok: &[u8]) -> Option<u64> {
     if tok.is_empty() || tok.len() > 20 {
         return None;
     }

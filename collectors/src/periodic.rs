@@ -61,13 +61,7 @@ fn is_realtime() -> bool {
 
 /// CPU time of the calling thread, ns.
 pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid timespec; CLOCK_THREAD_CPUTIME_ID exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::clock::read_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Calls `tick(deadline_ns)` at every deadline until `stop` is set or `tick` returns

@@ -50,20 +50,7 @@ impl ProcFile {
     }
 }
 
-fn parse_u64(tok: &[u8]) -> Option<u64> {
-    if tok.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &b in tok {
-        let d = b.wrapping_sub(b'0');
-        if d > 9 {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(d as u64)?;
-    }
-    Some(v)
-}
+use crate::diskstats::parse_u64;
 
 /// The meminfo values diskpulse records, in KiB.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -127,6 +114,9 @@ pub struct CpuSample {
     pub procs_running: u64,
     pub procs_blocked: u64,
 }
+
+/// The CPU-time columns of [`CPU_COLUMNS`] (the rest are gauges).
+pub const CPU_TICK_COLUMNS: usize = 8;
 
 /// CSV columns of [`CpuSample`], after `t_ns`.
 pub const CPU_COLUMNS: [&str; 10] = [

@@ -130,13 +130,7 @@ fn run_recorded(
     sync: SyncMode,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<(i32, Option<anyhow::Error>)> {
-    let mut rec = Recording::start(dir, setup, &super::argv()).map_err(|e| {
-        if e.to_string().starts_with("--out") {
-            usage!("{e}")
-        } else {
-            e
-        }
-    })?;
+    let mut rec = Recording::start(dir, setup, &super::argv())?;
     let events = rec.events.clone();
     let clock = rec.clock;
     let rt = tokio::runtime::Builder::new_multi_thread()

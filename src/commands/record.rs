@@ -104,13 +104,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     let dir = a.out.clone().unwrap_or_else(|| default_run_dir("record"));
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
-    let mut rec = Recording::start(&dir, &setup, &super::argv()).map_err(|e| {
-        if e.to_string().starts_with("--out") {
-            usage!("{e}")
-        } else {
-            e
-        }
-    })?;
+    let mut rec = Recording::start(&dir, &setup, &super::argv())?;
     let events = rec.events.clone();
     let clock = rec.clock;
     let mut child = None;

@@ -97,21 +97,21 @@ fn kernel() -> String {
 }
 
 /// Creates a run directory: it must not exist, or be empty. Fails before anything is
-/// written, with a message that names the directory.
+/// written, with a usage error (exit 2) that names the directory.
 pub fn create_run_dir(dir: &Path) -> anyhow::Result<()> {
     if dir.exists() {
         let empty = std::fs::read_dir(dir)
             .map(|mut r| r.next().is_none())
             .unwrap_or(false);
         if !dir.is_dir() || !empty {
-            anyhow::bail!(
+            return Err(crate::usage!(
                 "--out {}: exists and is not an empty directory; name a new directory",
                 dir.display()
-            );
+            ));
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| {
-        anyhow::anyhow!(
+        crate::usage!(
             "--out {}: cannot create the run directory ({e}); name a writable directory",
             dir.display()
         )
@@ -120,7 +120,7 @@ pub fn create_run_dir(dir: &Path) -> anyhow::Result<()> {
     // existing directory).
     let probe = dir.join(".diskpulse-write-test");
     std::fs::write(&probe, b"").map_err(|e| {
-        anyhow::anyhow!(
+        crate::usage!(
             "--out {}: cannot write into the run directory ({e}); name a writable directory",
             dir.display()
         )

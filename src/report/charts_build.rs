@@ -200,16 +200,8 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
     }
     if let Some(c) = &run.cpu {
         if c.len() >= 2 {
-            let names = [
-                "user_ticks",
-                "nice_ticks",
-                "system_ticks",
-                "idle_ticks",
-                "iowait_ticks",
-                "irq_ticks",
-                "softirq_ticks",
-                "steal_ticks",
-            ];
+            let names =
+                &collectors::procstat::CPU_COLUMNS[..collectors::procstat::CPU_TICK_COLUMNS];
             let cols: Vec<&[f64]> = names.iter().filter_map(|n| c.col(n)).collect();
             if cols.len() == names.len() {
                 let mut t = vec![];

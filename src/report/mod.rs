@@ -266,16 +266,7 @@ fn cpu_summary(run: &Run) -> Option<Value> {
         return None;
     }
     let first = |name: &str| c.col(name).map(|v| v[v.len() - 1] - v[0]).unwrap_or(0.0);
-    let names = [
-        "user_ticks",
-        "nice_ticks",
-        "system_ticks",
-        "idle_ticks",
-        "iowait_ticks",
-        "irq_ticks",
-        "softirq_ticks",
-        "steal_ticks",
-    ];
+    let names = &collectors::procstat::CPU_COLUMNS[..collectors::procstat::CPU_TICK_COLUMNS];
     let total: f64 = names.iter().map(|n| first(n)).sum();
     if total <= 0.0 {
         return None;
