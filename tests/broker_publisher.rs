@@ -13,8 +13,33 @@ use std::time::{Duration, Instant};
 
 use collectors::clock::Clock;
 use diskpulse::broker::{find_nats_server, Broker, BrokerOptions, SyncMode};
-use diskpulse::load::{js_publish, JsPubOptions, LOAD_CSV_HEADER};
+use diskpulse::load::collect::LOAD_CSV_HEADER;
+use diskpulse::load::output::{summarize, RoleSummary};
+use diskpulse::load::{self, LoadEnv};
 use diskpulse::recording::EventLog;
+
+/// Runs `diskpulse load js-pub ARGS` in-process against `url`; the js-pub role's summary.
+async fn js_publish(
+    url: &str,
+    args: &[&str],
+    clock: Clock,
+    csv: Option<&Path>,
+    events: &EventLog,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<RoleSummary> {
+    let mut v = vec!["js-pub", "--quiet"];
+    v.extend_from_slice(args);
+    let a = load::args_from(v)?;
+    let env = LoadEnv {
+        clock,
+        events: events.clone(),
+        stop,
+        servers: vec![url.to_string()],
+        load_csv: csv.map(|p| p.to_path_buf()),
+    };
+    let out = load::run(&a, &env).await?;
+    Ok(summarize(&out.clients).remove(0))
+}
 
 fn have_nats_server() -> bool {
     match find_nats_server(None) {
@@ -73,23 +98,38 @@ async fn publishes_exactly_n_and_writes_load_csv() {
     assert!(broker.client_url().starts_with("nats://127.0.0.1:"));
 
     let csv_path = dir.path().join("load.csv");
-    let mut opts = JsPubOptions::new(broker.client_url(), "DP", "dp.load");
-    opts.msg_size = 128;
-    opts.msgs = Some(5000);
-    opts.window = 256;
-    // Short windows, so the run spans several rows.
-    opts.stats_window = Duration::from_millis(5);
     let stop = Arc::new(AtomicBool::new(false));
-    let s = js_publish(&opts, clock, Some(&csv_path), &events, stop)
-        .await
-        .unwrap();
-    assert_eq!(s.published, 5000, "{s:?}");
-    assert_eq!(s.acked, 5000, "{s:?}");
+    // Short windows, so the run spans several rows.
+    let s = js_publish(
+        &broker.client_url(),
+        &[
+            "--stream",
+            "DP",
+            "--subject",
+            "dp.load",
+            "--size",
+            "128",
+            "--msgs",
+            "5000",
+            "--window",
+            "256",
+            "--stats-window",
+            "5ms",
+        ],
+        clock,
+        Some(&csv_path),
+        &events,
+        stop,
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.ops, 5000, "{s:?}");
     assert_eq!(s.errors, 0, "{s:?}");
-    assert_eq!(s.bytes_acked, 5000 * 128);
-    assert_eq!(s.ack_lat_us.count, 5000);
-    assert!(s.ack_lat_us.min > 0.0 && s.ack_lat_us.min <= s.ack_lat_us.p50);
-    assert!(s.ack_lat_us.p50 <= s.ack_lat_us.p99 && s.ack_lat_us.p99 <= s.ack_lat_us.max);
+    assert_eq!(s.bytes, 5000 * 128);
+    let lat = s.lat_us.unwrap();
+    assert_eq!(lat.count, 5000);
+    assert!(lat.min > 0.0 && lat.min <= lat.p50);
+    assert!(lat.p50 <= lat.p99 && lat.p99 <= lat.max);
 
     // The stream holds exactly what was acked.
     let client = async_nats::connect(broker.client_url()).await.unwrap();
@@ -101,15 +141,15 @@ async fn publishes_exactly_n_and_writes_load_csv() {
     let text = std::fs::read_to_string(&csv_path).unwrap();
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some(LOAD_CSV_HEADER));
-    let (mut acked, mut published, mut last_t, mut rows) = (0u64, 0u64, 0u64, 0);
+    let (mut acked, mut last_t, mut rows) = (0u64, 0u64, 0);
     for line in lines {
         let f: Vec<&str> = line.split(',').collect();
-        assert_eq!(f.len(), 11, "{line}");
+        assert_eq!(f.len(), 14, "{line}");
         let t: u64 = f[0].parse().unwrap();
         let window_ns: u64 = f[1].parse().unwrap();
         assert!(t > last_t, "t_ns not increasing: {line}");
-        assert!(window_ns > 0);
-        published += f[2].parse::<u64>().unwrap();
+        assert!(window_ns > 0 && window_ns <= 5_000_000, "{line}");
+        assert_eq!(f[2], "js-pub");
         let a: u64 = f[3].parse().unwrap();
         acked += a;
         assert_eq!(f[4].parse::<u64>().unwrap(), a * 128);
@@ -119,10 +159,8 @@ async fn publishes_exactly_n_and_writes_load_csv() {
         rows += 1;
     }
     eprintln!("{rows} load.csv rows; {s:?}");
-    eprintln!("{}", text.lines().take(4).collect::<Vec<_>>().join("\n"));
     assert!(rows >= 2, "{rows} rows");
     assert_eq!(acked, 5000);
-    assert_eq!(published, 5000);
 
     broker.stop().await.unwrap();
     assert!(!process_exists(pid), "nats-server pid {pid} still exists");
@@ -156,11 +194,17 @@ async fn duration_mode_stops_on_time_and_drop_kills_the_server() {
         .await
         .unwrap();
     let pid = broker.pid();
-    let mut opts = JsPubOptions::new(broker.client_url(), "DUR", "dur.x");
-    opts.duration = Some(Duration::from_millis(700));
     let t0 = Instant::now();
     let s = js_publish(
-        &opts,
+        &broker.client_url(),
+        &[
+            "--stream",
+            "DUR",
+            "--subject",
+            "dur.x",
+            "--duration",
+            "700ms",
+        ],
         clock,
         None,
         &events,
@@ -170,9 +214,8 @@ async fn duration_mode_stops_on_time_and_drop_kills_the_server() {
     .unwrap();
     let took = t0.elapsed();
     assert!(took < Duration::from_millis(1700), "took {took:?}");
-    assert_eq!(s.stop_reason, "duration");
-    assert!(s.acked > 0, "{s:?}");
-    assert_eq!(s.published, s.acked + s.errors + s.unacked_at_end, "{s:?}");
+    assert!(s.ops > 0, "{s:?}");
+    assert_eq!(s.errors, 0, "{s:?}");
 
     // No stop(): dropping the Broker must kill and reap the server.
     drop(broker);
@@ -193,7 +236,6 @@ async fn stop_flag_ends_an_unbounded_run() {
     )
     .await
     .unwrap();
-    let opts = JsPubOptions::new(broker.client_url(), "STOP", "stop.x");
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     tokio::spawn(async move {
@@ -202,18 +244,31 @@ async fn stop_flag_ends_an_unbounded_run() {
     });
     let csv_path = dir.path().join("load.csv");
     let t0 = Instant::now();
-    let s = js_publish(&opts, clock, Some(&csv_path), &events, stop)
-        .await
-        .unwrap();
+    let s = js_publish(
+        &broker.client_url(),
+        &[
+            "--stream",
+            "STOP",
+            "--subject",
+            "stop.x",
+            "--duration",
+            "1h",
+        ],
+        clock,
+        Some(&csv_path),
+        &events,
+        stop,
+    )
+    .await
+    .unwrap();
     assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
-    assert_eq!(s.stop_reason, "stop");
     let rows: u64 = std::fs::read_to_string(&csv_path)
         .unwrap()
         .lines()
         .skip(1)
         .map(|l| l.split(',').nth(3).unwrap().parse::<u64>().unwrap())
         .sum();
-    assert_eq!(rows, s.acked, "the final partial window is written too");
+    assert_eq!(rows, s.ops, "the final partial window is written too");
     broker.stop().await.unwrap();
 }
 
@@ -241,10 +296,9 @@ async fn errors_are_counted_by_kind_with_one_event_per_kind() {
     })
     .await
     .unwrap();
-    let mut opts = JsPubOptions::new(broker.client_url(), "LIM", "lim.x");
-    opts.msgs = Some(300);
     let s = js_publish(
-        &opts,
+        &broker.client_url(),
+        &["--stream", "LIM", "--subject", "lim.x", "--msgs", "300"],
         clock,
         None,
         &events,
@@ -253,7 +307,7 @@ async fn errors_are_counted_by_kind_with_one_event_per_kind() {
     .await
     .unwrap();
     eprintln!("{:?}", s.errors_by_kind);
-    assert_eq!(s.acked, 100, "{s:?}");
+    assert_eq!(s.ops, 100, "{s:?}");
     assert_eq!(s.errors, 200, "{s:?}");
     assert_eq!(s.errors_by_kind.values().sum::<u64>(), 200);
     let ev = std::fs::read_to_string(&events_path).unwrap();
@@ -297,10 +351,9 @@ async fn bad_binary_and_unreachable_server_give_clear_errors() {
         .unwrap()
         .port();
     let url = format!("nats://127.0.0.1:{port}");
-    let mut opts = JsPubOptions::new(url.clone(), "S", "s");
-    opts.msgs = Some(1);
     let e = js_publish(
-        &opts,
+        &url,
+        &["--msgs", "1"],
         Clock::start(),
         None,
         &events,
@@ -335,10 +388,17 @@ async fn bench_async_publish_128b_window_256() {
     )
     .await
     .unwrap();
-    let mut opts = JsPubOptions::new(broker.client_url(), "BENCH", "bench.x");
-    opts.duration = Some(Duration::from_secs_f64(secs));
+    let d = format!("{}ms", (secs * 1000.0) as u64);
     let s = js_publish(
-        &opts,
+        &broker.client_url(),
+        &[
+            "--stream",
+            "BENCH",
+            "--subject",
+            "bench.x",
+            "--duration",
+            &d,
+        ],
         clock,
         Some(&dir.path().join("load.csv")),
         &events,
@@ -351,9 +411,9 @@ async fn bench_async_publish_128b_window_256() {
         broker.version(),
         s.msgs_per_s,
         s.mib_per_s,
-        s.ack_lat_us.p50,
-        s.ack_lat_us.p99,
-        s.ack_lat_us.max,
+        s.lat_us.unwrap().p50,
+        s.lat_us.unwrap().p99,
+        s.lat_us.unwrap().max,
         s.errors
     );
     broker.stop().await.unwrap();

@@ -15,7 +15,7 @@ use clap::Args;
 use crate::broker::{self, Broker, BrokerOptions, SyncMode};
 use crate::cli::{parse_duration, parse_size};
 use crate::commands::record::SamplerArgs;
-use crate::load::{self, JsPubOptions};
+use crate::load::{self, output, LoadEnv};
 use crate::recording::session::{default_run_dir, Recording};
 use crate::report::{self, ReportOptions};
 use crate::usage;
@@ -144,23 +144,35 @@ fn run_recorded(
         run_dir: dir.to_path_buf(),
         name: "n1".into(),
     };
-    let mut pub_opts = JsPubOptions::new("", "DEMO", "demo.events");
-    pub_opts.msg_size = a.size as usize;
-    pub_opts.duration = Some(a.duration);
-    pub_opts.window = a.window;
-    let outcome: anyhow::Result<(serde_json::Value, load::JsPubSummary)> = rt.block_on(async {
+    let size = a.size.to_string();
+    let window = a.window.to_string();
+    let duration = crate::cli::fmt_duration(a.duration);
+    let load_args = load::args_from([
+        "js-pub",
+        "--stream",
+        "DEMO",
+        "--subject",
+        "demo.events",
+        "--size",
+        &size,
+        "--window",
+        &window,
+        "--duration",
+        &duration,
+        "--quiet",
+    ])?;
+    let outcome: anyhow::Result<(serde_json::Value, load::LoadOutcome)> = rt.block_on(async {
         let mut b = Broker::start(opts, &events).await?;
         let bmeta = b.meta();
-        pub_opts.url = b.client_url();
         events.event("phase_start", serde_json::json!({"phase": "js-pub"}));
-        let r = load::js_publish(
-            &pub_opts,
+        let env = LoadEnv {
             clock,
-            Some(&dir.join("load.csv")),
-            &events,
-            stop.clone(),
-        )
-        .await;
+            events: events.clone(),
+            stop: stop.clone(),
+            servers: vec![b.client_url()],
+            load_csv: Some(dir.join("load.csv")),
+        };
+        let r = load::run(&load_args, &env).await;
         events.event("phase_end", serde_json::json!({"phase": "js-pub"}));
         let st = b.stop().await;
         let s = r?;
@@ -171,15 +183,15 @@ fn run_recorded(
     match outcome {
         Ok((bmeta, s)) => {
             rec.set_meta("broker", bmeta)?;
+            let roles = output::summarize(&s.clients);
             rec.set_meta(
                 "load",
                 serde_json::json!({
-                    "mode": "js-pub",
-                    "stream": pub_opts.stream, "subject": pub_opts.subject,
-                    "msg_size": pub_opts.msg_size, "window": pub_opts.window,
+                    "mode": "js-pub", "stream": "DEMO", "subject": "demo.events",
+                    "msg_size": a.size, "window": a.window,
                     "duration_ns": a.duration.as_nanos() as u64,
-                    "js_context": load::js_context_settings(&pub_opts),
-                    "summary": s,
+                    "js_context": s.js_context,
+                    "roles": roles,
                 }),
             )?;
         }

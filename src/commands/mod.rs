@@ -5,6 +5,7 @@ pub mod bench;
 pub mod check;
 pub mod demo;
 pub mod fsync;
+pub mod load;
 pub mod probe;
 pub mod record;
 pub mod report;
@@ -35,6 +36,8 @@ pub enum Command {
     Fsync(fsync::FsyncArgs),
     /// Everything to know before a benchmark: caches, flush cost, settings, other I/O.
     Check(check::CheckArgs),
+    /// The load generator: core pub/sub, request/reply, JetStream, KV, object store.
+    Load(Box<load::LoadCmdArgs>),
 }
 
 /// Parses the command line and runs the command; returns the exit code.
@@ -48,6 +51,7 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Probe(a) => probe::run(a),
         Command::Fsync(a) => fsync::run(a),
         Command::Check(a) => check::run(a),
+        Command::Load(a) => load::run(*a),
     }
 }
 

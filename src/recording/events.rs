@@ -31,6 +31,21 @@ impl EventLog {
         })
     }
 
+    /// Appends to an existing `path` (a child of `diskpulse record` adding its events to
+    /// the parent's run; each event is one `write` in O_APPEND mode, so lines do not mix).
+    pub fn append(path: &Path, clock: Clock) -> anyhow::Result<EventLog> {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+        Ok(EventLog {
+            inner: Arc::new(Mutex::new(Some(BufWriter::new(f)))),
+            clock,
+            errors: Default::default(),
+        })
+    }
+
     /// An event log that drops everything (for commands run outside a recording).
     pub fn disabled(clock: Clock) -> EventLog {
         EventLog {

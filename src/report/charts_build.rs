@@ -65,15 +65,19 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
     let end_s = run.duration_ns as f64 / 1e9;
     let ui_label = format!("{:.0} s UI average", o.ui_window_ns as f64 / 1e9);
     let mut panels = vec![];
-    if let Some(l) = &run.load {
+    const ROLE_COLORS: [&str; 5] = ["#2ca02c", "#1f77b4", "#9467bd", "#ff7f0e", "#8c564b"];
+    let mut rate_series = vec![];
+    let mut lat_series = vec![];
+    for (i, (role, l)) in run.load.iter().enumerate() {
+        let color = ROLE_COLORS[i % ROLE_COLORS.len()];
         let t: Vec<f64> = l.t_ns.iter().map(|&t| t as f64 / 1e9).collect();
-        if let (Some(acked), Some(w)) = (l.col("acked"), l.col("window_ns")) {
-            // A window much shorter than the others (the drain at the end) gives no
-            // meaningful rate: 169 acks in 0.3 ms is not 560k acks/s.
+        if let (Some(ops), Some(w)) = (l.col("ops"), l.col("window_ns")) {
+            // A window much shorter than the others (the first or last, clipped to the
+            // load) gives no meaningful rate: 169 acks in 0.3 ms is not 560k acks/s.
             let mut ws: Vec<f64> = w.to_vec();
             ws.sort_by(|a, b| a.total_cmp(b));
             let typical = ws.get(ws.len() / 2).copied().unwrap_or(0.0);
-            let v = acked
+            let v = ops
                 .iter()
                 .zip(w)
                 .map(|(a, w)| {
@@ -84,31 +88,48 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
                     }
                 })
                 .collect();
-            panels.push(Panel {
-                title: "broker acks/s".into(),
-                y_label: "acks/s".into(),
-                series: vec![series("acks/s", t.clone(), v, Style::Line, "#2ca02c")],
-                y_min_zero: true,
-            });
+            rate_series.push(series(
+                &format!("{role} ops/s"),
+                t.clone(),
+                v,
+                Style::Line,
+                color,
+            ));
         }
-        let mut lat = vec![];
-        for (c, label, color) in [
-            ("ack_lat_p50_us", "p50", "#2ca02c"),
-            ("ack_lat_p99_us", "p99", "#ff7f0e"),
-            ("ack_lat_max_us", "max", "#7f7f7f"),
-        ] {
+        for (c, label) in [("lat_p50_us", "p50"), ("lat_p99_us", "p99")] {
             if let Some(v) = l.col(c) {
-                lat.push(series(label, t.clone(), v.to_vec(), Style::Line, color));
+                if v.iter().any(|x| x.is_finite()) {
+                    let style = if label == "p50" {
+                        Style::Line
+                    } else {
+                        Style::DashedLine
+                    };
+                    lat_series.push(series(
+                        &format!("{role} {label}"),
+                        t.clone(),
+                        v.to_vec(),
+                        style,
+                        color,
+                    ));
+                }
             }
         }
-        if !lat.is_empty() {
-            panels.push(Panel {
-                title: "ack latency (per window)".into(),
-                y_label: "us".into(),
-                series: lat,
-                y_min_zero: true,
-            });
-        }
+    }
+    if !rate_series.is_empty() {
+        panels.push(Panel {
+            title: "broker operations/s (acks, messages, requests per role)".into(),
+            y_label: "ops/s".into(),
+            series: rate_series,
+            y_min_zero: true,
+        });
+    }
+    if !lat_series.is_empty() {
+        panels.push(Panel {
+            title: "operation latency per window (ack, reply, end to end)".into(),
+            y_label: "us".into(),
+            series: lat_series,
+            y_min_zero: true,
+        });
     }
     for (d, a) in run.disks.iter().zip(analyses) {
         // Idle devices (nothing read or written) get no panels of their own.

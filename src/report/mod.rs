@@ -280,34 +280,47 @@ fn cpu_summary(run: &Run) -> Option<Value> {
     }))
 }
 
+/// Per role of load.csv: ops, rate over the role's span, errors, worst window p99.
 fn load_summary(run: &Run) -> Option<Value> {
-    let l = run.load.as_ref()?;
-    let sum = |c: &str| {
-        l.col(c)
-            .map(|v| v.iter().filter(|x| x.is_finite()).sum::<f64>())
-    };
-    let acked = sum("acked")?;
-    let span = match (l.t_ns.first(), l.t_ns.last(), l.col("window_ns")) {
-        (Some(_), Some(&b), Some(w)) => (b as f64 - (l.t_ns[0] as f64 - w[0])) / 1e9,
-        _ => f64::NAN,
-    };
-    let max = |c: &str| {
-        l.col(c).map(|v| {
-            v.iter()
-                .cloned()
-                .filter(|x| x.is_finite())
-                .fold(f64::NAN, f64::max)
-        })
-    };
-    Some(serde_json::json!({
-        "acked": acked,
-        "published": sum("published"),
-        "errors": sum("errors"),
-        "bytes_acked": sum("bytes_acked"),
-        "acks_per_s": acked / span,
-        "worst_window_ack_lat_p99_us": max("ack_lat_p99_us"),
-        "ack_lat_max_us": max("ack_lat_max_us"),
-    }))
+    if run.load.is_empty() {
+        return None;
+    }
+    let mut roles = serde_json::Map::new();
+    for (role, l) in &run.load {
+        let sum = |c: &str| {
+            l.col(c)
+                .map(|v| v.iter().filter(|x| x.is_finite()).sum::<f64>())
+                .unwrap_or(0.0)
+        };
+        let max = |c: &str| {
+            l.col(c).and_then(|v| {
+                let m = v
+                    .iter()
+                    .cloned()
+                    .filter(|x| x.is_finite())
+                    .fold(f64::NAN, f64::max);
+                m.is_finite().then_some(m)
+            })
+        };
+        let span_s = match (l.t_ns.first(), l.t_ns.last(), l.col("window_ns")) {
+            (Some(&a), Some(&b), Some(w)) => (b as f64 - (a as f64 - w[0])) / 1e9,
+            _ => f64::NAN,
+        };
+        let ops = sum("ops");
+        roles.insert(
+            role.clone(),
+            serde_json::json!({
+                "ops": ops,
+                "bytes": sum("bytes"),
+                "errors": sum("errors"),
+                "ops_per_s": ops / span_s,
+                "worst_window_lat_p99_us": max("lat_p99_us"),
+                "lat_max_us": max("lat_max_us"),
+                "worst_window_co_p99_us": max("co_p99_us"),
+            }),
+        );
+    }
+    Some(Value::Object(roles))
 }
 
 /// Analyses a run and writes `summary.json` (and the charts) into it.
@@ -401,15 +414,17 @@ pub fn table(s: &Summary) -> String {
             );
         }
     }
-    if let Some(l) = &s.load {
-        let _ = writeln!(
-            out,
-            "broker: {} acks ({:.0}/s), worst window ack p99 {} us, errors {}",
-            l["acked"],
-            l["acks_per_s"].as_f64().unwrap_or(0.0),
-            l["worst_window_ack_lat_p99_us"],
-            l["errors"]
-        );
+    if let Some(Value::Object(roles)) = &s.load {
+        for (role, l) in roles {
+            let _ = writeln!(
+                out,
+                "broker {role}: {} ops ({:.0}/s), worst window p99 {} us, errors {}",
+                l["ops"],
+                l["ops_per_s"].as_f64().unwrap_or(0.0),
+                l["worst_window_lat_p99_us"],
+                l["errors"]
+            );
+        }
     }
     if let Some(m) = &s.memory {
         let _ = writeln!(

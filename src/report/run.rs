@@ -62,7 +62,8 @@ pub struct Run {
     pub disks: Vec<DiskRows>,
     pub mem: Option<Table>,
     pub cpu: Option<Table>,
-    pub load: Option<Table>,
+    /// load.csv split by role (`js-pub`, `sub`, ...).
+    pub load: BTreeMap<String, Table>,
     pub events: Vec<Event>,
     /// End of the recording: meta's duration, or the last timestamp seen if cut off.
     pub duration_ns: u64,
@@ -125,6 +126,49 @@ pub fn read_table(p: &Path) -> anyhow::Result<Table> {
     })
     .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
     Ok(t)
+}
+
+/// Reads a `t_ns,...` CSV with one text column `key` (e.g. load.csv's `role`), split into
+/// one numeric [`Table`] per key value.
+pub fn read_table_by(p: &Path, key: &str) -> anyhow::Result<BTreeMap<String, Table>> {
+    let mut out: BTreeMap<String, Table> = BTreeMap::new();
+    let mut cols: Vec<String> = vec![];
+    let mut key_i = usize::MAX;
+    let mut first = true;
+    for_each_line(p, |line| {
+        let f: Vec<&str> = line.split(',').collect();
+        if first {
+            first = false;
+            key_i = f.iter().position(|c| *c == key).unwrap_or(usize::MAX);
+            cols = f.iter().map(|s| s.to_string()).collect();
+            return;
+        }
+        if f.len() != cols.len() || key_i >= f.len() {
+            return;
+        }
+        let Ok(t) = f[0].parse::<u64>() else { return };
+        let tab = out.entry(f[key_i].to_string()).or_insert_with(|| Table {
+            columns: cols[1..]
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i + 1 != key_i)
+                .map(|(_, c)| c.clone())
+                .collect(),
+            t_ns: vec![],
+            cols: vec![vec![]; cols.len() - 2],
+        });
+        tab.t_ns.push(t);
+        let mut j = 0;
+        for (i, v) in f.iter().enumerate().skip(1) {
+            if i == key_i {
+                continue;
+            }
+            tab.cols[j].push(v.parse::<f64>().unwrap_or(f64::NAN));
+            j += 1;
+        }
+    })
+    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
+    Ok(out)
 }
 
 /// Reads `diskstats.csv.gz` (or a plain `diskstats.csv`) grouped by device.
@@ -210,7 +254,12 @@ impl Run {
         };
         let mem = opt("meminfo.csv")?;
         let cpu = opt("cpu.csv")?;
-        let load = opt("load.csv")?;
+        let lp = dir.join("load.csv");
+        let load = if lp.exists() {
+            read_table_by(&lp, "role")?
+        } else {
+            BTreeMap::new()
+        };
         let mut events = vec![];
         let ev = dir.join("events.jsonl");
         if ev.exists() {

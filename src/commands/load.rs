@@ -1,0 +1,265 @@
+//! `diskpulse load MODE`: the load generator, against your servers (`--server`,
+//! `$NATS_URL`) or an embedded nats-server it starts; `--record` records the disks
+//! beside it, and under `diskpulse record -- diskpulse load ...` it writes `load.csv`
+//! into the parent's run on the parent's clock.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use clap::Args;
+use collectors::clock::Clock;
+
+use crate::broker::{self, Broker, BrokerOptions, SyncMode};
+use crate::commands::record::SamplerArgs;
+use crate::load::{self, output, LoadArgs, LoadEnv};
+use crate::recording::session::{default_run_dir, Recording};
+use crate::recording::EventLog;
+use crate::report::{self, ReportOptions};
+use crate::usage;
+
+#[derive(Args, Debug)]
+pub struct LoadCmdArgs {
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Embedded broker: nodes on loopback (1, 3 or 5) when no --server is given.
+    #[arg(long, default_value_t = 1)]
+    pub cluster: usize,
+    /// Embedded broker: JetStream store directory per node (comma-separated; default: fresh
+    /// directories under /var/tmp, removed afterwards).
+    #[arg(long, value_delimiter = ',', value_name = "DIR,..")]
+    pub store_dir: Vec<PathBuf>,
+    /// Embedded broker: JetStream sync_interval, `always` or a duration.
+    #[arg(long, default_value = "5s")]
+    pub sync_interval: String,
+    /// Embedded broker: the nats-server binary (default: found on PATH).
+    #[arg(long, value_name = "PATH")]
+    pub nats_server: Option<PathBuf>,
+    /// Record the disks (the store's devices, or --device/--path) beside the load, then report.
+    #[arg(long)]
+    pub record: bool,
+    /// Run directory for --record. Default: diskpulse-runs/<time>-load.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub samplers: SamplerArgs,
+}
+
+pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
+    a.load.validate()?;
+    let sync: SyncMode = a
+        .sync_interval
+        .parse()
+        .map_err(|e| usage!("--sync-interval: {e}"))?;
+    if ![1, 3, 5].contains(&a.cluster) {
+        return Err(usage!("--cluster takes 1, 3 or 5 nodes, got {}", a.cluster));
+    }
+    let servers = a.load.connect.server_list();
+    let embedded = servers.is_empty();
+    let binary = if embedded {
+        Some(broker::find_nats_server(a.nats_server.as_deref()).map_err(|e| usage!("{e:#}"))?)
+    } else {
+        None
+    };
+    if embedded && a.cluster > 1 {
+        return Err(usage!(
+            "--cluster {}: the embedded cluster is not in this build; start servers yourself and pass --server",
+            a.cluster
+        ));
+    }
+    let parent_run = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
+    let (store_dir, remove_store) = match a.store_dir.first() {
+        Some(d) => (d.clone(), false),
+        None => (
+            PathBuf::from(format!("/var/tmp/diskpulse-load-{}", std::process::id())),
+            true,
+        ),
+    };
+    // Recording setup is validated before anything starts.
+    let mut rec = None;
+    if a.record {
+        if parent_run.is_some() {
+            return Err(usage!(
+                "--record inside `diskpulse record -- ...`: the parent already records"
+            ));
+        }
+        let mut s = a.samplers.clone();
+        if s.devices.is_empty() && s.paths.is_empty() {
+            if !embedded {
+                return Err(usage!(
+                    "--record with --server: name the broker's disks with --device or --path"
+                ));
+            }
+            std::fs::create_dir_all(&store_dir)
+                .map_err(|e| usage!("--store-dir {}: {e}", store_dir.display()))?;
+            s.paths = vec![store_dir.clone()];
+        }
+        let setup = s.setup()?;
+        let dir = a.out.clone().unwrap_or_else(|| default_run_dir("load"));
+        rec = Some(Recording::start(&dir, &setup, &super::argv())?);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    super::stop_on_signals(&stop)?;
+    let (clock, events, load_csv, run_dir) = match (&rec, &parent_run) {
+        (Some(r), _) => (
+            r.clock,
+            r.events.clone(),
+            Some(r.dir.join("load.csv")),
+            Some(r.dir.clone()),
+        ),
+        (None, Some(d)) => {
+            let clock = Clock::from_env().ok_or_else(|| {
+                usage!("DISKPULSE_RUN_DIR is set but DISKPULSE_CLOCK_ZERO_NS is not")
+            })?;
+            (
+                clock,
+                EventLog::append(&d.join("events.jsonl"), clock)?,
+                Some(d.join("load.csv")),
+                Some(d.clone()),
+            )
+        }
+        (None, None) => {
+            let c = Clock::start();
+            (c, EventLog::disabled(c), None, None)
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let broker_dir = run_dir.clone().unwrap_or_else(|| store_dir.join("run"));
+    let result: anyhow::Result<(load::LoadOutcome, Option<serde_json::Value>)> =
+        rt.block_on(async {
+            let mut b = None;
+            let servers = if embedded {
+                let br = Broker::start(
+                    BrokerOptions {
+                        binary,
+                        store_dir: store_dir.join("n1"),
+                        sync,
+                        run_dir: broker_dir.clone(),
+                        name: "n1".into(),
+                    },
+                    &events,
+                )
+                .await?;
+                let urls = vec![br.client_url()];
+                b = Some(br);
+                urls
+            } else {
+                servers
+            };
+            let env = LoadEnv {
+                clock,
+                events: events.clone(),
+                stop: stop.clone(),
+                servers,
+                load_csv,
+            };
+            let progress = (!a.load.quiet).then(|| spawn_progress(&a.load, clock, stop.clone()));
+            let r = load::run(&a.load, &env).await;
+            if let Some(p) = progress {
+                p.abort();
+            }
+            let bmeta = b.as_ref().map(|b| b.meta());
+            if let Some(mut b) = b {
+                b.stop().await?;
+            }
+            Ok((r?, bmeta))
+        });
+    if remove_store {
+        let _ = std::fs::remove_dir_all(&store_dir);
+    }
+    let (outcome, bmeta) = match result {
+        Ok(x) => x,
+        Err(e) => {
+            if let Some(r) = rec {
+                events.error("load", "run", &format!("{e:#}"));
+                let dir = r.dir.clone();
+                r.finish()?;
+                eprintln!("(recording kept in {})", dir.display());
+            }
+            return Err(e);
+        }
+    };
+    let roles = output::summarize(&outcome.clients);
+    let run_id = output::run_id();
+    if let Some(p) = &a.load.csv {
+        std::fs::write(p, output::csv(&run_id, &roles, &outcome.clients))
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+    }
+    let json = serde_json::json!({
+        "run_id": run_id,
+        "mode": format!("{:?}", a.load.mode),
+        "servers": a.load.connect.server_list().iter().map(|s| load::connect::redact_url(s)).collect::<Vec<_>>(),
+        "auth": a.load.connect.describe(),
+        "roles": roles,
+        "clients": outcome.clients,
+        "js_context": outcome.js_context,
+        "load_csv_rows": outcome.csv_rows,
+    });
+    if a.load.json {
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        print!("{}", output::human(&roles, &outcome.clients));
+    }
+    if let Some(mut r) = rec {
+        if let Some(m) = bmeta {
+            r.set_meta("broker", m)?;
+        }
+        r.set_meta("load", json)?;
+        let dir = r.dir.clone();
+        r.finish()?;
+        let s = report::report(&dir, &ReportOptions::default())?;
+        eprint!("{}", report::table(&s));
+        println!("{}", dir.display());
+    }
+    let errors: u64 = roles.iter().map(|r| r.errors).sum();
+    if stop.load(Ordering::Relaxed) {
+        return Ok(130);
+    }
+    if errors > 0 {
+        let kinds: Vec<String> = roles
+            .iter()
+            .flat_map(|r| {
+                r.errors_by_kind
+                    .iter()
+                    .map(move |(k, v)| format!("{} {k}: {v}", r.role.name()))
+            })
+            .collect();
+        eprintln!("Error: {errors} operations failed ({})", kinds.join(", "));
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// A progress line on stderr while the load runs, only when stderr is a terminal.
+fn spawn_progress(
+    a: &LoadArgs,
+    clock: Clock,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    use std::io::IsTerminal;
+    let total = a.total_ops();
+    let duration = a.duration;
+    let enabled = std::io::stderr().is_terminal();
+    tokio::spawn(async move {
+        if !enabled {
+            return;
+        }
+        let pb = match (duration, total) {
+            (Some(d), _) => indicatif::ProgressBar::new(d.as_millis() as u64),
+            (None, Some(_)) | (None, None) => indicatif::ProgressBar::new_spinner(),
+        };
+        pb.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} [{bar:40}] {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        let t0 = clock.now_ns();
+        while !stop.load(Ordering::Relaxed) {
+            let ms = (clock.now_ns() - t0) / 1_000_000;
+            pb.set_position(ms);
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        pb.finish_and_clear();
+    })
+}

@@ -1,0 +1,192 @@
+//! Connections: servers, round-robin spreading of clients over them ("load balancing"),
+//! and authentication. Secrets are held here only; nothing that prints or records an
+//! option shows them (`describe()` redacts, argv is redacted in meta.json).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::recording::EventLog;
+use crate::usage;
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct ConnectArgs {
+    /// NATS server URL; repeatable; clients are spread round-robin over them. Default:
+    /// $NATS_URL (comma-separated), else an embedded nats-server started for the run.
+    #[arg(long = "server", value_name = "URL")]
+    pub servers: Vec<String>,
+    /// User name (with --password).
+    #[arg(long)]
+    pub user: Option<String>,
+    /// Password (never printed or recorded).
+    #[arg(long)]
+    pub password: Option<String>,
+    /// Token (never printed or recorded).
+    #[arg(long)]
+    pub token: Option<String>,
+    /// Credentials file (JWT + seed).
+    #[arg(long, value_name = "FILE")]
+    pub creds: Option<PathBuf>,
+    /// NKey seed file.
+    #[arg(long, value_name = "FILE")]
+    pub nkey: Option<PathBuf>,
+    /// CA certificate (PEM) to verify the server.
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM), with --tls-key.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// Client key (PEM), with --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl ConnectArgs {
+    /// The servers to use: --server, else $NATS_URL; empty means "start one".
+    pub fn server_list(&self) -> Vec<String> {
+        if !self.servers.is_empty() {
+            return self.servers.clone();
+        }
+        std::env::var("NATS_URL")
+            .ok()
+            .map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Checks combinations before anything starts.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.password.is_some() != self.user.is_some() {
+            return Err(usage!("--user and --password go together"));
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err(usage!("--tls-cert and --tls-key go together"));
+        }
+        for (flag, p) in [
+            ("--creds", &self.creds),
+            ("--nkey", &self.nkey),
+            ("--tls-ca", &self.tls_ca),
+            ("--tls-cert", &self.tls_cert),
+            ("--tls-key", &self.tls_key),
+        ] {
+            if let Some(p) = p {
+                if !p.is_file() {
+                    return Err(usage!("{flag} {}: no such file", p.display()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Which kind of auth is used, without the secret (for meta.json and output).
+    pub fn describe(&self) -> serde_json::Value {
+        serde_json::json!({
+            "user": self.user,
+            "password": self.password.as_ref().map(|_| "***"),
+            "token": self.token.as_ref().map(|_| "***"),
+            "creds": self.creds,
+            "nkey": self.nkey,
+            "tls_ca": self.tls_ca, "tls_cert": self.tls_cert, "tls_key": self.tls_key,
+        })
+    }
+
+    /// Connects client `name` to `url`.
+    pub async fn connect(
+        &self,
+        url: &str,
+        name: &str,
+        capacity: usize,
+        events: &EventLog,
+    ) -> anyhow::Result<async_nats::Client> {
+        let mut o = async_nats::ConnectOptions::new()
+            .name(name)
+            .client_capacity(capacity)
+            .connection_timeout(Duration::from_secs(5))
+            // A benchmark client must not silently reconnect forever to a dead server.
+            .max_reconnects(Some(60));
+        if let (Some(u), Some(p)) = (&self.user, &self.password) {
+            o = o.user_and_password(u.clone(), p.clone());
+        }
+        if let Some(t) = &self.token {
+            o = o.token(t.clone());
+        }
+        if let Some(c) = &self.creds {
+            o = o
+                .credentials_file(c)
+                .await
+                .map_err(|e| usage!("--creds {}: {e}", c.display()))?;
+        }
+        if let Some(n) = &self.nkey {
+            let seed =
+                std::fs::read_to_string(n).map_err(|e| usage!("--nkey {}: {e}", n.display()))?;
+            o = o.nkey(seed.trim().to_string());
+        }
+        if let Some(ca) = &self.tls_ca {
+            o = o.add_root_certificates(ca.clone()).require_tls(true);
+        }
+        if let (Some(c), Some(k)) = (&self.tls_cert, &self.tls_key) {
+            o = o
+                .add_client_certificate(c.clone(), k.clone())
+                .require_tls(true);
+        }
+        let ev = events.clone();
+        let nm = name.to_string();
+        o = o.event_callback(move |e| {
+            let ev = ev.clone();
+            let nm = nm.clone();
+            async move {
+                ev.event(
+                    "nats_client",
+                    serde_json::json!({"client": nm, "event": e.to_string()}),
+                );
+            }
+        });
+        let shown = redact_url(url);
+        o.connect(url).await.map_err(|e| {
+            let msg = e.to_string();
+            if msg.contains("authorization") || msg.contains("Authorization") {
+                anyhow::anyhow!("cannot connect to {shown}: authorization failed ({msg}); check --user/--password, --token, --creds or --nkey")
+            } else {
+                anyhow::anyhow!("cannot connect to NATS at {shown}: {msg}")
+            }
+        })
+    }
+}
+
+/// `nats://user:pass@host:4222` -> `nats://***@host:4222`.
+pub fn redact_url(url: &str) -> String {
+    if let Some(i) = url.find("://") {
+        if let Some(at) = url[i + 3..].find('@') {
+            return format!("{}***@{}", &url[..i + 3], &url[i + 3 + at + 1..]);
+        }
+    }
+    url.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_secrets() {
+        assert_eq!(redact_url("nats://a:b@h:4222"), "nats://***@h:4222");
+        assert_eq!(redact_url("nats://h:4222"), "nats://h:4222");
+    }
+
+    #[test]
+    fn describe_hides_secrets() {
+        let a = ConnectArgs {
+            user: Some("u".into()),
+            password: Some("hunter2".into()),
+            token: Some("tok".into()),
+            ..Default::default()
+        };
+        let s = a.describe().to_string();
+        assert!(!s.contains("hunter2") && !s.contains("tok\""), "{s}");
+    }
+}

@@ -1,0 +1,322 @@
+//! Results: per-role aggregates, the human summary, natscli-compatible CSV and JSON.
+//! Pure functions from the collected totals to text (hyperfine's exporters).
+//!
+//! Aggregate rate of a role = its ops over the span from its first client's first op to
+//! its last client's last op (not the sum of per-client rates, which overstates when
+//! clients do not overlap). Across clients: min/avg/max and the population standard
+//! deviation of per-client msgs/s.
+
+use std::collections::BTreeMap;
+
+use collectors::directio::latency_histogram;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::record::{ClientTotals, Role};
+
+/// Latency figures in microseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct LatUs {
+    pub count: u64,
+    pub min: f64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub stddev: f64,
+}
+
+impl LatUs {
+    pub fn from_hist(h: &Histogram<u64>) -> Option<LatUs> {
+        if h.is_empty() {
+            return None;
+        }
+        let us = |v: u64| v as f64 / 1e3;
+        Some(LatUs {
+            count: h.len(),
+            min: us(h.min()),
+            mean: h.mean() / 1e3,
+            p50: us(h.value_at_quantile(0.5)),
+            p90: us(h.value_at_quantile(0.9)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+            stddev: h.stdev() / 1e3,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Spread {
+    pub min: f64,
+    pub avg: f64,
+    pub max: f64,
+    /// Population standard deviation.
+    pub stddev: f64,
+}
+
+impl Spread {
+    pub fn of(v: &[f64]) -> Spread {
+        if v.is_empty() {
+            return Spread::default();
+        }
+        let n = v.len() as f64;
+        let avg = v.iter().sum::<f64>() / n;
+        let var = v.iter().map(|x| (x - avg).powi(2)).sum::<f64>() / n;
+        Spread {
+            min: v.iter().cloned().fold(f64::INFINITY, f64::min),
+            avg,
+            max: v.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+            stddev: var.sqrt(),
+        }
+    }
+}
+
+/// One role's aggregate.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoleSummary {
+    pub role: Role,
+    pub clients: usize,
+    pub ops: u64,
+    pub bytes: u64,
+    pub errors: u64,
+    pub errors_by_kind: BTreeMap<&'static str, u64>,
+    pub duration_s: f64,
+    pub msgs_per_s: f64,
+    pub mib_per_s: f64,
+    pub per_client_msgs_per_s: Spread,
+    /// From the actual send (end to end for receivers).
+    pub lat_us: Option<LatUs>,
+    /// From the intended start (equals lat_us without --rate).
+    pub co_lat_us: Option<LatUs>,
+    pub latency_meaning: &'static str,
+}
+
+pub fn client_rate(c: &ClientTotals) -> f64 {
+    let d = c.duration_s();
+    if d > 0.0 {
+        c.ops as f64 / d
+    } else {
+        0.0
+    }
+}
+
+/// Aggregates the clients of each role, in role order.
+pub fn summarize(clients: &[ClientTotals]) -> Vec<RoleSummary> {
+    let mut by: BTreeMap<Role, Vec<&ClientTotals>> = BTreeMap::new();
+    for c in clients {
+        by.entry(c.role).or_default().push(c);
+    }
+    by.into_iter()
+        .map(|(role, cs)| {
+            let mut lat = latency_histogram();
+            let mut co = latency_histogram();
+            let mut errors_by_kind = BTreeMap::new();
+            for c in &cs {
+                let _ = lat.add(&c.lat);
+                let _ = co.add(&c.co);
+                for (k, v) in &c.errors_by_kind {
+                    *errors_by_kind.entry(*k).or_insert(0) += v;
+                }
+            }
+            let active: Vec<&&ClientTotals> = cs.iter().filter(|c| c.ops > 0).collect();
+            let first = active.iter().map(|c| c.first_ns).min().unwrap_or(0);
+            let last = active.iter().map(|c| c.last_ns).max().unwrap_or(0);
+            let dur = last.saturating_sub(first) as f64 / 1e9;
+            let ops: u64 = cs.iter().map(|c| c.ops).sum();
+            let bytes: u64 = cs.iter().map(|c| c.bytes).sum();
+            let rate = |x: f64| if dur > 0.0 { x / dur } else { 0.0 };
+            let rates: Vec<f64> = cs.iter().map(|c| client_rate(c)).collect();
+            RoleSummary {
+                role,
+                clients: cs.len(),
+                ops,
+                bytes,
+                errors: cs.iter().map(|c| c.errors).sum(),
+                errors_by_kind,
+                duration_s: dur,
+                msgs_per_s: rate(ops as f64),
+                mib_per_s: rate(bytes as f64) / (1024.0 * 1024.0),
+                per_client_msgs_per_s: Spread::of(&rates),
+                lat_us: LatUs::from_hist(&lat),
+                co_lat_us: LatUs::from_hist(&co),
+                latency_meaning: role.latency_meaning(),
+            }
+        })
+        .collect()
+}
+
+fn commas(v: f64) -> String {
+    let s = format!("{:.0}", v);
+    let (sign, digits) = s.strip_prefix('-').map(|d| ("-", d)).unwrap_or(("", &s));
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    format!("{sign}{out}")
+}
+
+/// The human summary (nats bench's layout, with latencies and errors).
+pub fn human(roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    for r in roles {
+        let _ = writeln!(
+            o,
+            "{} stats: {} msgs/sec ~ {:.2} MiB/sec ({} msgs, {} clients, {:.2} s)",
+            r.role.name(),
+            commas(r.msgs_per_s),
+            r.mib_per_s,
+            commas(r.ops as f64),
+            r.clients,
+            r.duration_s
+        );
+        if r.clients > 1 {
+            for c in clients.iter().filter(|c| c.role == r.role) {
+                let _ = writeln!(
+                    o,
+                    " [{}] {} msgs/sec ~ {:.2} MiB/sec ({} msgs) {}",
+                    c.index + 1,
+                    commas(client_rate(c)),
+                    if c.duration_s() > 0.0 {
+                        c.bytes as f64 / c.duration_s() / 1048576.0
+                    } else {
+                        0.0
+                    },
+                    c.ops,
+                    super::connect::redact_url(&c.server)
+                );
+            }
+            let s = &r.per_client_msgs_per_s;
+            let _ = writeln!(
+                o,
+                " min {} | avg {} | max {} | stddev {} msgs/sec",
+                commas(s.min),
+                commas(s.avg),
+                commas(s.max),
+                commas(s.stddev)
+            );
+        }
+        if let Some(l) = &r.lat_us {
+            let _ = writeln!(
+                o,
+                " latency ({}): min {:.1} | p50 {:.1} | p90 {:.1} | p99 {:.1} | p99.9 {:.1} | max {:.1} | mean {:.1} | stddev {:.1} us",
+                r.latency_meaning, l.min, l.p50, l.p90, l.p99, l.p999, l.max, l.mean, l.stddev
+            );
+        }
+        if let (Some(c), Some(l)) = (&r.co_lat_us, &r.lat_us) {
+            if c != l {
+                let _ = writeln!(
+                    o,
+                    " from intended start:  p50 {:.1} | p99 {:.1} | p99.9 {:.1} | max {:.1} us",
+                    c.p50, c.p99, c.p999, c.max
+                );
+            }
+        }
+        if r.errors > 0 {
+            let kinds: Vec<String> = r
+                .errors_by_kind
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            let _ = writeln!(o, " errors: {} ({})", r.errors, kinds.join(", "));
+        }
+    }
+    o
+}
+
+/// natscli's CSV header, then diskpulse's latency columns (microseconds).
+pub const CSV_HEADER: &str = "#RunID,ClientID,MsgCount,MsgBytes,MsgsPerSec,BytesPerSec,DurationSecs,Errors,LatMinUs,LatP50Us,LatP90Us,LatP99Us,LatP999Us,LatMaxUs,LatMeanUs,LatStddevUs";
+
+fn lat_cols(l: Option<&LatUs>) -> String {
+    match l {
+        Some(l) => format!(
+            "{:.1},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1},{:.1}",
+            l.min, l.p50, l.p90, l.p99, l.p999, l.max, l.mean, l.stddev
+        ),
+        None => ",,,,,,,".into(),
+    }
+}
+
+/// natscli-compatible CSV: one row per client (`P0`, `S1`, ... as `nats bench`), then one
+/// aggregate row per role (`P`, `S`, ...). MsgCount counts messages, never acks.
+pub fn csv(run_id: &str, roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(o, "{CSV_HEADER}");
+    for c in clients {
+        let d = c.duration_s();
+        let _ = writeln!(
+            o,
+            "{run_id},{}{},{},{},{:.0},{:.6},{:.6},{},{}",
+            c.role.csv_prefix(),
+            c.index,
+            c.ops,
+            c.bytes,
+            client_rate(c),
+            if d > 0.0 { c.bytes as f64 / d } else { 0.0 },
+            d,
+            c.errors,
+            lat_cols(LatUs::from_hist(&c.lat).as_ref())
+        );
+    }
+    for r in roles {
+        let _ = writeln!(
+            o,
+            "{run_id},{},{},{},{:.0},{:.6},{:.6},{},{}",
+            r.role.csv_prefix(),
+            r.ops,
+            r.bytes,
+            r.msgs_per_s,
+            r.mib_per_s * 1048576.0,
+            r.duration_s,
+            r.errors,
+            lat_cols(r.lat_us.as_ref())
+        );
+    }
+    o
+}
+
+/// A run id like natscli's (22 characters of base62).
+pub fn run_id() -> String {
+    const A: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut x = super::record::realtime_ns() ^ (std::process::id() as u64).rotate_left(32);
+    (0..22)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            A[(x % 62) as usize] as char
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_is_the_population_stddev() {
+        let s = Spread::of(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
+        assert_eq!((s.min, s.avg, s.max), (2.0, 5.0, 9.0));
+        assert!((s.stddev - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn commas_group_thousands() {
+        assert_eq!(commas(7323895.4), "7,323,895");
+        assert_eq!(commas(432.0), "432");
+    }
+
+    #[test]
+    fn run_ids_look_like_natscli() {
+        let r = run_id();
+        assert_eq!(r.len(), 22);
+        assert!(r.chars().all(|c| c.is_ascii_alphanumeric()));
+    }
+}

@@ -1,0 +1,443 @@
+//! Per-worker statistics without locks, merged per window by one collector.
+//!
+//! Every worker (one connection's publisher, subscriber, requester, ...) owns a
+//! [`Recorder`]: counters and two HdrHistograms for the current window, plus its own
+//! totals. Recording an operation touches only the worker's own memory and never
+//! allocates. When an operation lands in a later window, the finished window is handed
+//! to the collector through a channel (histograms swapped for recycled ones), once per
+//! window per worker: ten messages a second, not one per operation.
+//!
+//! Windows are aligned on the run clock: window `k` covers `[k*w, (k+1)*w)` ns since the
+//! run's zero, so rows from different workers, and from the disk samplers, line up.
+//!
+//! Two latencies per operation, in ns:
+//! - `lat`: from the actual send to completion (ack, reply, receipt); what the client saw.
+//! - `co`: from the *intended* start to completion. With `--rate` (open loop) the intended
+//!   start is the schedule's, so a stalled server is not hidden (coordinated omission);
+//!   without a rate it equals `lat`.
+//!
+//! For receivers (subscribers, consumers) `lat` is end to end: from the send time stamped in
+//! the message to its receipt.
+
+use std::collections::BTreeMap;
+
+use collectors::clock::Clock;
+use collectors::directio::{latency_histogram, record_ns};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+/// What a worker does. The name is the `role` column of load.csv and the natscli CSV
+/// client-id prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    Pub,
+    Sub,
+    Request,
+    Reply,
+    JsPub,
+    JsConsume,
+    KvPut,
+    KvGet,
+    ObjPut,
+    ObjGet,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Pub => "pub",
+            Role::Sub => "sub",
+            Role::Request => "request",
+            Role::Reply => "reply",
+            Role::JsPub => "js-pub",
+            Role::JsConsume => "js-consume",
+            Role::KvPut => "kv-put",
+            Role::KvGet => "kv-get",
+            Role::ObjPut => "obj-put",
+            Role::ObjGet => "obj-get",
+        }
+    }
+
+    /// natscli's client-id prefix: P for senders, S for receivers (as `nats bench`),
+    /// other letters for the roles it does not have.
+    pub fn csv_prefix(self) -> &'static str {
+        match self {
+            Role::Pub | Role::JsPub => "P",
+            Role::Sub | Role::JsConsume => "S",
+            Role::Request => "R",
+            Role::Reply => "Y",
+            Role::KvPut => "KP",
+            Role::KvGet => "KG",
+            Role::ObjPut => "OP",
+            Role::ObjGet => "OG",
+        }
+    }
+
+    /// What `lat` means for this role (for the README and summaries).
+    pub fn latency_meaning(self) -> &'static str {
+        match self {
+            Role::Pub => "none (fire and forget)",
+            Role::Sub | Role::JsConsume => "end to end: stamped send time to receipt",
+            Role::Request => "request to reply",
+            Role::Reply => "none (serves requests)",
+            Role::JsPub => "publish to ack",
+            Role::KvPut => "put to ack",
+            Role::KvGet => "get to value",
+            Role::ObjPut => "whole object put",
+            Role::ObjGet => "whole object get (verified)",
+        }
+    }
+}
+
+/// One worker's finished window, sent to the collector.
+pub struct WindowMsg {
+    pub role: Role,
+    pub window: u64,
+    pub ops: u64,
+    pub bytes: u64,
+    pub errors: u64,
+    pub lat: Histogram<u64>,
+    pub co: Histogram<u64>,
+}
+
+/// One worker's totals, sent when it finishes.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientTotals {
+    pub role: Role,
+    pub index: usize,
+    pub server: String,
+    pub ops: u64,
+    pub bytes: u64,
+    pub errors: u64,
+    pub errors_by_kind: BTreeMap<&'static str, u64>,
+    /// First and last operation on the run clock, ns.
+    pub first_ns: u64,
+    pub last_ns: u64,
+    #[serde(skip)]
+    pub lat: Histogram<u64>,
+    #[serde(skip)]
+    pub co: Histogram<u64>,
+}
+
+impl ClientTotals {
+    /// Seconds from the first to the last operation (natscli's DurationSecs).
+    pub fn duration_s(&self) -> f64 {
+        (self.last_ns.saturating_sub(self.first_ns)) as f64 / 1e9
+    }
+}
+
+pub enum Msg {
+    Window(WindowMsg),
+    Done(Box<ClientTotals>),
+    /// A new error kind seen by a worker (an event is written once per kind and role).
+    ErrorKind(Role, &'static str, String),
+}
+
+/// A worker's recorder. Not shared: each worker has its own.
+pub struct Recorder {
+    pub role: Role,
+    clock: Clock,
+    window_ns: u64,
+    cur: u64,
+    ops: u64,
+    bytes: u64,
+    errors: u64,
+    lat: Histogram<u64>,
+    co: Histogram<u64>,
+    totals: ClientTotals,
+    tx: mpsc::UnboundedSender<Msg>,
+    spare: Vec<Histogram<u64>>,
+}
+
+impl Recorder {
+    pub fn new(
+        role: Role,
+        index: usize,
+        server: &str,
+        clock: Clock,
+        window_ns: u64,
+        tx: mpsc::UnboundedSender<Msg>,
+    ) -> Recorder {
+        Recorder {
+            role,
+            clock,
+            window_ns,
+            cur: clock.now_ns() / window_ns,
+            ops: 0,
+            bytes: 0,
+            errors: 0,
+            lat: latency_histogram(),
+            co: latency_histogram(),
+            totals: ClientTotals {
+                role,
+                index,
+                server: server.to_string(),
+                ops: 0,
+                bytes: 0,
+                errors: 0,
+                errors_by_kind: BTreeMap::new(),
+                first_ns: 0,
+                last_ns: 0,
+                lat: latency_histogram(),
+                co: latency_histogram(),
+            },
+            tx,
+            spare: vec![latency_histogram(), latency_histogram()],
+        }
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// The current time on the run clock (one vDSO call).
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.clock.now_ns()
+    }
+
+    #[inline]
+    fn roll(&mut self, now: u64) {
+        let w = now / self.window_ns;
+        if w != self.cur {
+            self.flush_window();
+            self.cur = w;
+        }
+    }
+
+    fn flush_window(&mut self) {
+        if self.ops == 0 && self.errors == 0 {
+            return;
+        }
+        let lat = std::mem::replace(
+            &mut self.lat,
+            self.spare.pop().unwrap_or_else(latency_histogram),
+        );
+        let co = std::mem::replace(
+            &mut self.co,
+            self.spare.pop().unwrap_or_else(latency_histogram),
+        );
+        let _ = self.totals.lat.add(&lat);
+        let _ = self.totals.co.add(&co);
+        let _ = self.tx.send(Msg::Window(WindowMsg {
+            role: self.role,
+            window: self.cur,
+            ops: self.ops,
+            bytes: self.bytes,
+            errors: self.errors,
+            lat,
+            co,
+        }));
+        self.ops = 0;
+        self.bytes = 0;
+        self.errors = 0;
+    }
+
+    #[inline]
+    fn count(&mut self, now: u64, bytes: u64) {
+        self.roll(now);
+        self.ops += 1;
+        self.bytes += bytes;
+        if self.totals.ops == 0 {
+            self.totals.first_ns = now;
+        }
+        self.totals.ops += 1;
+        self.totals.bytes += bytes;
+        self.totals.last_ns = now;
+    }
+
+    /// An operation without a latency (a core publish).
+    #[inline]
+    pub fn op(&mut self, now: u64, bytes: u64) {
+        self.count(now, bytes);
+    }
+
+    /// An operation that completed at `now`, sent at `sent`, intended at `intended`.
+    #[inline]
+    pub fn op_lat(&mut self, now: u64, bytes: u64, sent: u64, intended: u64) {
+        self.count(now, bytes);
+        record_ns(&mut self.lat, now.saturating_sub(sent));
+        record_ns(&mut self.co, now.saturating_sub(intended.min(sent)));
+    }
+
+    /// A failed operation, by kind (`timeout`, `no_responders`, ...).
+    pub fn error(&mut self, now: u64, kind: &'static str, detail: impl FnOnce() -> String) {
+        self.roll(now);
+        self.errors += 1;
+        self.totals.errors += 1;
+        let n = self.totals.errors_by_kind.entry(kind).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            let _ = self.tx.send(Msg::ErrorKind(self.role, kind, detail()));
+        }
+    }
+
+    /// `n` failures of one kind at once (messages that never arrived, acks lost at stop).
+    pub fn error_n(
+        &mut self,
+        now: u64,
+        kind: &'static str,
+        n: u64,
+        detail: impl FnOnce() -> String,
+    ) {
+        if n == 0 {
+            return;
+        }
+        self.roll(now);
+        self.errors += n;
+        self.totals.errors += n;
+        let c = self.totals.errors_by_kind.entry(kind).or_insert(0);
+        let first = *c == 0;
+        *c += n;
+        if first {
+            let _ = self.tx.send(Msg::ErrorKind(self.role, kind, detail()));
+        }
+    }
+
+    pub fn ops(&self) -> u64 {
+        self.totals.ops
+    }
+
+    pub fn errors(&self) -> u64 {
+        self.totals.errors
+    }
+
+    /// Sends the last window and the totals.
+    pub fn finish(mut self) {
+        self.flush_window();
+        let _ = self.totals.lat.add(&self.lat);
+        let _ = self.totals.co.add(&self.co);
+        let t = std::mem::replace(
+            &mut self.totals,
+            ClientTotals {
+                role: self.role,
+                index: 0,
+                server: String::new(),
+                ops: 0,
+                bytes: 0,
+                errors: 0,
+                errors_by_kind: BTreeMap::new(),
+                first_ns: 0,
+                last_ns: 0,
+                lat: latency_histogram(),
+                co: latency_histogram(),
+            },
+        );
+        let _ = self.tx.send(Msg::Done(Box::new(t)));
+    }
+}
+
+/// Marks a payload with its send time so a receiver can compute end-to-end latency:
+/// bytes 0..8 are `DPSTAMP1`, 8..16 the send time as CLOCK_REALTIME ns (little endian),
+/// so it works across processes on hosts with synchronised clocks. Payloads shorter than
+/// 16 bytes carry no stamp. A stamp in the payload, not a header, keeps publishing free
+/// of per-message allocation (an async-nats HeaderMap costs three).
+pub const STAMP_MAGIC: &[u8; 8] = b"DPSTAMP1";
+
+/// CLOCK_REALTIME in ns (for stamps that cross processes).
+#[inline]
+pub fn realtime_ns() -> u64 {
+    collectors::clock::read_clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// Writes a stamp into `buf` (at least 16 bytes).
+#[inline]
+pub fn stamp(buf: &mut [u8], realtime_ns: u64) {
+    buf[..8].copy_from_slice(STAMP_MAGIC);
+    buf[8..16].copy_from_slice(&realtime_ns.to_le_bytes());
+}
+
+/// Reads a stamp, if the payload has one.
+#[inline]
+pub fn read_stamp(payload: &[u8]) -> Option<u64> {
+    if payload.len() >= 16 && &payload[..8] == STAMP_MAGIC {
+        Some(u64::from_le_bytes(payload[8..16].try_into().ok()?))
+    } else {
+        None
+    }
+}
+
+/// Builds stamped payloads without a per-message allocation: payloads are carved out of
+/// a large buffer (`split_to().freeze()`), one allocation per `ARENA` bytes.
+pub struct StampedPayloads {
+    arena: bytes::BytesMut,
+    template: Vec<u8>,
+}
+
+const ARENA: usize = 1 << 20;
+
+impl StampedPayloads {
+    pub fn new(size: usize) -> StampedPayloads {
+        StampedPayloads {
+            arena: bytes::BytesMut::new(),
+            template: vec![b'x'; size],
+        }
+    }
+
+    /// The next payload, stamped now when it is long enough.
+    #[inline]
+    pub fn next_payload(&mut self) -> bytes::Bytes {
+        let n = self.template.len();
+        if self.arena.capacity() < n {
+            self.arena = bytes::BytesMut::with_capacity(ARENA.max(n));
+        }
+        self.arena.extend_from_slice(&self.template);
+        if n >= 16 {
+            stamp(&mut self.arena[..16], realtime_ns());
+        }
+        self.arena.split_to(n).freeze()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_round_trip_and_short_payloads_have_none() {
+        let mut p = StampedPayloads::new(128);
+        let a = p.next_payload();
+        let b = p.next_payload();
+        assert_eq!(a.len(), 128);
+        let (ta, tb) = (read_stamp(&a).unwrap(), read_stamp(&b).unwrap());
+        assert!(tb >= ta && ta > 1_600_000_000_000_000_000);
+        assert!(read_stamp(&StampedPayloads::new(8).next_payload()).is_none());
+        assert!(read_stamp(b"xxxxxxxxxxxxxxxxxxxx").is_none());
+    }
+
+    #[tokio::test]
+    async fn windows_reach_the_collector_once_per_window() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let clock = Clock::start();
+        let mut r = Recorder::new(Role::JsPub, 0, "nats://x", clock, 1_000_000, tx);
+        let t0 = clock.now_ns();
+        for i in 0..100u64 {
+            r.op_lat(t0 + i * 100_000, 10, t0, t0); // 10 ms of ops, 10 windows
+        }
+        r.error(t0 + 10_000_000, "timeout", || "t".into());
+        r.error(t0 + 10_000_001, "timeout", || "t".into());
+        r.finish();
+        let (mut ops, mut windows, mut errors, mut kinds, mut done) = (0, 0, 0, 0, 0);
+        while let Ok(m) = rx.try_recv() {
+            match m {
+                Msg::Window(w) => {
+                    ops += w.ops;
+                    errors += w.errors;
+                    windows += 1;
+                    assert_eq!(w.lat.len(), w.ops);
+                }
+                Msg::ErrorKind(..) => kinds += 1,
+                Msg::Done(t) => {
+                    done += 1;
+                    assert_eq!(t.ops, 100);
+                    assert_eq!(t.lat.len(), 100);
+                    assert_eq!(t.errors_by_kind["timeout"], 2);
+                }
+            }
+        }
+        assert_eq!((ops, errors, kinds, done), (100, 2, 1, 1));
+        assert!((10..=12).contains(&windows), "{windows}");
+    }
+}

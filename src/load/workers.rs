@@ -1,0 +1,373 @@
+//! The workers: one task per connection and role. Hot loops allocate nothing per
+//! message (payloads are one shared `Bytes`, or stamped payloads carved from an arena)
+//! and record into their own [`Recorder`].
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use bytes::Bytes;
+use collectors::clock::Clock;
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+
+use super::pace::Pacer;
+use super::record::{read_stamp, realtime_ns, Recorder, StampedPayloads};
+
+/// What every worker shares.
+#[derive(Clone)]
+pub struct Ctx {
+    pub clock: Clock,
+    pub stop: Arc<AtomicBool>,
+    /// The load's start on the run clock.
+    pub start_ns: u64,
+    /// `--duration` end on the run clock.
+    pub end_ns: Option<u64>,
+    /// Senders still running (receivers wait for them, then drain).
+    pub senders_left: Arc<AtomicU64>,
+    /// Total messages the senders will send (receivers' target), if known.
+    pub expected: Option<u64>,
+}
+
+impl Ctx {
+    #[inline]
+    pub fn over(&self, now: u64) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.end_ns.is_some_and(|e| now >= e)
+    }
+}
+
+/// How many operations worker `i` of `n` does out of `total`.
+pub fn share(total: u64, i: usize, n: usize) -> u64 {
+    let n = n as u64;
+    total / n + u64::from((i as u64) < total % n)
+}
+
+/// A sender's plan: how many ops (None = until the duration ends) and its pacer.
+pub struct SendPlan {
+    pub count: Option<u64>,
+    pub pacer: Option<Pacer>,
+    /// Stamp payloads with the send time (for receivers' end-to-end latency).
+    pub stamp: bool,
+    pub size: usize,
+}
+
+impl SendPlan {
+    /// The intended start of the next op, or None when this sender is done.
+    #[inline]
+    async fn next(&mut self, ctx: &Ctx, done: u64, rec: &Recorder) -> Option<u64> {
+        if self.count.is_some_and(|c| done >= c) {
+            return None;
+        }
+        match self.pacer.as_mut() {
+            Some(p) => {
+                let t = p.next().await?;
+                (!ctx.stop.load(Ordering::Relaxed)).then_some(t)
+            }
+            None => {
+                let now = rec.now();
+                (!ctx.over(now)).then_some(now)
+            }
+        }
+    }
+}
+
+/// Marks a sender finished when dropped (so receivers know when to drain).
+struct SenderGuard(Arc<AtomicU64>);
+impl Drop for SenderGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn payload_source(plan: &SendPlan) -> (Bytes, Option<StampedPayloads>) {
+    let fixed = Bytes::from(vec![b'x'; plan.size]);
+    let stamped = (plan.stamp && plan.size >= 16).then(|| StampedPayloads::new(plan.size));
+    (fixed, stamped)
+}
+
+#[inline]
+fn next_payload(fixed: &Bytes, stamped: &mut Option<StampedPayloads>) -> Bytes {
+    match stamped {
+        Some(s) => s.next_payload(),
+        None => fixed.clone(),
+    }
+}
+
+/// Core publish: fire and forget; counted when handed to the client.
+pub async fn core_pub(
+    client: async_nats::Client,
+    subject: async_nats::Subject,
+    mut plan: SendPlan,
+    mut rec: Recorder,
+    ctx: Ctx,
+) {
+    let _g = SenderGuard(ctx.senders_left.clone());
+    let (fixed, mut stamped) = payload_source(&plan);
+    let size = plan.size as u64;
+    let mut done = 0u64;
+    while plan.next(&ctx, done, &rec).await.is_some() {
+        let p = next_payload(&fixed, &mut stamped);
+        match client.publish(subject.clone(), p).await {
+            Ok(()) => rec.op(rec.now(), size),
+            Err(e) => rec.error(rec.now(), "publish", || e.to_string()),
+        }
+        done += 1;
+    }
+    if let Err(e) = client.flush().await {
+        rec.error(rec.now(), "flush", || e.to_string());
+    }
+    rec.finish();
+}
+
+/// Waits while senders run; then allows `idle` without messages before giving up.
+fn receiver_should_end(ctx: &Ctx, got: u64, idle_since_ns: u64, now: u64) -> bool {
+    if ctx.stop.load(Ordering::Relaxed) {
+        return true;
+    }
+    if ctx.expected.is_some_and(|e| got >= e) {
+        return true;
+    }
+    let senders_done = ctx.senders_left.load(Ordering::SeqCst) == 0;
+    let past_end = ctx.end_ns.is_some_and(|e| now >= e);
+    (senders_done || past_end) && now.saturating_sub(idle_since_ns) > 1_000_000_000
+}
+
+/// Receives from any stream of payloads until the senders are done and it has drained.
+async fn receive<S, M>(mut msgs: S, payload: impl Fn(&M) -> &[u8], mut rec: Recorder, ctx: Ctx)
+where
+    S: futures::Stream<Item = M> + Unpin,
+{
+    let mut got = 0u64;
+    let mut last = rec.now();
+    loop {
+        let now = rec.now();
+        if receiver_should_end(&ctx, got, last, now) {
+            break;
+        }
+        match tokio::time::timeout(Duration::from_millis(100), msgs.next()).await {
+            Ok(Some(m)) => {
+                let now = rec.now();
+                let p = payload(&m);
+                match read_stamp(p) {
+                    Some(sent_rt) => {
+                        let e2e = realtime_ns().saturating_sub(sent_rt);
+                        let sent = now.saturating_sub(e2e);
+                        rec.op_lat(now, p.len() as u64, sent, sent);
+                    }
+                    None => rec.op(now, p.len() as u64),
+                }
+                got += 1;
+                last = now;
+            }
+            Ok(None) => break,
+            Err(_) => {}
+        }
+    }
+    if let Some(e) = ctx.expected {
+        if got < e && !ctx.stop.load(Ordering::Relaxed) {
+            // Core NATS drops messages a slow subscriber cannot take: count them.
+            let n = e - got;
+            rec.error_n(rec.now(), "missing", n, || {
+                format!("{n} of {e} messages never arrived (slow consumer drops?)")
+            });
+        }
+    }
+    rec.finish();
+}
+
+/// Core subscriber: every message on the subject; end-to-end latency from the stamp.
+pub async fn core_sub(sub: async_nats::Subscriber, rec: Recorder, ctx: Ctx) {
+    receive(sub, |m: &async_nats::Message| &m.payload[..], rec, ctx).await;
+}
+
+/// Requester: up to `window` requests in flight (1 = closed loop, like `nats bench`).
+pub async fn request(
+    client: async_nats::Client,
+    subject: async_nats::Subject,
+    window: usize,
+    timeout: Duration,
+    mut plan: SendPlan,
+    mut rec: Recorder,
+    ctx: Ctx,
+) {
+    let _g = SenderGuard(ctx.senders_left.clone());
+    let (fixed, mut stamped) = payload_source(&plan);
+    let size = plan.size as u64;
+    let mut inflight = FuturesUnordered::new();
+    let mut done = 0u64;
+    let mut sending = true;
+    let window = window.max(1);
+    // Sending waits on the pacer while completions are taken as they come: an ack or
+    // reply is timed when it arrives, never when the sender gets round to it.
+    loop {
+        let can_send = sending && inflight.len() < window;
+        if !can_send && inflight.is_empty() {
+            break;
+        }
+        tokio::select! {
+            biased;
+            Some((r, sent, intended)) = inflight.next(), if !inflight.is_empty() => {
+                let now = rec.now();
+                match r {
+                    Ok(Ok(_reply)) => rec.op_lat(now, size, sent, intended),
+                    Ok(Err(e)) => {
+                        let e: async_nats::RequestError = e;
+                        let kind = match e.kind() {
+                            async_nats::RequestErrorKind::NoResponders => "no_responders",
+                            async_nats::RequestErrorKind::TimedOut => "timeout",
+                            _ => "request",
+                        };
+                        rec.error(now, kind, || e.to_string());
+                    }
+                    Err(_) => rec.error(now, "timeout", || format!("no reply within {timeout:?}")),
+                }
+            }
+            next = plan.next(&ctx, done, &rec), if can_send => match next {
+                Some(intended) => {
+                    let p = next_payload(&fixed, &mut stamped);
+                    let c = client.clone();
+                    let s = subject.clone();
+                    let sent = rec.now();
+                    inflight.push(async move {
+                        let r = tokio::time::timeout(timeout, c.request(s, p)).await;
+                        (r, sent, intended)
+                    });
+                    done += 1;
+                }
+                None => sending = false,
+            },
+        }
+    }
+    rec.finish();
+}
+
+/// Responder in queue group `diskpulse`: replies with a payload of `reply_size` bytes when
+/// the message has a reply subject (request/"call"), counts it either way ("cast").
+pub async fn reply(
+    client: async_nats::Client,
+    mut sub: async_nats::Subscriber,
+    reply_size: usize,
+    mut rec: Recorder,
+    ctx: Ctx,
+) {
+    let payload = Bytes::from(vec![b'r'; reply_size]);
+    let mut last = rec.now();
+    loop {
+        let now = rec.now();
+        if ctx.stop.load(Ordering::Relaxed)
+            || (ctx.senders_left.load(Ordering::SeqCst) == 0
+                && now.saturating_sub(last) > 1_000_000_000)
+            || ctx.end_ns.is_some_and(|e| now >= e + 2_000_000_000)
+        {
+            break;
+        }
+        match tokio::time::timeout(Duration::from_millis(100), sub.next()).await {
+            Ok(Some(m)) => {
+                let now = rec.now();
+                if let Some(r) = m.reply {
+                    if let Err(e) = client.publish(r, payload.clone()).await {
+                        rec.error(now, "reply", || e.to_string());
+                        continue;
+                    }
+                }
+                rec.op(now, m.payload.len() as u64);
+                last = now;
+            }
+            Ok(None) => break,
+            Err(_) => {}
+        }
+    }
+    let _ = client.flush().await;
+    rec.finish();
+}
+
+/// The kind of a JetStream publish error, for counting and events.
+pub fn publish_error_kind(e: &jetstream::context::PublishError) -> &'static str {
+    use jetstream::context::PublishErrorKind as K;
+    match e.kind() {
+        K::StreamNotFound => "stream_not_found",
+        K::TimedOut => "timeout",
+        K::BrokenPipe => "broken_pipe",
+        K::MaxAckPending => "max_ack_pending",
+        K::MaxPayloadExceeded => "max_payload",
+        K::WrongLastMessageId => "wrong_last_msg_id",
+        K::WrongLastSequence => "wrong_last_sequence",
+        K::Other => {
+            let js =
+                std::error::Error::source(e).and_then(|s| s.downcast_ref::<jetstream::Error>());
+            match js.map(|j| j.error_code()) {
+                Some(jetstream::ErrorCode::STORAGE_RESOURCES_EXCEEDED) => "storage_full",
+                Some(jetstream::ErrorCode::MEMORY_RESOURCES_EXCEEDED) => "memory_full",
+                Some(jetstream::ErrorCode::INSUFFICIENT_RESOURCES) => "insufficient_resources",
+                Some(jetstream::ErrorCode::ACCOUNT_RESOURCES_EXCEEDED) => "account_limits",
+                Some(jetstream::ErrorCode::STREAM_MESSAGE_EXCEEDS_MAXIMUM) => "msg_too_large",
+                // Also "maximum messages/bytes exceeded" of a discard-new stream.
+                Some(jetstream::ErrorCode::STREAM_STORE_FAILED) => "store_failed",
+                Some(jetstream::ErrorCode::STREAM_NOT_FOUND) => "stream_not_found",
+                Some(_) => "js_error",
+                None => "other",
+            }
+        }
+    }
+}
+
+/// JetStream publish: `window` acks in flight, sliding (1 = synchronous).
+pub async fn js_pub(
+    js: jetstream::Context,
+    subject: async_nats::Subject,
+    window: usize,
+    mut plan: SendPlan,
+    mut rec: Recorder,
+    ctx: Ctx,
+) {
+    let _g = SenderGuard(ctx.senders_left.clone());
+    let (fixed, mut stamped) = payload_source(&plan);
+    let size = plan.size as u64;
+    let mut inflight = FuturesUnordered::new();
+    let mut done = 0u64;
+    let mut sending = true;
+    let window = window.max(1);
+    let mut drain_deadline: Option<tokio::time::Instant> = None;
+    loop {
+        if ctx.stop.load(Ordering::Relaxed) && sending {
+            // Ctrl-C: stop sending; wait at most 2 s for the acks still in flight.
+            sending = false;
+            drain_deadline = Some(tokio::time::Instant::now() + Duration::from_secs(2));
+        }
+        let can_send = sending && inflight.len() < window;
+        if !can_send && inflight.is_empty() {
+            break;
+        }
+        let deadline = drain_deadline
+            .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            biased;
+            Some((r, sent, intended)) = inflight.next(), if !inflight.is_empty() => {
+                let now = rec.now();
+                match r {
+                    Ok(_ack) => rec.op_lat(now, size, sent, intended),
+                    Err(e) => rec.error(now, publish_error_kind(&e), || e.to_string()),
+                }
+            }
+            next = plan.next(&ctx, done, &rec), if can_send => match next {
+                Some(intended) => {
+                    let p = next_payload(&fixed, &mut stamped);
+                    let sent = rec.now();
+                    match js.publish(subject.clone(), p).await {
+                        Ok(ack) => inflight.push(async move { (ack.await, sent, intended) }),
+                        Err(e) => rec.error(rec.now(), publish_error_kind(&e), || e.to_string()),
+                    }
+                    done += 1;
+                }
+                None => sending = false,
+            },
+            _ = tokio::time::sleep_until(deadline), if drain_deadline.is_some() => {
+                let n = inflight.len() as u64;
+                rec.error_n(rec.now(), "unacked_at_stop", n, || format!("{n} publishes had no ack 2 s after Ctrl-C"));
+                break;
+            }
+        }
+    }
+    rec.finish();
+}
