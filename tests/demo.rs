@@ -66,8 +66,8 @@ fn demo_finds_bursts_at_the_sync_interval() {
     ] {
         assert!(run.join(f).exists(), "{f} missing");
     }
-    let load = &s["load"];
-    assert!(load["acked"].as_f64().unwrap() > 1000.0, "{load:#}");
+    let load = &s["load"]["js-pub"];
+    assert!(load["ops"].as_f64().unwrap() > 1000.0, "{load:#}");
     assert_eq!(load["errors"].as_f64().unwrap(), 0.0);
     let meta = read_json(&run.join("meta.json"));
     assert_eq!(meta["complete"], true);
