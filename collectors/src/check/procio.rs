@@ -113,8 +113,10 @@ pub fn deltas(before: &[ProcIo], after: &[ProcIo]) -> Vec<ProcIoDelta> {
     out
 }
 
-/// What a process's open files live on: `st_dev` of every open file and its cwd, plus
-/// `st_rdev` of block devices it has open, as raw `dev_t` values, sorted and unique.
+/// What a process's open files live on: `st_dev` of every open file, plus `st_rdev` of
+/// block devices it has open, as raw `dev_t` values, sorted and unique. The cwd is left
+/// out on purpose: every process has one (kernel threads on `/`), and it says nothing
+/// about where the process writes.
 pub fn open_devices(procfs: &Path, pid: u32) -> Vec<u64> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let dir = procfs.join(pid.to_string());
@@ -128,7 +130,6 @@ pub fn open_devices(procfs: &Path, pid: u32) -> Vec<u64> {
             }
         }
     };
-    add(&dir.join("cwd"));
     if let Ok(rd) = std::fs::read_dir(dir.join("fd")) {
         for e in rd.flatten() {
             add(&e.path());
@@ -188,9 +189,12 @@ mod tests {
         assert_eq!(v, [p_named(12, "nats-server", 4096, 1_048_576)]);
         assert_eq!(unreadable, 1);
 
-        // This process has its cwd and stdio open somewhere real.
+        // A file this process holds open is found on its device.
+        use std::os::unix::fs::MetadataExt;
+        let f = tempfile::tempfile_in("/var/tmp").unwrap();
+        let dev = f.metadata().unwrap().dev();
         let me = std::process::id();
-        assert!(!open_devices(Path::new("/proc"), me).is_empty());
+        assert!(open_devices(Path::new("/proc"), me).contains(&dev));
     }
 
     fn p_named(pid: u32, comm: &str, r: u64, w: u64) -> ProcIo {
