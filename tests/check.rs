@@ -490,3 +490,34 @@ fn tmpfs_unknown_devices_and_missing_paths_are_one_line_and_exit_2() {
     one_line_exit_2(&["/no/such/path"], &["/no/such/path"]);
     one_line_exit_2(&["--sample", "1 s", "/var/tmp"], &["'1 s'"]);
 }
+
+#[test]
+fn ctrl_c_during_the_flush_tests_removes_the_test_file_and_exits_130() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let mut c = diskpulse()
+        .args(["check", "--sample", "100ms", "--test-time", "5s"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the test file exists, then interrupt.
+    let t0 = std::time::Instant::now();
+    while std::fs::read_dir(dir.path()).unwrap().count() == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no test file appeared"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill has no memory preconditions; the pid is our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    let o = c.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "test file left"
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("flush tests not run (interrupted)"), "{out}");
+}
