@@ -494,7 +494,7 @@ fn tmpfs_unknown_devices_and_missing_paths_are_one_line_and_exit_2() {
 #[test]
 fn ctrl_c_during_the_flush_tests_removes_the_test_file_and_exits_130() {
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
-    let mut c = diskpulse()
+    let c = diskpulse()
         .args(["check", "--sample", "100ms", "--test-time", "5s"])
         .arg(dir.path())
         .stdout(std::process::Stdio::piped())
