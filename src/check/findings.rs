@@ -169,6 +169,10 @@ pub enum Finding {
         dev: String,
         per_s: f64,
     },
+    FlushRateInconclusive {
+        dev: String,
+        per_s: f64,
+    },
     TestsSkipped {
         reason: SkipReason,
     },
@@ -219,6 +223,7 @@ impl Finding {
             | VirtualDisk { .. }
             | LoopDevice { .. }
             | ReadAheadLarge { .. }
+            | FlushRateInconclusive { .. }
             | DataWriteback { .. }
             | DirsyncMount { .. }
             | NoFlushesSent { .. }
@@ -260,6 +265,7 @@ impl Finding {
                 | NoFlushesSent { .. }
                 | FlushRateImpossible { .. }
                 | FlushRatePlausible { .. }
+                | FlushRateInconclusive { .. }
                 | TestsSkipped { .. }
                 | TestsNotRun
                 | TestsFailed { .. }
@@ -295,6 +301,7 @@ impl Finding {
             NoFlushesSent { .. } => "no-flushes-sent",
             FlushRateImpossible { .. } => "flush-rate-impossible",
             FlushRatePlausible { .. } => "flush-rate-plausible",
+            FlushRateInconclusive { .. } => "flush-rate-inconclusive",
             TestsSkipped { .. } => "tests-skipped",
             TestsNotRun => "tests-not-run",
             TestsFailed { .. } => "tests-failed",
@@ -508,8 +515,12 @@ impl Finding {
                 )
             }
             FlushRatePlausible { dev, per_s } => format!(
-                "{per_s:.0} durable writes/s on rotational {dev}: what a spinning disk can do \
-                 (~120/s at 7,200 rpm), so flushes reach the platters"
+                "{per_s:.0} durable writes/s on rotational {dev}: no more than a spinning disk \
+                 can do (~120/s at 7,200 rpm), consistent with flushes reaching the platters"
+            ),
+            FlushRateInconclusive { dev, per_s } => format!(
+                "{per_s:.0} durable writes/s on rotational {dev}, measured while it was busy \
+                 with other I/O: too slow to tell whether a cache absorbs flushes"
             ),
             TestsSkipped { reason } => match reason {
                 SkipReason::Quick => "flush tests skipped (--quick)".to_string(),
@@ -662,6 +673,7 @@ impl Finding {
                     .into()
             }
             FlushRatePlausible { .. } => "nothing to change".into(),
+            FlushRateInconclusive { .. } => "run again when the device is quiet".into(),
             TestsSkipped { reason } => match reason {
                 SkipReason::Quick => "run without --quick to measure flush cost".into(),
                 SkipReason::ReadOnly { .. } => "check a path on a writable mount".into(),
@@ -870,11 +882,15 @@ fn cache_findings(t: &TargetFacts, d: &super::DeviceFacts, out: &mut Vec<Finding
     }
 }
 
+/// Whether a device did more I/O than [`BUSY_MIB_S`] or [`BUSY_IOPS`] during the sample.
+fn is_busy(io: &super::IoDelta) -> bool {
+    io.read_mib_s() + io.write_mib_s() > BUSY_MIB_S || io.iops() > BUSY_IOPS
+}
+
 /// Other I/O on a device during the sample.
 fn io_findings(d: &super::DeviceFacts, sample_s: f64, out: &mut Vec<Finding>) {
     if let Some(io) = &d.io {
-        let busy = io.read_mib_s() + io.write_mib_s() > BUSY_MIB_S || io.iops() > BUSY_IOPS;
-        if busy {
+        if is_busy(io) {
             out.push(Finding::DeviceBusy {
                 dev: d.dev.name.clone(),
                 read_mib_s: io.read_mib_s(),
@@ -1054,6 +1070,12 @@ fn flush_findings(t: &TargetFacts, r: &collectors::check::flush::Results, out: &
                 per_s,
                 virtual_: b.virtual_disk || matches!(b.kind, DeviceKind::Loop { .. }),
                 write_back: b.write_back() == Some(true) && !any_wt,
+            });
+        } else if b.io.is_some_and(|io| is_busy(&io)) {
+            // Other I/O slows our flushes down: a low rate proves nothing then.
+            out.push(Finding::FlushRateInconclusive {
+                dev: b.disk.clone(),
+                per_s,
             });
         } else {
             out.push(Finding::FlushRatePlausible {
@@ -1375,6 +1397,20 @@ mod tests {
         assert!(c.contains(&("flush-rate-impossible", Level::Fail)), "{c:?}");
         let c = codes(&facts(vec![hdd.clone()], rates(110.0)));
         assert!(c.contains(&("flush-rate-plausible", Level::Pass)), "{c:?}");
+        // Slow because someone else was writing: no conclusion.
+        let mut busy = hdd.clone();
+        busy.io = Some(crate::check::IoDelta {
+            elapsed_ns: 1_000_000_000,
+            write_bytes: 400 << 20,
+            writes: 3000,
+            ..Default::default()
+        });
+        let c = codes(&facts(vec![busy], rates(110.0)));
+        assert!(
+            c.contains(&("flush-rate-inconclusive", Level::Info)),
+            "{c:?}"
+        );
+        assert!(c.contains(&("device-busy", Level::Warn)), "{c:?}");
         let mut vm = hdd;
         vm.virtual_disk = true;
         let c = codes(&facts(vec![vm], rates(2000.0)));
