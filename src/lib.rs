@@ -4,6 +4,7 @@
 //! `collectors` crate, drawing in the `charts` crate.
 
 pub mod broker;
+pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod load;

@@ -35,7 +35,8 @@ impl DevNum {
         }
     }
 
-    fn parse(s: &str) -> Option<DevNum> {
+    /// Parses `MAJ:MIN`.
+    pub fn parse(s: &str) -> Option<DevNum> {
         let (a, b) = s.trim().split_once(':')?;
         Some(DevNum {
             major: a.parse().ok()?,

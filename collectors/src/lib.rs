@@ -4,6 +4,7 @@
 //! `/proc` and `/sys` so tests can feed fixture trees. Readers return raw kernel
 //! counters; rates are derived later by `report` (raw first, derived later).
 
+pub mod check;
 pub mod clock;
 pub mod devices;
 pub mod directio;

@@ -1,9 +1,109 @@
-//! `diskpulse check` (being written).
+//! `diskpulse check PATH|DEVICE...`: everything to know before a benchmark.
+//!
+//! Exit codes: 0 nothing worse than INFO/PASS (or WARN without `--strict`); 1 any FAIL,
+//! or any WARN with `--strict`; 2 bad usage (unknown device, a path with no block
+//! device such as tmpfs, a missing path); 130 interrupted (the test file is removed).
+//! See `src/check/` for the stages and the findings.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
 use clap::Args;
+use collectors::check::flush;
+
+use crate::check::{self, findings, render, Options};
+use crate::cli::parse_duration;
+use crate::usage;
 
 #[derive(Args, Debug)]
-pub struct CheckArgs {}
+pub struct CheckArgs {
+    /// A path on the file system to check (a directory or a file), or a block device
+    /// (vda, /dev/loop0, 7:0). Repeatable.
+    #[arg(value_name = "PATH|DEVICE", required = true)]
+    pub targets: Vec<String>,
+    /// Print JSON (fields in the README) instead of the report.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 1 on any WARN too (any FAIL always exits 1).
+    #[arg(long)]
+    pub strict: bool,
+    /// Skip the empirical write tests (flush cost, fsync rate); read settings and
+    /// sample other I/O only.
+    #[arg(long)]
+    pub quick: bool,
+    /// For a DEVICE that is not mounted and holds no file system or partition table: run
+    /// the write tests on the raw device (overwrites its first 4 MiB).
+    #[arg(long)]
+    pub allow_destructive: bool,
+    /// How long to watch other processes' I/O and the devices' counters.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub sample: Duration,
+    /// How long each flush test writes.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub test_time: Duration,
+}
 
-pub fn run(_a: CheckArgs) -> anyhow::Result<i32> {
-    Err(crate::usage!("diskpulse check: being written"))
+pub fn run(a: CheckArgs) -> anyhow::Result<i32> {
+    for (flag, v) in [("--sample", a.sample), ("--test-time", a.test_time)] {
+        if v < Duration::from_millis(10) || v > Duration::from_secs(600) {
+            return Err(usage!(
+                "check: {flag} takes 10ms to 10m; got {}",
+                crate::cli::fmt_duration(v)
+            ));
+        }
+    }
+    let o = Options {
+        quick: a.quick,
+        allow_destructive: a.allow_destructive,
+        sample: a.sample,
+        flush: flush::Config {
+            time_per_mode: a.test_time,
+            ..Default::default()
+        },
+        sysfs: PathBuf::from("/sys"),
+        procfs: PathBuf::from("/proc"),
+    };
+    // All input is checked before anything is measured or written.
+    let targets = check::resolve_all(&a.targets, &o)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    super::stop_on_signals(&stop)?;
+    if !a.json && std::io::stderr().is_terminal() {
+        let tests = if a.quick {
+            String::new()
+        } else {
+            format!(
+                ", then flush tests ({} per mode)",
+                crate::cli::fmt_duration(a.test_time)
+            )
+        };
+        eprintln!(
+            "diskpulse check: watching I/O for {}{tests}...",
+            crate::cli::fmt_duration(a.sample)
+        );
+    }
+    let facts = check::gather(targets, &o, &stop);
+    let found = findings::judge(&facts);
+    let mut code = findings::exit_code(&found, a.strict);
+    if facts.interrupted || stop.load(Ordering::Relaxed) {
+        code = 130;
+    }
+    let mut text = if a.json {
+        serde_json::to_string_pretty(&render::json(&facts, &found, code))?
+    } else {
+        render::human(&facts, &found, code)
+    };
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    // A closed pipe (`| head`) is not an error worth a panic.
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(anyhow::Error::new(e).context("writing the report to stdout"));
+        }
+    }
+    Ok(code)
 }

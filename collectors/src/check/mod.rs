@@ -1,0 +1,41 @@
+//! Facts `diskpulse check` gathers before a benchmark: what the kernel and the devices say
+//! about write caches, what mount options and `vm.dirty_*` settings do to durability, who
+//! else is doing I/O, and what a flush really costs on this stack.
+//!
+//! This module only reads and measures; judging the facts (PASS/WARN/FAIL and the advice)
+//! is the CLI's job (`src/check/`). Every reader takes `sysfs`/`procfs` roots or plain
+//! buffers, so tests feed fixtures: there are no NVMe or SCSI disks on our machines, so
+//! their decoding is tested against fixture bytes and strings taken from the specs and
+//! the kernel's `sd.c`.
+//!
+//! - [`mountinfo`]: `/proc/self/mountinfo` with every option, and which options drop
+//!   barriers or make a mount synchronous.
+//! - [`nvme`]: Identify Controller (VWC) and Get Features 06h (Volatile Write Cache)
+//!   through `NVME_IOCTL_ADMIN_CMD`.
+//! - [`scsi`]: `cache_type` of SCSI disks (`/sys/class/scsi_disk/*/cache_type`) and of
+//!   virtio-blk disks.
+//! - [`kind`]: what sort of device a name is (loop, NVMe, SCSI, virtio, ...).
+//! - [`vm`]: `vm.dirty_*` and the dirty memory right now.
+//! - [`procio`]: `/proc/PID/io` snapshots and the devices a process has files open on.
+//! - [`signature`]: file system / partition table signatures, and an exclusive open that
+//!   fails on a mounted or claimed device.
+//! - [`flush`]: the empirical tests: 4 KiB O_DIRECT writes plain, with O_DSYNC, and
+//!   buffered write + fdatasync, each with a latency histogram.
+
+pub mod flush;
+pub mod kind;
+pub mod mountinfo;
+pub mod nvme;
+pub mod procio;
+pub mod scsi;
+pub mod signature;
+pub mod vm;
+
+use std::path::Path;
+
+/// Reads a small sysfs/procfs file, trimmed; `None` when it is missing or unreadable.
+pub(crate) fn read_trim(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
