@@ -22,6 +22,13 @@
 //! Events recorded: `broker_start` (pid, version, ports), `broker_ready` (`ready_ms`:
 //! milliseconds from spawn to JetStream answering), `broker_stop` (how and exit status).
 //! Times are on the run clock of the [`EventLog`].
+//!
+//! [`monitor`] polls the monitoring ports of servers (ours or anyone's) into the
+//! recording.
+
+pub mod monitor;
+
+pub use monitor::{start_monitor, MonitorStats, ServerPollStats};
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
