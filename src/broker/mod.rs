@@ -1,13 +1,16 @@
 //! Embedded nats-server processes.
 //!
 //! [`Broker::start`] runs one `nats-server` with JetStream on loopback ports of its own,
-//! for as long as the [`Broker`] value lives. What must stay true:
+//! for as long as the [`Broker`] value lives; [`Cluster::start`] runs 1, 3 or 5 of them
+//! joined by a `cluster {}` block (see `cluster.rs`). What must stay true:
 //!
-//! - The server is started from an argument vector (`nats-server -c RUN/nats-server.conf`),
-//!   never through a shell, and listens on `127.0.0.1` only (client and monitoring ports).
+//! - A server is started from an argument vector (`nats-server -c RUN/nats-server.conf`),
+//!   never through a shell, and listens on `127.0.0.1` only (client, monitoring and
+//!   cluster ports).
 //! - Its stdout and stderr both go to `RUN/nats-server.log` (one file opened in append
 //!   mode, shared by both streams), so the log is complete, including Go panics and
-//!   anything printed before the server's logger is set up.
+//!   anything printed before the server's logger is set up. A restarted server
+//!   ([`Broker::start_again`]) appends to the same log.
 //! - It runs in its own process group, so a Ctrl-C in the terminal reaches diskpulse
 //!   only; diskpulse then stops the server cleanly ([`Broker::stop`]: SIGTERM, up to
 //!   10 s, then SIGKILL). Every exit path stops it: [`Drop`] kills and reaps a server
@@ -17,11 +20,19 @@
 //!
 //! Ports are found by binding `127.0.0.1:0` and dropping the socket; another process may
 //! take the port in between, so a start whose log says "address already in use" is
-//! retried on fresh ports (up to [`START_ATTEMPTS`] times).
+//! retried on fresh ports (up to [`START_ATTEMPTS`] times). A restart tries the server's
+//! previous ports first, so its URLs stay valid.
 //!
-//! Events recorded: `broker_start` (pid, version, ports), `broker_ready` (`ready_ms`:
-//! milliseconds from spawn to JetStream answering), `broker_stop` (how and exit status).
-//! Times are on the run clock of the [`EventLog`].
+//! Events recorded (each with the server's `name`): `broker_start` (pid, version, ports),
+//! `broker_ready` (`ready_ms`: milliseconds from spawn to JetStream answering),
+//! `broker_stop` (how and exit status), `broker_port_clash`. Times are on the run clock
+//! of the [`EventLog`].
+
+mod cluster;
+pub mod monitor;
+
+pub use cluster::{Cluster, ClusterOptions, DEFAULT_CLUSTER_NAME};
+pub use monitor::{start_monitor, MonitorStats, ServerPollStats};
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -181,22 +192,38 @@ pub fn nats_server_version(binary: &Path) -> anyhow::Result<String> {
     })
 }
 
-/// A running nats-server; stopped on [`Broker::stop`] or drop.
+/// The `cluster {}` block of one node's config: the cluster's name, this node's route
+/// port and every node's route port (nats-server ignores the route to itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ClusterConf {
+    name: String,
+    port: u16,
+    routes: Vec<u16>,
+}
+
+/// A nats-server process diskpulse runs: alone ([`Broker::start`]) or as a node of a
+/// [`Cluster`]. Stopped on [`Broker::stop`] or drop; [`Broker::start_again`] restarts
+/// it with its data and (if still free) its ports.
 pub struct Broker {
     child: Option<Child>,
+    /// The pid of the running (or last) process; 0 before the first start.
     pid: u32,
     binary: PathBuf,
     exe: Option<PathBuf>,
     version: String,
     client_port: u16,
     monitor_port: u16,
+    cluster: Option<ClusterConf>,
     opts: BrokerOptions,
     config_path: PathBuf,
     config_text: String,
     log_path: PathBuf,
     events: EventLog,
+    ready_timeout: Duration,
     ready_ms: f64,
     attempts: u32,
+    /// How many times a process was started and became ready.
+    starts: u32,
 }
 
 /// Quotes a string for a nats-server config file.
@@ -213,18 +240,19 @@ fn conf_quote(s: &str) -> String {
     q
 }
 
-/// The config text for one server.
+/// The config text for one server; `cluster` adds the `cluster {}` block.
 fn config_text(
     opts: &BrokerOptions,
     store_dir: &Path,
     client_port: u16,
     monitor_port: u16,
+    cluster: Option<&ClusterConf>,
 ) -> String {
     let sync = match opts.sync {
         SyncMode::Always => "always".to_string(),
         s => conf_quote(&s.to_string()),
     };
-    format!(
+    let mut t = format!(
         "# written by diskpulse; loopback only\n\
          server_name: {name}\n\
          listen: \"127.0.0.1:{client_port}\"\n\
@@ -232,14 +260,29 @@ fn config_text(
          jetstream {{\n  store_dir: {store}\n  sync_interval: {sync}\n}}\n",
         name = conf_quote(&opts.name),
         store = conf_quote(&store_dir.to_string_lossy()),
-    )
+    );
+    if let Some(c) = cluster {
+        t.push_str(&format!(
+            "cluster {{\n  name: {}\n  listen: \"127.0.0.1:{}\"\n  routes: [\n",
+            conf_quote(&c.name),
+            c.port
+        ));
+        for r in &c.routes {
+            t.push_str(&format!("    \"nats-route://127.0.0.1:{r}\"\n"));
+        }
+        t.push_str("  ]\n}\n");
+    }
+    t
 }
 
-/// Two distinct free loopback ports (both sockets are held until both are known).
-fn free_ports() -> anyhow::Result<(u16, u16)> {
-    let a = TcpListener::bind("127.0.0.1:0").context("cannot bind a loopback port")?;
-    let b = TcpListener::bind("127.0.0.1:0").context("cannot bind a loopback port")?;
-    Ok((a.local_addr()?.port(), b.local_addr()?.port()))
+/// `n` distinct free loopback ports (all sockets are held until all are known).
+fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
+    let held = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").context("cannot bind a loopback port"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    held.iter()
+        .map(|l| Ok(l.local_addr()?.port()))
+        .collect::<anyhow::Result<Vec<u16>>>()
 }
 
 /// The last `lines` lines of a log file (at most its last 8 KiB), for error messages.
@@ -261,8 +304,23 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
     }
 }
 
-enum Attempt {
-    Ready(Child, f64),
+/// A server process spawned but not yet handed to its [`Broker`]; dropping it kills and
+/// reaps the process.
+struct Starting {
+    guard: ChildGuard,
+    pid: u32,
+    /// Where this process's part of the (appended) log begins.
+    log_start: u64,
+    spawned_at: Instant,
+}
+
+/// What a look at a starting server found.
+enum Check {
+    /// JetStream answered, this many ms after spawn.
+    Ready(f64),
+    /// Not yet; why (the last readiness error).
+    NotYet(String),
+    /// It exited because a port was taken: try fresh ports.
     PortClash,
 }
 
@@ -272,95 +330,165 @@ impl Broker {
     pub async fn start(opts: BrokerOptions, events: &EventLog) -> anyhow::Result<Broker> {
         let binary = find_nats_server(opts.binary.as_deref())?;
         let version = nats_server_version(&binary)?;
+        let mut b = Broker::prepare(opts, binary, version, "nats-server", events)?;
+        b.run(true).await?;
+        Ok(b)
+    }
+
+    /// A server that is configured but not started: directories created (paths made
+    /// absolute, so the config and the server's own log name them unambiguously), the
+    /// log `RUN/<stem>.log` truncated. `start`/`run` pick ports and write the config.
+    fn prepare(
+        opts: BrokerOptions,
+        binary: PathBuf,
+        version: String,
+        stem: &str,
+        events: &EventLog,
+    ) -> anyhow::Result<Broker> {
         fs::create_dir_all(&opts.store_dir)
             .with_context(|| format!("cannot create store_dir {}", opts.store_dir.display()))?;
         fs::create_dir_all(&opts.run_dir)
             .with_context(|| format!("cannot create run directory {}", opts.run_dir.display()))?;
-        // Absolute paths, so the config and the server's own log name them unambiguously.
         let store_dir = fs::canonicalize(&opts.store_dir)?;
         let run_dir = fs::canonicalize(&opts.run_dir)?;
-        let config_path = run_dir.join("nats-server.conf");
-        let log_path = run_dir.join("nats-server.log");
+        let config_path = run_dir.join(format!("{stem}.conf"));
+        let log_path = run_dir.join(format!("{stem}.log"));
         File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
+        Ok(Broker {
+            child: None,
+            pid: 0,
+            binary,
+            exe: None,
+            version,
+            client_port: 0,
+            monitor_port: 0,
+            cluster: None,
+            opts: BrokerOptions {
+                store_dir,
+                run_dir,
+                ..opts
+            },
+            config_path,
+            config_text: String::new(),
+            log_path,
+            events: events.clone(),
+            ready_timeout: READY_TIMEOUT,
+            ready_ms: 0.0,
+            attempts: 0,
+            starts: 0,
+        })
+    }
 
+    /// Sets the ports (and cluster block) and writes the config file.
+    fn configure(
+        &mut self,
+        client_port: u16,
+        monitor_port: u16,
+        cluster: Option<ClusterConf>,
+    ) -> anyhow::Result<()> {
+        self.client_port = client_port;
+        self.monitor_port = monitor_port;
+        self.cluster = cluster;
+        self.config_text = config_text(
+            &self.opts,
+            &self.opts.store_dir,
+            client_port,
+            monitor_port,
+            self.cluster.as_ref(),
+        );
+        fs::write(&self.config_path, &self.config_text)
+            .with_context(|| format!("cannot write {}", self.config_path.display()))
+    }
+
+    /// Fresh client, monitoring (and, for a cluster node, route) ports; a cluster node's
+    /// own entry in its route list follows its new route port.
+    fn configure_fresh_ports(&mut self) -> anyhow::Result<()> {
+        let p = free_ports(3)?;
+        let cluster = self.cluster.clone().map(|mut c| {
+            for r in c.routes.iter_mut().filter(|r| **r == c.port) {
+                *r = p[2];
+            }
+            c.port = p[2];
+            c
+        });
+        self.configure(p[0], p[1], cluster)
+    }
+
+    /// Starts the configured server and waits until JetStream answers. With
+    /// `fresh_ports` the first attempt already uses fresh ports; otherwise it tries the
+    /// configured ones first (a restart). A port clash is retried on fresh ports.
+    async fn run(&mut self, fresh_ports: bool) -> anyhow::Result<()> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let (client_port, monitor_port) = free_ports()?;
-            let config_text = config_text(&opts, &store_dir, client_port, monitor_port);
-            fs::write(&config_path, &config_text)
-                .with_context(|| format!("cannot write {}", config_path.display()))?;
-            match Self::try_start(
-                &binary,
-                &version,
-                &opts.name,
-                &config_path,
-                &log_path,
-                client_port,
-                monitor_port,
-                events,
-            )
-            .await?
-            {
-                Attempt::Ready(child, ready_ms) => {
-                    return Ok(Broker {
-                        pid: child.id(),
-                        exe: fs::read_link(format!("/proc/{}/exe", child.id())).ok(),
-                        child: Some(child),
-                        binary,
-                        version,
-                        client_port,
-                        monitor_port,
-                        opts: BrokerOptions {
-                            store_dir,
-                            run_dir,
-                            ..opts
-                        },
-                        config_path,
-                        config_text,
-                        log_path,
-                        events: events.clone(),
-                        ready_ms,
-                        attempts: attempt,
-                    });
-                }
-                Attempt::PortClash if attempt < START_ATTEMPTS => {
-                    events.event(
-                        "broker_port_clash",
-                        serde_json::json!({"client_port": client_port, "monitor_port": monitor_port, "attempt": attempt}),
-                    );
-                }
-                Attempt::PortClash => bail!(
-                    "nats-server could not bind free loopback ports in {START_ATTEMPTS} attempts; log {}:\n{}",
-                    log_path.display(),
-                    log_tail(&log_path, 20)
-                ),
+            if fresh_ports || attempt > 1 {
+                self.configure_fresh_ports()?;
             }
+            let mut s = self.spawn()?;
+            let deadline = s.spawned_at + self.ready_timeout;
+            loop {
+                match self.check(&mut s).await? {
+                    Check::Ready(ms) => {
+                        self.adopt(s, ms, attempt);
+                        return Ok(());
+                    }
+                    Check::PortClash => break,
+                    Check::NotYet(why) => {
+                        if Instant::now() >= deadline {
+                            self.abandon(s, "start_timeout");
+                            bail!(
+                                "nats-server {} (pid {}) did not answer JetStream requests at {} within {} s ({why}); log {}:\n{}",
+                                self.opts.name,
+                                self.pid,
+                                self.client_url(),
+                                self.ready_timeout.as_secs(),
+                                self.log_path.display(),
+                                log_tail(&self.log_path, 20)
+                            );
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            self.port_clash(attempt)?;
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn try_start(
-        binary: &Path,
-        version: &str,
-        name: &str,
-        config_path: &Path,
-        log_path: &Path,
-        client_port: u16,
-        monitor_port: u16,
-        events: &EventLog,
-    ) -> anyhow::Result<Attempt> {
+    /// Records a port clash; an error once [`START_ATTEMPTS`] were used up.
+    fn port_clash(&self, attempt: u32) -> anyhow::Result<()> {
+        if attempt >= START_ATTEMPTS {
+            bail!(
+                "nats-server {} could not bind free loopback ports in {START_ATTEMPTS} attempts; log {}:\n{}",
+                self.opts.name,
+                self.log_path.display(),
+                log_tail(&self.log_path, 20)
+            );
+        }
+        self.events.event(
+            "broker_port_clash",
+            serde_json::json!({
+                "name": self.opts.name, "client_port": self.client_port,
+                "monitor_port": self.monitor_port,
+                "cluster_port": self.cluster.as_ref().map(|c| c.port),
+                "attempt": attempt,
+            }),
+        );
+        Ok(())
+    }
+
+    /// Spawns the server with its config; records `broker_start`.
+    fn spawn(&mut self) -> anyhow::Result<Starting> {
         let log = OpenOptions::new()
             .append(true)
             .create(true)
-            .open(log_path)
-            .with_context(|| format!("cannot open {}", log_path.display()))?;
+            .open(&self.log_path)
+            .with_context(|| format!("cannot open {}", self.log_path.display()))?;
         let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
         let log_err = log.try_clone()?;
         let spawned_at = Instant::now();
-        let child = Command::new(binary)
+        let child = Command::new(&self.binary)
             .arg("-c")
-            .arg(config_path)
+            .arg(&self.config_path)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
@@ -368,69 +496,114 @@ impl Broker {
             // must not reach the server before we stop it cleanly.
             .process_group(0)
             .spawn()
-            .with_context(|| format!("cannot start {}", binary.display()))?;
-        // Until the server is handed to a `Broker`, any early return (or the caller
-        // dropping this future) kills and reaps it.
-        let mut guard = ChildGuard(Some(child));
-        let child = guard.0.as_mut().expect("just set");
+            .with_context(|| format!("cannot start {}", self.binary.display()))?;
         let pid = child.id();
-        events.event(
+        self.pid = pid;
+        self.events.event(
             "broker_start",
             serde_json::json!({
-                "pid": pid, "version": version, "binary": binary.display().to_string(),
-                "client_port": client_port, "monitor_port": monitor_port,
+                "name": self.opts.name,
+                "pid": pid, "version": self.version, "binary": self.binary.display().to_string(),
+                "client_port": self.client_port, "monitor_port": self.monitor_port,
+                "cluster_port": self.cluster.as_ref().map(|c| c.port),
+                "start": self.starts + 1,
             }),
         );
-        let url = format!("nats://127.0.0.1:{client_port}");
-        let deadline = spawned_at + READY_TIMEOUT;
-        let mut last_err = String::from("not answering yet");
-        loop {
-            if let Some(status) = child.try_wait()? {
-                let text = fs::read(log_path).unwrap_or_default();
-                let this_run =
-                    String::from_utf8_lossy(&text[(log_start as usize).min(text.len())..])
-                        .to_string();
-                if this_run.contains("address already in use") {
-                    return Ok(Attempt::PortClash);
-                }
-                events.event(
-                    "broker_stop",
-                    serde_json::json!({"pid": pid, "how": "exited_early", "status": status.to_string()}),
-                );
-                bail!(
-                    "nats-server exited during start ({status}); config {}, log {}:\n{}",
-                    config_path.display(),
-                    log_path.display(),
-                    log_tail(log_path, 20)
-                );
+        Ok(Starting {
+            guard: ChildGuard(Some(child)),
+            pid,
+            log_start,
+            spawned_at,
+        })
+    }
+
+    /// One look at a starting server: exited (port clash, or an error with the log
+    /// tail), JetStream answering (records `broker_ready`), or not yet.
+    async fn check(&self, s: &mut Starting) -> anyhow::Result<Check> {
+        let child = s.guard.0.as_mut().expect("held until adopted");
+        if let Some(status) = child.try_wait()? {
+            let text = fs::read(&self.log_path).unwrap_or_default();
+            let this_run = String::from_utf8_lossy(&text[(s.log_start as usize).min(text.len())..])
+                .to_string();
+            if this_run.contains("address already in use") {
+                return Ok(Check::PortClash);
             }
-            if Instant::now() >= deadline {
-                kill_and_reap(child);
-                events.event(
-                    "broker_stop",
-                    serde_json::json!({"pid": pid, "how": "start_timeout"}),
-                );
-                bail!(
-                    "nats-server (pid {pid}) did not answer JetStream requests at {url} within {} s ({last_err}); log {}:\n{}",
-                    READY_TIMEOUT.as_secs(),
-                    log_path.display(),
-                    log_tail(log_path, 20)
-                );
-            }
-            match jetstream_answers(&url, name).await {
-                Ok(()) => {
-                    let ready_ms = spawned_at.elapsed().as_secs_f64() * 1e3;
-                    events.event(
-                        "broker_ready",
-                        serde_json::json!({"pid": pid, "ready_ms": ready_ms}),
-                    );
-                    let child = guard.0.take().expect("still held");
-                    return Ok(Attempt::Ready(child, ready_ms));
-                }
-                Err(e) => last_err = format!("{e:#}"),
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
+            self.events.event(
+                "broker_stop",
+                serde_json::json!({"name": self.opts.name, "pid": s.pid, "how": "exited_early", "status": status.to_string()}),
+            );
+            bail!(
+                "nats-server {} exited during start ({status}); config {}, log {}:\n{}",
+                self.opts.name,
+                self.config_path.display(),
+                self.log_path.display(),
+                log_tail(&self.log_path, 20)
+            );
         }
+        if self.cluster.is_some() {
+            // A cluster node's JetStream answers only once the meta group has a leader;
+            // until then a JetStream request waits out its whole timeout. The monitoring
+            // port says at once whether there is a leader.
+            let jsz = monitor::get_json(&self.monitor_url(), "/jsz", Duration::from_secs(1)).await;
+            match jsz {
+                Ok(v)
+                    if v["meta_cluster"]["leader"]
+                        .as_str()
+                        .is_some_and(|l| !l.is_empty()) => {}
+                Ok(_) => return Ok(Check::NotYet("no JetStream meta leader yet".into())),
+                Err(e) => return Ok(Check::NotYet(format!("{e:#}"))),
+            }
+        }
+        match jetstream_answers(&self.client_url(), &self.opts.name).await {
+            Ok(()) => {
+                let ready_ms = s.spawned_at.elapsed().as_secs_f64() * 1e3;
+                self.events.event(
+                    "broker_ready",
+                    serde_json::json!({"name": self.opts.name, "pid": s.pid, "ready_ms": ready_ms}),
+                );
+                Ok(Check::Ready(ready_ms))
+            }
+            Err(e) => Ok(Check::NotYet(format!("{e:#}"))),
+        }
+    }
+
+    /// Takes a ready process over.
+    fn adopt(&mut self, mut s: Starting, ready_ms: f64, attempts: u32) {
+        let child = s.guard.0.take().expect("held until adopted");
+        self.exe = fs::read_link(format!("/proc/{}/exe", child.id())).ok();
+        self.child = Some(child);
+        self.ready_ms = ready_ms;
+        self.attempts = attempts;
+        self.starts += 1;
+    }
+
+    /// Kills a process that did not become ready; records `broker_stop` with `how`.
+    fn abandon(&self, mut s: Starting, how: &str) {
+        let status = s.guard.0.as_mut().and_then(kill_and_reap);
+        s.guard.0 = None;
+        self.events.event(
+            "broker_stop",
+            serde_json::json!({"name": self.opts.name, "pid": s.pid, "how": how, "status": status.map(|s| s.to_string())}),
+        );
+    }
+
+    /// Starts a stopped server again with its config, data and ports (fresh ports only
+    /// if one was taken meanwhile: then its URLs change) and waits until JetStream
+    /// answers. An error if it is running.
+    pub async fn start_again(&mut self) -> anyhow::Result<()> {
+        if self.is_running() {
+            bail!(
+                "nats-server {} (pid {}) is running; stop it first",
+                self.opts.name,
+                self.pid
+            );
+        }
+        if let Some(mut c) = self.child.take() {
+            // It exited on its own since we last looked: reap it and say so.
+            let status = c.wait().ok();
+            self.stopped("exited", status, Instant::now());
+        }
+        self.run(false).await
     }
 
     /// `nats://127.0.0.1:PORT`.
@@ -443,6 +616,17 @@ impl Broker {
         format!("http://127.0.0.1:{}", self.monitor_port)
     }
 
+    /// The route port of a cluster node (`None` for a server alone).
+    pub fn cluster_port(&self) -> Option<u16> {
+        self.cluster.as_ref().map(|c| c.port)
+    }
+
+    /// `server_name`, e.g. `n1`.
+    pub fn name(&self) -> &str {
+        &self.opts.name
+    }
+
+    /// The pid of the running process (of the last one after `stop`).
     pub fn pid(&self) -> u32 {
         self.pid
     }
@@ -452,9 +636,19 @@ impl Broker {
         &self.version
     }
 
-    /// `RUN/nats-server.log`.
+    /// `RUN/nats-server.log` (`RUN/nats-server-n2.log` for a cluster node).
     pub fn log_path(&self) -> &Path {
         &self.log_path
+    }
+
+    /// `RUN/nats-server.conf` (`RUN/nats-server-n2.conf` for a cluster node).
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+
+    /// The JetStream store directory (absolute).
+    pub fn store_dir(&self) -> &Path {
+        &self.opts.store_dir
     }
 
     /// Whether the process is still running (reaps it if it has exited).
@@ -476,6 +670,8 @@ impl Broker {
             "pid": self.pid,
             "client_port": self.client_port,
             "monitor_port": self.monitor_port,
+            "cluster_port": self.cluster_port(),
+            "cluster_name": self.cluster.as_ref().map(|c| c.name.clone()),
             "client_url": self.client_url(),
             "monitor_url": self.monitor_url(),
             "store_dir": self.opts.store_dir.display().to_string(),
@@ -485,6 +681,7 @@ impl Broker {
             "log_path": self.log_path.display().to_string(),
             "ready_ms": self.ready_ms,
             "start_attempts": self.attempts,
+            "starts": self.starts,
         })
     }
 
@@ -521,6 +718,7 @@ impl Broker {
         self.events.event(
             "broker_stop",
             serde_json::json!({
+                "name": self.opts.name,
                 "pid": self.pid, "how": how,
                 "status": status.map(|s| s.to_string()),
                 "stop_ms": t0.elapsed().as_secs_f64() * 1e3,
@@ -609,15 +807,51 @@ mod tests {
             run_dir: "/r".into(),
             name: "n1".into(),
         };
-        let t = config_text(&o, Path::new("/a \"b\"/c"), 1, 2);
+        let t = config_text(&o, Path::new("/a \"b\"/c"), 1, 2, None);
         assert!(t.contains("store_dir: \"/a \\\"b\\\"/c\""), "{t}");
         assert!(t.contains("sync_interval: \"5s\""), "{t}");
         assert!(t.contains("listen: \"127.0.0.1:1\""), "{t}");
         assert!(t.contains("http: \"127.0.0.1:2\""), "{t}");
+        assert!(!t.contains("cluster"), "{t}");
         let o = BrokerOptions {
             sync: SyncMode::Always,
             ..o
         };
-        assert!(config_text(&o, Path::new("/x"), 1, 2).contains("sync_interval: always"));
+        assert!(config_text(&o, Path::new("/x"), 1, 2, None).contains("sync_interval: always"));
+    }
+
+    #[test]
+    fn cluster_block_routes_to_every_node() {
+        let o = BrokerOptions {
+            binary: None,
+            store_dir: "/x".into(),
+            sync: SyncMode::Always,
+            run_dir: "/r".into(),
+            name: "n2".into(),
+        };
+        let c = ClusterConf {
+            name: "dp".into(),
+            port: 7002,
+            routes: vec![7001, 7002, 7003],
+        };
+        let t = config_text(&o, Path::new("/x"), 1, 2, Some(&c));
+        assert!(
+            t.ends_with(
+                "cluster {\n  name: \"dp\"\n  listen: \"127.0.0.1:7002\"\n  routes: [\n    \
+                 \"nats-route://127.0.0.1:7001\"\n    \"nats-route://127.0.0.1:7002\"\n    \
+                 \"nats-route://127.0.0.1:7003\"\n  ]\n}\n"
+            ),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn free_ports_are_distinct() {
+        let p = free_ports(15).unwrap();
+        let mut q = p.clone();
+        q.sort_unstable();
+        q.dedup();
+        assert_eq!(q.len(), 15, "{p:?}");
+        assert!(p.iter().all(|&x| x > 0));
     }
 }
