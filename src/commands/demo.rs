@@ -164,6 +164,16 @@ fn run_recorded(
     let outcome: anyhow::Result<(serde_json::Value, load::LoadOutcome)> = rt.block_on(async {
         let mut b = Broker::start(opts, &events).await?;
         let bmeta = b.meta();
+        let mon_stop = Arc::new(AtomicBool::new(false));
+        let mon = crate::broker::monitor::start_monitor(
+            vec![("n1".to_string(), b.monitor_url())],
+            clock,
+            dir,
+            events.clone(),
+            mon_stop.clone(),
+            crate::broker::monitor::DEFAULT_INTERVAL,
+        )
+        .await?;
         events.event("phase_start", serde_json::json!({"phase": "js-pub"}));
         let env = LoadEnv {
             clock,
@@ -174,6 +184,8 @@ fn run_recorded(
         };
         let r = load::run(&load_args, &env).await;
         events.event("phase_end", serde_json::json!({"phase": "js-pub"}));
+        mon_stop.store(true, Ordering::SeqCst);
+        let _ = mon.await;
         let st = b.stop().await;
         let s = r?;
         st?;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use clap::Args;
 use collectors::clock::Clock;
 
-use crate::broker::{self, Broker, BrokerOptions, SyncMode};
+use crate::broker::{self, monitor, Cluster, ClusterOptions, SyncMode};
 use crate::commands::record::SamplerArgs;
 use crate::load::{self, output, LoadArgs, LoadEnv};
 use crate::recording::session::{default_run_dir, Recording};
@@ -35,6 +35,13 @@ pub struct LoadCmdArgs {
     /// Embedded broker: the nats-server binary (default: found on PATH).
     #[arg(long, value_name = "PATH")]
     pub nats_server: Option<PathBuf>,
+    /// Monitoring URL of a server to poll (/varz, /jsz) into the recording; repeatable.
+    /// Embedded servers are polled without it.
+    #[arg(long = "monitor", value_name = "URL")]
+    pub monitors: Vec<String>,
+    /// How often to poll the servers' /varz and /jsz when recording.
+    #[arg(long, default_value = "250ms", value_parser = crate::cli::parse_duration)]
+    pub monitor_interval: std::time::Duration,
     /// Record the disks (the store's devices, or --device/--path) beside the load, then report.
     #[arg(long)]
     pub record: bool,
@@ -61,20 +68,26 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     } else {
         None
     };
-    if embedded && a.cluster > 1 {
+    if !embedded && (a.cluster != 1 || !a.store_dir.is_empty()) {
         return Err(usage!(
-            "--cluster {}: the embedded cluster is not in this build; start servers yourself and pass --server",
-            a.cluster
+            "--cluster and --store-dir are for the embedded broker; with --server, diskpulse does not start servers"
         ));
     }
     let parent_run = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
-    let (store_dir, remove_store) = match a.store_dir.first() {
-        Some(d) => (d.clone(), false),
-        None => (
-            PathBuf::from(format!("/var/tmp/diskpulse-load-{}", std::process::id())),
-            true,
-        ),
-    };
+    let remove_store = a.store_dir.is_empty();
+    let base = PathBuf::from(format!("/var/tmp/diskpulse-load-{}", std::process::id()));
+    let mut copts = ClusterOptions::new(
+        a.cluster,
+        if remove_store {
+            vec![base.clone()]
+        } else {
+            a.store_dir.clone()
+        },
+        sync,
+        PathBuf::new(),
+    );
+    copts.binary = binary;
+    let store_dirs = copts.node_store_dirs().map_err(|e| usage!("{e:#}"))?;
     // Recording setup is validated before anything starts.
     let mut rec = None;
     if a.record {
@@ -90,9 +103,11 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
                     "--record with --server: name the broker's disks with --device or --path"
                 ));
             }
-            std::fs::create_dir_all(&store_dir)
-                .map_err(|e| usage!("--store-dir {}: {e}", store_dir.display()))?;
-            s.paths = vec![store_dir.clone()];
+            for d in &store_dirs {
+                std::fs::create_dir_all(d)
+                    .map_err(|e| usage!("--store-dir {}: {e}", d.display()))?;
+            }
+            s.paths = store_dirs.clone();
         }
         let setup = s.setup()?;
         let dir = a.out.clone().unwrap_or_else(|| default_run_dir("load"));
@@ -126,27 +141,41 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let broker_dir = run_dir.clone().unwrap_or_else(|| store_dir.join("run"));
+    copts.run_dir = run_dir.clone().unwrap_or_else(|| base.join("run"));
+    let monitor_interval = a.monitor_interval;
+    let external_monitors: Vec<(String, String)> = a
+        .monitors
+        .iter()
+        .enumerate()
+        .map(|(i, u)| (format!("s{}", i + 1), u.clone()))
+        .collect();
     let result: anyhow::Result<(load::LoadOutcome, Option<serde_json::Value>)> =
         rt.block_on(async {
             let mut b = None;
+            let mut targets = external_monitors;
             let servers = if embedded {
-                let br = Broker::start(
-                    BrokerOptions {
-                        binary,
-                        store_dir: store_dir.join("n1"),
-                        sync,
-                        run_dir: broker_dir.clone(),
-                        name: "n1".into(),
-                    },
-                    &events,
-                )
-                .await?;
-                let urls = vec![br.client_url()];
-                b = Some(br);
+                let c = Cluster::start(copts, &events).await?;
+                let urls = c.client_urls();
+                targets = c.monitor_targets();
+                b = Some(c);
                 urls
             } else {
                 servers
+            };
+            let mon_stop = Arc::new(AtomicBool::new(false));
+            let mon = match (&run_dir, targets.is_empty()) {
+                (Some(d), false) => Some(
+                    monitor::start_monitor(
+                        targets,
+                        clock,
+                        d,
+                        events.clone(),
+                        mon_stop.clone(),
+                        monitor_interval,
+                    )
+                    .await?,
+                ),
+                _ => None,
             };
             let env = LoadEnv {
                 clock,
@@ -160,14 +189,20 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
             if let Some(p) = progress {
                 p.abort();
             }
+            mon_stop.store(true, Ordering::SeqCst);
+            if let Some(m) = mon {
+                if let Ok(Err(e)) = m.await {
+                    events.error("monitor", "poller", &format!("{e:#}"));
+                }
+            }
             let bmeta = b.as_ref().map(|b| b.meta());
             if let Some(mut b) = b {
                 b.stop().await?;
             }
             Ok((r?, bmeta))
         });
-    if remove_store {
-        let _ = std::fs::remove_dir_all(&store_dir);
+    if remove_store && embedded {
+        let _ = std::fs::remove_dir_all(&base);
     }
     let (outcome, bmeta) = match result {
         Ok(x) => x,
