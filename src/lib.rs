@@ -10,3 +10,4 @@ pub mod commands;
 pub mod load;
 pub mod recording;
 pub mod report;
+pub mod scenario;

@@ -1,0 +1,594 @@
+//! The scenario file: what a study runs, read from TOML with errors that carry line and
+//! column.
+//!
+//! ```toml
+//! name = "raid0-vs-raid1"
+//! [matrix]                       # the cartesian product of these is run, each cell `repeat` times
+//! layout = ["raid0", "raid1"]
+//! repeat = 3
+//! [[volumes]]                    # lab volumes diskpulse creates, or existing paths
+//! name = "vol"
+//! lab = { size = "1G", fs = "btrfs", raid = "${layout}", devices = 2 }
+//! [broker]                       # optional: embedded nats-server(s) with stores on the volumes
+//! nodes = 1
+//! volumes = ["vol"]
+//! sync = "always"
+//! [[phases]]
+//! kind = "probe"                 # check | probe | fsync | load | sleep | restart | stop | start
+//! volume = "vol"
+//! args = ["--preset", "array-check", "--runtime", "10s"]
+//! ```
+//! `${name}` in any string is replaced by the cell's value of matrix parameter `name`;
+//! every matrix parameter must be used somewhere, and every `${..}` must name one.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// A scenario as written (before matrix substitution).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub matrix: Matrix,
+    #[serde(default)]
+    pub volumes: Vec<VolumeDecl>,
+    pub broker: Option<BrokerDecl>,
+    #[serde(default)]
+    pub samplers: SamplersDecl,
+    pub phases: Vec<Spanned<PhaseDecl>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Matrix {
+    #[serde(default = "one")]
+    pub repeat: u32,
+    /// Parameter -> values (sorted by name: cells are ordered by parameter name).
+    #[serde(flatten)]
+    pub params: BTreeMap<String, Vec<toml::Value>>,
+}
+
+impl Default for Matrix {
+    fn default() -> Self {
+        Matrix {
+            repeat: 1,
+            params: BTreeMap::new(),
+        }
+    }
+}
+
+/// Where `key = ` is written inside `[table]` (for errors about values serde has no span for).
+fn key_span(text: &str, table: &str, key: &str) -> Range<usize> {
+    let start = text.find(&format!("[{table}]")).unwrap_or(0);
+    let mut pos = start;
+    for line in text[start..].split_inclusive('\n') {
+        let t = line.trim_start();
+        if t.starts_with(key) && t[key.len()..].trim_start().starts_with('=') {
+            let at = pos + (line.len() - t.len());
+            return at..at + key.len();
+        }
+        pos += line.len();
+    }
+    start..start
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeDecl {
+    pub name: Spanned<String>,
+    /// An existing directory.
+    pub path: Option<String>,
+    /// A lab volume diskpulse creates and tears down.
+    pub lab: Option<LabDecl>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabDecl {
+    pub size: String,
+    #[serde(default = "ext4")]
+    pub fs: String,
+    #[serde(default = "single")]
+    pub raid: String,
+    #[serde(default = "one_usize")]
+    pub devices: usize,
+    pub mount_options: Option<String>,
+    pub write_iops: Option<String>,
+    pub read_iops: Option<String>,
+    pub write_bps: Option<String>,
+    pub read_bps: Option<String>,
+    pub write_cache: Option<String>,
+}
+
+fn ext4() -> String {
+    "ext4".into()
+}
+fn single() -> String {
+    "single".into()
+}
+fn one_usize() -> usize {
+    1
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrokerDecl {
+    #[serde(default = "one_str")]
+    pub nodes: String,
+    /// Store volume per node, or one for all nodes.
+    pub volumes: Vec<Spanned<String>>,
+    #[serde(default = "five_s")]
+    pub sync: String,
+    pub nats_server: Option<String>,
+}
+
+fn one_str() -> String {
+    "1".into()
+}
+fn five_s() -> String {
+    "5s".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SamplersDecl {
+    #[serde(default = "ms1")]
+    pub interval: String,
+    #[serde(default = "ms10")]
+    pub mem_interval: String,
+    #[serde(default = "ms100")]
+    pub cpu_interval: String,
+    #[serde(default = "ms250")]
+    pub monitor_interval: String,
+}
+
+impl Default for SamplersDecl {
+    fn default() -> Self {
+        SamplersDecl {
+            interval: ms1(),
+            mem_interval: ms10(),
+            cpu_interval: ms100(),
+            monitor_interval: ms250(),
+        }
+    }
+}
+
+fn ms1() -> String {
+    "1ms".into()
+}
+fn ms10() -> String {
+    "10ms".into()
+}
+fn ms100() -> String {
+    "100ms".into()
+}
+fn ms250() -> String {
+    "250ms".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseDecl {
+    pub kind: Spanned<String>,
+    /// Name shown on the timeline (default: the kind and its first argument).
+    pub name: Option<String>,
+    /// Arguments of the `diskpulse` subcommand (load: mode first; probe/fsync/check: flags).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// probe/fsync/check: the volume whose mount point is the target directory.
+    pub volume: Option<Spanned<String>>,
+    /// sleep: how long.
+    pub duration: Option<String>,
+    /// restart/stop/start: node numbers (1-based) or "all".
+    pub nodes: Option<toml::Value>,
+    /// restart: drop the page cache between stop and start, so re-reads hit the device.
+    #[serde(default)]
+    pub drop_caches: bool,
+    /// restart: pause between stop and start.
+    pub down_for: Option<String>,
+}
+
+pub const PHASE_KINDS: [&str; 8] = [
+    "check", "probe", "fsync", "load", "sleep", "restart", "stop", "start",
+];
+
+/// An error in a scenario file, with its place.
+#[derive(Debug)]
+pub struct SpecError {
+    pub path: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for SpecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.path, self.line, self.column, self.message
+        )
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// 1-based line and column of byte offset `pos` in `text`.
+pub fn line_col(text: &str, pos: usize) -> (usize, usize) {
+    let pos = pos.min(text.len());
+    let before = &text[..pos];
+    let line = before.matches('\n').count() + 1;
+    let col = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
+    (line, col)
+}
+
+fn err_at(path: &str, text: &str, span: Range<usize>, message: String) -> SpecError {
+    let (line, column) = line_col(text, span.start);
+    SpecError {
+        path: path.to_string(),
+        line,
+        column,
+        message,
+    }
+}
+
+/// One cell of the matrix: parameter values (as strings) and its directory-safe id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cell {
+    pub params: Vec<(String, String)>,
+    pub id: String,
+}
+
+fn value_str(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The cartesian product of the matrix parameters, in the order of the parameter names
+/// (sorted) and of each parameter's values. No parameters: one cell, id "base".
+pub fn expand(m: &Matrix) -> Vec<Cell> {
+    let mut cells: Vec<Vec<(String, String)>> = vec![vec![]];
+    for (k, vals) in &m.params {
+        let mut next = vec![];
+        for c in &cells {
+            for v in vals {
+                let mut c2 = c.clone();
+                c2.push((k.clone(), value_str(v)));
+                next.push(c2);
+            }
+        }
+        cells = next;
+    }
+    cells
+        .into_iter()
+        .map(|params| {
+            let id = if params.is_empty() {
+                "base".to_string()
+            } else {
+                params
+                    .iter()
+                    .map(|(k, v)| format!("{k}-{}", sanitize(v)))
+                    .collect::<Vec<_>>()
+                    .join("_")
+            };
+            Cell { params, id }
+        })
+        .collect()
+}
+
+fn sanitize(v: &str) -> String {
+    v.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// Replaces `${name}` with the cell's values; an unknown name is an error (the caller
+/// gives it a place).
+pub fn substitute(s: &str, cell: &Cell) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let Some(j) = after.find('}') else {
+            return Err(format!("unclosed '${{' in '{s}'"));
+        };
+        let name = &after[..j];
+        match cell.params.iter().find(|(k, _)| k == name) {
+            Some((_, v)) => out.push_str(v),
+            None => {
+                return Err(format!(
+                    "'${{{name}}}' names no matrix parameter (parameters: {})",
+                    if cell.params.is_empty() {
+                        "none".to_string()
+                    } else {
+                        cell.params
+                            .iter()
+                            .map(|p| p.0.clone())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                ))
+            }
+        }
+        rest = &after[j + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Reads and checks a scenario: TOML syntax and types, phase kinds, volume references,
+/// matrix parameters used and `${..}` names known, each with line and column.
+pub fn parse(path: &str, text: &str) -> Result<Scenario, SpecError> {
+    let sc: Scenario = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        err_at(path, text, span, e.message().trim().to_string())
+    })?;
+    if sc.matrix.repeat == 0 {
+        return Err(err_at(
+            path,
+            text,
+            key_span(text, "matrix", "repeat"),
+            "repeat must be at least 1".into(),
+        ));
+    }
+    let vol_names: Vec<&str> = sc
+        .volumes
+        .iter()
+        .map(|v| v.name.get_ref().as_str())
+        .collect();
+    for v in &sc.volumes {
+        if v.path.is_some() == v.lab.is_some() {
+            return Err(err_at(
+                path,
+                text,
+                v.name.span(),
+                format!(
+                    "volume '{}' needs exactly one of path = \"/dir\" or lab = {{ size = .., fs = .. }}",
+                    v.name.get_ref()
+                ),
+            ));
+        }
+        if vol_names.iter().filter(|n| **n == v.name.get_ref()).count() > 1 {
+            return Err(err_at(
+                path,
+                text,
+                v.name.span(),
+                format!("volume '{}' is declared twice", v.name.get_ref()),
+            ));
+        }
+    }
+    let check_vol = |s: &Spanned<String>| -> Result<(), SpecError> {
+        let n = s.get_ref();
+        if n.contains("${") || vol_names.contains(&n.as_str()) {
+            Ok(())
+        } else {
+            Err(err_at(
+                path,
+                text,
+                s.span(),
+                format!(
+                    "no volume named '{n}' (declared: {})",
+                    if vol_names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        vol_names.join(", ")
+                    }
+                ),
+            ))
+        }
+    };
+    if let Some(b) = &sc.broker {
+        for v in &b.volumes {
+            check_vol(v)?;
+        }
+        if b.volumes.is_empty() {
+            let pos = text.find("[broker]").unwrap_or(0);
+            return Err(err_at(
+                path,
+                text,
+                pos..pos,
+                "broker needs volumes = [\"name\", ..] for its stores".into(),
+            ));
+        }
+    }
+    if sc.phases.is_empty() {
+        return Err(err_at(
+            path,
+            text,
+            0..0,
+            "a scenario needs at least one [[phases]]".into(),
+        ));
+    }
+    for p in &sc.phases {
+        let ph = p.get_ref();
+        let kind = ph.kind.get_ref().as_str();
+        if !PHASE_KINDS.contains(&kind) {
+            return Err(err_at(
+                path,
+                text,
+                ph.kind.span(),
+                format!(
+                    "unknown phase kind '{kind}'; kinds: {}",
+                    PHASE_KINDS.join(", ")
+                ),
+            ));
+        }
+        if let Some(v) = &ph.volume {
+            check_vol(v)?;
+        }
+        let needs_broker = matches!(kind, "restart" | "stop" | "start");
+        if needs_broker && sc.broker.is_none() {
+            return Err(err_at(
+                path,
+                text,
+                ph.kind.span(),
+                format!("a '{kind}' phase needs a [broker]"),
+            ));
+        }
+        if matches!(kind, "probe" | "fsync")
+            && ph.volume.is_none()
+            && !ph
+                .args
+                .iter()
+                .any(|a| a.starts_with("--dir") || a.starts_with("--filename"))
+        {
+            return Err(err_at(
+                path,
+                text,
+                ph.kind.span(),
+                format!("a '{kind}' phase needs volume = \"name\" (or --dir/--filename in args)"),
+            ));
+        }
+        if kind == "load" && ph.args.is_empty() {
+            return Err(err_at(
+                path,
+                text,
+                ph.kind.span(),
+                "a 'load' phase needs args = [\"MODE\", ..]".into(),
+            ));
+        }
+        if kind == "sleep" && ph.duration.is_none() {
+            return Err(err_at(
+                path,
+                text,
+                ph.kind.span(),
+                "a 'sleep' phase needs duration = \"10s\"".into(),
+            ));
+        }
+    }
+    // Every parameter used, every ${..} known: check on the first cell's names.
+    let cells = expand(&sc.matrix);
+    for (k, vals) in &sc.matrix.params {
+        if vals.is_empty() {
+            return Err(err_at(
+                path,
+                text,
+                key_span(text, "matrix", k),
+                format!("matrix parameter '{k}' has no values"),
+            ));
+        }
+        if !text.contains(&format!("${{{k}}}")) {
+            return Err(err_at(
+                path,
+                text,
+                key_span(text, "matrix", k),
+                format!("matrix parameter '{k}' is not used: write ${{{k}}} where its value goes"),
+            ));
+        }
+    }
+    let mut pos = 0;
+    while let Some(i) = text[pos..].find("${") {
+        let start = pos + i;
+        let end = text[start..]
+            .find('}')
+            .map(|j| start + j + 1)
+            .unwrap_or(text.len());
+        if let Err(m) = substitute(&text[start..end], &cells[0]) {
+            return Err(err_at(path, text, start..end, m));
+        }
+        pos = end;
+    }
+    Ok(sc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = r#"
+name = "t"
+[matrix]
+sync = ["always", "5s"]
+size = ["8k", "1024k"]
+repeat = 2
+[[volumes]]
+name = "v"
+lab = { size = "512M", fs = "ext4" }
+[broker]
+volumes = ["v"]
+sync = "${sync}"
+[[phases]]
+kind = "load"
+args = ["js-pub", "--size", "${size}"]
+"#;
+
+    #[test]
+    fn matrix_expands_to_the_cartesian_product() {
+        let sc = parse("t.toml", OK).unwrap();
+        let cells = expand(&sc.matrix);
+        assert_eq!(cells.len(), 4);
+        assert_eq!(sc.matrix.repeat, 2);
+        assert_eq!(cells[0].id, "size-8k_sync-always");
+        assert_eq!(cells[3].id, "size-1024k_sync-5s");
+        assert_eq!(
+            substitute("--size ${size} ${sync}", &cells[1]).unwrap(),
+            "--size 8k 5s"
+        );
+    }
+
+    #[test]
+    fn no_matrix_is_one_cell() {
+        let t = "name = \"x\"\n[[phases]]\nkind = \"sleep\"\nduration = \"1s\"\n";
+        let sc = parse("x.toml", t).unwrap();
+        let c = expand(&sc.matrix);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].id, "base");
+    }
+
+    fn err(t: &str) -> SpecError {
+        parse("s.toml", t).unwrap_err()
+    }
+
+    #[test]
+    fn errors_carry_line_and_column() {
+        let e = err("name = \"x\"\n[[phases]]\nkind = \"slep\"\n");
+        assert_eq!((e.line, e.column), (3, 8), "{e}");
+        assert!(e.message.contains("unknown phase kind 'slep'"), "{e}");
+
+        let e = err("name = \"x\"\n[[phases]]\nkind = \"probe\"\nvolume = \"nope\"\n");
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.message.contains("no volume named 'nope'"), "{e}");
+
+        let e = err("name = \"x\"\n[[phases]]\nkind = \"sleep\"\nduration = 5\n");
+        assert_eq!(e.line, 4, "{e}");
+
+        let e = err("name = \"x\"\n[[phases]]\nkind = \"sleep\"\nduraton = \"1s\"\n");
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.message.contains("duraton"), "{e}");
+
+        let e = err("name = \"x\"\n[matrix]\nsize = [\"1k\"]\n[[phases]]\nkind = \"sleep\"\nduration = \"1s\"\n");
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.message.contains("not used"), "{e}");
+
+        let e =
+            err("name = \"x\"\n[[phases]]\nkind = \"load\"\nargs = [\"js-pub\", \"${nope}\"]\n");
+        assert_eq!((e.line, e.column), (4, 20), "{e}");
+
+        let e = err("name = \"x\"\n[[phases]\n");
+        assert_eq!(e.line, 2, "{e}");
+        assert_eq!(e.to_string().split(':').next(), Some("s.toml"));
+    }
+}
