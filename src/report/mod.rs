@@ -94,6 +94,92 @@ pub struct Summary {
     pub load: Option<Value>,
     pub samplers: Value,
     pub error_events: usize,
+    /// One per `restart` event of a scenario: the read storm of a node re-reading its store.
+    pub restarts: Vec<RestartSummary>,
+}
+
+/// A node restart and the reads it caused on the devices that hold its store.
+#[derive(Debug, Clone, Serialize)]
+pub struct RestartSummary {
+    pub node: String,
+    pub t_s: f64,
+    pub devices: Vec<String>,
+    /// Process start to the meta leader seeing the node current, and to /healthz ok, ms.
+    pub current_ms: Option<f64>,
+    pub healthy_ms: Option<f64>,
+    /// From the restart to 30 s after the node was healthy (or the next restart / end).
+    pub window_s: f64,
+    pub read_bytes: f64,
+    /// Highest read rate over 100 ms windows, MiB/s.
+    pub read_peak_mib_s: f64,
+    /// From the first to the last 10 ms bin reading faster than max(1 MiB/s, 10% of the peak bin).
+    pub read_burst_s: f64,
+}
+
+/// Restart read bursts from `restart` / `restart_ready` events and the node's devices in
+/// meta.json `broker_nodes` (every recorded device when the run does not say).
+pub fn restarts(run: &Run) -> Vec<RestartSummary> {
+    let starts: Vec<&run::Event> = run.events.iter().filter(|e| e.kind == "restart").collect();
+    let mut out = vec![];
+    for (i, e) in starts.iter().enumerate() {
+        let node = e.detail["node"].as_str().unwrap_or("").to_string();
+        let ready = run.events.iter().find(|r| {
+            r.kind == "restart_ready" && r.t_ns >= e.t_ns && r.detail["node"] == node.as_str()
+        });
+        let healthy_at = ready.map(|r| r.t_ns).unwrap_or(e.t_ns);
+        let mut end = healthy_at + 30_000_000_000;
+        if let Some(next) = starts.get(i + 1) {
+            end = end.min(next.t_ns);
+        }
+        end = end.min(run.duration_ns);
+        let devs: Vec<String> = run.meta["broker_nodes"]
+            .as_array()
+            .and_then(|a| a.iter().find(|n| n["node"] == node.as_str()))
+            .and_then(|n| n["devices"].as_array())
+            .map(|d| {
+                d.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_else(|| run.disks.iter().map(|d| d.name.clone()).collect());
+        let (mut bytes, mut peak, mut first, mut last) = (0.0f64, 0.0f64, None, None);
+        for d in run.disks.iter().filter(|d| devs.contains(&d.name)) {
+            let iv: Vec<analysis::Interval> = analysis::read_bytes(d)
+                .into_iter()
+                .filter(|x| x.t1_ns > e.t_ns && x.t0_ns < end)
+                .collect();
+            let n100 = (end / 100_000_000 + 1) as usize;
+            let w100 = analysis::window_sums(&iv, 100_000_000, n100);
+            let k0 = (e.t_ns / 100_000_000) as usize;
+            bytes += w100.iter().skip(k0).sum::<f64>();
+            peak = peak.max(w100.iter().skip(k0).cloned().fold(0.0, f64::max) / 0.1 / MIB);
+            let n10 = (end / 10_000_000 + 1) as usize;
+            let w10 = analysis::window_sums(&iv, 10_000_000, n10);
+            let top = w10.iter().cloned().fold(0.0, f64::max);
+            let thr = (0.1 * top).max(MIB * 0.01);
+            for (k, v) in w10.iter().enumerate().skip((e.t_ns / 10_000_000) as usize) {
+                if *v > thr {
+                    first.get_or_insert(k);
+                    last = Some(k);
+                }
+            }
+        }
+        out.push(RestartSummary {
+            node,
+            t_s: e.t_ns as f64 / 1e9,
+            devices: devs,
+            current_ms: ready.and_then(|r| r.detail["current_ms"].as_f64()),
+            healthy_ms: ready.and_then(|r| r.detail["healthy_ms"].as_f64()),
+            window_s: (end.saturating_sub(e.t_ns)) as f64 / 1e9,
+            read_bytes: bytes,
+            read_peak_mib_s: peak,
+            read_burst_s: match (first, last) {
+                (Some(a), Some(b)) => (b - a + 1) as f64 * 0.01,
+                _ => 0.0,
+            },
+        });
+    }
+    out
 }
 
 fn direction(
@@ -352,6 +438,7 @@ pub fn report(dir: &Path, o: &ReportOptions) -> anyhow::Result<Summary> {
         load: load_summary(&run),
         samplers: run.meta["samplers"].clone(),
         error_events: run.events.iter().filter(|e| e.kind == "error").count(),
+        restarts: restarts(&run),
     };
     std::fs::write(
         dir.join("summary.json"),
@@ -443,6 +530,19 @@ pub fn table(s: &Summary) -> String {
             ds_s["expected"],
             ds_s["interval_us"],
             ds_s["jitter_p99_us"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
+    for r in &s.restarts {
+        let _ = writeln!(
+            out,
+            "restart {} at {:.1} s: read {} from {} (peak {} over 100 ms, burst {:.2} s); healthy after {} ms",
+            r.node,
+            r.t_s,
+            fmt_bytes(r.read_bytes),
+            r.devices.join("+"),
+            fmt_rate(r.read_peak_mib_s),
+            r.read_burst_s,
+            r.healthy_ms.map(|h| format!("{h:.0}")).unwrap_or("-".into())
         );
     }
     for h in &s.headline {
