@@ -1,5 +1,5 @@
-//! `diskpulse report RUN`: analyse a recording; print the table; write summary.json and
-//! timeline.png/.svg into RUN.
+//! `diskpulse report RUN`: analyse a recording; print the table; write summary.json,
+//! timeline.png/.svg and report.html into RUN.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,6 +26,9 @@ pub struct ReportArgs {
     /// Skip timeline.png/.svg.
     #[arg(long)]
     pub no_charts: bool,
+    /// Skip report.html.
+    #[arg(long)]
+    pub no_html: bool,
 }
 
 pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
@@ -38,6 +41,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
     let o = ReportOptions {
         ui_window_ns: a.ui_average.as_nanos() as u64,
         charts: !a.no_charts,
+        html: !a.no_html,
         rates_window_ns: a.window.as_nanos() as u64,
         ..Default::default()
     };

@@ -1,9 +1,10 @@
-//! `report`: from a run directory to `summary.json`, a table on stdout and
-//! `timeline.png` / `timeline.svg`. Everything is derived from the raw counters in the
+//! `report`: from a run directory to `summary.json`, a table on stdout,
+//! `timeline.png` / `timeline.svg` and `report.html`. Everything is derived from the raw counters in the
 //! recording, so a run can be re-analysed with other windows.
 
 pub mod analysis;
 pub mod charts_build;
+pub mod html;
 pub mod run;
 
 use std::path::Path;
@@ -21,7 +22,10 @@ pub struct ReportOptions {
     /// Window of the "UI" average (what an array's web UI shows), ns.
     pub ui_window_ns: u64,
     pub burst: BurstParams,
+    /// Write timeline.png and timeline.svg.
     pub charts: bool,
+    /// Write report.html.
+    pub html: bool,
     /// Window of `rates.csv`, ns.
     pub rates_window_ns: u64,
 }
@@ -32,6 +36,7 @@ impl Default for ReportOptions {
             ui_window_ns: 30_000_000_000,
             burst: BurstParams::default(),
             charts: true,
+            html: true,
             rates_window_ns: 100_000_000,
         }
     }
@@ -275,7 +280,7 @@ pub fn analyse_device(
     }
 }
 
-fn fmt_rate(mib_s: f64) -> String {
+pub(crate) fn fmt_rate(mib_s: f64) -> String {
     if !mib_s.is_finite() {
         "-".into()
     } else if mib_s >= 1024.0 {
@@ -446,12 +451,23 @@ pub fn report(dir: &Path, o: &ReportOptions) -> anyhow::Result<Summary> {
     )
     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", dir.join("summary.json").display()))?;
     write_rates_csv(&run, o.rates_window_ns, &dir.join("rates.csv"))?;
-    if o.charts {
+    if o.charts || o.html {
         let tl = charts_build::timeline(&run, &analyses, o);
-        let svg = charts::render_svg(&tl);
-        std::fs::write(dir.join("timeline.svg"), svg)?;
-        let png = charts::render_png(&tl)?;
-        std::fs::write(dir.join("timeline.png"), png)?;
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))
+        };
+        if o.charts {
+            write("timeline.svg", charts::render_svg(&tl).as_bytes())?;
+            write("timeline.png", &charts::render_png(&tl)?)?;
+        }
+        if o.html {
+            write(
+                "report.html",
+                html::run_page(&run, &summary, &tl).as_bytes(),
+            )?;
+        }
     }
     Ok(summary)
 }
