@@ -416,6 +416,16 @@ fn load_summary(run: &Run) -> Option<Value> {
 
 /// Analyses a run and writes `summary.json` (and the charts) into it.
 pub fn report(dir: &Path, o: &ReportOptions) -> anyhow::Result<Summary> {
+    let (run, analyses, summary) = analyse(dir, o)?;
+    write_outputs(dir, &run, &analyses, &summary, o)?;
+    Ok(summary)
+}
+
+/// Reads and analyses a run without writing anything.
+pub fn analyse(
+    dir: &Path,
+    o: &ReportOptions,
+) -> anyhow::Result<(Run, Vec<DeviceAnalysis>, Summary)> {
     let run = Run::read(dir)?;
     let dur = run.duration_ns;
     let analyses: Vec<DeviceAnalysis> = run
@@ -445,14 +455,25 @@ pub fn report(dir: &Path, o: &ReportOptions) -> anyhow::Result<Summary> {
         error_events: run.events.iter().filter(|e| e.kind == "error").count(),
         restarts: restarts(&run),
     };
+    Ok((run, analyses, summary))
+}
+
+/// Writes summary.json, rates.csv, timeline.png/.svg and report.html into `dir`.
+fn write_outputs(
+    dir: &Path,
+    run: &Run,
+    analyses: &[DeviceAnalysis],
+    summary: &Summary,
+    o: &ReportOptions,
+) -> anyhow::Result<()> {
     std::fs::write(
         dir.join("summary.json"),
-        serde_json::to_vec_pretty(&summary)?,
+        serde_json::to_vec_pretty(summary)?,
     )
     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", dir.join("summary.json").display()))?;
-    write_rates_csv(&run, o.rates_window_ns, &dir.join("rates.csv"))?;
+    write_rates_csv(run, o.rates_window_ns, &dir.join("rates.csv"))?;
     if o.charts || o.html {
-        let tl = charts_build::timeline(&run, &analyses, o);
+        let tl = charts_build::timeline(run, analyses, o);
         let write = |name: &str, bytes: &[u8]| {
             let p = dir.join(name);
             std::fs::write(&p, bytes)
@@ -463,13 +484,10 @@ pub fn report(dir: &Path, o: &ReportOptions) -> anyhow::Result<Summary> {
             write("timeline.png", &charts::render_png(&tl)?)?;
         }
         if o.html {
-            write(
-                "report.html",
-                html::run_page(&run, &summary, &tl).as_bytes(),
-            )?;
+            write("report.html", html::run_page(run, summary, &tl).as_bytes())?;
         }
     }
-    Ok(summary)
+    Ok(())
 }
 
 /// The table `report` prints.
