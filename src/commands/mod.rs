@@ -5,6 +5,7 @@ pub mod bench;
 pub mod check;
 pub mod demo;
 pub mod fsync;
+pub mod lab;
 pub mod load;
 pub mod probe;
 pub mod record;
@@ -38,6 +39,8 @@ pub enum Command {
     Check(check::CheckArgs),
     /// The load generator: core pub/sub, request/reply, JetStream, KV, object store.
     Load(Box<load::LoadCmdArgs>),
+    /// Lab volumes: ext4, xfs or btrfs RAID 0/1/10 on loop devices, optionally throttled.
+    Lab(lab::LabArgs),
 }
 
 /// Parses the command line and runs the command; returns the exit code.
@@ -52,6 +55,7 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Fsync(a) => fsync::run(a),
         Command::Check(a) => check::run(a),
         Command::Load(a) => load::run(*a),
+        Command::Lab(a) => lab::run(a),
     }
 }
 

@@ -1,0 +1,383 @@
+//! What lab volumes ask of the OS: running tools from argument vectors (losetup,
+//! mkfs.*, mount, umount, btrfs), who backs a loop device, what is mounted where,
+//! cgroup v1 blkio files, and whether a process is still the one that wrote a state
+//! entry.
+//!
+//! Every function here only reads, except [`run_tool`] (which runs what it is given)
+//! and the small cgroup writers. Deciding whether something is ours happens in
+//! `super`, from these facts.
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+
+use super::Interrupted;
+
+/// Which package holds a tool, for the "not found" message.
+fn package_of(tool: &str) -> &'static str {
+    match tool {
+        "losetup" | "mount" | "umount" | "wipefs" => "util-linux (and mount)",
+        "mkfs.ext4" => "e2fsprogs",
+        "mkfs.xfs" => "xfsprogs",
+        "mkfs.btrfs" | "btrfs" => "btrfs-progs",
+        _ => "the package that provides it",
+    }
+}
+
+/// Runs `argv` (never through a shell) in its own process group, so a Ctrl-C in the
+/// terminal reaches diskpulse alone and diskpulse decides what happens to the tool
+/// (a `kill -9` of diskpulse kills the tool too: PR_SET_PDEATHSIG).
+/// When `stop` is set while the tool runs and `killable` is true, the tool is killed and
+/// the call returns [`Interrupted`]; tools that are not killable (umount, losetup -d:
+/// short, and better finished) are waited for. Returns stdout on success; on failure an
+/// error with the command line and its stderr.
+pub fn run_tool(
+    argv: &[&str],
+    killable: bool,
+    stop: Option<&Arc<AtomicBool>>,
+) -> anyhow::Result<String> {
+    let (prog, args) = argv.split_first().expect("argv has a program");
+    let mut cmd = Command::new(prog);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: prctl is async-signal-safe. If diskpulse is killed (-9), its tools die with
+    // it instead of formatting or mounting after it is gone.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!(
+                "{prog} not found: install {} (scripts/setup does)",
+                package_of(prog)
+            )
+        }
+        Err(e) => return Err(anyhow!(e).context(format!("starting {prog}"))),
+    };
+    // Readers on threads: a tool that writes more than a pipe holds never blocks.
+    let mut so = child.stdout.take().expect("piped");
+    let mut se = child.stderr.take().expect("piped");
+    let t_out = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = so.read_to_end(&mut b);
+        b
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = se.read_to_end(&mut b);
+        b
+    });
+    let mut interrupted = false;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if killable && !interrupted && stop.is_some_and(|f| f.load(Ordering::Relaxed)) {
+            interrupted = true;
+            let _ = child.kill();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let out = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).to_string();
+    let err = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).to_string();
+    if interrupted {
+        return Err(anyhow!(Interrupted::default()));
+    }
+    if !status.success() {
+        bail!("`{}` failed ({status}): {}", argv.join(" "), err.trim());
+    }
+    Ok(out)
+}
+
+/// `/dev/loop12` -> `loop12`; `None` for anything that is not a loop device path.
+/// State files are input: a name that is not exactly this shape is never acted on.
+pub fn loop_name(dev: &str) -> Option<&str> {
+    let n = dev.strip_prefix("/dev/")?;
+    let digits = n.strip_prefix("loop")?;
+    (!digits.is_empty() && digits.len() <= 7 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then_some(n)
+}
+
+/// `(major, minor)` of a block device from `/sys/block/<name>/dev`.
+pub fn dev_numbers(name: &str) -> anyhow::Result<(u32, u32)> {
+    let p = format!("/sys/block/{name}/dev");
+    let s = fs::read_to_string(&p).with_context(|| format!("reading {p}"))?;
+    let (a, b) = s
+        .trim()
+        .split_once(':')
+        .ok_or_else(|| anyhow!("{p}: expected MAJ:MIN, got '{}'", s.trim()))?;
+    Ok((a.parse()?, b.parse()?))
+}
+
+/// What backs a loop device now: `None` when it is not attached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backing {
+    /// `/sys/block/loopN/loop/backing_file`: the path at attach time; the kernel appends
+    /// " (deleted)" once that file is unlinked.
+    pub path: String,
+    /// Inode and device of the backing file (LOOP_GET_STATUS64), when readable.
+    pub inode: Option<(u64, u64)>,
+    /// `/sys/block/loopN/loop/dio`: the loop device reads and writes its backing file
+    /// with O_DIRECT.
+    pub direct_io: bool,
+}
+
+/// `struct loop_info64` from `<linux/loop.h>`.
+#[repr(C)]
+struct LoopInfo64 {
+    lo_device: u64,
+    lo_inode: u64,
+    lo_rdevice: u64,
+    lo_offset: u64,
+    lo_sizelimit: u64,
+    lo_number: u32,
+    lo_encrypt_type: u32,
+    lo_encrypt_key_size: u32,
+    lo_flags: u32,
+    lo_file_name: [u8; 64],
+    lo_crypt_name: [u8; 64],
+    lo_encrypt_key: [u8; 32],
+    lo_init: [u64; 2],
+}
+const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
+
+/// Reads what backs `/dev/loopN` (sysfs, then the read-only LOOP_GET_STATUS64 ioctl
+/// for the inode). `dev` must pass [`loop_name`].
+pub fn loop_backing(dev: &str) -> Option<Backing> {
+    let name = loop_name(dev)?;
+    let path = fs::read_to_string(format!("/sys/block/{name}/loop/backing_file")).ok()?;
+    let path = path.trim_end_matches('\n').to_string();
+    let direct_io = fs::read_to_string(format!("/sys/block/{name}/loop/dio"))
+        .map(|s| s.trim() == "1")
+        .unwrap_or(false);
+    let inode = fs::File::open(dev).ok().and_then(|f| {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: all-zero is a valid loop_info64; the kernel fills it.
+        let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+        // SAFETY: LOOP_GET_STATUS64 reads into a loop_info64 the size of ours.
+        let r = unsafe { libc::ioctl(f.as_raw_fd(), LOOP_GET_STATUS64 as _, &mut info) };
+        (r == 0).then_some((info.lo_device, info.lo_inode))
+    });
+    Some(Backing {
+        path,
+        inode,
+        direct_io,
+    })
+}
+
+/// Whether `b` is the file `image`: the same path (or that path, deleted) and, when both
+/// are known, the same inode.
+pub fn backed_by(b: &Backing, image: &Path) -> bool {
+    let img = image.as_os_str().as_bytes();
+    let p = b.path.as_bytes();
+    let deleted = p.strip_suffix(b" (deleted)") == Some(img);
+    if p != img && !deleted {
+        return false;
+    }
+    match (fs::metadata(image), b.inode) {
+        (Ok(m), Some((_dev, ino))) => m.ino() == ino,
+        // The path matched and the file is gone (or the ioctl was refused): the path
+        // alone is ours, as only diskpulse creates files under its images directory.
+        _ => true,
+    }
+}
+
+/// One line of `/proc/self/mountinfo`, the fields we use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    pub point: PathBuf,
+    pub fstype: String,
+    pub source: String,
+}
+
+/// Parses mountinfo text (`proc(5)`): mount point is field 5, then after the " - "
+/// separator the fs type and the source. Octal escapes (`\040` for a space) are undone.
+pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    let mut v = Vec::new();
+    for line in text.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let Some(point) = left.split(' ').nth(4) else {
+            continue;
+        };
+        let mut r = right.split(' ');
+        let (Some(fstype), Some(source)) = (r.next(), r.next()) else {
+            continue;
+        };
+        v.push(Mount {
+            point: PathBuf::from(std::ffi::OsStr::from_bytes(&unescape(point))),
+            fstype: String::from_utf8_lossy(&unescape(fstype)).to_string(),
+            source: String::from_utf8_lossy(&unescape(source)).to_string(),
+        });
+    }
+    v
+}
+
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The mounts now, in mount order (the last one at a point is the one on top).
+pub fn mounts() -> anyhow::Result<Vec<Mount>> {
+    let t = fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    Ok(parse_mountinfo(&t))
+}
+
+/// The mount on top at `point`, if any.
+pub fn top_mount_at(point: &Path) -> anyhow::Result<Option<Mount>> {
+    Ok(mounts()?.into_iter().rev().find(|m| m.point == point))
+}
+
+/// A process's start time in clock ticks since boot (`/proc/PID/stat` field 22): with
+/// the pid it names one process, even after the pid is reused.
+pub fn process_start_ticks(pid: u32) -> Option<u64> {
+    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // comm (field 2) may hold spaces and parentheses: count from the last ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the process that recorded `(pid, start_ticks)` is still running.
+pub fn process_alive(pid: u32, start_ticks: u64) -> bool {
+    process_start_ticks(pid) == Some(start_ticks)
+}
+
+/// Waits until `dev` is no longer attached (a detach of a device someone still holds
+/// open completes when they close it); true when it is gone within `timeout`.
+pub fn wait_detached(dev: &str, timeout: Duration) -> bool {
+    let t0 = Instant::now();
+    loop {
+        if loop_backing(dev).is_none() {
+            return true;
+        }
+        if t0.elapsed() > timeout {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The pids in a cgroup v1 directory.
+pub fn cgroup_pids(cg: &Path) -> Vec<u32> {
+    fs::read_to_string(cg.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Moves every process of `cg` into `parent` (the blkio root), then removes `cg`.
+/// Processes that exit meanwhile are fine; retries for up to a second.
+pub fn remove_cgroup(cg: &Path, parent: &Path) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    loop {
+        for pid in cgroup_pids(cg) {
+            // ESRCH: it exited. Anything else shows up as rmdir's EBUSY below.
+            let _ = fs::write(parent.join("cgroup.procs"), pid.to_string());
+        }
+        match fs::remove_dir(cg) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if t0.elapsed() < Duration::from_secs(1) => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                return Err(anyhow!(e).context(format!(
+                    "removing cgroup {} (pids still in it: {:?})",
+                    cg.display(),
+                    cgroup_pids(cg)
+                )))
+            }
+        }
+    }
+}
+
+/// Bytes free for unprivileged users on the file system holding `p`.
+pub fn free_bytes(p: &Path) -> Option<u64> {
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs writes into the zeroed struct; c is a valid C string.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut s) };
+    (r == 0).then(|| s.f_bavail as u64 * s.f_frsize as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loop_names_are_exact() {
+        assert_eq!(loop_name("/dev/loop0"), Some("loop0"));
+        assert_eq!(loop_name("/dev/loop123"), Some("loop123"));
+        for bad in [
+            "/dev/loop",
+            "loop0",
+            "/dev/loop0p1",
+            "/dev/vda",
+            "/dev/loop1/../vda",
+            "/dev/loop-1",
+            "/dev/loop 1",
+        ] {
+            assert_eq!(loop_name(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn mountinfo_fields_and_escapes() {
+        let t = "36 35 98:0 / /mnt/my\\040vol rw,noatime master:1 - ext4 /dev/loop3 rw,errors=continue\n\
+                 37 35 0:52 / /var/tmp/lab/mnt/r1 rw shared:2 - btrfs /dev/loop4 rw,space_cache=v2\n\
+                 garbage\n";
+        let m = parse_mountinfo(t);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].point, PathBuf::from("/mnt/my vol"));
+        assert_eq!(m[0].fstype, "ext4");
+        assert_eq!(m[0].source, "/dev/loop3");
+        assert_eq!(m[1].point, PathBuf::from("/var/tmp/lab/mnt/r1"));
+        assert_eq!(m[1].source, "/dev/loop4");
+    }
+
+    #[test]
+    fn start_ticks_of_this_process_and_of_none() {
+        let me = std::process::id();
+        let t = process_start_ticks(me).expect("own stat");
+        assert!(process_alive(me, t));
+        assert!(
+            !process_alive(me, t + 1),
+            "same pid, other start: not alive"
+        );
+        assert!(!process_alive(u32::MAX - 1, t));
+    }
+}
