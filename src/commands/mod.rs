@@ -10,6 +10,7 @@ pub mod load;
 pub mod probe;
 pub mod record;
 pub mod report;
+pub mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -39,6 +40,8 @@ pub enum Command {
     Check(check::CheckArgs),
     /// The load generator: core pub/sub, request/reply, JetStream, KV, object store.
     Load(Box<load::LoadCmdArgs>),
+    /// Run a whole study from a scenario file: volumes, broker, phases, matrix, report.
+    Run(run::RunArgs),
     /// Lab volumes: ext4, xfs or btrfs RAID 0/1/10 on loop devices, optionally throttled.
     Lab(lab::LabArgs),
 }
@@ -55,6 +58,7 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Fsync(a) => fsync::run(a),
         Command::Check(a) => check::run(a),
         Command::Load(a) => load::run(*a),
+        Command::Run(a) => run::run(a),
         Command::Lab(a) => lab::run(a),
     }
 }

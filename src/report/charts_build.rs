@@ -16,8 +16,12 @@ use super::run::{read_table_by, Run, Table};
 use super::{DeviceAnalysis, ReportOptions};
 
 /// Events drawn as markers (the others stay in events.jsonl and summary.json).
-const MARKER_KINDS: [&str; 9] = [
+const MARKER_KINDS: [&str; 13] = [
     "broker_ready",
+    "node_stop",
+    "restart",
+    "restart_ready",
+    "broker_log",
     "phase_start",
     "phase_end",
     "interrupted",
@@ -265,7 +269,12 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
         .filter(|e| MARKER_KINDS.contains(&e.kind.as_str()))
         .map(|e| Marker {
             t_s: e.t_ns as f64 / 1e9,
-            label: e.kind.clone(),
+            label: match (e.detail["phase"].as_str(), e.detail["node"].as_str()) {
+                (Some(p), _) if e.kind == "phase_start" => p.to_string(),
+                (Some(p), _) if e.kind == "phase_end" => format!("{p} end"),
+                (_, Some(n)) => format!("{} {n}", e.kind),
+                _ => e.kind.clone(),
+            },
         })
         .collect();
     Timeline {

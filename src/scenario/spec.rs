@@ -342,6 +342,16 @@ pub fn substitute(s: &str, cell: &Cell) -> Result<String, String> {
 /// Reads and checks a scenario: TOML syntax and types, phase kinds, volume references,
 /// matrix parameters used and `${..}` names known, each with line and column.
 pub fn parse(path: &str, text: &str) -> Result<Scenario, SpecError> {
+    parse_inner(path, text, true)
+}
+
+/// Parses one cell's text (the `${..}` already replaced by [`cell_text`]-style
+/// substitution): the same checks but for matrix parameters being used.
+pub fn parse_cell(path: &str, text: &str) -> Result<Scenario, SpecError> {
+    parse_inner(path, text, false)
+}
+
+fn parse_inner(path: &str, text: &str, check_matrix: bool) -> Result<Scenario, SpecError> {
     let sc: Scenario = toml::from_str(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
         err_at(path, text, span, e.message().trim().to_string())
@@ -481,7 +491,7 @@ pub fn parse(path: &str, text: &str) -> Result<Scenario, SpecError> {
     }
     // Every parameter used, every ${..} known: check on the first cell's names.
     let cells = expand(&sc.matrix);
-    for (k, vals) in &sc.matrix.params {
+    for (k, vals) in sc.matrix.params.iter().filter(|_| check_matrix) {
         if vals.is_empty() {
             return Err(err_at(
                 path,

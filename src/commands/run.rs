@@ -1,0 +1,76 @@
+//! `diskpulse run SCENARIO.toml`: a whole study from one file.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use clap::Args;
+
+use crate::scenario::{run as srun, spec};
+use crate::usage;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The scenario file (see scenarios/ for examples).
+    pub scenario: PathBuf,
+    /// Study directory to create (must not exist or be empty). Default: diskpulse-runs/<time>-<name>.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the cells and runs, run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Where lab volumes live (images, mounts, state).
+    #[arg(long, default_value = "/var/tmp/diskpulse-lab", value_name = "DIR")]
+    pub lab_root: PathBuf,
+}
+
+pub fn run(a: RunArgs) -> anyhow::Result<i32> {
+    let text = std::fs::read_to_string(&a.scenario)
+        .map_err(|e| usage!("cannot read scenario {}: {e}", a.scenario.display()))?;
+    let path = a.scenario.display().to_string();
+    let sc = spec::parse(&path, &text).map_err(|e| usage!("{e}"))?;
+    let cells = spec::expand(&sc.matrix);
+    if a.dry_run {
+        println!(
+            "{}: {} cell(s) x {} repeat(s) = {} run(s)",
+            sc.name,
+            cells.len(),
+            sc.matrix.repeat,
+            cells.len() * sc.matrix.repeat as usize
+        );
+        for c in &cells {
+            let t = srun::cell_text(&text, c);
+            let cs = spec::parse_cell(&format!("{path} (cell {})", c.id), &t)
+                .map_err(|e| usage!("{e}"))?;
+            let phases: Vec<String> = cs
+                .phases
+                .iter()
+                .map(|p| {
+                    let p = p.get_ref();
+                    let mut s = p.kind.get_ref().clone();
+                    if !p.args.is_empty() {
+                        s.push(' ');
+                        s.push_str(&p.args.join(" "));
+                    }
+                    s
+                })
+                .collect();
+            println!("  {}", c.id);
+            println!("    phases: {}", phases.join(" | "));
+        }
+        return Ok(0);
+    }
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| crate::recording::session::default_run_dir(&sc.name));
+    let stop = Arc::new(AtomicBool::new(false));
+    super::stop_on_signals(&stop)?;
+    let o = srun::StudyOptions {
+        out,
+        lab_root: a.lab_root,
+        exe: std::env::current_exe()?,
+        stop,
+    };
+    srun::run_study(&a.scenario, &o)
+}

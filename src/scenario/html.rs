@@ -1,0 +1,94 @@
+//! `STUDY/report.html`: the study tables, then every run's section (its aligned timeline
+//! and tables), in one self-contained file.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::report::html::escape as esc;
+use crate::report::{self, ReportOptions};
+
+/// One run's section for the study page (its timeline, tables, findings), or a line
+/// saying why there is none.
+fn run_fragment(dir: &Path, label: &str) -> String {
+    let o = ReportOptions::default();
+    match report::analyse(dir, &o) {
+        Ok((run, analyses, summary)) => {
+            let tl = report::charts_build::timeline(&run, &analyses, &o);
+            format!(
+                "<h2>{}</h2>\n{}",
+                esc(label),
+                report::html::run_section(&run, &summary, &tl)
+            )
+        }
+        Err(e) => format!(
+            "<h2>{}</h2><p class=\"fail\">no report: {}</p>",
+            esc(label),
+            esc(&format!("{e:#}"))
+        ),
+    }
+}
+
+/// Markdown tables (as study.md writes them) to HTML tables; other lines to paragraphs.
+fn md_to_html(md: &str) -> String {
+    let mut out = String::new();
+    let mut in_table = false;
+    for line in md.lines() {
+        if line.starts_with('|') {
+            let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+            if cells.iter().all(|c| c.chars().all(|ch| ch == '-')) {
+                continue;
+            }
+            if !in_table {
+                out.push_str("<table><tr>");
+                for c in &cells {
+                    out.push_str(&format!("<th>{}</th>", esc(c)));
+                }
+                out.push_str("</tr>\n");
+                in_table = true;
+                continue;
+            }
+            out.push_str("<tr>");
+            for c in &cells {
+                out.push_str(&format!("<td>{}</td>", esc(c)));
+            }
+            out.push_str("</tr>\n");
+            continue;
+        }
+        if in_table {
+            out.push_str("</table>\n");
+            in_table = false;
+        }
+        if let Some(h) = line.strip_prefix("## ") {
+            out.push_str(&format!("<h2>{}</h2>\n", esc(h)));
+        } else if let Some(h) = line.strip_prefix("# ") {
+            out.push_str(&format!("<h1>{}</h1>\n", esc(h)));
+        } else if let Some(li) = line.strip_prefix("- ") {
+            out.push_str(&format!("<p class=\"fail\">{}</p>\n", esc(li)));
+        } else if !line.trim().is_empty() {
+            out.push_str(&format!("<p>{}</p>\n", esc(line)));
+        }
+    }
+    if in_table {
+        out.push_str("</table>\n");
+    }
+    out
+}
+
+/// The whole study page.
+pub fn study_page(study: &Path, md: &str, runs: &[Value]) -> String {
+    let mut body = md_to_html(md);
+    for r in runs {
+        let dir = study.join(r["dir"].as_str().unwrap_or(""));
+        body.push_str(&run_fragment(
+            &dir,
+            &format!(
+                "{} r{} ({})",
+                r["cell"].as_str().unwrap_or(""),
+                r["repeat"],
+                r["status"].as_str().unwrap_or("")
+            ),
+        ));
+    }
+    crate::report::html::page(&format!("diskpulse study {}", study.display()), &[body])
+}

@@ -1,0 +1,713 @@
+//! Running a scenario: for every matrix cell and repeat, lab volumes up, a recording, the
+//! broker, the phases in order, then everything down and the run reported; at the end the
+//! study report.
+//!
+//! Layout of a study directory:
+//! ```text
+//! STUDY/scenario.toml          the file as given
+//! STUDY/study.json             cells, their runs and status (rewritten after every run)
+//! STUDY/cells/<cell>/r<k>/     one run directory per cell and repeat (see the README)
+//! STUDY/study.md|csv|json      the study tables (report)
+//! STUDY/report.html            the study report
+//! ```
+//! Phases that run diskpulse commands (load, probe, fsync, check) run them as child
+//! processes of this binary on the run's clock (`DISKPULSE_RUN_DIR`,
+//! `DISKPULSE_CLOCK_ZERO_NS`), exactly as `diskpulse record -- diskpulse ...` would.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use collectors::devices::{self, Resolver};
+use serde_json::{json, Value};
+
+use super::spec::{self, Cell, Scenario};
+use crate::broker::{monitor, Cluster, ClusterOptions, SyncMode};
+use crate::cli::parse_duration;
+use crate::lab::{Lab, Volume};
+use crate::recording::session::{Recording, SamplerSetup};
+use crate::recording::EventLog;
+use crate::usage;
+
+/// How a study runs.
+pub struct StudyOptions {
+    pub out: PathBuf,
+    pub lab_root: PathBuf,
+    /// The diskpulse binary for phase child processes.
+    pub exe: PathBuf,
+    pub stop: Arc<AtomicBool>,
+}
+
+/// Replaces every `${name}` in the file's text with the cell's value. The file was
+/// checked by [`spec::parse`], so every name is known.
+pub fn cell_text(text: &str, cell: &Cell) -> String {
+    let mut t = text.to_string();
+    for (k, v) in &cell.params {
+        t = t.replace(&format!("${{{k}}}"), v);
+    }
+    t
+}
+
+/// A lab volume as the scenario declares it, checked.
+pub fn lab_spec(name: &str, d: &spec::LabDecl) -> anyhow::Result<crate::lab::VolumeSpec> {
+    use crate::cli::parse_size;
+    use crate::lab::{Fs, Raid, Throttle, VolumeSpec, WriteCache};
+    let size = parse_size(&d.size).map_err(|e| anyhow::anyhow!("volume {name}: size {e}"))?;
+    let fs = match d.fs.as_str() {
+        "ext4" => Fs::Ext4,
+        "xfs" => Fs::Xfs,
+        "btrfs" => Fs::Btrfs,
+        other => anyhow::bail!("volume {name}: fs '{other}' is not ext4, xfs or btrfs"),
+    };
+    let raid = match d.raid.as_str() {
+        "single" | "none" => Raid::Single,
+        "0" | "raid0" => Raid::Raid0,
+        "1" | "raid1" => Raid::Raid1,
+        "10" | "raid10" => Raid::Raid10,
+        other => anyhow::bail!("volume {name}: raid '{other}' is not single, 0, 1 or 10"),
+    };
+    let num = |what: &str, v: &Option<String>, size_units: bool| -> anyhow::Result<Option<u64>> {
+        v.as_ref()
+            .map(|s| {
+                if size_units {
+                    parse_size(s).map_err(|e| anyhow::anyhow!("volume {name}: {what} {e}"))
+                } else {
+                    s.parse::<u64>()
+                        .map_err(|_| anyhow::anyhow!("volume {name}: {what} '{s}' is not a number"))
+                }
+            })
+            .transpose()
+    };
+    let throttle = Throttle {
+        read_iops: num("read_iops", &d.read_iops, false)?,
+        write_iops: num("write_iops", &d.write_iops, false)?,
+        read_bps: num("read_bps", &d.read_bps, true)?,
+        write_bps: num("write_bps", &d.write_bps, true)?,
+    };
+    let any_throttle = throttle.read_iops.is_some()
+        || throttle.write_iops.is_some()
+        || throttle.read_bps.is_some()
+        || throttle.write_bps.is_some();
+    let write_cache = match d.write_cache.as_deref() {
+        None => None,
+        Some("back") | Some("write back") => Some(WriteCache::WriteBack),
+        Some("through") | Some("write through") => Some(WriteCache::WriteThrough),
+        Some(other) => anyhow::bail!("volume {name}: write_cache '{other}' is not back or through"),
+    };
+    let spec = VolumeSpec {
+        name: name.to_string(),
+        size,
+        fs,
+        raid,
+        devices: d.devices,
+        mount_options: d.mount_options.clone(),
+        throttle: any_throttle.then_some(throttle),
+        write_cache,
+    };
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// One run's outcome, for study.json.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunRecord {
+    pub cell: String,
+    pub params: Vec<(String, String)>,
+    pub repeat: u32,
+    pub dir: String,
+    pub status: String,
+    pub error: Option<String>,
+    pub elapsed_s: f64,
+}
+
+fn phase_label(p: &spec::PhaseDecl) -> String {
+    p.name.clone().unwrap_or_else(|| {
+        let k = p.kind.get_ref();
+        match p.args.first() {
+            Some(a) if k == "load" => format!("load {a}"),
+            _ => k.clone(),
+        }
+    })
+}
+
+fn sysctl_drop_caches() -> anyhow::Result<()> {
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| {
+        anyhow::anyhow!("cannot drop the page cache (/proc/sys/vm/drop_caches): {e}; run as root")
+    })
+}
+
+/// Runs a diskpulse subcommand as a child on the run's clock; returns its stdout.
+fn child(
+    exe: &Path,
+    args: &[String],
+    run_dir: &Path,
+    zero_ns: u64,
+    cgroup: Option<&Path>,
+    stop: &AtomicBool,
+) -> anyhow::Result<(i32, String)> {
+    let mut c = Command::new(exe)
+        .args(args)
+        .env(collectors::clock::ENV_ZERO, zero_ns.to_string())
+        .env("DISKPULSE_RUN_DIR", run_dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", exe.display()))?;
+    if let Some(cg) = cgroup {
+        // Right after spawn: the child's first I/O (file setup) comes later than this.
+        let _ = std::fs::write(cg.join("cgroup.procs"), c.id().to_string());
+    }
+    let mut out = c.stdout.take().expect("piped");
+    let mut err = c.stderr.take().expect("piped");
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut out, &mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let mut signalled = false;
+    let status = loop {
+        if let Some(st) = c.try_wait()? {
+            break st;
+        }
+        if stop.load(Ordering::Relaxed) && !signalled {
+            // SAFETY: our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+            signalled = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = t_out.join().unwrap_or_default();
+    let stderr = t_err.join().unwrap_or_default();
+    let code = status.code().unwrap_or(1);
+    if code != 0 && code != 130 {
+        let last = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .to_string();
+        anyhow::bail!("`diskpulse {}` exited with {code}: {last}", args.join(" "));
+    }
+    Ok((code, stdout))
+}
+
+/// Runs the whole study; returns the exit code.
+pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage!("cannot read scenario {}: {e}", path.display()))?;
+    let sc = spec::parse(&path.display().to_string(), &text).map_err(|e| usage!("{e}"))?;
+    let cells = spec::expand(&sc.matrix);
+    // Every cell must parse once substituted, before anything runs.
+    let mut concrete = vec![];
+    for c in &cells {
+        let t = cell_text(&text, c);
+        let s = spec::parse_cell(&format!("{} (cell {})", path.display(), c.id), &t)
+            .map_err(|e| usage!("{e}"))?;
+        check_cell(&s).map_err(|e| usage!("{} (cell {}): {e:#}", path.display(), c.id))?;
+        concrete.push(s);
+    }
+    crate::recording::session::create_run_dir(&o.out)?;
+    std::fs::write(o.out.join("scenario.toml"), &text)?;
+    let mut records: Vec<RunRecord> = vec![];
+    let write_study = |records: &[RunRecord], status: &str| -> anyhow::Result<()> {
+        let v = json!({
+            "format_version": 1, "scenario": sc.name, "description": sc.description,
+            "file": path.display().to_string(), "repeat": sc.matrix.repeat,
+            "cells": cells.iter().map(|c| json!({"id": c.id, "params": c.params})).collect::<Vec<_>>(),
+            "runs": records, "status": status,
+        });
+        std::fs::write(o.out.join("study.json"), serde_json::to_vec_pretty(&v)?)?;
+        Ok(())
+    };
+    write_study(&records, "running")?;
+    let mut failed = 0;
+    'all: for (cell, s) in cells.iter().zip(&concrete) {
+        for rep in 1..=sc.matrix.repeat {
+            if o.stop.load(Ordering::Relaxed) {
+                break 'all;
+            }
+            let dir = o.out.join("cells").join(&cell.id).join(format!("r{rep}"));
+            eprintln!("== {} r{rep}: {}", cell.id, dir.display());
+            let t0 = Instant::now();
+            let r = run_one(s, cell, &dir, o);
+            let (status, error) = match &r {
+                Ok(()) if o.stop.load(Ordering::Relaxed) => ("interrupted".to_string(), None),
+                Ok(()) => ("ok".to_string(), None),
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("   failed: {e:#}");
+                    ("failed".to_string(), Some(format!("{e:#}")))
+                }
+            };
+            records.push(RunRecord {
+                cell: cell.id.clone(),
+                params: cell.params.clone(),
+                repeat: rep,
+                dir: dir
+                    .strip_prefix(&o.out)
+                    .unwrap_or(&dir)
+                    .display()
+                    .to_string(),
+                status,
+                error,
+                elapsed_s: t0.elapsed().as_secs_f64(),
+            });
+            write_study(&records, "running")?;
+        }
+    }
+    let interrupted = o.stop.load(Ordering::Relaxed);
+    write_study(&records, if interrupted { "interrupted" } else { "done" })?;
+    super::study::write_reports(&o.out)?;
+    eprintln!("{}", o.out.join("report.html").display());
+    println!("{}", o.out.display());
+    Ok(if interrupted {
+        130
+    } else if failed > 0 {
+        1
+    } else {
+        0
+    })
+}
+
+/// Checks what only a concrete cell can tell: sizes, sync modes, node counts.
+fn check_cell(s: &Scenario) -> anyhow::Result<()> {
+    for v in &s.volumes {
+        if let Some(l) = &v.lab {
+            lab_spec(v.name.get_ref(), l)?;
+        }
+    }
+    if let Some(b) = &s.broker {
+        let n: usize = b
+            .nodes
+            .parse()
+            .map_err(|_| anyhow::anyhow!("broker nodes '{}' is not 1, 3 or 5", b.nodes))?;
+        if ![1, 3, 5].contains(&n) {
+            anyhow::bail!("broker nodes {n}: 1, 3 or 5");
+        }
+        if b.volumes.len() != 1 && b.volumes.len() != n {
+            anyhow::bail!("broker volumes: one for all nodes or one per node ({n})");
+        }
+        b.sync
+            .parse::<SyncMode>()
+            .map_err(|e| anyhow::anyhow!("broker sync: {e}"))?;
+    }
+    for p in &s.phases {
+        let p = p.get_ref();
+        for d in [&p.duration, &p.down_for].into_iter().flatten() {
+            parse_duration(d)
+                .map_err(|e| anyhow::anyhow!("phase {}: '{d}' {e}", p.kind.get_ref()))?;
+        }
+    }
+    for d in [
+        &s.samplers.interval,
+        &s.samplers.mem_interval,
+        &s.samplers.cpu_interval,
+        &s.samplers.monitor_interval,
+    ] {
+        parse_duration(d).map_err(|e| anyhow::anyhow!("samplers: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The nodes a restart/stop/start phase names (1-based), or all.
+fn phase_nodes(p: &spec::PhaseDecl, n: usize) -> anyhow::Result<Vec<usize>> {
+    match &p.nodes {
+        None => Ok((1..=n).collect()),
+        Some(toml::Value::String(s)) if s == "all" => Ok((1..=n).collect()),
+        Some(toml::Value::Integer(i)) => Ok(vec![*i as usize]),
+        Some(toml::Value::Array(a)) => a
+            .iter()
+            .map(|v| match v {
+                toml::Value::Integer(i) if *i >= 1 && (*i as usize) <= n => Ok(*i as usize),
+                other => anyhow::bail!("nodes: {other} is not a node number 1..{n}"),
+            })
+            .collect(),
+        Some(other) => anyhow::bail!("nodes = {other}: a node number, a list, or \"all\""),
+    }
+}
+
+/// Waits until a server's /healthz (JetStream and its streams) answers 200.
+async fn wait_healthy(monitor_url: &str, limit: Duration) -> Option<Duration> {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if monitor::get_json(monitor_url, "/healthz", Duration::from_secs(1))
+            .await
+            .ok()
+            .is_some_and(|v| v["status"] == "ok")
+        {
+            return Some(t0.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// The time a nats-server log line was written, on the run clock: its local wall-clock
+/// stamp (`[pid] 2026/11/30 08:10:36.103968 [INF] ...`) minus the run's zero in wall time.
+fn log_line_t_ns(line: &str, zero_wall: chrono::DateTime<chrono::Local>) -> Option<u64> {
+    let rest = line.split_once("] ")?.1;
+    let stamp: String = rest.chars().take(26).collect();
+    let naive = chrono::NaiveDateTime::parse_from_str(&stamp, "%Y/%m/%d %H:%M:%S%.f").ok()?;
+    let wall = naive.and_local_timezone(chrono::Local).single()?;
+    let ns = (wall - zero_wall).num_nanoseconds()?;
+    u64::try_from(ns).ok()
+}
+
+/// Lines a restarting nats-server logs about recovering its store, as events at the
+/// time the server wrote them.
+fn log_recovery_events(log: &Path, from_byte: u64, node: &str, events: &EventLog) {
+    let Ok(text) = std::fs::read(log) else { return };
+    let tail = String::from_utf8_lossy(&text[(from_byte as usize).min(text.len())..]).to_string();
+    let clock = events.clock();
+    let zero_wall = chrono::Local::now()
+        - chrono::Duration::nanoseconds(clock.now_ns().min(i64::MAX as u64) as i64);
+    for line in tail.lines() {
+        let l = line.to_ascii_lowercase();
+        if l.contains("recover") || l.contains("rebuild") || l.contains("restor") {
+            let detail = json!({"node": node, "line": line.chars().take(300).collect::<String>()});
+            match log_line_t_ns(line, zero_wall) {
+                Some(t) => events.event_at(t, "broker_log", detail),
+                None => events.event("broker_log", detail),
+            }
+        }
+    }
+}
+
+fn run_one(s: &Scenario, _cell: &Cell, dir: &Path, o: &StudyOptions) -> anyhow::Result<()> {
+    let lab = Lab::open(&o.lab_root).with_stop(o.stop.clone());
+    // Volumes: lab ones are created for this run and torn down after it, whatever happens.
+    let mut vols: Vec<(String, PathBuf, Option<Volume>)> = vec![];
+    let result = (|| -> anyhow::Result<()> {
+        for v in &s.volumes {
+            let name = v.name.get_ref().clone();
+            match (&v.path, &v.lab) {
+                (Some(p), _) => {
+                    std::fs::create_dir_all(p)?;
+                    vols.push((name, PathBuf::from(p), None));
+                }
+                (None, Some(l)) => {
+                    let spec = lab_spec(&name, l)?;
+                    let vol = lab.up(&spec)?;
+                    vols.push((name, vol.mount.clone(), Some(vol)));
+                }
+                _ => unreachable!("checked by spec::parse"),
+            }
+        }
+        run_recorded(s, dir, &vols, o)
+    })();
+    for (_, _, v) in vols.iter_mut().rev() {
+        if let Some(v) = v.take() {
+            let name = v.name.clone();
+            if let Err(e) = v.down() {
+                eprintln!("   lab down {name}: {e:#}");
+            }
+        }
+    }
+    result
+}
+
+fn vol_dir<'a>(
+    vols: &'a [(String, PathBuf, Option<Volume>)],
+    name: &str,
+) -> anyhow::Result<&'a Path> {
+    vols.iter()
+        .find(|v| v.0 == name)
+        .map(|v| v.1.as_path())
+        .ok_or_else(|| anyhow::anyhow!("no volume '{name}'"))
+}
+
+fn vol_cgroup(vols: &[(String, PathBuf, Option<Volume>)], name: &str) -> Option<PathBuf> {
+    vols.iter()
+        .find(|v| v.0 == name)
+        .and_then(|v| v.2.as_ref())
+        .and_then(|v| v.cgroup.clone())
+}
+
+fn run_recorded(
+    s: &Scenario,
+    dir: &Path,
+    vols: &[(String, PathBuf, Option<Volume>)],
+    o: &StudyOptions,
+) -> anyhow::Result<()> {
+    let r = Resolver::default();
+    let mut lists = vec![];
+    for (_, p, _) in vols {
+        lists.push(r.for_path(p)?);
+    }
+    let setup = SamplerSetup {
+        devices: devices::merge(lists),
+        disk_interval: parse_duration(&s.samplers.interval).map_err(anyhow::Error::msg)?,
+        mem_interval: parse_duration(&s.samplers.mem_interval).map_err(anyhow::Error::msg)?,
+        cpu_interval: parse_duration(&s.samplers.cpu_interval).map_err(anyhow::Error::msg)?,
+        procfs: PathBuf::from("/proc"),
+    };
+    let argv = vec!["diskpulse".to_string(), "run".to_string(), s.name.clone()];
+    let mut rec = Recording::start(dir, &setup, &argv)?;
+    let events = rec.events.clone();
+    let clock = rec.clock;
+    rec.set_meta(
+        "volumes",
+        json!(vols.iter().map(|(n, p, v)| json!({"name": n, "dir": p, "lab": v.as_ref().map(|v| json!({"loop_devices": v.loop_devices, "cgroup": v.cgroup}))})).collect::<Vec<_>>()),
+    )?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let monitor_interval =
+        parse_duration(&s.samplers.monitor_interval).map_err(anyhow::Error::msg)?;
+    let outcome: anyhow::Result<Vec<Value>> = rt.block_on(async {
+        let mut cluster = None;
+        let mut mon = None;
+        let mon_stop = Arc::new(AtomicBool::new(false));
+        let mut node_devices = vec![];
+        if let Some(b) = &s.broker {
+            let n: usize = b.nodes.parse()?;
+            let mut stores = vec![];
+            for i in 0..n {
+                let v = &b.volumes[if b.volumes.len() == 1 { 0 } else { i }];
+                let d = vol_dir(vols, v.get_ref())?.join("js").join(format!("n{}", i + 1));
+                // The devices that hold the store (a loop device's backing disk sees the
+                // same bytes again: counting both would double a restart's reads).
+                let holders: Vec<String> = r
+                    .for_path(vol_dir(vols, v.get_ref())?)?
+                    .iter()
+                    .filter(|d| d.why.starts_with("holds") || d.why.starts_with("btrfs member"))
+                    .map(|d| d.name.clone())
+                    .collect();
+                node_devices.push(json!({"node": format!("n{}", i + 1), "volume": v.get_ref(), "devices": holders}));
+                stores.push(d);
+            }
+            let mut co = ClusterOptions::new(n, stores, b.sync.parse()?, dir.to_path_buf());
+            co.binary = b.nats_server.as_ref().map(PathBuf::from);
+            let c = Cluster::start(co, &events).await?;
+            // A throttled volume limits the broker's own I/O too.
+            for (i, node) in c.nodes().iter().enumerate() {
+                let v = &b.volumes[if b.volumes.len() == 1 { 0 } else { i }];
+                if let Some(cg) = vol_cgroup(vols, v.get_ref()) {
+                    let _ = std::fs::write(cg.join("cgroup.procs"), node.pid().to_string());
+                }
+            }
+            mon = Some(
+                monitor::start_monitor(c.monitor_targets(), clock, dir, events.clone(), mon_stop.clone(), monitor_interval)
+                    .await?,
+            );
+            cluster = Some(c);
+        }
+        let mut results = vec![];
+        let mut err = None;
+        for (i, p) in s.phases.iter().enumerate() {
+            if o.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let p = p.get_ref();
+            let label = phase_label(p);
+            let kind = p.kind.get_ref().as_str();
+            events.event("phase_start", json!({"phase": label, "index": i, "kind": kind, "args": p.args}));
+            let t0 = clock.now_ns();
+            let r = run_phase(p, i, kind, dir, vols, cluster.as_mut(), &events, clock.zero_monotonic_ns(), o).await;
+            let elapsed_s = (clock.now_ns() - t0) as f64 / 1e9;
+            events.event("phase_end", json!({"phase": label, "index": i, "kind": kind, "ok": r.is_ok()}));
+            match r {
+                Ok(v) => results.push(json!({"index": i, "kind": kind, "name": label, "args": p.args, "elapsed_s": elapsed_s, "result": v})),
+                Err(e) => {
+                    events.error("scenario", kind, &format!("{e:#}"));
+                    results.push(json!({"index": i, "kind": kind, "name": label, "args": p.args, "elapsed_s": elapsed_s, "error": format!("{e:#}")}));
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        mon_stop.store(true, Ordering::SeqCst);
+        if let Some(m) = mon {
+            let _ = m.await;
+        }
+        if let Some(mut c) = cluster {
+            let meta = c.meta();
+            c.stop().await?;
+            results.push(json!({"broker": meta, "node_devices": node_devices}));
+        }
+        match err {
+            Some(e) => Err(e.context(format!("phases so far: {}", serde_json::to_string(&results).unwrap_or_default()))),
+            None => Ok(results),
+        }
+    });
+    let res = match outcome {
+        Ok(mut phases) => {
+            let broker = phases.pop_if(|v| v.get("broker").is_some());
+            if let Some(b) = broker {
+                rec.set_meta("broker", b["broker"].clone())?;
+                rec.set_meta("broker_nodes", b["node_devices"].clone())?;
+            }
+            rec.set_meta("phases", json!(phases))?;
+            Ok(())
+        }
+        Err(e) => Err(e),
+    };
+    rec.finish()?;
+    let o2 = crate::report::ReportOptions::default();
+    crate::report::report(dir, &o2)?;
+    res
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_phase(
+    p: &spec::PhaseDecl,
+    index: usize,
+    kind: &str,
+    dir: &Path,
+    vols: &[(String, PathBuf, Option<Volume>)],
+    cluster: Option<&mut Cluster>,
+    events: &EventLog,
+    zero_ns: u64,
+    o: &StudyOptions,
+) -> anyhow::Result<Value> {
+    let target = p.volume.as_ref().map(|v| v.get_ref().as_str());
+    let cg = target.and_then(|t| vol_cgroup(vols, t));
+    let run_child = |args: Vec<String>, cg: Option<PathBuf>| {
+        let exe = o.exe.clone();
+        let dir = dir.to_path_buf();
+        let stop = o.stop.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                child(&exe, &args, &dir, zero_ns, cg.as_deref(), &stop)
+            })
+            .await?
+        }
+    };
+    let json_or_text =
+        |s: &str| serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_string()));
+    match kind {
+        "sleep" => {
+            let d = parse_duration(p.duration.as_deref().unwrap_or("0s"))
+                .map_err(anyhow::Error::msg)?;
+            let t0 = Instant::now();
+            while t0.elapsed() < d && !o.stop.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(50).min(d)).await;
+            }
+            Ok(json!({"slept_s": t0.elapsed().as_secs_f64()}))
+        }
+        "load" => {
+            let c = cluster.ok_or_else(|| {
+                anyhow::anyhow!("a load phase needs a [broker] (or --server in its args)")
+            });
+            let mut args = vec!["load".to_string()];
+            args.extend(p.args.iter().cloned());
+            if !p.args.iter().any(|a| a == "--server") {
+                for u in c?.client_urls() {
+                    args.push("--server".into());
+                    args.push(u);
+                }
+            }
+            args.extend(["--quiet".into(), "--json".into()]);
+            let (_, out) = run_child(args, None).await?;
+            Ok(json_or_text(&out))
+        }
+        "probe" => {
+            let mut args = vec!["probe".to_string()];
+            if let Some(t) = target {
+                args.push("--filename".into());
+                args.push(
+                    vol_dir(vols, t)?
+                        .join(format!("diskpulse-probe-{index}.dat"))
+                        .display()
+                        .to_string(),
+                );
+            }
+            args.extend(p.args.iter().cloned());
+            args.extend(["--output-format".into(), "json".into()]);
+            let (_, out) = run_child(args, cg).await?;
+            std::fs::write(dir.join(format!("probe-{index}.json")), &out)?;
+            Ok(json_or_text(&out))
+        }
+        "fsync" => {
+            let mut args = vec!["fsync".to_string()];
+            if let Some(t) = target {
+                args.push("--dir".into());
+                args.push(vol_dir(vols, t)?.display().to_string());
+            }
+            args.extend(p.args.iter().cloned());
+            args.push("--json".into());
+            let (_, out) = run_child(args, cg).await?;
+            std::fs::write(dir.join(format!("fsync-{index}.json")), &out)?;
+            Ok(json_or_text(&out))
+        }
+        "check" => {
+            let mut args = vec!["check".to_string()];
+            match target {
+                Some(t) => args.push(vol_dir(vols, t)?.display().to_string()),
+                None => {
+                    for (_, d, _) in vols {
+                        args.push(d.display().to_string());
+                    }
+                }
+            }
+            args.extend(p.args.iter().cloned());
+            args.push("--json".into());
+            // check exits 1 on FAIL findings: that is a finding, not a failed phase.
+            let exe = o.exe.clone();
+            let out = tokio::task::spawn_blocking(move || {
+                Command::new(&exe)
+                    .args(&args)
+                    .stderr(Stdio::null())
+                    .output()
+            })
+            .await??;
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            std::fs::write(dir.join("check.json"), &text)?;
+            Ok(json_or_text(&text))
+        }
+        "restart" | "stop" | "start" => {
+            let c = cluster.ok_or_else(|| anyhow::anyhow!("a {kind} phase needs a [broker]"))?;
+            let nodes = phase_nodes(p, c.size())?;
+            let mut res = vec![];
+            if kind != "start" {
+                for &n in &nodes {
+                    events.event("node_stop", json!({"node": c.node(n).name()}));
+                    c.stop_node(n).await?;
+                }
+            }
+            if kind == "restart" {
+                if p.drop_caches {
+                    sysctl_drop_caches()?;
+                    events.event("drop_caches", json!({}));
+                }
+                if let Some(d) = &p.down_for {
+                    tokio::time::sleep(parse_duration(d).map_err(anyhow::Error::msg)?).await;
+                }
+            }
+            if kind != "stop" {
+                for &n in &nodes {
+                    let name = c.node(n).name().to_string();
+                    let log = c.node(n).log_path().to_path_buf();
+                    let log_len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+                    let t0 = Instant::now();
+                    events.event(
+                        "restart",
+                        json!({"node": name, "drop_caches": p.drop_caches}),
+                    );
+                    c.start_node(n).await?;
+                    let current = t0.elapsed();
+                    let healthy =
+                        wait_healthy(&c.node(n).monitor_url(), Duration::from_secs(120)).await;
+                    let healthy_ms = healthy.map(|h| (current + h).as_secs_f64() * 1e3);
+                    events.event(
+                        "restart_ready",
+                        json!({"node": name, "current_ms": current.as_secs_f64() * 1e3, "healthy_ms": healthy_ms}),
+                    );
+                    log_recovery_events(&log, log_len, &name, events);
+                    res.push(json!({"node": name, "current_ms": current.as_secs_f64() * 1e3, "healthy_ms": healthy_ms}));
+                }
+            }
+            Ok(json!({"nodes": res}))
+        }
+        other => anyhow::bail!("unknown phase kind {other}"),
+    }
+}
