@@ -436,6 +436,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         end_ns,
         senders_left: senders_left.clone(),
         expected,
+        with_senders: n_senders > 0,
     };
     env.events.event(
         "load_start",
@@ -487,6 +488,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
                 c.client,
                 sub.expect("subscribed"),
                 a.size as usize,
+                a.msgs.filter(|_| a.mode == Mode::Reply),
                 rec,
                 ctx,
             )),
