@@ -96,7 +96,7 @@ pub async fn put(
     rec: Recorder,
     ctx: Ctx,
 ) {
-    let _g = SenderGuard(ctx.senders_left.clone());
+    let _g = SenderGuard::new(&ctx);
     let js = Arc::new(js);
     let size = plan.size;
     let mut subjects = SubjectArena::new(format!("$KV.{bucket}."));
@@ -149,7 +149,7 @@ pub async fn get(
     rec: Recorder,
     ctx: Ctx,
 ) {
-    let _g = SenderGuard(ctx.senders_left.clone());
+    let _g = SenderGuard::new(&ctx);
     let mut rng = Rng::new(super::record::realtime_ns() ^ (space.index as u64) << 48);
     let keys = space.keys.max(1);
     if direct {

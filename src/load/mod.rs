@@ -534,7 +534,8 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     }
     for c in &conns {
         if matches!(c.role, Role::Sub | Role::Reply) {
-            c.client.flush().await?;
+            // The server has the subscription before the first message is sent.
+            connect::round_trip(&c.client).await?;
         }
     }
 
@@ -551,6 +552,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         start_ns,
         end_ns,
         senders_left: senders_left.clone(),
+        senders_done_ns: Arc::new(AtomicU64::new(0)),
         expected,
         with_senders: n_senders > 0,
     };

@@ -175,7 +175,7 @@ pub async fn put(
     rec: Recorder,
     ctx: Ctx,
 ) {
-    let _g = SenderGuard(ctx.senders_left.clone());
+    let _g = SenderGuard::new(&ctx);
     let store = Arc::new(store);
     let size = plan.size;
     let (i0, n) = (index as u64, n as u64);

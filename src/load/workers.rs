@@ -26,6 +26,10 @@ pub struct Ctx {
     pub end_ns: Option<u64>,
     /// Senders still running (receivers wait for them, then drain).
     pub senders_left: Arc<AtomicU64>,
+    /// When the last sender finished, on the run clock (0: not yet). Receivers drain for
+    /// [`IDLE_NS`] from the later of this and their last message: a receiver whose last
+    /// message came long before a slow sender finished still waits for the rest.
+    pub senders_done_ns: Arc<AtomicU64>,
     /// Total messages the senders will send (receivers' target), if known.
     pub expected: Option<u64>,
     /// Whether this run has senders of its own (`pub --sub`, `js-pub --consume`): then
@@ -77,10 +81,21 @@ impl SendPlan {
 }
 
 /// Marks a sender finished when dropped (so receivers know when to drain).
-pub struct SenderGuard(pub Arc<AtomicU64>);
+pub struct SenderGuard(Ctx);
+
+impl SenderGuard {
+    pub fn new(ctx: &Ctx) -> SenderGuard {
+        SenderGuard(ctx.clone())
+    }
+}
+
 impl Drop for SenderGuard {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        let c = &self.0;
+        if c.senders_left.fetch_sub(1, Ordering::SeqCst) == 1 {
+            c.senders_done_ns
+                .store(c.clock.now_ns().max(1), Ordering::SeqCst);
+        }
     }
 }
 
@@ -106,7 +121,7 @@ pub async fn core_pub(
     mut rec: Recorder,
     ctx: Ctx,
 ) {
-    let _g = SenderGuard(ctx.senders_left.clone());
+    let _g = SenderGuard::new(&ctx);
     let (fixed, mut stamped) = payload_source(&plan);
     let size = plan.size as u64;
     let mut done = 0u64;
@@ -118,7 +133,8 @@ pub async fn core_pub(
         }
         done += 1;
     }
-    if let Err(e) = client.flush().await {
+    // Closing right after a flush can lose what the server has not read yet.
+    if let Err(e) = super::connect::round_trip(&client).await {
         rec.error(rec.now(), "flush", || e.to_string());
     }
     rec.finish();
@@ -141,11 +157,16 @@ pub fn receiver_should_end(
         return true;
     }
     let past_end = ctx.end_ns.is_some_and(|e| now >= e);
-    let idle = now.saturating_sub(idle_since_ns) > IDLE_NS;
     if ctx.with_senders {
-        let senders_done = ctx.senders_left.load(Ordering::SeqCst) == 0;
-        (senders_done || past_end) && idle
+        let done_ns = ctx.senders_done_ns.load(Ordering::SeqCst);
+        let since = match (done_ns, ctx.end_ns) {
+            (0, Some(e)) if past_end => e,
+            (0, _) => return false,
+            (d, _) => d,
+        };
+        now.saturating_sub(idle_since_ns.max(since)) > IDLE_NS
     } else {
+        let idle = now.saturating_sub(idle_since_ns) > IDLE_NS;
         past_end || (idle_ends && idle)
     }
 }
@@ -300,7 +321,7 @@ pub async fn request(
     rec: Recorder,
     ctx: Ctx,
 ) {
-    let _g = SenderGuard(ctx.senders_left.clone());
+    let _g = SenderGuard::new(&ctx);
     let (fixed, mut stamped) = payload_source(&plan);
     let size = plan.size as u64;
     windowed(window, plan, rec, ctx, |_| {
@@ -352,9 +373,7 @@ pub async fn reply(
             .map(|e| e + 2_000_000_000 * u64::from(ctx.with_senders));
         if reached
             || ctx.stop.load(Ordering::Relaxed)
-            || (ctx.with_senders
-                && ctx.senders_left.load(Ordering::SeqCst) == 0
-                && now.saturating_sub(last) > IDLE_NS)
+            || (ctx.with_senders && receiver_should_end(&ctx, false, last, now, false))
             || grace_end.is_some_and(|e| now >= e)
         {
             break;
@@ -375,7 +394,7 @@ pub async fn reply(
             Err(_) => {}
         }
     }
-    let _ = client.flush().await;
+    let _ = super::connect::round_trip(&client).await;
     rec.finish();
 }
 
@@ -428,7 +447,7 @@ pub async fn js_pub(
     mut rec: Recorder,
     ctx: Ctx,
 ) {
-    let _g = SenderGuard(ctx.senders_left.clone());
+    let _g = SenderGuard::new(&ctx);
     let (fixed, mut stamped) = payload_source(&plan);
     let size = plan.size as u64;
     let mut inflight = FuturesUnordered::new();
