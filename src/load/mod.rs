@@ -5,7 +5,9 @@
 //! `kv-put`, `kv-get`; `obj-put`, `obj-get`. Modes that belong together run together in one
 //! invocation (`pub --sub 4`, `request --reply 2`, `js-pub --consume 2`, `obj-put
 //! --consumers 20`). Each client is its own connection; clients are spread round-robin
-//! over the servers. See [`record`] for what is measured and [`collect`] for `load.csv`.
+//! over the servers. See [`record`] for what is measured and [`collect`] for `load.csv`;
+//! [`js`], [`kv`] and [`obj`] for the JetStream modes and what they verify, [`content`]
+//! for the keys, values and objects derived from their names.
 
 pub mod collect;
 pub mod connect;
@@ -248,6 +250,12 @@ impl LoadArgs {
         }
         if self.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
             return Err(usage!("--rate takes ops per second above 0"));
+        }
+        if self.rate.is_some() && matches!(self.mode, Mode::Sub | Mode::Reply | Mode::JsConsume) {
+            return Err(usage!(
+                "--rate paces senders; {} receives as fast as messages come",
+                self.main_role().name()
+            ));
         }
         if self.window == Some(0) {
             return Err(usage!("--window must be at least 1"));

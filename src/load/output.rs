@@ -166,11 +166,20 @@ pub fn human(roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
     use std::fmt::Write;
     let mut o = String::new();
     for r in roles {
+        let u = r.role.unit();
+        // Objects are few and slow: rates with two decimals, as the storage study's tables.
+        let rate = |v: f64| {
+            if u == "objs" {
+                format!("{v:.2}")
+            } else {
+                commas(v)
+            }
+        };
         let _ = writeln!(
             o,
-            "{} stats: {} msgs/sec ~ {:.2} MiB/sec ({} msgs, {} clients, {:.2} s)",
+            "{} stats: {} {u}/sec ~ {:.2} MiB/sec ({} {u}, {} clients, {:.2} s)",
             r.role.name(),
-            commas(r.msgs_per_s),
+            rate(r.msgs_per_s),
             r.mib_per_s,
             commas(r.ops as f64),
             r.clients,
@@ -180,9 +189,9 @@ pub fn human(roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
             for c in clients.iter().filter(|c| c.role == r.role) {
                 let _ = writeln!(
                     o,
-                    " [{}] {} msgs/sec ~ {:.2} MiB/sec ({} msgs) {}",
+                    " [{}] {} {u}/sec ~ {:.2} MiB/sec ({} {u}) {}",
                     c.index + 1,
-                    commas(client_rate(c)),
+                    rate(client_rate(c)),
                     if c.duration_s() > 0.0 {
                         c.bytes as f64 / c.duration_s() / 1048576.0
                     } else {
@@ -195,11 +204,11 @@ pub fn human(roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
             let s = &r.per_client_msgs_per_s;
             let _ = writeln!(
                 o,
-                " min {} | avg {} | max {} | stddev {} msgs/sec",
-                commas(s.min),
-                commas(s.avg),
-                commas(s.max),
-                commas(s.stddev)
+                " min {} | avg {} | max {} | stddev {} {u}/sec",
+                rate(s.min),
+                rate(s.avg),
+                rate(s.max),
+                rate(s.stddev)
             );
         }
         if let Some(l) = &r.lat_us {

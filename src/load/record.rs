@@ -75,6 +75,16 @@ impl Role {
         }
     }
 
+    /// What one operation of this role is called in summaries: messages, KV operations,
+    /// objects (the study's "Obj/s").
+    pub fn unit(self) -> &'static str {
+        match self {
+            Role::KvPut | Role::KvGet => "ops",
+            Role::ObjPut | Role::ObjGet => "objs",
+            _ => "msgs",
+        }
+    }
+
     /// What `lat` means for this role (for the README and summaries).
     pub fn latency_meaning(self) -> &'static str {
         match self {
