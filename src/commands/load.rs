@@ -207,6 +207,10 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     let (outcome, bmeta) = match result {
         Ok(x) => x,
         Err(e) => {
+            if let Some(p) = &a.load.csv {
+                // Nothing was measured: a CSV with its header, so scripts read an empty run.
+                let _ = std::fs::write(p, format!("{}\n", output::CSV_HEADER));
+            }
             if let Some(r) = rec {
                 events.error("load", "run", &format!("{e:#}"));
                 let dir = r.dir.clone();
@@ -248,20 +252,11 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
         eprint!("{}", report::table(&s));
         println!("{}", dir.display());
     }
-    let errors: u64 = roles.iter().map(|r| r.errors).sum();
     if stop.load(Ordering::Relaxed) {
         return Ok(130);
     }
-    if errors > 0 {
-        let kinds: Vec<String> = roles
-            .iter()
-            .flat_map(|r| {
-                r.errors_by_kind
-                    .iter()
-                    .map(move |(k, v)| format!("{} {k}: {v}", r.role.name()))
-            })
-            .collect();
-        eprintln!("Error: {errors} operations failed ({})", kinds.join(", "));
+    if let Some(line) = output::error_line(&roles) {
+        eprintln!("Error: {line}");
         return Ok(1);
     }
     Ok(0)

@@ -158,6 +158,31 @@ impl ConnectArgs {
     }
 }
 
+/// Waits until the server has processed everything this client sent before.
+///
+/// `Client::flush` only writes the client's buffer to the socket; it does not wait for
+/// the server. A publisher that closes its connection right after `flush` can lose the
+/// messages the server had not read yet, and a subscriber that starts senders after
+/// `flush` can miss the first messages, or make the first request fail with "no
+/// responders", because the server has not yet processed the SUB. A request to a subject
+/// nobody serves comes back as "no responders" only after the server processed every
+/// earlier operation of this connection (it handles a connection's protocol in order): a
+/// round trip, like the PING/PONG of the Go client's `Flush`.
+pub async fn round_trip(client: &async_nats::Client) -> anyhow::Result<()> {
+    let subject = format!("_DISKPULSE.RTT.{}", std::process::id());
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.request(subject, bytes::Bytes::new()),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("the server did not answer a round trip within 10 s"))?;
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("round trip to the server failed: {e}")),
+    }
+}
+
 /// `nats://user:pass@host:4222` -> `nats://***@host:4222`.
 pub fn redact_url(url: &str) -> String {
     if let Some(i) = url.find("://") {

@@ -5,10 +5,16 @@
 //! `kv-put`, `kv-get`; `obj-put`, `obj-get`. Modes that belong together run together in one
 //! invocation (`pub --sub 4`, `request --reply 2`, `js-pub --consume 2`, `obj-put
 //! --consumers 20`). Each client is its own connection; clients are spread round-robin
-//! over the servers. See [`record`] for what is measured and [`collect`] for `load.csv`.
+//! over the servers. See [`record`] for what is measured and [`collect`] for `load.csv`;
+//! [`js`], [`kv`] and [`obj`] for the JetStream modes and what they verify, [`content`]
+//! for the keys, values and objects derived from their names.
 
 pub mod collect;
 pub mod connect;
+pub mod content;
+pub mod js;
+pub mod kv;
+pub mod obj;
 pub mod output;
 pub mod pace;
 pub mod record;
@@ -66,6 +72,23 @@ pub enum Storage {
     Memory,
 }
 
+/// The JetStream storage type of a [`Storage`].
+pub fn storage_type(s: Storage) -> jetstream::stream::StorageType {
+    match s {
+        Storage::File => jetstream::stream::StorageType::File,
+        Storage::Memory => jetstream::stream::StorageType::Memory,
+    }
+}
+
+/// How js-consume pull consumers acknowledge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AckMode {
+    /// Ack every message (a publish the client does not wait for), as `nats bench`.
+    Explicit,
+    /// Ack policy none: no ack traffic in what is measured.
+    None,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct LoadArgs {
     /// The workload.
@@ -85,10 +108,12 @@ pub struct LoadArgs {
     /// request/cast: responders started in this process.
     #[arg(long, default_value_t = 0)]
     pub reply: usize,
-    /// js-pub: consumers started in this process at the same time.
+    /// js-pub: consumers started in this process before the publishers (pull, or --ordered).
     #[arg(long, default_value_t = 0)]
     pub consume: usize,
-    /// Total operations of the main role, split over the clients.
+    /// Total operations of the main role, split over the clients (js-consume pull: messages
+    /// over all clients; --ordered: per client). Default 100,000 (obj modes: --objects;
+    /// js-consume: until the stream is drained).
     #[arg(long)]
     pub msgs: Option<u64>,
     /// Run for this long (with --msgs: whichever ends first).
@@ -104,10 +129,11 @@ pub struct LoadArgs {
     /// js-pub: wait for each ack before the next publish.
     #[arg(long)]
     pub sync: bool,
-    /// In-flight operations per client (js-pub acks, requests). Default: 256 for js-pub, 1 otherwise.
+    /// In-flight operations per client (js-pub acks, requests, KV puts/gets, object PUTs/GETs).
+    /// Default: 256 for js-pub, 1 otherwise.
     #[arg(long)]
     pub window: Option<usize>,
-    /// Request timeout.
+    /// Request (and KV get) timeout.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub timeout: Duration,
     /// Stream name (js-pub, js-consume).
@@ -134,6 +160,9 @@ pub struct LoadArgs {
     /// js-consume: ordered consumers (each client gets every message) instead of a shared pull consumer.
     #[arg(long)]
     pub ordered: bool,
+    /// js-consume (pull): ack every message, or ack policy none.
+    #[arg(long, value_enum, default_value_t = AckMode::Explicit)]
+    pub ack: AckMode,
     /// kv: number of distinct keys.
     #[arg(long, default_value_t = 1000)]
     pub keys: u64,
@@ -143,10 +172,10 @@ pub struct LoadArgs {
     /// obj: objects to put (split over --workers).
     #[arg(long, default_value_t = 100)]
     pub objects: u64,
-    /// obj-put: putting workers (like --clients).
+    /// obj-put: putting workers (default: --clients).
     #[arg(long)]
     pub workers: Option<usize>,
-    /// obj-put: getting consumers started at once; obj-get: consumers (like --clients).
+    /// obj-put: getting consumers started with the putters; obj-get: consumers (default: --clients).
     #[arg(long, default_value_t = 0)]
     pub consumers: usize,
     /// Statistics window of load.csv.
@@ -222,6 +251,12 @@ impl LoadArgs {
         if self.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
             return Err(usage!("--rate takes ops per second above 0"));
         }
+        if self.rate.is_some() && matches!(self.mode, Mode::Sub | Mode::Reply | Mode::JsConsume) {
+            return Err(usage!(
+                "--rate paces senders; {} receives as fast as messages come",
+                self.main_role().name()
+            ));
+        }
         if self.window == Some(0) {
             return Err(usage!("--window must be at least 1"));
         }
@@ -230,6 +265,26 @@ impl LoadArgs {
         }
         if self.msgs == Some(0) {
             return Err(usage!("--msgs must be at least 1"));
+        }
+        if self.batch == 0 {
+            return Err(usage!("--batch must be at least 1"));
+        }
+        if self.keys == 0 {
+            return Err(usage!("--keys must be at least 1"));
+        }
+        if matches!(self.mode, Mode::ObjPut | Mode::ObjGet) {
+            if !(1024..=1024 * 1024).contains(&self.object_size) {
+                return Err(usage!(
+                    "--object-size takes 1k to 1024k, got {} bytes",
+                    self.object_size
+                ));
+            }
+            if self.objects == 0 {
+                return Err(usage!("--objects must be at least 1"));
+            }
+        }
+        if self.workers == Some(0) {
+            return Err(usage!("--workers must be at least 1"));
         }
         if !(1..=5).contains(&self.replicas) {
             return Err(usage!("--replicas takes 1 to 5, got {}", self.replicas));
@@ -252,9 +307,17 @@ impl LoadArgs {
         match (self.msgs, self.duration) {
             (Some(m), _) => Some(m),
             (None, Some(_)) => None,
-            (None, None) if matches!(self.mode, Mode::Reply) => None,
+            (None, None) if matches!(self.mode, Mode::Reply | Mode::JsConsume) => None,
             (None, None) if matches!(self.mode, Mode::ObjPut | Mode::ObjGet) => Some(self.objects),
             (None, None) => Some(100_000),
+        }
+    }
+
+    /// Bytes per operation of the main role.
+    fn op_size(&self) -> usize {
+        match self.mode {
+            Mode::ObjPut | Mode::ObjGet => self.object_size as usize,
+            _ => self.size as usize,
         }
     }
 
@@ -303,20 +366,56 @@ fn js_context(client: async_nats::Client, window: usize, timeout: Duration) -> j
         .build(client)
 }
 
+/// What [`prepare`] found or made.
+#[derive(Default)]
+struct Prepared {
+    /// kv-get: the bucket serves direct gets.
+    kv_direct: bool,
+    /// obj modes: the objects getters may read.
+    catalog: Option<Arc<obj::Catalog>>,
+    /// The shared pull consumer was created (and is deleted at the end).
+    pull_consumer: bool,
+}
+
 /// Creates or checks what the mode needs (stream, consumer, bucket) before any worker.
-async fn prepare(a: &LoadArgs, client: &async_nats::Client) -> anyhow::Result<()> {
-    if !matches!(a.mode, Mode::JsPub) {
-        return Ok(());
-    }
+async fn prepare(a: &LoadArgs, client: &async_nats::Client, url: &str) -> anyhow::Result<Prepared> {
     let js = jetstream::new(client.clone());
-    let storage = match a.storage {
-        Storage::File => jetstream::stream::StorageType::File,
-        Storage::Memory => jetstream::stream::StorageType::Memory,
-    };
+    let url = connect::redact_url(url);
+    let mut p = Prepared::default();
+    match a.mode {
+        Mode::JsPub => {
+            prepare_stream(a, &js).await?;
+            if a.consume > 0 && !a.ordered {
+                js::prepare_pull(a, &js, a.consume, true).await?;
+                p.pull_consumer = true;
+            }
+        }
+        Mode::JsConsume => {
+            if !js::stream_exists(&js, &a.stream).await? {
+                return Err(js::stream_not_found(&a.stream, &url));
+            }
+            if !a.ordered {
+                js::prepare_pull(a, &js, a.main_clients(), false).await?;
+                p.pull_consumer = true;
+            }
+        }
+        Mode::KvPut | Mode::KvGet => {
+            p.kv_direct = kv::prepare(a, &js, &url, a.mode == Mode::KvPut).await?;
+        }
+        Mode::ObjPut | Mode::ObjGet => {
+            p.catalog = Some(obj::prepare(a, &js, &url, a.mode == Mode::ObjPut).await?);
+        }
+        _ => {}
+    }
+    Ok(p)
+}
+
+/// js-pub: creates the stream (or checks that an existing one captures the subject).
+async fn prepare_stream(a: &LoadArgs, js: &jetstream::Context) -> anyhow::Result<()> {
     let mut cfg = jetstream::stream::Config {
         name: a.stream.clone(),
         subjects: vec![a.subject.clone()],
-        storage,
+        storage: storage_type(a.storage),
         num_replicas: a.replicas,
         ..Default::default()
     };
@@ -345,6 +444,24 @@ async fn prepare(a: &LoadArgs, client: &async_nats::Client) -> anyhow::Result<()
     Ok(())
 }
 
+/// Which roles send (and hold a [`workers::SenderGuard`]); receivers of the same run drain
+/// after them.
+fn is_sender(r: Role) -> bool {
+    matches!(
+        r,
+        Role::Pub | Role::Request | Role::JsPub | Role::KvPut | Role::KvGet | Role::ObjPut
+    )
+}
+
+/// What a client opened before the load starts (subscriptions, consumers, buckets), so
+/// that setting up is not load time and receivers exist before the first send.
+enum Opened {
+    Nothing,
+    Sub(async_nats::Subscriber),
+    Consumer(js::Source),
+    Objects(Box<async_nats::jetstream::object_store::ObjectStore>),
+}
+
 /// Runs the load; returns when every worker has finished (or after Ctrl-C).
 pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     if env.servers.is_empty() {
@@ -355,7 +472,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         .connect
         .connect(&server_of(0), "diskpulse-setup", 2048, &env.events)
         .await?;
-    prepare(a, &setup).await?;
+    let prepared = prepare(a, &setup, &server_of(0)).await?;
 
     let clock = env.clock;
     let window_ns = a.stats_window.as_nanos() as u64;
@@ -378,6 +495,8 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     match a.mode {
         Mode::Pub if a.sub > 0 => roles.push((Role::Sub, a.sub)),
         Mode::Request | Mode::Cast if a.reply > 0 => roles.push((Role::Reply, a.reply)),
+        Mode::JsPub if a.consume > 0 => roles.push((Role::JsConsume, a.consume)),
+        Mode::ObjPut if a.consumers > 0 => roles.push((Role::ObjGet, a.consumers)),
         _ => {}
     }
     let mut k = 0usize;
@@ -400,25 +519,31 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         }
     }
 
-    // Receivers subscribe before any sender starts.
-    let is_sender = |r: Role| matches!(r, Role::Pub | Role::Request | Role::JsPub);
+    // Receivers subscribe (and consumers, buckets open) before any sender starts.
     let n_senders = conns.iter().filter(|c| is_sender(c.role)).count() as u64;
     senders_left.store(n_senders, std::sync::atomic::Ordering::SeqCst);
-    let mut subs = vec![];
+    let mut opened = vec![];
     for c in &conns {
-        match c.role {
-            Role::Sub => subs.push(Some(c.client.subscribe(subject.clone()).await?)),
-            Role::Reply => subs.push(Some(
+        opened.push(match c.role {
+            Role::Sub => Opened::Sub(c.client.subscribe(subject.clone()).await?),
+            Role::Reply => Opened::Sub(
                 c.client
                     .queue_subscribe(subject.clone(), "diskpulse".into())
                     .await?,
+            ),
+            Role::JsConsume => {
+                Opened::Consumer(js::open(a, c.client.clone(), a.mode == Mode::JsPub).await?)
+            }
+            Role::ObjPut | Role::ObjGet => Opened::Objects(Box::new(
+                obj::open(a, &js_context(c.client.clone(), 1, a.timeout)).await?,
             )),
-            _ => subs.push(None),
-        }
+            _ => Opened::Nothing,
+        });
     }
     for c in &conns {
         if matches!(c.role, Role::Sub | Role::Reply) {
-            c.client.flush().await?;
+            // The server has the subscription before the first message is sent.
+            connect::round_trip(&c.client).await?;
         }
     }
 
@@ -435,7 +560,9 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         start_ns,
         end_ns,
         senders_left: senders_left.clone(),
+        senders_done_ns: Arc::new(AtomicU64::new(0)),
         expected,
+        with_senders: n_senders > 0,
     };
     env.events.event(
         "load_start",
@@ -451,17 +578,27 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         env.events.clone(),
     ));
 
+    // js-consume alone: --msgs counts all pull clients' messages together (they split the
+    // stream), or each ordered client's (each reads every message).
+    let consume_limit = match (a.mode, a.msgs) {
+        (Mode::JsConsume, Some(m)) if a.ordered => js::Limit::Own(m),
+        (Mode::JsConsume, Some(m)) => js::Limit::Shared(Arc::new(AtomicU64::new(0)), m),
+        _ => js::Limit::None,
+    };
+    let catalog = prepared.catalog.clone().unwrap_or_default();
     let mut tasks = vec![];
-    for (c, sub) in conns.into_iter().zip(subs) {
+    for (c, open) in conns.into_iter().zip(opened) {
         let rec = Recorder::new(c.role, c.index, &c.server, clock, window_ns, tx.clone());
         let n_role = roles
             .iter()
             .find(|r| r.0 == c.role)
             .map(|r| r.1)
             .unwrap_or(1);
+        let is_main = c.role == main;
         let plan = SendPlan {
             count: total.map(|t| share(t, c.index, n_role)),
-            pacer: a.rate.map(|r| {
+            // --rate paces the main role; getters beside putters go as fast as they can.
+            pacer: a.rate.filter(|_| is_main).map(|r| {
                 Pacer::new(
                     clock,
                     start_ns,
@@ -471,40 +608,102 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
                 )
             }),
             stamp: true,
-            size: a.size as usize,
+            size: if is_main {
+                a.op_size()
+            } else {
+                a.object_size as usize
+            },
         };
         let ctx = ctx.clone();
         let subj = subject.clone();
-        let w = a.window_for(c.role);
+        // Getters beside putters work one object at a time, like the study's consumers.
+        let w = if is_main { a.window_for(c.role) } else { 1 };
         let timeout = a.timeout;
-        let t = match c.role {
-            Role::Pub => tokio::spawn(workers::core_pub(c.client, subj, plan, rec, ctx)),
-            Role::Sub => tokio::spawn(workers::core_sub(sub.expect("subscribed"), rec, ctx)),
-            Role::Request => {
+        let t = match (c.role, open) {
+            (Role::Pub, _) => tokio::spawn(workers::core_pub(c.client, subj, plan, rec, ctx)),
+            (Role::Sub, Opened::Sub(sub)) => tokio::spawn(workers::core_sub(sub, rec, ctx)),
+            (Role::Request, _) => {
                 tokio::spawn(workers::request(c.client, subj, w, timeout, plan, rec, ctx))
             }
-            Role::Reply => tokio::spawn(workers::reply(
+            (Role::Reply, Opened::Sub(sub)) => tokio::spawn(workers::reply(
                 c.client,
-                sub.expect("subscribed"),
+                sub,
                 a.size as usize,
+                a.msgs.filter(|_| a.mode == Mode::Reply),
                 rec,
                 ctx,
             )),
-            Role::JsPub => {
+            (Role::JsPub, _) => {
                 let js = js_context(c.client, w, timeout);
                 tokio::spawn(workers::js_pub(js, subj, w, plan, rec, ctx))
             }
-            other => anyhow::bail!("mode {} is not built yet", other.name()),
+            (Role::JsConsume, Opened::Consumer(src)) => tokio::spawn(js::consume(
+                src,
+                a.ack == AckMode::Explicit,
+                consume_limit.clone(),
+                rec,
+                ctx,
+            )),
+            (Role::KvPut, _) => {
+                let js = js_context(c.client, w, timeout);
+                let space = kv::KeySpace {
+                    keys: a.keys,
+                    index: c.index,
+                    n: n_role,
+                };
+                tokio::spawn(kv::put(js, a.bucket.clone(), space, w, plan, rec, ctx))
+            }
+            (Role::KvGet, _) => {
+                let space = kv::KeySpace {
+                    keys: a.keys,
+                    index: c.index,
+                    n: n_role,
+                };
+                tokio::spawn(kv::get(
+                    c.client,
+                    a.bucket.clone(),
+                    prepared.kv_direct,
+                    space,
+                    w,
+                    timeout,
+                    plan,
+                    rec,
+                    ctx,
+                ))
+            }
+            (Role::ObjPut, Opened::Objects(store)) => tokio::spawn(obj::put(
+                *store,
+                c.index,
+                n_role,
+                catalog.clone(),
+                w,
+                plan,
+                rec,
+                ctx,
+            )),
+            (Role::ObjGet, Opened::Objects(store)) => {
+                tokio::spawn(obj::get(*store, catalog.clone(), w, plan, rec, ctx))
+            }
+            (role, _) => anyhow::bail!("role {} has nothing opened to work on", role.name()),
         };
         tasks.push(t);
     }
     drop(tx);
+    let mut panicked = None;
     for t in tasks {
-        t.await?;
+        if let Err(e) = t.await {
+            panicked.get_or_insert(e);
+        }
     }
     let ended_ns = clock.now_ns();
     let collected = collector.await??;
     env.events.event("load_stop", serde_json::json!({}));
+    if prepared.pull_consumer {
+        js::cleanup_pull(&a.stream, &jetstream::new(setup.clone())).await;
+    }
+    if let Some(e) = panicked {
+        anyhow::bail!("a load worker failed: {e}");
+    }
     let w = a.window_for(main);
     Ok(LoadOutcome {
         clients: collected.clients,

@@ -166,11 +166,20 @@ pub fn human(roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
     use std::fmt::Write;
     let mut o = String::new();
     for r in roles {
+        let u = r.role.unit();
+        // Objects are few and slow: rates with two decimals, as the storage study's tables.
+        let rate = |v: f64| {
+            if u == "objs" {
+                format!("{v:.2}")
+            } else {
+                commas(v)
+            }
+        };
         let _ = writeln!(
             o,
-            "{} stats: {} msgs/sec ~ {:.2} MiB/sec ({} msgs, {} clients, {:.2} s)",
+            "{} stats: {} {u}/sec ~ {:.2} MiB/sec ({} {u}, {} clients, {:.2} s)",
             r.role.name(),
-            commas(r.msgs_per_s),
+            rate(r.msgs_per_s),
             r.mib_per_s,
             commas(r.ops as f64),
             r.clients,
@@ -180,9 +189,9 @@ pub fn human(roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
             for c in clients.iter().filter(|c| c.role == r.role) {
                 let _ = writeln!(
                     o,
-                    " [{}] {} msgs/sec ~ {:.2} MiB/sec ({} msgs) {}",
+                    " [{}] {} {u}/sec ~ {:.2} MiB/sec ({} {u}) {}",
                     c.index + 1,
-                    commas(client_rate(c)),
+                    rate(client_rate(c)),
                     if c.duration_s() > 0.0 {
                         c.bytes as f64 / c.duration_s() / 1048576.0
                     } else {
@@ -195,11 +204,11 @@ pub fn human(roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
             let s = &r.per_client_msgs_per_s;
             let _ = writeln!(
                 o,
-                " min {} | avg {} | max {} | stddev {} msgs/sec",
-                commas(s.min),
-                commas(s.avg),
-                commas(s.max),
-                commas(s.stddev)
+                " min {} | avg {} | max {} | stddev {} {u}/sec",
+                rate(s.min),
+                rate(s.avg),
+                rate(s.max),
+                rate(s.stddev)
             );
         }
         if let Some(l) = &r.lat_us {
@@ -228,6 +237,59 @@ pub fn human(roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
         }
     }
     o
+}
+
+/// What an error kind means and what to do about it (the end of the one error line).
+pub fn error_hint(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "stream_full" => "the stream or bucket is at its limits (max bytes or messages, discard new); empty it with --purge or raise --max-bytes",
+        "storage_full" | "memory_full" | "insufficient_resources" | "account_limits" => {
+            "the server's JetStream storage is full; free space or raise its max_file_store/max_memory_store"
+        }
+        "no_responders" => "nothing serves the subject; start `diskpulse load reply` or add --reply N",
+        "timeout" => "the server did not answer within --timeout",
+        "not_found" => "reads asked for keys or objects that were never put; put them first (kv-put with the same --keys, obj-put)",
+        "mismatch" | "digest_mismatch" => "data read back is not what diskpulse wrote",
+        "missing" => "messages never arrived (slow consumer drops); use fewer publishers or more subscribers",
+        "stream_not_found" => "the stream is gone; create it with js-pub",
+        _ => return None,
+    })
+}
+
+/// The one error line of a run with failed operations:
+/// `9596 of 10000 js-pub operations failed (stream_full 9596): <hint>`.
+pub fn error_line(roles: &[RoleSummary]) -> Option<String> {
+    let failed: Vec<&RoleSummary> = roles.iter().filter(|r| r.errors > 0).collect();
+    if failed.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = failed
+        .iter()
+        .map(|r| {
+            let kinds: Vec<String> = r
+                .errors_by_kind
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            format!(
+                "{} of {} {} operations failed ({})",
+                r.errors,
+                r.errors + r.ops,
+                r.role.name(),
+                kinds.join(", ")
+            )
+        })
+        .collect();
+    // The hint of the most frequent kind.
+    let top = failed
+        .iter()
+        .flat_map(|r| r.errors_by_kind.iter())
+        .max_by_key(|(_, v)| **v)
+        .map(|(k, _)| *k);
+    Some(match top.and_then(error_hint) {
+        Some(h) => format!("{}: {h}", parts.join("; ")),
+        None => parts.join("; "),
+    })
 }
 
 /// natscli's CSV header, then diskpulse's latency columns (microseconds).

@@ -80,7 +80,9 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 400);
-        // Never more than ~1 ms ahead of the schedule.
-        assert!(clock.now_ns() + 1_500_000 >= last);
+        // Never more than 2 ms ahead of the schedule (the documented bound: a start less
+        // than 2 ms away is issued at once).
+        let now = clock.now_ns();
+        assert!(now + 2_000_000 >= last, "{} us early", (last - now) / 1000);
     }
 }

@@ -75,6 +75,16 @@ impl Role {
         }
     }
 
+    /// What one operation of this role is called in summaries: messages, KV operations,
+    /// objects (the study's "Obj/s").
+    pub fn unit(self) -> &'static str {
+        match self {
+            Role::KvPut | Role::KvGet => "ops",
+            Role::ObjPut | Role::ObjGet => "objs",
+            _ => "msgs",
+        }
+    }
+
     /// What `lat` means for this role (for the README and summaries).
     pub fn latency_meaning(self) -> &'static str {
         match self {
@@ -192,6 +202,11 @@ impl Recorder {
         self.clock
     }
 
+    /// This worker's index within its role.
+    pub fn index(&self) -> usize {
+        self.totals.index
+    }
+
     /// The current time on the run clock (one vDSO call).
     #[inline]
     pub fn now(&self) -> u64 {
@@ -260,6 +275,15 @@ impl Recorder {
         self.count(now, bytes);
         record_ns(&mut self.lat, now.saturating_sub(sent));
         record_ns(&mut self.co, now.saturating_sub(intended.min(sent)));
+    }
+
+    /// A received message whose end-to-end latency `e2e_ns` is known (from a stamp on
+    /// another clock): it may be older than the run itself.
+    #[inline]
+    pub fn op_e2e(&mut self, now: u64, bytes: u64, e2e_ns: u64) {
+        self.count(now, bytes);
+        record_ns(&mut self.lat, e2e_ns);
+        record_ns(&mut self.co, e2e_ns);
     }
 
     /// A failed operation, by kind (`timeout`, `no_responders`, ...).

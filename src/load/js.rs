@@ -1,0 +1,262 @@
+//! `js-consume` (and `js-pub --consume M`): JetStream consumers with end-to-end latency.
+//!
+//! Two kinds, as `nats bench`:
+//! - pull (default): one shared durable pull consumer, `diskpulse-<stream>`, so N clients
+//!   split the messages between them. Each client keeps pulls of `--batch` messages in
+//!   flight (the Go client's `Consume` with `PullMaxMessages`, async-nats's
+//!   `Consumer::stream`): a new pull goes out when half a batch is left, so the client
+//!   never stops to ask. Every message is acked (`--ack explicit`, an ack is a publish the
+//!   client does not wait for), or not at all (`--ack none`: the consumer's ack policy is
+//!   none, which takes the ack traffic out of what is measured).
+//! - `--ordered`: each client its own ordered consumer, so every client gets every message.
+//!
+//! The durable is created fresh for each run (deleted first if it exists, deleted again at
+//! the end), so `js-consume` reads the stream from its first message and a run never
+//! starts from where the last one stopped. Beside publishers (`js-pub --consume`) the
+//! consumers are created before any publisher starts and deliver only what comes after
+//! (deliver policy `new`), so they receive exactly what this run publishes.
+//!
+//! Latency is end to end: from the send time diskpulse publishers stamp into the payload
+//! (see [`super::record::stamp`]) to receipt. For messages published before the run it
+//! includes their time in the stream.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer};
+use futures::StreamExt;
+
+use super::record::Recorder;
+use super::workers::{receiver_should_end, record_receipt, Ctx};
+use super::{AckMode, LoadArgs};
+
+/// The shared pull consumer's name for a stream.
+pub fn durable_name(stream: &str) -> String {
+    format!("diskpulse-{stream}")
+}
+
+/// The one line a user sees when the stream is not there.
+pub fn stream_not_found(stream: &str, url: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "stream '{stream}' not found at {url}; create it with `diskpulse load js-pub --stream {stream}` first"
+    )
+}
+
+/// Whether a stream exists (other failures are errors).
+pub async fn stream_exists(js: &jetstream::Context, name: &str) -> anyhow::Result<bool> {
+    match js.get_stream(name).await {
+        Ok(_) => Ok(true),
+        Err(e) => match e.kind() {
+            jetstream::context::GetStreamErrorKind::JetStream(j)
+                if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND =>
+            {
+                Ok(false)
+            }
+            _ => Err(anyhow::anyhow!("cannot look up stream '{name}': {e}")),
+        },
+    }
+}
+
+/// Creates the shared durable pull consumer (fresh) before any client starts. `new_only`:
+/// deliver only messages published from now on (beside this run's publishers).
+pub async fn prepare_pull(
+    a: &LoadArgs,
+    js: &jetstream::Context,
+    clients: usize,
+    new_only: bool,
+) -> anyhow::Result<()> {
+    let stream = js
+        .get_stream(&a.stream)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot open stream '{}': {e}", a.stream))?;
+    let name = durable_name(&a.stream);
+    // A leftover from an earlier run would start where that run stopped.
+    let _ = stream.delete_consumer(&name).await;
+    let cfg = consumer::pull::Config {
+        durable_name: Some(name.clone()),
+        description: Some("diskpulse load js-consume (shared by its clients)".into()),
+        deliver_policy: if new_only {
+            consumer::DeliverPolicy::New
+        } else {
+            consumer::DeliverPolicy::All
+        },
+        ack_policy: match a.ack {
+            AckMode::Explicit => consumer::AckPolicy::Explicit,
+            AckMode::None => consumer::AckPolicy::None,
+        },
+        // Enough that the clients' pulls in flight never wait for acks.
+        max_ack_pending: (4 * a.batch * clients).max(1000) as i64,
+        ..Default::default()
+    };
+    stream
+        .create_consumer(cfg)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot create consumer '{name}' on '{}': {e}", a.stream))?;
+    Ok(())
+}
+
+/// Deletes the shared durable at the end (best effort: the run's figures do not depend on it).
+pub async fn cleanup_pull(stream: &str, js: &jetstream::Context) {
+    if let Ok(s) = js.get_stream(stream).await {
+        let _ = s.delete_consumer(&durable_name(stream)).await;
+    }
+}
+
+/// One client's message source, opened before the load starts.
+pub enum Source {
+    Pull(Box<consumer::pull::Stream>),
+    Ordered(Box<consumer::pull::Ordered>),
+}
+
+/// Opens a client's source on its own connection.
+pub async fn open(
+    a: &LoadArgs,
+    client: async_nats::Client,
+    new_only: bool,
+) -> anyhow::Result<Source> {
+    let js = jetstream::new(client);
+    let stream = js
+        .get_stream(&a.stream)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot open stream '{}': {e}", a.stream))?;
+    if a.ordered {
+        let c = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                deliver_policy: if new_only {
+                    consumer::DeliverPolicy::New
+                } else {
+                    consumer::DeliverPolicy::All
+                },
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!("cannot create an ordered consumer on '{}': {e}", a.stream)
+            })?;
+        Ok(Source::Ordered(Box::new(c.messages().await.map_err(
+            |e| anyhow::anyhow!("cannot consume from '{}': {e}", a.stream),
+        )?)))
+    } else {
+        let name = durable_name(&a.stream);
+        let c: consumer::PullConsumer = stream
+            .get_consumer(&name)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot open consumer '{name}': {e}"))?;
+        let s = c
+            .stream()
+            .max_messages_per_batch(a.batch)
+            .messages()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot consume from '{}': {e}", a.stream))?;
+        Ok(Source::Pull(Box::new(s)))
+    }
+}
+
+/// How many messages a consumer takes: a count shared by all clients (pull: they split
+/// the stream), or its own (ordered: each reads every message).
+#[derive(Clone)]
+pub enum Limit {
+    None,
+    Shared(Arc<AtomicU64>, u64),
+    Own(u64),
+}
+
+impl Limit {
+    /// Claims one message; false once the limit is reached.
+    #[inline]
+    fn claim(&self, got: u64) -> bool {
+        match self {
+            Limit::None => true,
+            Limit::Shared(n, max) => n.fetch_add(1, Ordering::Relaxed) < *max,
+            Limit::Own(max) => got < *max,
+        }
+    }
+
+    #[inline]
+    fn reached(&self, got: u64) -> bool {
+        match self {
+            Limit::None => false,
+            Limit::Shared(n, max) => n.load(Ordering::Relaxed) >= *max,
+            Limit::Own(max) => got >= *max,
+        }
+    }
+}
+
+fn pull_error_kind(e: &consumer::pull::MessagesError) -> &'static str {
+    use consumer::pull::MessagesErrorKind as K;
+    match e.kind() {
+        K::MissingHeartbeat => "missing_heartbeat",
+        K::ConsumerDeleted => "consumer_deleted",
+        K::NoResponders => "no_responders",
+        K::RequestLimitExceeded => "request_limit",
+        K::Pull | K::PushBasedConsumer | K::Other => "consume",
+    }
+}
+
+fn ordered_error_kind(e: &consumer::pull::OrderedError) -> &'static str {
+    use consumer::pull::OrderedErrorKind as K;
+    match e.kind() {
+        K::MissingHeartbeat => "missing_heartbeat",
+        K::ConsumerDeleted => "consumer_deleted",
+        K::NoResponders => "no_responders",
+        K::RequestLimitExceeded => "request_limit",
+        K::Recreate => "recreate",
+        K::Pull | K::PushBasedConsumer | K::Other => "consume",
+    }
+}
+
+/// A consumer client: receives until its limit, --duration, Ctrl-C, or the stream is
+/// drained (no message for 1 s: after the publishers finished when there are any, from
+/// the start otherwise).
+pub async fn consume(source: Source, ack: bool, limit: Limit, rec: Recorder, ctx: Ctx) {
+    match source {
+        Source::Pull(s) => receive_js(s, pull_error_kind, ack, limit, rec, ctx).await,
+        Source::Ordered(s) => receive_js(s, ordered_error_kind, false, limit, rec, ctx).await,
+    }
+}
+
+async fn receive_js<S, E>(
+    mut msgs: S,
+    kind_of: fn(&E) -> &'static str,
+    ack: bool,
+    limit: Limit,
+    mut rec: Recorder,
+    ctx: Ctx,
+) where
+    S: futures::Stream<Item = Result<jetstream::Message, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut got = 0u64;
+    let mut last = rec.now();
+    loop {
+        let now = rec.now();
+        if receiver_should_end(&ctx, limit.reached(got), last, now, true) {
+            break;
+        }
+        match tokio::time::timeout(Duration::from_millis(100), msgs.next()).await {
+            Ok(Some(Ok(m))) => {
+                if !limit.claim(got) {
+                    break;
+                }
+                let now = rec.now();
+                record_receipt(&mut rec, now, &m.payload);
+                if ack {
+                    if let Err(e) = m.ack().await {
+                        rec.error(now, "ack", || e.to_string());
+                    }
+                }
+                got += 1;
+                last = now;
+            }
+            Ok(Some(Err(e))) => {
+                let now = rec.now();
+                rec.error(now, kind_of(&e), || e.to_string());
+                // The iterator may end after some errors; it says so with None.
+            }
+            Ok(None) => break,
+            Err(_) => {}
+        }
+    }
+    rec.finish();
+}
