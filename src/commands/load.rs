@@ -138,9 +138,15 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
             (c, EventLog::disabled(c), None, None)
         }
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = match a.load.runtime_threads() {
+        1 => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build()?,
+    };
     copts.run_dir = run_dir.clone().unwrap_or_else(|| base.join("run"));
     let monitor_interval = a.monitor_interval;
     let external_monitors: Vec<(String, String)> = a

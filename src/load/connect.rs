@@ -83,6 +83,16 @@ impl ConnectArgs {
         Ok(())
     }
 
+    /// No credentials and no TLS: a plain connection the raw publisher can make.
+    pub fn is_plain(&self) -> bool {
+        self.user.is_none()
+            && self.token.is_none()
+            && self.creds.is_none()
+            && self.nkey.is_none()
+            && self.tls_ca.is_none()
+            && self.tls_cert.is_none()
+    }
+
     /// Which kind of auth is used, without the secret (for meta.json and output).
     pub fn describe(&self) -> serde_json::Value {
         serde_json::json!({
@@ -107,6 +117,9 @@ impl ConnectArgs {
             .name(name)
             .client_capacity(capacity)
             .connection_timeout(Duration::from_secs(5))
+            // Subjects are checked once when the run starts (LoadArgs::validate), not on
+            // every publish.
+            .skip_subject_validation(true)
             // A benchmark client must not silently reconnect forever to a dead server.
             .max_reconnects(Some(60));
         if let (Some(u), Some(p)) = (&self.user, &self.password) {

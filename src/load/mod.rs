@@ -17,6 +17,7 @@ pub mod kv;
 pub mod obj;
 pub mod output;
 pub mod pace;
+pub mod raw;
 pub mod record;
 pub mod workers;
 
@@ -178,6 +179,17 @@ pub struct LoadArgs {
     /// obj-put: getting consumers started with the putters; obj-get: consumers (default: --clients).
     #[arg(long, default_value_t = 0)]
     pub consumers: usize,
+    /// Core publish through async-nats even where the raw protocol writer could be used.
+    #[arg(long)]
+    pub no_raw: bool,
+    /// Stamp core publishes with their send time even without subscribers in this run
+    /// (for `diskpulse load sub` elsewhere to measure end to end).
+    #[arg(long)]
+    pub stamp: bool,
+    /// Runtime threads: 0 = automatic (one thread for JetStream, KV and object modes with
+    /// one client: fewer context switches; all cores otherwise).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
     /// Statistics window of load.csv.
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub stats_window: Duration,
@@ -218,6 +230,26 @@ where
 }
 
 impl LoadArgs {
+    /// Threads for the tokio runtime (1 = current-thread runtime).
+    pub fn runtime_threads(&self) -> usize {
+        if self.threads > 0 {
+            return self.threads;
+        }
+        let others = self.sub + self.reply + self.consume + self.consumers;
+        let single = matches!(
+            self.mode,
+            Mode::JsPub | Mode::KvPut | Mode::KvGet | Mode::ObjPut | Mode::ObjGet
+        ) && self.main_clients() <= 1
+            && others == 0;
+        if single {
+            1
+        } else {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+        }
+    }
+
     /// The main role of the mode.
     pub fn main_role(&self) -> Role {
         match self.mode {
@@ -489,6 +521,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         index: usize,
         server: String,
         client: async_nats::Client,
+        raw: Option<raw::RawConn>,
     }
     let mut conns: Vec<Conn> = vec![];
     let mut roles: Vec<(Role, usize)> = vec![(main, n_main)];
@@ -510,11 +543,18 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
                 .connect
                 .connect(&server, &name, capacity(w), &env.events)
                 .await?;
+            // Core publishers without TLS or credentials write the protocol themselves.
+            let raw = if role == Role::Pub && a.connect.is_plain() && !a.no_raw {
+                raw::RawConn::connect(&server, &name).await?
+            } else {
+                None
+            };
             conns.push(Conn {
                 role,
                 index: i,
                 server,
                 client,
+                raw,
             });
         }
     }
@@ -607,7 +647,10 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
                     end_ns,
                 )
             }),
-            stamp: true,
+            // Core publishers stamp only when someone in this run receives (or --stamp):
+            // a stamp costs a clock read and a copy per message, which is a third of a
+            // core publish; JetStream publishes always carry one (for later consumers).
+            stamp: a.stamp || !matches!(c.role, Role::Pub) || a.sub > 0,
             size: if is_main {
                 a.op_size()
             } else {
@@ -620,7 +663,10 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         let w = if is_main { a.window_for(c.role) } else { 1 };
         let timeout = a.timeout;
         let t = match (c.role, open) {
-            (Role::Pub, _) => tokio::spawn(workers::core_pub(c.client, subj, plan, rec, ctx)),
+            (Role::Pub, _) => match c.raw {
+                Some(r) => tokio::spawn(raw::raw_pub(r, a.subject.clone(), plan, rec, ctx)),
+                None => tokio::spawn(workers::core_pub(c.client, subj, plan, rec, ctx)),
+            },
             (Role::Sub, Opened::Sub(sub)) => tokio::spawn(workers::core_sub(sub, rec, ctx)),
             (Role::Request, _) => {
                 tokio::spawn(workers::request(c.client, subj, w, timeout, plan, rec, ctx))

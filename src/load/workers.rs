@@ -63,7 +63,7 @@ pub struct SendPlan {
 impl SendPlan {
     /// The intended start of the next op, or None when this sender is done.
     #[inline]
-    async fn next(&mut self, ctx: &Ctx, done: u64, rec: &Recorder) -> Option<u64> {
+    pub(crate) async fn next(&mut self, ctx: &Ctx, done: u64, rec: &Recorder) -> Option<u64> {
         if self.count.is_some_and(|c| done >= c) {
             return None;
         }
@@ -125,10 +125,13 @@ pub async fn core_pub(
     let (fixed, mut stamped) = payload_source(&plan);
     let size = plan.size as u64;
     let mut done = 0u64;
-    while plan.next(&ctx, done, &rec).await.is_some() {
+    let paced = plan.pacer.is_some();
+    while let Some(t) = plan.next(&ctx, done, &rec).await {
         let p = next_payload(&fixed, &mut stamped);
+        // Unpaced, `t` is the clock read that decided to send: one read per message.
+        let now = if paced { rec.now() } else { t };
         match client.publish(subject.clone(), p).await {
-            Ok(()) => rec.op(rec.now(), size),
+            Ok(()) => rec.op(now, size),
             Err(e) => rec.error(rec.now(), "publish", || e.to_string()),
         }
         done += 1;

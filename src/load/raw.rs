@@ -1,0 +1,207 @@
+//! A raw NATS protocol publisher for core `pub` (and `cast`): one TCP connection, `PUB`
+//! commands written back to back into a 64 KiB buffer and handed to the socket when full.
+//!
+//! Why: async-nats sends every publish through a channel to a writer task (a wake-up and
+//! a queue hop per message). That made `diskpulse load pub` half as fast as the Go
+//! client, i.e. the load generator, not the server, was what got measured. The raw writer
+//! does what nats.go does (buffer, write) and nothing per message but a copy.
+//!
+//! It is used when the connection needs nothing async-nats provides: no TLS, no
+//! credentials (`--user/--password`, `--token`, `--creds`, `--nkey` or user info in the
+//! URL fall back to async-nats). The server's `PING`s are answered, `-ERR` ends the run
+//! with the server's words, and the run ends with `PING`/`PONG`, so every message was
+//! read by the server before the publisher counts itself done.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use super::record::{realtime_ns, stamp, Recorder};
+use super::workers::{Ctx, SendPlan, SenderGuard};
+
+const BUF: usize = 64 * 1024;
+
+/// A connected raw publisher.
+pub struct RawConn {
+    write: tokio::net::tcp::OwnedWriteHalf,
+    pongs: tokio::sync::mpsc::UnboundedReceiver<()>,
+    need_pong: Arc<AtomicBool>,
+    error: Arc<Mutex<Option<String>>>,
+}
+
+/// `nats://host:port` (or `host:port`) without user info.
+fn host_port(url: &str) -> Option<String> {
+    let rest = url.split_once("://").map(|x| x.1).unwrap_or(url);
+    if rest.contains('@') {
+        return None;
+    }
+    let hp = rest.trim_end_matches('/');
+    Some(if hp.contains(':') {
+        hp.to_string()
+    } else {
+        format!("{hp}:4222")
+    })
+}
+
+impl RawConn {
+    /// Connects when the server lets a plain client in; `Ok(None)` when it needs TLS or auth
+    /// (use async-nats then).
+    pub async fn connect(url: &str, name: &str) -> anyhow::Result<Option<RawConn>> {
+        let Some(hp) = host_port(url) else {
+            return Ok(None);
+        };
+        let s = TcpStream::connect(&hp).await?;
+        s.set_nodelay(true)?;
+        let (r, mut w) = s.into_split();
+        let mut r = BufReader::new(r);
+        let mut line = String::new();
+        r.read_line(&mut line).await?;
+        let info: serde_json::Value = line
+            .strip_prefix("INFO ")
+            .and_then(|j| serde_json::from_str(j.trim()).ok())
+            .ok_or_else(|| anyhow::anyhow!("{url} did not greet with INFO"))?;
+        if info["tls_required"] == true || info["auth_required"] == true {
+            return Ok(None);
+        }
+        let connect = serde_json::json!({
+            "verbose": false, "pedantic": false, "tls_required": false, "name": name,
+            "lang": "rust-diskpulse-raw", "version": env!("CARGO_PKG_VERSION"), "protocol": 1,
+            "echo": true, "headers": false, "no_responders": false,
+        });
+        w.write_all(format!("CONNECT {connect}\r\nPING\r\n").as_bytes())
+            .await?;
+        loop {
+            line.clear();
+            if r.read_line(&mut line).await? == 0 {
+                anyhow::bail!("{url} closed the connection after CONNECT");
+            }
+            let l = line.trim_end();
+            if l == "PONG" {
+                break;
+            }
+            if let Some(e) = l.strip_prefix("-ERR ") {
+                anyhow::bail!("{url}: {e}");
+            }
+        }
+        let (pong_tx, pongs) = tokio::sync::mpsc::unbounded_channel();
+        let need_pong = Arc::new(AtomicBool::new(false));
+        let error = Arc::new(Mutex::new(None));
+        let (np, er) = (need_pong.clone(), error.clone());
+        tokio::spawn(async move {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                match r.read_line(&mut line).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let l = line.trim_end();
+                if l == "PING" {
+                    np.store(true, Ordering::Release);
+                } else if l == "PONG" {
+                    let _ = pong_tx.send(());
+                } else if let Some(e) = l.strip_prefix("-ERR ") {
+                    *er.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                    let _ = pong_tx.send(());
+                }
+            }
+        });
+        Ok(Some(RawConn {
+            write: w,
+            pongs,
+            need_pong,
+            error,
+        }))
+    }
+
+    fn server_error(&self) -> Option<String> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Core publish over a raw connection: the same plan, pacing and recording as
+/// [`super::workers::core_pub`].
+pub async fn raw_pub(
+    mut conn: RawConn,
+    subject: String,
+    mut plan: SendPlan,
+    mut rec: Recorder,
+    ctx: Ctx,
+) {
+    let _g = SenderGuard::new(&ctx);
+    let size = plan.size;
+    let head = format!("PUB {subject} {size}\r\n").into_bytes();
+    let body = vec![b'x'; size];
+    let stamp_it = plan.stamp && size >= 16;
+    let mut buf: Vec<u8> = Vec::with_capacity(BUF + head.len() + size + 2);
+    let mut done = 0u64;
+    let paced = plan.pacer.is_some();
+    let mut failed = None;
+    while let Some(t) = plan.next(&ctx, done, &rec).await {
+        let now = if paced { rec.now() } else { t };
+        buf.extend_from_slice(&head);
+        let at = buf.len();
+        buf.extend_from_slice(&body);
+        if stamp_it {
+            stamp(&mut buf[at..at + 16], realtime_ns());
+        }
+        buf.extend_from_slice(b"\r\n");
+        rec.op(now, size as u64);
+        done += 1;
+        // Paced publishers hand each message over at once (its send time is the point);
+        // unpaced ones fill the buffer first.
+        if buf.len() >= BUF || paced {
+            if conn.need_pong.swap(false, Ordering::AcqRel) {
+                buf.extend_from_slice(b"PONG\r\n");
+            }
+            if let Err(e) = conn.write.write_all(&buf).await {
+                failed = Some(e.to_string());
+                break;
+            }
+            buf.clear();
+            if let Some(e) = conn.server_error() {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    if failed.is_none() {
+        buf.extend_from_slice(b"PING\r\n");
+        match conn.write.write_all(&buf).await {
+            Err(e) => failed = Some(e.to_string()),
+            Ok(()) => {
+                // Every PUB before this PING has been read by the server once its PONG comes.
+                let r = tokio::time::timeout(std::time::Duration::from_secs(10), conn.pongs.recv())
+                    .await;
+                if r.is_err() {
+                    failed = Some("no PONG within 10 s after the last publish".into());
+                }
+                if let Some(e) = conn.server_error() {
+                    failed = Some(e);
+                }
+            }
+        }
+    }
+    if let Some(e) = failed {
+        rec.error(rec.now(), "publish", || format!("raw publisher: {e}"));
+    }
+    let _ = conn.write.shutdown().await;
+    rec.finish();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_urls_go_raw() {
+        assert_eq!(
+            host_port("nats://127.0.0.1:4222").as_deref(),
+            Some("127.0.0.1:4222")
+        );
+        assert_eq!(host_port("127.0.0.1").as_deref(), Some("127.0.0.1:4222"));
+        assert_eq!(host_port("nats://u:p@h:4222"), None);
+    }
+}
