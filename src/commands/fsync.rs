@@ -223,10 +223,20 @@ struct Header {
     fs_type: Option<String>,
     per_test: Duration,
     cycle: bool,
-    /// (name, MAJ:MIN, why, [(attr, value)]) of the devices that hold --dir.
-    devices: Vec<(String, String, String, Vec<(String, String)>)>,
+    /// The devices that hold --dir.
+    devices: Vec<HeaderDevice>,
     /// Why there are no devices (tmpfs, ...).
     devices_note: Option<String>,
+}
+
+/// A device under --dir as the header shows it.
+struct HeaderDevice {
+    name: String,
+    /// `MAJ:MIN`
+    dev: String,
+    why: String,
+    /// [`SHOWN_ATTRS`] as sysfs prints them.
+    attrs: Vec<(String, String)>,
 }
 
 /// sysfs queue attributes shown in the header (and JSON) for each device.
@@ -249,7 +259,12 @@ impl Header {
                                     .map(|(a, v)| (a.clone(), v.clone()))
                             })
                             .collect();
-                        (d.name.clone(), d.num.to_string(), d.why.clone(), attrs)
+                        HeaderDevice {
+                            name: d.name.clone(),
+                            dev: d.num.to_string(),
+                            why: d.why.clone(),
+                            attrs,
+                        }
                     })
                     .collect(),
                 None,
@@ -278,9 +293,15 @@ impl Header {
                 "writes at pg_test_fsync's fixed offsets"
             }
         );
-        for (name, num, why, attrs) in &self.devices {
-            let a: Vec<String> = attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            s += &format!("  {name:<10} {num:<8} {why:<34} {}\n", a.join("  "));
+        for d in &self.devices {
+            let a: Vec<String> = d.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            s += &format!(
+                "  {:<10} {:<8} {:<34} {}\n",
+                d.name,
+                d.dev,
+                d.why,
+                a.join("  ")
+            );
         }
         if let Some(n) = &self.devices_note {
             s += &format!("  no block device: {n}\n");
@@ -302,12 +323,12 @@ impl Header {
             "block_bytes": engine::XLOG_BLCKSZ,
             "secs_per_test": self.per_test.as_secs_f64(),
             "offsets": if self.cycle { "cycle" } else { "fixed" },
-            "devices": self.devices.iter().map(|(name, num, why, attrs)| {
-                let mut d = json!({"name": name, "dev": num, "why": why});
-                for (k, v) in attrs {
-                    d[k] = json!(v);
+            "devices": self.devices.iter().map(|d| {
+                let mut v = json!({"name": d.name, "dev": d.dev, "why": d.why});
+                for (k, val) in &d.attrs {
+                    v[k] = json!(val);
                 }
-                d
+                v
             }).collect::<Vec<_>>(),
             "devices_note": self.devices_note,
         })
