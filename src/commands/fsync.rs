@@ -530,6 +530,11 @@ pub fn csv_row(r: &Row) -> String {
     cols.join(",") + "\n"
 }
 
+/// Rounded to 3 decimals: µs to the ns, ops/s to a thousandth.
+fn r3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
 /// One entry of the JSON `tests` array (the same field names as fsync.csv, plus what the
 /// test does).
 pub fn json_row(r: &Row) -> Value {
@@ -550,7 +555,7 @@ pub fn json_row(r: &Row) -> Value {
         "t_end_ns": m.map(|m| m.end_t_ns).unwrap_or(r.t_end_ns),
         "ops": m.map(|m| m.ops),
         "secs": m.map(|m| m.secs()),
-        "ops_per_s": m.map(|m| m.ops_per_s()),
+        "ops_per_s": m.map(|m| r3(m.ops_per_s())),
     });
     for (prefix, lat) in [
         ("lat", m.map(|m| &m.lat)),
@@ -558,7 +563,7 @@ pub fn json_row(r: &Row) -> Value {
     ] {
         let vals = lat.map(lat_values);
         for (i, f) in LAT_FIELDS.iter().enumerate() {
-            v[format!("{prefix}_{f}_us")] = json!(vals.map(|x| x[i]));
+            v[format!("{prefix}_{f}_us")] = json!(vals.map(|x| r3(x[i])));
         }
     }
     v
