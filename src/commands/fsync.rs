@@ -21,7 +21,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use collectors::clock::{Clock, ENV_ZERO};
-use collectors::devices::Resolver;
+use collectors::devices::{DeviceError, Resolver};
 use collectors::directio::LatencyNs;
 use collectors::fsync::{
     self as engine, FsyncError, Group, Measured, Offsets, Options, Outcome, TestFile, TestSpec,
@@ -99,10 +99,13 @@ pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
 
+    let mut out = Stdout {
+        stop: &stop,
+        error: None,
+    };
     let header = Header::gather(&dir, a.secs_per_test, a.cycle);
     if !a.json {
-        print!("{}", header.text());
-        flush_stdout();
+        out.put(&header.text());
     }
     let opts = Options {
         per_test: a.secs_per_test,
@@ -123,12 +126,11 @@ pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
     let mut last_group: Option<Group> = None;
     for spec in tests {
         if !a.json && last_group != Some(spec.group) {
-            println!("{}", section_line(spec.group));
+            out.put(&format!("{}\n", section_line(spec.group)));
             last_group = Some(spec.group);
         }
         if !a.json {
-            print!("{}", row_label(&spec));
-            flush_stdout();
+            out.put(&row_label(&spec));
         }
         let t_ns = clock.now_ns();
         let outcome = match &file {
@@ -142,8 +144,7 @@ pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
             outcome,
         };
         if !a.json {
-            print!("{}", row_rest(&row));
-            flush_stdout();
+            out.put(&row_rest(&row));
         }
         if let Some(c) = csv.as_mut() {
             c.write(&csv_row(&row))?;
@@ -152,21 +153,26 @@ pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
     }
     drop(file);
 
-    let interrupted = stop.load(Ordering::Relaxed);
+    let interrupted = stop.load(Ordering::Relaxed) && out.error.is_none();
     if a.json {
         let mut doc = header.json();
         doc["file"] = json!(file_name);
         doc["interrupted"] = json!(interrupted);
         doc["tests"] = Value::Array(results.iter().map(json_row).collect());
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        out.put(&format!("{}\n", serde_json::to_string_pretty(&doc)?));
     } else {
-        print!("{}", footer(&results));
+        out.put(&footer(&results));
     }
     let failed: Vec<String> = results
         .iter()
         .filter(|r| matches!(r.outcome, Outcome::Failed { .. }))
         .map(|r| r.spec.full_id())
         .collect();
+    if let Some(e) = out.error {
+        return Err(anyhow::anyhow!(
+            "diskpulse fsync: cannot write to stdout ({e}); stopped early, the test file is removed"
+        ));
+    }
     if interrupted {
         eprintln!("diskpulse fsync: interrupted; the tests that ran are reported above, the test file is removed");
         return Ok(130);
@@ -203,8 +209,24 @@ fn select(all: Vec<TestSpec>, only: &[String]) -> anyhow::Result<Vec<TestSpec>> 
         .collect())
 }
 
-fn flush_stdout() {
-    let _ = std::io::stdout().flush();
+/// stdout, written and flushed piece by piece (a row appears as its test ends). If stdout
+/// goes away (`| head`), the run stops early instead of panicking, and the file is removed.
+struct Stdout<'a> {
+    stop: &'a AtomicBool,
+    error: Option<std::io::Error>,
+}
+
+impl Stdout<'_> {
+    fn put(&mut self, s: &str) {
+        if self.error.is_some() {
+            return;
+        }
+        let mut o = std::io::stdout().lock();
+        if let Err(e) = o.write_all(s.as_bytes()).and_then(|_| o.flush()) {
+            self.error = Some(e);
+            self.stop.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 /// One test's result with its place on the run clock.
@@ -268,6 +290,17 @@ impl Header {
                     })
                     .collect(),
                 None,
+            ),
+            // Not an error here: tmpfs and ramfs are fair things to time. Say what it is.
+            Err(DeviceError::NoBlockDevice {
+                path,
+                fstype,
+                mount_source,
+            }) => (
+                vec![],
+                Some(format!(
+                    "{path} is on {fstype} ({mount_source}): no block device behind it"
+                )),
             ),
             Err(e) => (vec![], Some(e.to_string())),
         };
