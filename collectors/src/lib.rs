@@ -9,5 +9,6 @@ pub mod clock;
 pub mod devices;
 pub mod directio;
 pub mod diskstats;
+pub mod fsync;
 pub mod periodic;
 pub mod procstat;

@@ -1,9 +1,782 @@
-//! `diskpulse fsync` (being written).
+//! `diskpulse fsync`: pg_test_fsync's questions with percentiles. Which way of making an
+//! 8 KiB write durable is fastest on this directory's file system and devices, does one
+//! sync for two writes cost more than for one, how do 16 KiB in small O_SYNC writes
+//! compare, and is fsync honoured on a descriptor that did not write?
+//!
+//! The measuring is `collectors::fsync` (its module comment has the method, checked against
+//! pg_test_fsync 15 with strace). This file validates input, prints the header (the devices
+//! under --dir and their write cache), the table or JSON, and `fsync.csv` inside a recorded
+//! run. Output formats are pure functions of the results (`table_row`, `csv_row`, `json_row`)
+//! so they can be tested without a disk.
+//!
+//! Exit codes: 0; 1 when a test failed mid-run (EIO, ENOSPC: the others still ran and are
+//! reported); 2 bad usage; 130 interrupted (what ran is reported, the file is removed).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
 use clap::Args;
+use collectors::clock::{Clock, ENV_ZERO};
+use collectors::devices::{DeviceError, Resolver};
+use collectors::directio::LatencyNs;
+use collectors::fsync::{
+    self as engine, FsyncError, Group, Measured, Offsets, Options, Outcome, TestFile, TestSpec,
+};
+use serde_json::{json, Value};
+
+use crate::cli::{fmt_duration, parse_duration};
+use crate::usage;
+
+/// Environment variable naming the run directory of an enclosing `diskpulse record`.
+pub const ENV_RUN_DIR: &str = "DISKPULSE_RUN_DIR";
 
 #[derive(Args, Debug)]
-pub struct FsyncArgs {}
+pub struct FsyncArgs {
+    /// Directory to test in. A 16 MiB file `.diskpulse-fsync.<pid>` is created there and
+    /// removed afterwards, also on Ctrl-C.
+    #[arg(long, value_name = "D", default_value = ".")]
+    pub dir: PathBuf,
+    /// How long each of the 22 tests repeats its op (pg_test_fsync's -s).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub secs_per_test: Duration,
+    /// Print one JSON document on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Run only these tests: comma-separated ids (`one_8k.fdatasync`), test names in every
+    /// group (`fdatasync`) or groups (`open_sync_16k`). Default: all 22.
+    #[arg(long, value_name = "IDS", value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Walk the writes through the 16 MiB file, as a WAL segment fills, instead of
+    /// pg_test_fsync's fixed offsets (it rewrites the same 8 KiB block every op).
+    #[arg(long)]
+    pub cycle: bool,
+}
 
-pub fn run(_a: FsyncArgs) -> anyhow::Result<i32> {
-    Err(crate::usage!("diskpulse fsync: being written"))
+/// Shortest --secs-per-test: shorter gives too few ops on a slow disk to say anything.
+const MIN_PER_TEST: Duration = Duration::from_millis(10);
+
+pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
+    if a.secs_per_test < MIN_PER_TEST {
+        return Err(usage!(
+            "--secs-per-test {} is too short: the shortest is {}",
+            fmt_duration(a.secs_per_test),
+            fmt_duration(MIN_PER_TEST)
+        ));
+    }
+    let md = std::fs::metadata(&a.dir).map_err(|e| {
+        usage!(
+            "--dir takes an existing directory; got '{}': {e}",
+            a.dir.display()
+        )
+    })?;
+    if !md.is_dir() {
+        return Err(usage!(
+            "--dir takes a directory; '{}' is not one",
+            a.dir.display()
+        ));
+    }
+    let dir = std::fs::canonicalize(&a.dir).unwrap_or_else(|_| a.dir.clone());
+    let tests = select(engine::all_tests(), &a.only)?;
+
+    // Inside a recorded run: stamp on its clock and create fsync.csv before measuring, so
+    // a bad run directory fails at once and rows land as each test ends.
+    let (clock, mut csv) = match std::env::var_os(ENV_RUN_DIR) {
+        Some(run_dir) => {
+            let clock = Clock::from_env().with_context(|| {
+                format!(
+                    "{ENV_RUN_DIR} is set but {ENV_ZERO} is not a number: run under `diskpulse record -- diskpulse fsync ...`, or unset {ENV_RUN_DIR}"
+                )
+            })?;
+            (clock, Some(CsvOut::open(&PathBuf::from(run_dir))?))
+        }
+        None => (Clock::start(), None),
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    super::stop_on_signals(&stop)?;
+
+    let mut out = Stdout {
+        stop: &stop,
+        error: None,
+    };
+    let header = Header::gather(&dir, a.secs_per_test, a.cycle);
+    if !a.json {
+        out.put(&header.text());
+    }
+    let opts = Options {
+        per_test: a.secs_per_test,
+        offsets: if a.cycle {
+            Offsets::Cycle
+        } else {
+            Offsets::Fixed
+        },
+    };
+    let file = match TestFile::create(&dir, &stop) {
+        Ok(f) => Some(f),
+        Err(FsyncError::Interrupted { .. }) => None,
+        Err(e) => return Err(e).context("diskpulse fsync: preparing the test file"),
+    };
+    let file_name = file.as_ref().map(|f| f.path().display().to_string());
+
+    let mut results: Vec<Row> = vec![];
+    let mut last_group: Option<Group> = None;
+    for spec in tests {
+        if !a.json && last_group != Some(spec.group) {
+            out.put(&format!("{}\n", section_line(spec.group)));
+            last_group = Some(spec.group);
+        }
+        if !a.json {
+            out.put(&row_label(&spec));
+        }
+        let t_ns = clock.now_ns();
+        let outcome = match &file {
+            Some(f) => engine::run_test(f, &spec, &opts, &stop, &clock),
+            None => Outcome::NotRun,
+        };
+        let row = Row {
+            t_ns,
+            t_end_ns: clock.now_ns(),
+            spec,
+            outcome,
+        };
+        if !a.json {
+            out.put(&row_rest(&row));
+        }
+        if let Some(c) = csv.as_mut() {
+            c.write(&csv_row(&row))?;
+        }
+        results.push(row);
+    }
+    drop(file);
+
+    let interrupted = stop.load(Ordering::Relaxed) && out.error.is_none();
+    if a.json {
+        let mut doc = header.json();
+        doc["file"] = json!(file_name);
+        doc["interrupted"] = json!(interrupted);
+        doc["tests"] = Value::Array(results.iter().map(json_row).collect());
+        out.put(&format!("{}\n", serde_json::to_string_pretty(&doc)?));
+    } else {
+        out.put(&footer(&results));
+    }
+    let failed: Vec<String> = results
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Failed { .. }))
+        .map(|r| r.spec.full_id())
+        .collect();
+    if let Some(e) = out.error {
+        return Err(anyhow::anyhow!(
+            "diskpulse fsync: cannot write to stdout ({e}); stopped early, the test file is removed"
+        ));
+    }
+    if interrupted {
+        eprintln!("diskpulse fsync: interrupted; the tests that ran are reported above, the test file is removed");
+        return Ok(130);
+    }
+    if !failed.is_empty() {
+        eprintln!(
+            "Error: {} test(s) failed mid-run: {} (see their rows)",
+            failed.len(),
+            failed.join(", ")
+        );
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// The tests `--only` names, in run order; all of them without `--only`.
+fn select(all: Vec<TestSpec>, only: &[String]) -> anyhow::Result<Vec<TestSpec>> {
+    if only.is_empty() {
+        return Ok(all);
+    }
+    let hit = |s: &TestSpec, w: &str| w == s.full_id() || w == s.id || w == s.group.id();
+    for w in only {
+        if !all.iter().any(|s| hit(s, w.trim())) {
+            let ids: Vec<String> = all.iter().map(|s| s.full_id()).collect();
+            return Err(usage!(
+                "--only: no test '{w}'; tests are {} (or a group: one_8k, two_8k, open_sync_16k, other_fd, no_sync)",
+                ids.join(",")
+            ));
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|s| only.iter().any(|w| hit(s, w.trim())))
+        .collect())
+}
+
+/// stdout, written and flushed piece by piece (a row appears as its test ends). If stdout
+/// goes away (`| head`), the run stops early instead of panicking, and the file is removed.
+struct Stdout<'a> {
+    stop: &'a AtomicBool,
+    error: Option<std::io::Error>,
+}
+
+impl Stdout<'_> {
+    fn put(&mut self, s: &str) {
+        if self.error.is_some() {
+            return;
+        }
+        let mut o = std::io::stdout().lock();
+        if let Err(e) = o.write_all(s.as_bytes()).and_then(|_| o.flush()) {
+            self.error = Some(e);
+            self.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One test's result with its place on the run clock.
+pub struct Row {
+    /// Run-clock time the test was started (for a test that ran, `Measured::start_t_ns` is
+    /// the first op's start, a few µs later, after opening the file).
+    pub t_ns: u64,
+    pub t_end_ns: u64,
+    pub spec: TestSpec,
+    pub outcome: Outcome,
+}
+
+/// What the header says: where, on what, how long.
+struct Header {
+    dir: PathBuf,
+    fs_type: Option<String>,
+    per_test: Duration,
+    cycle: bool,
+    /// The devices that hold --dir.
+    devices: Vec<HeaderDevice>,
+    /// Why there are no devices (tmpfs, ...).
+    devices_note: Option<String>,
+}
+
+/// A device under --dir as the header shows it.
+struct HeaderDevice {
+    name: String,
+    /// `MAJ:MIN`
+    dev: String,
+    why: String,
+    /// [`SHOWN_ATTRS`] as sysfs prints them.
+    attrs: Vec<(String, String)>,
+}
+
+/// sysfs queue attributes shown in the header (and JSON) for each device.
+const SHOWN_ATTRS: [&str; 3] = ["write_cache", "fua", "rotational"];
+
+impl Header {
+    fn gather(dir: &Path, per_test: Duration, cycle: bool) -> Header {
+        let r = Resolver::default();
+        let (devices, devices_note) = match r.for_path(dir) {
+            Ok(devs) => (
+                devs.iter()
+                    .map(|d| {
+                        let q = r.queue_info(d);
+                        let attrs = SHOWN_ATTRS
+                            .iter()
+                            .filter_map(|k| {
+                                q.attrs
+                                    .iter()
+                                    .find(|(a, _)| a == k)
+                                    .map(|(a, v)| (a.clone(), v.clone()))
+                            })
+                            .collect();
+                        HeaderDevice {
+                            name: d.name.clone(),
+                            dev: d.num.to_string(),
+                            why: d.why.clone(),
+                            attrs,
+                        }
+                    })
+                    .collect(),
+                None,
+            ),
+            // Not an error here: tmpfs and ramfs are fair things to time. Say what it is.
+            Err(DeviceError::NoBlockDevice {
+                path,
+                fstype,
+                mount_source,
+            }) => (
+                vec![],
+                Some(format!(
+                    "{path} is on {fstype} ({mount_source}): no block device behind it"
+                )),
+            ),
+            Err(e) => (vec![], Some(e.to_string())),
+        };
+        Header {
+            dir: dir.to_path_buf(),
+            fs_type: engine::fs_type(dir),
+            per_test,
+            cycle,
+            devices,
+            devices_note,
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut s = format!(
+            "diskpulse fsync in {} ({}): a 16 MiB file filled and fsynced first, {} per test, {}\n",
+            self.dir.display(),
+            self.fs_type.as_deref().unwrap_or("file system unknown"),
+            fmt_duration(self.per_test),
+            if self.cycle {
+                "writes walking through the file (--cycle)"
+            } else {
+                "writes at pg_test_fsync's fixed offsets"
+            }
+        );
+        for d in &self.devices {
+            let a: Vec<String> = d.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            s += &format!(
+                "  {:<10} {:<8} {:<34} {}\n",
+                d.name,
+                d.dev,
+                d.why,
+                a.join("  ")
+            );
+        }
+        if let Some(n) = &self.devices_note {
+            s += &format!("  no block device: {n}\n");
+        }
+        s += "An op is its writes and its sync, as in pg_test_fsync's ops/sec; latencies are µs per op;\n\
+              \"└ sync call\" is the fdatasync/fsync call alone. (pg: X) marks the row that does what pg_test_fsync's X does.\n\n";
+        s += &format!(
+            "{:<57}{:>10} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
+            "", "ops/s", "mean", "p50", "p99", "p99.9", "max"
+        );
+        s
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "dir": self.dir.display().to_string(),
+            "fs_type": self.fs_type,
+            "file_bytes": engine::FILE_BYTES,
+            "block_bytes": engine::XLOG_BLCKSZ,
+            "secs_per_test": self.per_test.as_secs_f64(),
+            "offsets": if self.cycle { "cycle" } else { "fixed" },
+            "devices": self.devices.iter().map(|d| {
+                let mut v = json!({"name": d.name, "dev": d.dev, "why": d.why});
+                for (k, val) in &d.attrs {
+                    v[k] = json!(val);
+                }
+                v
+            }).collect::<Vec<_>>(),
+            "devices_note": self.devices_note,
+        })
+    }
+}
+
+fn section_line(g: Group) -> String {
+    g.title().to_string()
+}
+
+/// `  fdatasync            write, fdatasync   ...` (57 columns), printed before the test runs.
+pub fn row_label(spec: &TestSpec) -> String {
+    format!("  {:<21}{:<34}", spec.name, spec.how)
+}
+
+fn us(ns: u64) -> String {
+    let v = ns as f64 / 1000.0;
+    if v < 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn lat_cols(l: &LatencyNs) -> String {
+    let p = |q| l.at(q).map(us).unwrap_or_default();
+    format!(
+        "{:>8} {:>8} {:>8} {:>8} {:>8}",
+        us(l.mean.round() as u64),
+        p(50.0),
+        p(99.0),
+        p(99.9),
+        us(l.max)
+    )
+}
+
+fn measured_cols(m: &Measured) -> String {
+    format!("{:>10.1} {}", m.ops_per_s(), lat_cols(&m.lat))
+}
+
+/// The rest of a row after its label: numbers (and the sync call's line), or why not.
+pub fn row_rest(r: &Row) -> String {
+    let pg = r
+        .spec
+        .pg_label
+        .map(|l| format!("  (pg: {})", l.trim()))
+        .unwrap_or_default();
+    let sync_line = |m: &Measured, spec: &TestSpec| -> String {
+        match &m.sync_lat {
+            Some(s) => format!(
+                "    └ {:<51}{:>10} {}\n",
+                format!("{} call", sync_name(spec)),
+                "",
+                lat_cols(s)
+            ),
+            None => String::new(),
+        }
+    };
+    match &r.outcome {
+        Outcome::Ran(m) => {
+            let cut = if m.cut_short {
+                "  (cut short by Ctrl-C)"
+            } else {
+                ""
+            };
+            format!("{}{pg}{cut}\n{}", measured_cols(m), sync_line(m, &r.spec))
+        }
+        Outcome::NotAvailable { reason } => format!("n/a: {reason}\n"),
+        Outcome::Failed { reason, partial } => match partial {
+            Some(m) => format!(
+                "{}  failed after {} ops: {reason}\n{}",
+                measured_cols(m),
+                m.ops,
+                sync_line(m, &r.spec)
+            ),
+            None => format!("failed: {reason}\n"),
+        },
+        Outcome::NotRun => "not run: interrupted\n".to_string(),
+    }
+}
+
+fn sync_name(spec: &TestSpec) -> &'static str {
+    match spec.kind {
+        engine::Kind::ThenSync { call, .. } => call.name(),
+        _ => "fsync",
+    }
+}
+
+fn footer(rows: &[Row]) -> String {
+    let mut s = String::new();
+    if rows
+        .iter()
+        .any(|r| matches!(r.outcome, Outcome::NotAvailable { .. }))
+    {
+        s += "\nn/a: the file system or device refused this way of writing (pg_test_fsync prints n/a* or dies there).\n";
+    }
+    s
+}
+
+/// Names of the latency fields, in CSV order: `lat_min_us`, ... and `sync_lat_min_us`, ...
+const LAT_FIELDS: [&str; 6] = ["min", "mean", "p50", "p99", "p999", "max"];
+
+fn lat_values(l: &LatencyNs) -> [f64; 6] {
+    let p = |q| l.at(q).unwrap_or(0) as f64 / 1000.0;
+    [
+        l.min as f64 / 1000.0,
+        l.mean / 1000.0,
+        p(50.0),
+        p(99.0),
+        p(99.9),
+        l.max as f64 / 1000.0,
+    ]
+}
+
+/// The header of `fsync.csv`.
+pub fn csv_header() -> String {
+    let mut cols: Vec<String> = [
+        "t_ns",
+        "t_end_ns",
+        "test",
+        "status",
+        "ops",
+        "secs",
+        "ops_per_s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for prefix in ["lat", "sync_lat"] {
+        for f in LAT_FIELDS {
+            cols.push(format!("{prefix}_{f}_us"));
+        }
+    }
+    cols.push("reason".into());
+    cols.join(",") + "\n"
+}
+
+fn status(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Ran(_) => "ok",
+        Outcome::NotAvailable { .. } => "n/a",
+        Outcome::Failed { .. } => "failed",
+        Outcome::NotRun => "not_run",
+    }
+}
+
+fn measured(o: &Outcome) -> Option<&Measured> {
+    match o {
+        Outcome::Ran(m) => Some(m),
+        Outcome::Failed { partial, .. } => partial.as_ref(),
+        _ => None,
+    }
+}
+
+fn reason(r: &Row) -> String {
+    match &r.outcome {
+        Outcome::NotAvailable { reason } | Outcome::Failed { reason, .. } => reason.clone(),
+        Outcome::NotRun => "interrupted before it started".into(),
+        Outcome::Ran(m) if m.cut_short => "cut short by Ctrl-C".into(),
+        Outcome::Ran(_) => String::new(),
+    }
+}
+
+fn csv_quote(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One row of `fsync.csv`: a test's start and end on the run clock, its ops and latencies
+/// (µs; empty where the test did not run or has no separate sync call).
+pub fn csv_row(r: &Row) -> String {
+    let m = measured(&r.outcome);
+    let (t0, t1) = m
+        .map(|m| (m.start_t_ns, m.end_t_ns))
+        .unwrap_or((r.t_ns, r.t_end_ns));
+    let mut cols = vec![
+        t0.to_string(),
+        t1.to_string(),
+        r.spec.full_id(),
+        status(&r.outcome).to_string(),
+    ];
+    match m {
+        Some(m) => {
+            cols.push(m.ops.to_string());
+            cols.push(format!("{:.6}", m.secs()));
+            cols.push(format!("{:.3}", m.ops_per_s()));
+            cols.extend(lat_values(&m.lat).iter().map(|v| format!("{v:.3}")));
+            match &m.sync_lat {
+                Some(s) => cols.extend(lat_values(s).iter().map(|v| format!("{v:.3}"))),
+                None => cols.extend(std::iter::repeat_n(String::new(), 6)),
+            }
+        }
+        None => cols.extend(std::iter::repeat_n(String::new(), 3 + 12)),
+    }
+    cols.push(csv_quote(&reason(r)));
+    cols.join(",") + "\n"
+}
+
+/// Rounded to 3 decimals: µs to the ns, ops/s to a thousandth.
+fn r3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// One entry of the JSON `tests` array (the same field names as fsync.csv, plus what the
+/// test does).
+pub fn json_row(r: &Row) -> Value {
+    let m = measured(&r.outcome);
+    let mut v = json!({
+        "id": r.spec.full_id(),
+        "group": r.spec.group.id(),
+        "name": r.spec.name,
+        "how": r.spec.how,
+        "pg_test_fsync": r.spec.pg_label.map(str::trim),
+        "pg_section": r.spec.group.pg_title(),
+        "writes_per_op": r.spec.writes_per_op,
+        "write_bytes": r.spec.write_bytes,
+        "status": status(&r.outcome),
+        "reason": match reason(r) { s if s.is_empty() => Value::Null, s => json!(s) },
+        "cut_short": m.is_some_and(|m| m.cut_short),
+        "t_ns": m.map(|m| m.start_t_ns).unwrap_or(r.t_ns),
+        "t_end_ns": m.map(|m| m.end_t_ns).unwrap_or(r.t_end_ns),
+        "ops": m.map(|m| m.ops),
+        "secs": m.map(|m| m.secs()),
+        "ops_per_s": m.map(|m| r3(m.ops_per_s())),
+    });
+    for (prefix, lat) in [
+        ("lat", m.map(|m| &m.lat)),
+        ("sync_lat", m.and_then(|m| m.sync_lat.as_ref())),
+    ] {
+        let vals = lat.map(lat_values);
+        for (i, f) in LAT_FIELDS.iter().enumerate() {
+            v[format!("{prefix}_{f}_us")] = json!(vals.map(|x| r3(x[i])));
+        }
+    }
+    v
+}
+
+/// `fsync.csv` in the run directory, appended one row per test as the test ends.
+struct CsvOut {
+    f: std::fs::File,
+    path: PathBuf,
+}
+
+impl CsvOut {
+    fn open(run_dir: &Path) -> anyhow::Result<CsvOut> {
+        let path = run_dir.join("fsync.csv");
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| {
+                format!(
+                    "cannot open {} ({ENV_RUN_DIR} names the run directory)",
+                    path.display()
+                )
+            })?;
+        // A second `diskpulse fsync` in the same run appends its rows under the one header.
+        if f.metadata()?.len() == 0 {
+            f.write_all(csv_header().as_bytes())?;
+        }
+        Ok(CsvOut { f, path })
+    }
+
+    fn write(&mut self, row: &str) -> anyhow::Result<()> {
+        self.f
+            .write_all(row.as_bytes())
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use collectors::directio::{latency_histogram, record_ns};
+
+    fn spec(id: &str) -> TestSpec {
+        engine::all_tests()
+            .into_iter()
+            .find(|s| s.full_id() == id)
+            .unwrap()
+    }
+
+    fn sample(with_sync: bool) -> Measured {
+        let mut h = latency_histogram();
+        for v in 1..=1000u64 {
+            record_ns(&mut h, v * 1000);
+        }
+        let l = LatencyNs::from_histogram(&h);
+        Measured {
+            start_t_ns: 1_000,
+            end_t_ns: 2_000_001_000,
+            ops: 1000,
+            lat: l.clone(),
+            sync_lat: with_sync.then_some(l),
+            cut_short: false,
+        }
+    }
+
+    #[test]
+    fn csv_rows_have_the_headers_columns() {
+        let n = csv_header().trim_end().split(',').count();
+        let rows = [
+            Row {
+                t_ns: 5,
+                t_end_ns: 6,
+                spec: spec("one_8k.fdatasync"),
+                outcome: Outcome::Ran(sample(true)),
+            },
+            Row {
+                t_ns: 5,
+                t_end_ns: 6,
+                spec: spec("one_8k.open_datasync_direct"),
+                outcome: Outcome::NotAvailable {
+                    reason: "EINVAL (Invalid argument): this file system refuses O_DIRECT, really"
+                        .into(),
+                },
+            },
+            Row {
+                t_ns: 5,
+                t_end_ns: 6,
+                spec: spec("no_sync.write"),
+                outcome: Outcome::Ran(sample(false)),
+            },
+        ];
+        for r in &rows {
+            let line = csv_row(r);
+            // The reason with a comma is quoted: count fields outside quotes.
+            let mut fields = 1;
+            let mut q = false;
+            for c in line.trim_end().chars() {
+                match c {
+                    '"' => q = !q,
+                    ',' if !q => fields += 1,
+                    _ => {}
+                }
+            }
+            assert_eq!(fields, n, "{line}");
+        }
+        let ok = csv_row(&rows[0]);
+        assert!(ok.starts_with("1000,2000001000,one_8k.fdatasync,ok,1000,2.000000,500.000,"));
+        assert!(csv_row(&rows[1]).contains(",n/a,,"));
+    }
+
+    #[test]
+    fn json_rows_carry_the_documented_fields() {
+        let r = Row {
+            t_ns: 5,
+            t_end_ns: 6,
+            spec: spec("two_8k.fsync"),
+            outcome: Outcome::Ran(sample(true)),
+        };
+        let v = json_row(&r);
+        assert_eq!(v["id"], "two_8k.fsync");
+        assert_eq!(v["pg_test_fsync"], "fsync");
+        assert_eq!(v["writes_per_op"], 2);
+        assert_eq!(v["ops_per_s"], 500.0);
+        let p99 = v["lat_p99_us"].as_f64().unwrap();
+        assert!((989.0..=991.0).contains(&p99), "{p99}");
+        assert!(v["sync_lat_max_us"].as_f64().unwrap() > 0.0);
+        let na = json_row(&Row {
+            t_ns: 5,
+            t_end_ns: 6,
+            spec: spec("no_sync.write"),
+            outcome: Outcome::NotRun,
+        });
+        assert_eq!(na["status"], "not_run");
+        assert!(na["ops"].is_null() && na["lat_p50_us"].is_null());
+    }
+
+    #[test]
+    fn only_selects_by_id_name_or_group_and_refuses_unknown() {
+        let ids = |w: &[&str]| -> Vec<String> {
+            let w: Vec<String> = w.iter().map(|s| s.to_string()).collect();
+            select(engine::all_tests(), &w)
+                .unwrap()
+                .iter()
+                .map(|s| s.full_id())
+                .collect()
+        };
+        assert_eq!(ids(&[]).len(), 22);
+        assert_eq!(
+            ids(&["fdatasync"]),
+            ["one_8k.fdatasync", "two_8k.fdatasync"]
+        );
+        assert_eq!(ids(&["other_fd", "one_8k.fsync"]).len(), 3);
+        let e = select(engine::all_tests(), &["fdatasnyc".to_string()]).unwrap_err();
+        assert!(e.to_string().contains("'fdatasnyc'"), "{e}");
+    }
+
+    #[test]
+    fn table_rows_say_why_not() {
+        let r = Row {
+            t_ns: 0,
+            t_end_ns: 0,
+            spec: spec("one_8k.direct_fdatasync"),
+            outcome: Outcome::NotAvailable {
+                reason: "EINVAL (Invalid argument): this file system refuses O_DIRECT".into(),
+            },
+        };
+        assert_eq!(
+            row_rest(&r),
+            "n/a: EINVAL (Invalid argument): this file system refuses O_DIRECT\n"
+        );
+        let ok = Row {
+            t_ns: 0,
+            t_end_ns: 0,
+            spec: spec("one_8k.fdatasync"),
+            outcome: Outcome::Ran(sample(true)),
+        };
+        let text = row_rest(&ok);
+        assert!(text.contains("(pg: fdatasync)"), "{text}");
+        assert!(text.contains("└ fdatasync call"), "{text}");
+        assert_eq!(row_label(&ok.spec).chars().count(), 57);
+    }
 }

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# diskpulse fsync vs PostgreSQL's pg_test_fsync on the same directory, run alternately
+# (round 1 pg first, round 2 diskpulse first, ...). diskpulse runs only the rows pg has,
+# in pg's order, for the same time per test, so both do the same syscalls in the same
+# sequence. Prints, per matching row, the median ops/s of each over the rounds, the median
+# of the per-round ratios (diskpulse / pg) and their spread, the noise floor (the spread of
+# pg's own round-to-round ratios: diskpulse cannot be judged closer than that), and
+# diskpulse's p50/p99. A figure, not an assertion.
+#
+#   benches/vs-pg-test-fsync.sh [DIR]      # default: ext4 on a fresh loop device (root)
+#   SECS=2 ROUNDS=3 PG_TEST_FSYNC=/usr/lib/postgresql/15/bin/pg_test_fsync benches/vs-pg-test-fsync.sh
+#   WRAP="nice -n -10" benches/vs-pg-test-fsync.sh    # run both under the same prefix (a busy host)
+#   BACKING=/dev/shm benches/vs-pg-test-fsync.sh      # loop image in RAM: the host disk's noise out
+#   KEEP=/var/tmp/pgcmp benches/vs-pg-test-fsync.sh    # keep every round's raw output there
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${SECS:-2}
+ROUNDS=${ROUNDS:-3}
+PG=${PG_TEST_FSYNC:-/usr/lib/postgresql/15/bin/pg_test_fsync}
+read -r -a WRAP <<< "${WRAP:-}"
+[ -x "$PG" ] || { echo "pg_test_fsync not found at $PG (apt-get install postgresql-15, or set PG_TEST_FSYNC)" >&2; exit 1; }
+cargo build --release -q
+BIN=$PWD/target/release/diskpulse
+WORK=$(mktemp -d "${BACKING:-/var/tmp}/dp-pgfsync.XXXXXX")
+DEV=""
+cleanup() {
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$WORK"/pg.*.txt "$WORK"/dp.*.json "$KEEP"/ 2>/dev/null || true; fi
+  if [ -n "$DEV" ]; then umount "$WORK/mnt" 2>/dev/null || true; losetup -d "$DEV" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+if [ $# -ge 1 ]; then
+  DIR=$1
+else
+  truncate -s 1G "$WORK/vol.img"
+  DEV=$(losetup -f --show "$WORK/vol.img")
+  mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$DEV"
+  mkdir "$WORK/mnt" && mount "$DEV" "$WORK/mnt"
+  DIR=$WORK/mnt
+fi
+# pg_test_fsync's 16 rows (fsync_writethrough is n/a on Linux), as diskpulse ids.
+ONLY=one_8k.open_datasync_direct,one_8k.fdatasync,one_8k.fsync,one_8k.open_sync_direct
+ONLY=$ONLY,two_8k.open_datasync_direct,two_8k.fdatasync,two_8k.fsync,two_8k.open_sync_direct
+ONLY=$ONLY,open_sync_16k,other_fd,no_sync
+echo "dir $DIR ($(stat -f -c %T "$DIR")), ${SECS}s per test, $ROUNDS rounds, wrap '${WRAP[*]}'; $("$PG" --version)" >&2
+for r in $(seq 1 "$ROUNDS"); do
+  run_pg() { "${WRAP[@]}" "$PG" -s "$SECS" -f "$DIR/pg_test_fsync.out" > "$WORK/pg.$r.txt"; }
+  run_dp() { "${WRAP[@]}" "$BIN" fsync --dir "$DIR" --secs-per-test "${SECS}s" --only "$ONLY" --json > "$WORK/dp.$r.json"; }
+  if [ $((r % 2)) -eq 1 ]; then run_pg; run_dp; else run_dp; run_pg; fi
+  echo "round $r done" >&2
+done
+python3 - "$WORK" "$ROUNDS" <<'PY'
+import json, re, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+ROW = re.compile(r"^\s+(\S.*?)\s{2,}([\d.]+) ops/sec\s+(\d+) usecs/op")
+
+def parse_pg(path):
+    out, section = {}, None
+    for line in open(path):
+        if line.strip().endswith(":") and not line.startswith(" "):
+            section = line.strip()
+            continue
+        m = ROW.match(line.rstrip("\n"))
+        if m and section:
+            out[(section, m.group(1).strip())] = float(m.group(2))
+    return out
+
+pg = [parse_pg(f"{work}/pg.{r}.txt") for r in range(1, rounds + 1)]
+dp = [json.load(open(f"{work}/dp.{r}.json")) for r in range(1, rounds + 1)]
+print(dp[0]["dir"], dp[0]["fs_type"], "devices:",
+      ", ".join(f"{d['name']} write_cache={d.get('write_cache', '?')}" for d in dp[0]["devices"]) or dp[0]["devices_note"])
+hdr = (f"{'row (pg_test_fsync label)':<38} {'pg ops/s':>10} {'diskpulse':>10} {'ratio':>6} {'ratio range':>13}"
+       f"  {'pg/pg range':>13}  {'dp p50 us':>9} {'dp p99 us':>9}")
+print(hdr)
+print("-" * len(hdr))
+last = None
+short = {"one_8k": "1x8k", "two_8k": "2x8k", "open_sync_16k": "16k", "other_fd": "fd", "no_sync": "nosync"}
+for i, t in enumerate(dp[0]["tests"]):
+    key = (t["pg_section"], t["pg_test_fsync"])
+    if t["group"] != last:
+        print(t["pg_section"])
+        last = t["group"]
+    p = [x.get(key) for x in pg]
+    d = [x["tests"][i]["ops_per_s"] for x in dp]
+    if None in p or None in d:
+        print(f"  {t['pg_test_fsync']:<36} {'n/a':>10}")
+        continue
+    ratios = [b / a for a, b in zip(p, d)]
+    # pg against itself, round r+1 over round r: the noise floor of this machine right now.
+    floor = [b / a for a, b in zip(p, p[1:])] or [1.0]
+    p50 = statistics.median(x["tests"][i]["lat_p50_us"] for x in dp)
+    p99 = statistics.median(x["tests"][i]["lat_p99_us"] for x in dp)
+    print(f"  {t['pg_test_fsync']:<36} {statistics.median(p):>10.1f} {statistics.median(d):>10.1f} "
+          f"{statistics.median(ratios):>6.2f} {min(ratios):>6.2f}-{max(ratios):<6.2f}"
+          f"  {min(floor):>6.2f}-{max(floor):<6.2f}  {p50:>9.1f} {p99:>9.1f}")
+PY

@@ -1,0 +1,914 @@
+//! The fsync timer: pg_test_fsync's questions ("which way of making a write durable is
+//! fastest here, and is fsync honoured?") answered with latency percentiles, not only means.
+//!
+//! Method, as PostgreSQL 15's `pg_test_fsync` does it (read from `strace -f` of
+//! pg_test_fsync 15.18, not assumed):
+//! - a 16 MiB file (`XLOG_SEG_SIZE`) is created in the directory under test, filled with one
+//!   16 MiB write, fsynced and closed before any test;
+//! - each test opens the file (without O_CREAT), starts its timer, and repeats one *op* until
+//!   its time is up; an op is its writes plus its sync;
+//! - writes go to FIXED offsets: write `w` of an op goes to `w * write_bytes` (so an op of one
+//!   8 KiB write rewrites block 0 every time; two writes rewrite blocks 0 and 1). pg_test_fsync
+//!   does not walk through the file. [`Offsets::Cycle`] does walk (as a WAL segment fills):
+//!   op `k` starts at `k * op_bytes` modulo 16 MiB;
+//! - pg's `open_datasync` and `open_sync` rows (and its whole 16 KiB size comparison) open with
+//!   O_DIRECT as well as O_DSYNC/O_SYNC; its `fdatasync`/`fsync` rows use a buffered descriptor;
+//!   its "non-sync'ed" row is one descriptor and `pwrite` at offset 0, no open per op;
+//! - the two "non-write descriptor" rows do open/write/fsync/close/open/close and
+//!   open/write/close/open/fsync/close per op.
+//!
+//! What we add: every op is timed on `CLOCK_MONOTONIC` into an HdrHistogram (ns), so each
+//! test reports p50/p99/p99.9/max as well as ops/s; for an op that is writes then a separate
+//! sync call, the sync call alone is timed too. Buffered O_DSYNC/O_SYNC and O_DIRECT +
+//! fdatasync rows sit beside pg's. No `sync_file_range`: it makes nothing durable.
+//!
+//! Units: latencies in ns (histograms, [`LatencyNs`]); times `*_t_ns` on the run's clock.
+//! Must stay true: the file is ours (created with O_EXCL) and is removed when [`TestFile`]
+//! drops, whatever happened; a test the file system refuses is [`Outcome::NotAvailable`],
+//! never an abort of the others.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::clock::{monotonic_ns, Clock};
+use crate::directio::{self, AlignedBuf, LatencyNs, OpenFlags, SyncFlag};
+
+/// PostgreSQL's WAL block size (`XLOG_BLCKSZ`): the write size of most tests.
+pub const XLOG_BLCKSZ: usize = 8192;
+/// The test file's size: one WAL segment (`XLOG_SEG_SIZE`, 16 MiB).
+pub const FILE_BYTES: usize = 16 << 20;
+/// Bytes written per op in the open_sync size comparison.
+pub const SIZES_OP_BYTES: usize = 16 << 10;
+
+/// Where an op's writes go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Offsets {
+    /// pg_test_fsync's: write `w` of every op at `w * write_bytes`.
+    #[default]
+    Fixed,
+    /// Op `k` at `k * op_bytes` modulo the file size, as a WAL segment fills.
+    Cycle,
+}
+
+/// The separate sync call of a "write, then sync" op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncCall {
+    Fdatasync,
+    Fsync,
+}
+
+impl SyncCall {
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncCall::Fdatasync => "fdatasync",
+            SyncCall::Fsync => "fsync",
+        }
+    }
+
+    fn call(self, f: &File) -> std::io::Result<()> {
+        // Plain fdatasync(2)/fsync(2): no F_FULLFSYNC, no sync_file_range.
+        // SAFETY: the descriptor is open for the life of `f`.
+        let rc = unsafe {
+            match self {
+                SyncCall::Fdatasync => libc::fdatasync(f.as_raw_fd()),
+                SyncCall::Fsync => libc::fsync(f.as_raw_fd()),
+            }
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+}
+
+/// What one op does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Writes on one descriptor opened with O_DSYNC or O_SYNC (and maybe O_DIRECT): each
+    /// write is durable when it returns; no separate sync call.
+    SyncOnWrite { direct: bool, flag: SyncFlag },
+    /// Writes on one descriptor, then one fdatasync/fsync on it.
+    ThenSync { direct: bool, call: SyncCall },
+    /// open, write, fsync, close, then open and close again (pg: "write, fsync, close").
+    WriteFsyncClose,
+    /// open, write, close, open, fsync, close: the fsync is on a descriptor that wrote
+    /// nothing (pg: "write, close, fsync").
+    WriteCloseFsync,
+    /// Writes on one descriptor, no sync at all: the baseline.
+    NoSync,
+}
+
+impl Kind {
+    /// Whether the op has a separate sync call whose latency is timed alone.
+    pub fn has_sync_call(self) -> bool {
+        matches!(
+            self,
+            Kind::ThenSync { .. } | Kind::WriteFsyncClose | Kind::WriteCloseFsync
+        )
+    }
+
+    fn direct(self) -> bool {
+        match self {
+            Kind::SyncOnWrite { direct, .. } | Kind::ThenSync { direct, .. } => direct,
+            _ => false,
+        }
+    }
+}
+
+/// The sections of the report, in pg_test_fsync's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    OneWrite,
+    TwoWrites,
+    OpenSyncSizes,
+    OtherFd,
+    NoSync,
+}
+
+impl Group {
+    /// Stable id (JSON, CSV).
+    pub fn id(self) -> &'static str {
+        match self {
+            Group::OneWrite => "one_8k",
+            Group::TwoWrites => "two_8k",
+            Group::OpenSyncSizes => "open_sync_16k",
+            Group::OtherFd => "other_fd",
+            Group::NoSync => "no_sync",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Group::OneWrite => "Sync methods, one 8 KiB write per op",
+            Group::TwoWrites => "Sync methods, two 8 KiB writes per op",
+            Group::OpenSyncSizes => "O_DIRECT|O_SYNC, 16 KiB per op in different write sizes",
+            Group::OtherFd => "Is fsync on a descriptor that did not write honoured?",
+            Group::NoSync => "Non-synced 8 KiB writes (baseline)",
+        }
+    }
+
+    /// pg_test_fsync's heading of the same section.
+    pub fn pg_title(self) -> &'static str {
+        match self {
+            Group::OneWrite => "Compare file sync methods using one 8kB write:",
+            Group::TwoWrites => "Compare file sync methods using two 8kB writes:",
+            Group::OpenSyncSizes => "Compare open_sync with different write sizes:",
+            Group::OtherFd => "Test if fsync on non-write file descriptor is honored:",
+            Group::NoSync => "Non-sync'ed 8kB writes:",
+        }
+    }
+}
+
+/// One row of the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestSpec {
+    pub group: Group,
+    /// Stable id within the group (`fdatasync`, `open_datasync_direct`, `4x4k`).
+    pub id: &'static str,
+    /// Short human name.
+    pub name: &'static str,
+    /// What an op does, in syscall terms.
+    pub how: &'static str,
+    /// pg_test_fsync's label of the row that does exactly this, if one does.
+    pub pg_label: Option<&'static str>,
+    pub kind: Kind,
+    pub writes_per_op: usize,
+    pub write_bytes: usize,
+}
+
+impl TestSpec {
+    /// `group.id`, e.g. `one_8k.fdatasync`.
+    pub fn full_id(&self) -> String {
+        format!("{}.{}", self.group.id(), self.id)
+    }
+
+    pub fn op_bytes(&self) -> usize {
+        self.writes_per_op * self.write_bytes
+    }
+}
+
+/// Every test, in the order they run (pg_test_fsync's order, our extra rows beside theirs).
+pub fn all_tests() -> Vec<TestSpec> {
+    use Kind::*;
+    let mut v = vec![];
+    for (group, writes) in [(Group::OneWrite, 1), (Group::TwoWrites, 2)] {
+        let rows: [(&str, &str, &str, Option<&str>, Kind); 7] = [
+            (
+                "open_datasync_direct",
+                "open_datasync direct",
+                "O_DIRECT|O_DSYNC write",
+                Some("open_datasync"),
+                SyncOnWrite {
+                    direct: true,
+                    flag: SyncFlag::Dsync,
+                },
+            ),
+            (
+                "open_datasync",
+                "open_datasync",
+                "O_DSYNC write",
+                None,
+                SyncOnWrite {
+                    direct: false,
+                    flag: SyncFlag::Dsync,
+                },
+            ),
+            (
+                "fdatasync",
+                "fdatasync",
+                "write, fdatasync",
+                Some("fdatasync"),
+                ThenSync {
+                    direct: false,
+                    call: SyncCall::Fdatasync,
+                },
+            ),
+            (
+                "direct_fdatasync",
+                "direct + fdatasync",
+                "O_DIRECT write, fdatasync",
+                None,
+                ThenSync {
+                    direct: true,
+                    call: SyncCall::Fdatasync,
+                },
+            ),
+            (
+                "fsync",
+                "fsync",
+                "write, fsync",
+                Some("fsync"),
+                ThenSync {
+                    direct: false,
+                    call: SyncCall::Fsync,
+                },
+            ),
+            (
+                "open_sync_direct",
+                "open_sync direct",
+                "O_DIRECT|O_SYNC write",
+                Some("open_sync"),
+                SyncOnWrite {
+                    direct: true,
+                    flag: SyncFlag::Sync,
+                },
+            ),
+            (
+                "open_sync",
+                "open_sync",
+                "O_SYNC write",
+                None,
+                SyncOnWrite {
+                    direct: false,
+                    flag: SyncFlag::Sync,
+                },
+            ),
+        ];
+        for (id, name, how, pg_label, kind) in rows {
+            v.push(TestSpec {
+                group,
+                id,
+                name,
+                how,
+                pg_label,
+                kind,
+                writes_per_op: writes,
+                write_bytes: XLOG_BLCKSZ,
+            });
+        }
+    }
+    let sizes: [(&str, &str, &str, usize); 5] = [
+        ("1x16k", "1 x 16 KiB", " 1 * 16kB open_sync write", 16),
+        ("2x8k", "2 x 8 KiB", " 2 *  8kB open_sync writes", 8),
+        ("4x4k", "4 x 4 KiB", " 4 *  4kB open_sync writes", 4),
+        ("8x2k", "8 x 2 KiB", " 8 *  2kB open_sync writes", 2),
+        ("16x1k", "16 x 1 KiB", "16 *  1kB open_sync writes", 1),
+    ];
+    for (id, name, pg, kib) in sizes {
+        v.push(TestSpec {
+            group: Group::OpenSyncSizes,
+            id,
+            name,
+            how: "O_DIRECT|O_SYNC writes",
+            pg_label: Some(pg),
+            kind: SyncOnWrite {
+                direct: true,
+                flag: SyncFlag::Sync,
+            },
+            writes_per_op: 16 / kib,
+            write_bytes: kib << 10,
+        });
+    }
+    v.push(TestSpec {
+        group: Group::OtherFd,
+        id: "write_fsync_close",
+        name: "write, fsync, close",
+        how: "open,write,fsync,close,open,close",
+        pg_label: Some("write, fsync, close"),
+        kind: WriteFsyncClose,
+        writes_per_op: 1,
+        write_bytes: XLOG_BLCKSZ,
+    });
+    v.push(TestSpec {
+        group: Group::OtherFd,
+        id: "write_close_fsync",
+        name: "write, close, fsync",
+        how: "open,write,close,open,fsync,close",
+        pg_label: Some("write, close, fsync"),
+        kind: WriteCloseFsync,
+        writes_per_op: 1,
+        write_bytes: XLOG_BLCKSZ,
+    });
+    v.push(TestSpec {
+        group: Group::NoSync,
+        id: "write",
+        name: "write",
+        how: "write, no sync",
+        pg_label: Some("write"),
+        kind: NoSync,
+        writes_per_op: 1,
+        write_bytes: XLOG_BLCKSZ,
+    });
+    v
+}
+
+/// Errors preparing the test file. Each keeps the path and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum FsyncError {
+    #[error("{path} already exists: a diskpulse fsync run with the same pid left it behind; remove it and retry")]
+    Exists { path: String },
+    #[error("cannot create {path}: {source}")]
+    Create {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("no space left for the 16 MiB test file {path}: free some space in its directory")]
+    NoSpace { path: String },
+    #[error("cannot fill {path} ({what}): {source}")]
+    Fill {
+        path: String,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("interrupted while preparing {path}")]
+    Interrupted { path: String },
+}
+
+/// The 16 MiB file the tests write to. Removed on drop.
+pub struct TestFile {
+    path: PathBuf,
+    /// The bytes every write writes: the start of the fill pattern, aligned for O_DIRECT.
+    buf: AlignedBuf,
+    /// The file size (16 MiB, smaller only in unit tests).
+    bytes: usize,
+}
+
+impl TestFile {
+    /// Creates `dir/.diskpulse-fsync.<pid>` with O_EXCL, fills it with one 16 MiB write of a
+    /// non-zero pattern, fsyncs and closes it (as pg_test_fsync does before its first test).
+    pub fn create(dir: &Path, stop: &AtomicBool) -> Result<TestFile, FsyncError> {
+        Self::create_sized(dir, FILE_BYTES, stop)
+    }
+
+    fn create_sized(dir: &Path, bytes: usize, stop: &AtomicBool) -> Result<TestFile, FsyncError> {
+        assert!(bytes >= SIZES_OP_BYTES && bytes.is_multiple_of(SIZES_OP_BYTES));
+        let path = dir.join(format!(".diskpulse-fsync.{}", std::process::id()));
+        let p = || path.display().to_string();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|source| match source.kind() {
+                std::io::ErrorKind::AlreadyExists => FsyncError::Exists { path: p() },
+                _ => FsyncError::Create { path: p(), source },
+            })?;
+        // From here on the file is ours: dropping `tf` removes it, also on error.
+        let mut tf = TestFile {
+            path: path.clone(),
+            buf: AlignedBuf::new(SIZES_OP_BYTES),
+            bytes,
+        };
+        let fill = AlignedBuf::new(bytes);
+        let fill_err = |what, source: std::io::Error| {
+            if source.raw_os_error() == Some(libc::ENOSPC)
+                || source.raw_os_error() == Some(libc::EDQUOT)
+            {
+                FsyncError::NoSpace { path: p() }
+            } else {
+                FsyncError::Fill {
+                    path: p(),
+                    what,
+                    source,
+                }
+            }
+        };
+        f.write_all_at(fill.as_slice(), 0)
+            .map_err(|e| fill_err("write", e))?;
+        if stop.load(Ordering::Relaxed) {
+            return Err(FsyncError::Interrupted { path: p() });
+        }
+        f.sync_all().map_err(|e| fill_err("fsync", e))?;
+        drop(f);
+        // The writes carry the same bytes the fill put at the start of the file.
+        tf.buf
+            .as_mut_slice()
+            .copy_from_slice(&fill.as_slice()[..SIZES_OP_BYTES]);
+        Ok(tf)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn offset(&self, spec: &TestSpec, offsets: Offsets, op: u64, write: usize) -> u64 {
+        let w = (write * spec.write_bytes) as u64;
+        match offsets {
+            Offsets::Fixed => w,
+            Offsets::Cycle => (op * spec.op_bytes() as u64) % self.bytes as u64 + w,
+        }
+    }
+}
+
+impl Drop for TestFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// How the tests run.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// How long each test repeats its op (pg_test_fsync's `-s`).
+    pub per_test: Duration,
+    pub offsets: Offsets,
+}
+
+/// What one test measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    /// Run-clock time just before the first op started.
+    pub start_t_ns: u64,
+    /// Run-clock time just after the last op ended.
+    pub end_t_ns: u64,
+    pub ops: u64,
+    /// Whole op (writes + sync, and opens/closes where the op has them), ns.
+    pub lat: LatencyNs,
+    /// The sync call alone, ns, for ops that have one.
+    pub sync_lat: Option<LatencyNs>,
+    /// Stopped early by the stop flag (Ctrl-C).
+    pub cut_short: bool,
+}
+
+impl Measured {
+    pub fn secs(&self) -> f64 {
+        self.end_t_ns.saturating_sub(self.start_t_ns) as f64 / 1e9
+    }
+
+    /// ops / seconds from the first op's start to the last op's end (pg's ops/sec).
+    pub fn ops_per_s(&self) -> f64 {
+        let s = self.secs();
+        if s > 0.0 {
+            self.ops as f64 / s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The outcome of one test.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Ran(Measured),
+    /// The file system or device refuses this way of writing (O_DIRECT on ramfs: EINVAL).
+    NotAvailable {
+        reason: String,
+    },
+    /// An error mid-test (EIO, ENOSPC, ...); what was measured before it is kept.
+    Failed {
+        reason: String,
+        partial: Option<Measured>,
+    },
+    /// Not started: the run was interrupted before it.
+    NotRun,
+}
+
+/// `EINVAL (Invalid argument)` for an errno, or the error's text.
+pub fn errno_text(e: &std::io::Error) -> String {
+    let name = match e.raw_os_error() {
+        Some(libc::EINVAL) => "EINVAL",
+        Some(libc::ENOSPC) => "ENOSPC",
+        Some(libc::EDQUOT) => "EDQUOT",
+        Some(libc::EIO) => "EIO",
+        Some(libc::EROFS) => "EROFS",
+        Some(libc::EACCES) => "EACCES",
+        Some(libc::EPERM) => "EPERM",
+        Some(libc::EOPNOTSUPP) => "EOPNOTSUPP",
+        Some(libc::ENOENT) => "ENOENT",
+        Some(libc::EFBIG) => "EFBIG",
+        Some(libc::EBADF) => "EBADF",
+        _ => return e.to_string(),
+    };
+    let text = e.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    format!("{name} ({text})")
+}
+
+struct Recorder<'a> {
+    clock: &'a Clock,
+    lat: Histogram<u64>,
+    sync_lat: Option<Histogram<u64>>,
+    ops: u64,
+    first_ns: Option<u64>,
+    last_ns: u64,
+}
+
+impl<'a> Recorder<'a> {
+    fn new(clock: &'a Clock, has_sync: bool) -> Recorder<'a> {
+        Recorder {
+            clock,
+            lat: directio::latency_histogram(),
+            sync_lat: has_sync.then(directio::latency_histogram),
+            ops: 0,
+            first_ns: None,
+            last_ns: 0,
+        }
+    }
+
+    /// One op: started at `t0`, its sync call from `s0` to `s1` (if any), ended at `t1`.
+    #[inline]
+    fn op(&mut self, t0: u64, sync: Option<(u64, u64)>, t1: u64) {
+        self.first_ns.get_or_insert(t0);
+        self.last_ns = t1;
+        self.ops += 1;
+        directio::record_ns(&mut self.lat, t1 - t0);
+        if let (Some(h), Some((s0, s1))) = (self.sync_lat.as_mut(), sync) {
+            directio::record_ns(h, s1 - s0);
+        }
+    }
+
+    fn finish(self, cut_short: bool) -> Option<Measured> {
+        let first = self.first_ns?;
+        let z = self.clock.zero_monotonic_ns();
+        Some(Measured {
+            start_t_ns: first.saturating_sub(z),
+            end_t_ns: self.last_ns.saturating_sub(z),
+            ops: self.ops,
+            lat: LatencyNs::from_histogram(&self.lat),
+            sync_lat: self.sync_lat.as_ref().map(LatencyNs::from_histogram),
+            cut_short,
+        })
+    }
+}
+
+/// Why an op failed: the step and the error.
+struct OpError {
+    step: &'static str,
+    err: std::io::Error,
+    /// A write of this many bytes with O_DIRECT got EINVAL (alignment the device refuses).
+    direct_write_bytes: Option<usize>,
+}
+
+fn open_rw(path: &Path, direct: bool, sync: SyncFlag) -> std::io::Result<File> {
+    directio::open(
+        path,
+        OpenFlags {
+            read: true,
+            write: true,
+            create: false,
+            direct,
+            sync,
+        },
+    )
+}
+
+fn write_all(f: &File, buf: &[u8], off: u64) -> std::io::Result<()> {
+    loop {
+        match f.write_at(buf, off) {
+            Ok(n) if n == buf.len() => return Ok(()),
+            // A regular file takes a whole 1-16 KiB write or fails; a short one is an error here.
+            Ok(n) => {
+                return Err(std::io::Error::other(format!(
+                    "short write: {n} of {} bytes at offset {off}",
+                    buf.len()
+                )))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Runs one test for `opts.per_test` (or until `stop`), returning what it measured.
+pub fn run_test(
+    file: &TestFile,
+    spec: &TestSpec,
+    opts: &Options,
+    stop: &AtomicBool,
+    clock: &Clock,
+) -> Outcome {
+    if stop.load(Ordering::Relaxed) {
+        return Outcome::NotRun;
+    }
+    let direct = spec.kind.direct();
+    // The descriptor of single-descriptor tests is opened before the timer starts, as pg does.
+    let fd = match spec.kind {
+        Kind::SyncOnWrite { direct, flag } => Some(open_rw(&file.path, direct, flag)),
+        Kind::ThenSync { direct, .. } => Some(open_rw(&file.path, direct, SyncFlag::None)),
+        Kind::NoSync => Some(open_rw(&file.path, false, SyncFlag::None)),
+        Kind::WriteFsyncClose | Kind::WriteCloseFsync => None,
+    };
+    let fd = match fd.transpose() {
+        Ok(f) => f,
+        Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
+            return Outcome::NotAvailable {
+                reason: format!("{}: this file system refuses O_DIRECT", errno_text(&e)),
+            }
+        }
+        Err(e) => {
+            return Outcome::Failed {
+                reason: format!("open: {}", errno_text(&e)),
+                partial: None,
+            }
+        }
+    };
+    let mut rec = Recorder::new(clock, spec.kind.has_sync_call());
+    let buf = &file.buf.as_slice()[..spec.write_bytes];
+    // Ops run back to back and one clock read ends an op and starts the next: an op's
+    // latency includes the few ns of bookkeeping between ops (as pg's ops/sec does), and a
+    // 1 µs buffered write is not slowed by a second clock read. When the sync call ends
+    // the op, its end time ends the op too.
+    let mut t0 = monotonic_ns();
+    let deadline = t0 + opts.per_test.as_nanos() as u64;
+    let mut op: u64 = 0;
+    let result: Result<(), OpError> = loop {
+        let r = one_op(file, spec, opts, fd.as_ref(), buf, op);
+        let t1 = match r {
+            Ok(sync) => {
+                let t1 = match (spec.kind, sync) {
+                    (Kind::ThenSync { .. }, Some((_, s1))) => s1,
+                    _ => monotonic_ns(),
+                };
+                rec.op(t0, sync, t1);
+                t1
+            }
+            Err(e) => break Err(e),
+        };
+        op += 1;
+        if t1 >= deadline || stop.load(Ordering::Relaxed) {
+            break Ok(());
+        }
+        t0 = t1;
+    };
+    let cut_short = stop.load(Ordering::Relaxed) && monotonic_ns() < deadline;
+    match result {
+        Ok(()) => rec
+            .finish(cut_short)
+            .map(Outcome::Ran)
+            .unwrap_or(Outcome::NotRun),
+        Err(e) => {
+            if op == 0 && e.err.raw_os_error() == Some(libc::EINVAL) {
+                if let Some(bytes) = e.direct_write_bytes {
+                    return Outcome::NotAvailable {
+                        reason: format!(
+                            "{} on a {bytes}-byte O_DIRECT write: smaller than or not aligned to what the device or file system takes",
+                            errno_text(&e.err)
+                        ),
+                    };
+                }
+            }
+            Outcome::Failed {
+                reason: format!("{}: {}", e.step, errno_text(&e.err)),
+                partial: rec.finish(cut_short),
+            }
+        }
+    }
+}
+
+/// One op; returns the sync call's (start, end) when it has one.
+#[inline]
+fn one_op(
+    file: &TestFile,
+    spec: &TestSpec,
+    opts: &Options,
+    fd: Option<&File>,
+    buf: &[u8],
+    op: u64,
+) -> Result<Option<(u64, u64)>, OpError> {
+    let wr = |f: &File, w: usize, direct: bool| {
+        write_all(f, buf, file.offset(spec, opts.offsets, op, w)).map_err(|err| OpError {
+            step: "write",
+            direct_write_bytes: direct.then_some(buf.len()),
+            err,
+        })
+    };
+    let open = |step| {
+        open_rw(&file.path, false, SyncFlag::None).map_err(|err| OpError {
+            step,
+            err,
+            direct_write_bytes: None,
+        })
+    };
+    let sync = |f: &File, call: SyncCall| {
+        let s0 = monotonic_ns();
+        call.call(f).map_err(|err| OpError {
+            step: call.name(),
+            err,
+            direct_write_bytes: None,
+        })?;
+        Ok::<_, OpError>((s0, monotonic_ns()))
+    };
+    match spec.kind {
+        Kind::SyncOnWrite { direct, .. } => {
+            let f = fd.expect("opened");
+            for w in 0..spec.writes_per_op {
+                wr(f, w, direct)?;
+            }
+            Ok(None)
+        }
+        Kind::NoSync => {
+            let f = fd.expect("opened");
+            for w in 0..spec.writes_per_op {
+                wr(f, w, false)?;
+            }
+            Ok(None)
+        }
+        Kind::ThenSync { direct, call } => {
+            let f = fd.expect("opened");
+            for w in 0..spec.writes_per_op {
+                wr(f, w, direct)?;
+            }
+            sync(f, call).map(Some)
+        }
+        Kind::WriteFsyncClose => {
+            let f = open("open")?;
+            wr(&f, 0, false)?;
+            let s = sync(&f, SyncCall::Fsync)?;
+            drop(f);
+            // Open and close again, so both rows of the pair do the same opens (as pg does).
+            drop(open("reopen")?);
+            Ok(Some(s))
+        }
+        Kind::WriteCloseFsync => {
+            let f = open("open")?;
+            wr(&f, 0, false)?;
+            drop(f);
+            let g = open("reopen")?;
+            let s = sync(&g, SyncCall::Fsync)?;
+            drop(g);
+            Ok(Some(s))
+        }
+    }
+}
+
+/// The file system type of `path` from statfs(2)'s magic number (`ext4`, `xfs`, `btrfs`,
+/// `tmpfs`, ...), or `0x...` for one we do not name.
+pub fn fs_type(path: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statfs is plain data; zeroed is a valid value.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid NUL-terminated path and s a writable statfs.
+    if unsafe { libc::statfs(c.as_ptr(), &mut s) } != 0 {
+        return None;
+    }
+    // Magic numbers from include/uapi/linux/magic.h.
+    let magic = s.f_type as u64 & 0xffff_ffff;
+    Some(
+        match magic {
+            0xEF53 => "ext2/3/4",
+            0x5846_5342 => "xfs",
+            0x9123_683E => "btrfs",
+            0x0102_1994 => "tmpfs",
+            0x8584_58F6 => "ramfs",
+            0xF2F5_2010 => "f2fs",
+            0x2FC1_2FC1 => "zfs",
+            0x794C_7630 => "overlayfs",
+            0x6969 => "nfs",
+            0xFF53_4D42 | 0xFE53_4D42 => "cifs/smb",
+            0x6573_5546 => "fuse",
+            0x4D44 => "vfat",
+            _ => return Some(format!("0x{magic:x}")),
+        }
+        .to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quick() -> Options {
+        Options {
+            per_test: Duration::from_millis(30),
+            offsets: Offsets::Fixed,
+        }
+    }
+
+    #[test]
+    fn the_list_has_pg_test_fsyncs_rows_and_ours() {
+        let t = all_tests();
+        assert_eq!(t.len(), 22);
+        let pg: Vec<_> = t.iter().filter(|s| s.pg_label.is_some()).collect();
+        assert_eq!(
+            pg.len(),
+            4 + 4 + 5 + 2 + 1,
+            "pg's rows, without fsync_writethrough"
+        );
+        let mut ids: Vec<_> = t.iter().map(|s| s.full_id()).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), t.len(), "ids are unique");
+        for s in t.iter().filter(|s| s.group == Group::OpenSyncSizes) {
+            assert_eq!(s.op_bytes(), 16 << 10, "{}", s.id);
+        }
+    }
+
+    #[test]
+    fn offsets_fixed_like_pg_or_cycling_through_the_file() {
+        let stop = AtomicBool::new(false);
+        let d = tempfile::tempdir_in("/var/tmp").unwrap();
+        let f = TestFile::create_sized(d.path(), 64 << 10, &stop).unwrap();
+        let two = all_tests()
+            .into_iter()
+            .find(|s| s.full_id() == "two_8k.fdatasync")
+            .unwrap();
+        assert_eq!(f.offset(&two, Offsets::Fixed, 7, 1), 8192);
+        assert_eq!(f.offset(&two, Offsets::Cycle, 0, 1), 8192);
+        assert_eq!(f.offset(&two, Offsets::Cycle, 1, 0), 16384);
+        // 64 KiB file, 16 KiB ops: op 4 wraps to the start.
+        assert_eq!(f.offset(&two, Offsets::Cycle, 4, 1), 8192);
+    }
+
+    #[test]
+    fn every_test_runs_and_the_file_is_removed() {
+        let stop = AtomicBool::new(false);
+        let d = tempfile::tempdir_in("/var/tmp").unwrap();
+        let clock = Clock::start();
+        let path;
+        {
+            let f = TestFile::create_sized(d.path(), 1 << 20, &stop).unwrap();
+            path = f.path().to_path_buf();
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), 1 << 20);
+            for spec in all_tests() {
+                match run_test(&f, &spec, &quick(), &stop, &clock) {
+                    Outcome::Ran(m) => {
+                        assert!(m.ops > 0, "{}", spec.full_id());
+                        assert_eq!(m.lat.count, m.ops);
+                        assert_eq!(m.sync_lat.is_some(), spec.kind.has_sync_call());
+                        if let Some(s) = &m.sync_lat {
+                            assert!(s.max <= m.lat.max, "{}: sync within op", spec.full_id());
+                        }
+                        assert!(m.end_t_ns > m.start_t_ns);
+                        assert!(!m.cut_short);
+                    }
+                    // /var/tmp may sit on something without O_DIRECT; only those rows may say so.
+                    Outcome::NotAvailable { reason } => {
+                        assert!(spec.kind.direct(), "{}: {reason}", spec.full_id())
+                    }
+                    o => panic!("{}: {o:?}", spec.full_id()),
+                }
+            }
+        }
+        assert!(!path.exists(), "dropping the TestFile removes it");
+    }
+
+    #[test]
+    fn a_raised_stop_flag_means_not_run() {
+        let stop = AtomicBool::new(false);
+        let d = tempfile::tempdir_in("/var/tmp").unwrap();
+        let f = TestFile::create_sized(d.path(), 1 << 20, &stop).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        let spec = &all_tests()[2];
+        assert_eq!(
+            run_test(&f, spec, &quick(), &stop, &Clock::start()),
+            Outcome::NotRun
+        );
+    }
+
+    #[test]
+    fn a_second_file_in_the_same_dir_is_refused_not_clobbered() {
+        let stop = AtomicBool::new(false);
+        let d = tempfile::tempdir_in("/var/tmp").unwrap();
+        let _a = TestFile::create_sized(d.path(), 64 << 10, &stop).unwrap();
+        let e = TestFile::create_sized(d.path(), 64 << 10, &stop)
+            .err()
+            .unwrap();
+        assert!(matches!(e, FsyncError::Exists { .. }), "{e}");
+        assert!(_a.path().exists(), "the first file is untouched");
+    }
+
+    #[test]
+    fn errno_names() {
+        let e = std::io::Error::from_raw_os_error(libc::EINVAL);
+        assert_eq!(errno_text(&e), "EINVAL (Invalid argument)");
+        assert_eq!(fs_type(Path::new("/proc")).as_deref(), Some("0x9fa0"));
+    }
+}

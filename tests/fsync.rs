@@ -1,0 +1,632 @@
+//! `diskpulse fsync` against real file systems and devices: every row on ext4 over a loop
+//! device, a cgroup-throttled loop device, O_DIRECT refused (ramfs) and on tmpfs, Ctrl-C
+//! mid-run, ENOSPC, fsync.csv inside a recorded run, bad input. Each test that needs root,
+//! a loop device or cgroup v1 blkio says why it skips.
+
+mod common;
+use common::*;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Ids of the rows that open with O_DIRECT.
+const DIRECT_ROWS: [&str; 11] = [
+    "one_8k.open_datasync_direct",
+    "one_8k.direct_fdatasync",
+    "one_8k.open_sync_direct",
+    "two_8k.open_datasync_direct",
+    "two_8k.direct_fdatasync",
+    "two_8k.open_sync_direct",
+    "open_sync_16k.1x16k",
+    "open_sync_16k.2x8k",
+    "open_sync_16k.4x4k",
+    "open_sync_16k.8x2k",
+    "open_sync_16k.16x1k",
+];
+
+/// Rows whose op has a separate fdatasync/fsync call.
+const SYNC_CALL_ROWS: [&str; 8] = [
+    "one_8k.fdatasync",
+    "one_8k.direct_fdatasync",
+    "one_8k.fsync",
+    "two_8k.fdatasync",
+    "two_8k.direct_fdatasync",
+    "two_8k.fsync",
+    "other_fd.write_fsync_close",
+    "other_fd.write_close_fsync",
+];
+
+fn fsync_json(args: &[&str]) -> (Output, Value) {
+    let o = diskpulse()
+        .arg("fsync")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (o, v)
+}
+
+fn tests_of(v: &Value) -> &Vec<Value> {
+    v["tests"].as_array().expect("tests[]")
+}
+
+fn row<'a>(v: &'a Value, id: &str) -> &'a Value {
+    tests_of(v)
+        .iter()
+        .find(|t| t["id"] == id)
+        .unwrap_or_else(|| panic!("{id} not in {v:#}"))
+}
+
+fn leftovers(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".diskpulse-fsync")
+        })
+        .collect()
+}
+
+/// A row that ran: ops > 0, ops/s, ordered percentiles, the sync call where it has one.
+fn assert_ran(t: &Value) {
+    let id = t["id"].as_str().unwrap();
+    assert_eq!(t["status"], "ok", "{t:#}");
+    assert!(t["ops"].as_u64().unwrap() > 0, "{id}: {t:#}");
+    assert!(t["ops_per_s"].as_f64().unwrap() > 0.0, "{id}");
+    let f = |k: &str| t[k].as_f64().unwrap_or_else(|| panic!("{id}: {k} missing"));
+    for p in ["lat", "sync_lat"] {
+        if p == "sync_lat" && !SYNC_CALL_ROWS.contains(&id) {
+            assert!(t["sync_lat_p50_us"].is_null(), "{id} has no sync call");
+            continue;
+        }
+        let (min, p50, p99, p999, max) = (
+            f(&format!("{p}_min_us")),
+            f(&format!("{p}_p50_us")),
+            f(&format!("{p}_p99_us")),
+            f(&format!("{p}_p999_us")),
+            f(&format!("{p}_max_us")),
+        );
+        assert!(
+            0.0 < min && min <= p50 && p50 <= p99 && p99 <= p999 && p999 <= max,
+            "{id} {p}: {min} {p50} {p99} {p999} {max}"
+        );
+    }
+    if SYNC_CALL_ROWS.contains(&id) {
+        assert!(
+            f("sync_lat_p50_us") <= f("lat_p50_us") * 1.01,
+            "{id}: sync within op"
+        );
+    }
+    // ops/s is ops over the test's span on the run clock.
+    let span_s = (t["t_end_ns"].as_u64().unwrap() - t["t_ns"].as_u64().unwrap()) as f64 / 1e9;
+    let rate = t["ops"].as_f64().unwrap() / span_s;
+    // (ops_per_s is rounded to a thousandth in the JSON.)
+    assert!(
+        (rate - f("ops_per_s")).abs() <= 0.0005 + 1e-9 * rate,
+        "{id}"
+    );
+}
+
+#[test]
+fn every_row_runs_on_ext4_over_a_loop_device() {
+    if !can_use_loop_devices() {
+        return;
+    }
+    let mut lo = LoopDev::new("1G");
+    let m = lo.mount_ext4();
+    let (o, v) = fsync_json(&["--dir", m.to_str().unwrap(), "--secs-per-test", "100ms"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tests = tests_of(&v);
+    assert_eq!(tests.len(), 22);
+    for t in tests {
+        assert_ran(t);
+        assert!(!t["cut_short"].as_bool().unwrap());
+    }
+    // pg_test_fsync's rows are labelled; fsync_writethrough (not on Linux) is not a row.
+    let pg: Vec<&str> = tests
+        .iter()
+        .filter_map(|t| t["pg_test_fsync"].as_str())
+        .collect();
+    assert_eq!(pg.len(), 16, "{pg:?}");
+    // Tests run one after another on the run clock.
+    for w in tests.windows(2) {
+        assert!(w[0]["t_end_ns"].as_u64() <= w[1]["t_ns"].as_u64());
+    }
+    // The header: the loop device that holds the dir, with its write cache as sysfs says.
+    assert_eq!(v["fs_type"], "ext2/3/4");
+    assert_eq!(v["file_bytes"], 16 << 20);
+    let loopdev = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == lo.name())
+        .unwrap_or_else(|| panic!("{} not in {:#}", lo.name(), v["devices"]));
+    let wc =
+        std::fs::read_to_string(format!("/sys/block/{}/queue/write_cache", lo.name())).unwrap();
+    assert_eq!(loopdev["write_cache"], wc.trim());
+    let file = v["file"].as_str().unwrap();
+    assert!(file.starts_with(m.to_str().unwrap()));
+    assert!(!Path::new(file).exists(), "test file left behind");
+    assert!(leftovers(&m).is_empty());
+
+    // The human table: a row per test (the label of each), numbers, n/a nowhere.
+    let o = diskpulse()
+        .args([
+            "fsync",
+            "--dir",
+            m.to_str().unwrap(),
+            "--secs-per-test",
+            "20ms",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    for t in tests {
+        let name = t["name"].as_str().unwrap();
+        assert!(
+            text.contains(&format!("  {name} ")),
+            "{name} missing:\n{text}"
+        );
+    }
+    assert!(text.contains(&format!("  {} ", lo.name())), "{text}");
+    assert!(text.contains("write_cache="), "{text}");
+    assert!(!text.contains("n/a"), "{text}");
+    let sync_lines = text.lines().filter(|l| l.starts_with("    └ ")).count();
+    assert_eq!(sync_lines, SYNC_CALL_ROWS.len(), "{text}");
+    assert!(leftovers(&m).is_empty());
+}
+
+/// A cgroup v1 blkio group removed on drop (after its processes exited).
+struct Cgroup(PathBuf);
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+fn serviced_writes(cg: &Path, majmin: &str) -> u64 {
+    let s = std::fs::read_to_string(cg.join("blkio.throttle.io_serviced")).unwrap();
+    s.lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next() == Some(majmin) && f.next() == Some("Write"))
+                .then(|| f.next().unwrap().parse().unwrap())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_throttled_loop_device_caps_o_dsync_and_fdatasync() {
+    if !can_use_loop_devices() {
+        return;
+    }
+    let root = Path::new("/sys/fs/cgroup/blkio");
+    if !root.join("cgroup.procs").exists() {
+        eprintln!("skipping: cgroup v1 blkio is not mounted at /sys/fs/cgroup/blkio");
+        return;
+    }
+    let mut lo = LoopDev::new("1G");
+    let m = lo.mount_ext4();
+    let majmin = std::fs::read_to_string(format!("/sys/block/{}/dev", lo.name()))
+        .unwrap()
+        .trim()
+        .to_string();
+    let only = "one_8k.open_datasync,one_8k.fdatasync";
+    let args = ["--dir", m.to_str().unwrap(), "--only", only];
+
+    let (o, free) = fsync_json(&[&args[..], &["--secs-per-test", "1s"]].concat());
+    assert!(o.status.success());
+
+    // Low enough to sit far below what even a busy host disk gives unthrottled.
+    const CAP_IOPS: f64 = 40.0;
+    let cg = Cgroup(root.join(format!("diskpulse-test-{}", std::process::id())));
+    std::fs::create_dir_all(&cg.0).unwrap();
+    std::fs::write(
+        cg.0.join("blkio.throttle.write_iops_device"),
+        format!("{majmin} {CAP_IOPS}"),
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_diskpulse");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {}/cgroup.procs; exec {bin} fsync --dir {} --only {only} --secs-per-test 3s --json",
+            cg.0.display(),
+            m.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let slow: Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Write I/Os the cgroup submitted to the loop device (the 16 MiB fill's few included).
+    let ios = serviced_writes(&cg.0, &majmin) as f64;
+    let ops: f64 = tests_of(&slow)
+        .iter()
+        .map(|t| t["ops"].as_f64().unwrap())
+        .sum();
+    let ios_per_op = ios / ops;
+    eprintln!(
+        "cap {CAP_IOPS} write IOPS on {majmin}: {ios} throttled write I/Os for {ops} ops ({ios_per_op:.2} per op)"
+    );
+    for id in ["one_8k.open_datasync", "one_8k.fdatasync"] {
+        let f = row(&free, id)["ops_per_s"].as_f64().unwrap();
+        let s = row(&slow, id)["ops_per_s"].as_f64().unwrap();
+        eprintln!(
+            "{id}: {f:.0} ops/s free, {s:.1} ops/s under the cap ({:.1} I/Os per second)",
+            s * ios_per_op
+        );
+        // An op is at least one write I/O, so the cap bounds ops/s. On ext4 an op that
+        // overwrites a block with O_DSYNC/fdatasync is the data write and a cache flush, and
+        // the cgroup counts both: ops/s sits near cap / I/Os per op, and the device does
+        // I/Os at the cap.
+        assert!(s <= CAP_IOPS * 1.05, "{id}: {s} ops/s above the cap");
+        let iops = s * ios_per_op;
+        assert!(
+            (0.75 * CAP_IOPS..=1.1 * CAP_IOPS).contains(&iops),
+            "{id}: {iops:.1} I/Os per second, not near the cap of {CAP_IOPS}"
+        );
+        assert!(f >= 5.0 * s, "{id}: unthrottled {f} not far above {s}");
+    }
+    assert!(leftovers(&m).is_empty());
+}
+
+#[test]
+fn o_direct_refused_by_ramfs_is_na_and_the_other_rows_run() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping: mounting ramfs needs root");
+        return;
+    }
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let m = d.path().join("ramfs");
+    std::fs::create_dir(&m).unwrap();
+    sh("mount", &["-t", "ramfs", "ramfs", m.to_str().unwrap()]);
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _u = Unmount(m.clone());
+    let (o, v) = fsync_json(&["--dir", m.to_str().unwrap(), "--secs-per-test", "50ms"]);
+    assert!(o.status.success(), "n/a is not a failure");
+    assert_eq!(tests_of(&v).len(), 22);
+    for t in tests_of(&v) {
+        let id = t["id"].as_str().unwrap();
+        if DIRECT_ROWS.contains(&id) {
+            assert_eq!(t["status"], "n/a", "{t:#}");
+            assert!(t["reason"].as_str().unwrap().contains("EINVAL"), "{t:#}");
+            assert!(t["ops"].is_null());
+        } else {
+            assert_ran(t);
+        }
+    }
+    assert_eq!(v["fs_type"], "ramfs");
+    assert!(v["devices"].as_array().unwrap().is_empty());
+    assert!(
+        v["devices_note"].as_str().unwrap().contains("ramfs"),
+        "{v:#}"
+    );
+    assert!(leftovers(&m).is_empty());
+    // The table says n/a with the reason on the row.
+    let o = diskpulse()
+        .args([
+            "fsync",
+            "--dir",
+            m.to_str().unwrap(),
+            "--secs-per-test",
+            "20ms",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let na = text.lines().filter(|l| l.contains("n/a: EINVAL")).count();
+    assert_eq!(na, DIRECT_ROWS.len(), "{text}");
+}
+
+#[test]
+fn small_o_direct_writes_on_a_4k_sector_device_are_na_and_the_others_run() {
+    if !can_use_loop_devices() {
+        return;
+    }
+    // A loop device with 4 KiB logical blocks, as a 4Kn disk has; LoopDev's Drop cleans up.
+    let image = PathBuf::from(format!(
+        "/var/tmp/diskpulse-test-4k-{}.img",
+        std::process::id()
+    ));
+    sh("truncate", &["-s", "256M", image.to_str().unwrap()]);
+    let dev = sh(
+        "losetup",
+        &[
+            "-f",
+            "--show",
+            "--sector-size",
+            "4096",
+            image.to_str().unwrap(),
+        ],
+    );
+    let mut lo = LoopDev {
+        image,
+        dev,
+        mount: None,
+    };
+    let lbs = std::fs::read_to_string(format!("/sys/block/{}/queue/logical_block_size", lo.name()))
+        .unwrap();
+    assert_eq!(lbs.trim(), "4096");
+    let m = lo.mount_ext4();
+    let (o, v) = fsync_json(&[
+        "--dir",
+        m.to_str().unwrap(),
+        "--secs-per-test",
+        "50ms",
+        "--only",
+        "open_sync_16k",
+    ]);
+    assert!(o.status.success());
+    for t in tests_of(&v) {
+        let bytes = t["write_bytes"].as_u64().unwrap();
+        if bytes < 4096 {
+            assert_eq!(t["status"], "n/a", "{t:#}");
+            let why = t["reason"].as_str().unwrap();
+            assert!(
+                why.starts_with("EINVAL") && why.contains(&format!("{bytes}-byte O_DIRECT write")),
+                "{why}"
+            );
+        } else {
+            assert_ran(t);
+        }
+    }
+    assert!(leftovers(&m).is_empty());
+}
+
+/// Whether the kernel lets this file system open files with O_DIRECT (tmpfs does since 6.6).
+fn o_direct_ok(dir: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let p = dir.join("o_direct_probe");
+    let r = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&p);
+    let _ = std::fs::remove_file(&p);
+    match r {
+        Ok(_) => true,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => false,
+        Err(e) => panic!("probing O_DIRECT in {}: {e}", dir.display()),
+    }
+}
+
+#[test]
+fn on_tmpfs_the_o_direct_rows_follow_the_kernel_and_the_rest_run() {
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("skipping: no /dev/shm");
+        return;
+    }
+    let d = tempfile::tempdir_in(shm).unwrap();
+    let direct = o_direct_ok(d.path());
+    eprintln!(
+        "tmpfs {} O_DIRECT on this kernel",
+        if direct { "accepts" } else { "refuses" }
+    );
+    let (o, v) = fsync_json(&[
+        "--dir",
+        d.path().to_str().unwrap(),
+        "--secs-per-test",
+        "50ms",
+    ]);
+    assert!(o.status.success());
+    for t in tests_of(&v) {
+        let id = t["id"].as_str().unwrap();
+        if DIRECT_ROWS.contains(&id) && !direct {
+            assert_eq!(t["status"], "n/a", "{t:#}");
+            assert!(t["reason"].as_str().unwrap().starts_with("EINVAL"), "{t:#}");
+        } else {
+            assert_ran(t);
+        }
+    }
+    assert_eq!(v["fs_type"], "tmpfs");
+    assert!(v["devices_note"].as_str().unwrap().contains("tmpfs"));
+    assert!(leftovers(d.path()).is_empty());
+}
+
+#[test]
+fn ctrl_c_mid_run_reports_what_ran_and_removes_the_file() {
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let c = diskpulse()
+        .args(["fsync", "--secs-per-test", "1s", "--json", "--dir"])
+        .arg(d.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the file exists (filled), the first test starts; interrupt during the second.
+    let t0 = Instant::now();
+    while leftovers(d.path()).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no test file appeared"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(1600));
+    assert!(!leftovers(d.path()).is_empty(), "file exists mid-run");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    let t_sig = Instant::now();
+    let o = c.wait_with_output().unwrap();
+    assert!(
+        t_sig.elapsed() < Duration::from_secs(3),
+        "took {:?} to stop",
+        t_sig.elapsed()
+    );
+    assert_eq!(o.status.code(), Some(130));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("interrupted"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["interrupted"], true);
+    let tests = tests_of(&v);
+    assert_eq!(tests.len(), 22, "every row is reported, run or not");
+    // Rows before the one running at Ctrl-C ran whole; that one was cut short; the rest
+    // did not run.
+    let cut = tests
+        .iter()
+        .position(|t| t["cut_short"] == true)
+        .unwrap_or_else(|| panic!("no row cut short: {v:#}"));
+    assert!(
+        cut >= 1,
+        "Ctrl-C came during the second test or later: {v:#}"
+    );
+    for t in &tests[..cut] {
+        assert_ran(t);
+        assert_eq!(t["cut_short"], false);
+    }
+    assert_ran(&tests[cut]);
+    assert!(tests[cut]["secs"].as_f64().unwrap() < 0.95);
+    for t in &tests[cut + 1..] {
+        assert_eq!(t["status"], "not_run", "{t:#}");
+        assert!(t["ops"].is_null());
+    }
+    assert!(cut <= 3, "the run was still early: {cut}");
+    assert!(leftovers(d.path()).is_empty(), "file left after Ctrl-C");
+}
+
+#[test]
+fn no_space_for_the_file_is_one_clear_error_and_nothing_is_left() {
+    if !can_use_loop_devices() {
+        return;
+    }
+    let mut lo = LoopDev::new("12M");
+    let m = lo.mount_ext4();
+    let o = diskpulse()
+        .args(["fsync", "--secs-per-test", "20ms", "--dir"])
+        .arg(&m)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no space left for the 16 MiB test file"),
+        "{err}"
+    );
+    assert!(leftovers(&m).is_empty(), "partial file left behind");
+}
+
+#[test]
+fn inside_a_recorded_run_rows_go_to_fsync_csv_on_the_run_clock() {
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let run = d.path().join("run");
+    let work = d.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let bin = env!("CARGO_BIN_EXE_diskpulse");
+    let o = diskpulse()
+        .args(["record", "--path", "/var/tmp", "--out"])
+        .arg(&run)
+        .args(["--", bin, "fsync", "--secs-per-test", "100ms", "--only"])
+        .args(["one_8k,no_sync", "--dir"])
+        .arg(&work)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(run.join("fsync.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(
+        header,
+        [
+            "t_ns",
+            "t_end_ns",
+            "test",
+            "status",
+            "ops",
+            "secs",
+            "ops_per_s",
+            "lat_min_us",
+            "lat_mean_us",
+            "lat_p50_us",
+            "lat_p99_us",
+            "lat_p999_us",
+            "lat_max_us",
+            "sync_lat_min_us",
+            "sync_lat_mean_us",
+            "sync_lat_p50_us",
+            "sync_lat_p99_us",
+            "sync_lat_p999_us",
+            "sync_lat_max_us",
+            "reason"
+        ]
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 8, "{csv}");
+    // The command ran between command_start and command_exit on the run's clock.
+    let ev = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
+    let t_of = |kind: &str| -> u64 {
+        ev.lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|e| e["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {ev}"))["t_ns"]
+            .as_u64()
+            .unwrap()
+    };
+    let (start, exit) = (t_of("command_start"), t_of("command_exit"));
+    let mut prev_end = start;
+    for r in &rows {
+        assert_eq!(r.len(), header.len(), "{r:?}");
+        assert_eq!(r[3], "ok", "{r:?}");
+        let (t0, t1): (u64, u64) = (r[0].parse().unwrap(), r[1].parse().unwrap());
+        assert!(
+            prev_end <= t0 && t0 < t1 && t1 <= exit,
+            "{r:?} outside {start}..{exit}"
+        );
+        // A test repeats its op for at least --secs-per-test (one slow op can add to it).
+        assert!(t1 - t0 >= 100_000_000, "{r:?}");
+        assert!(r[4].parse::<u64>().unwrap() > 0);
+        prev_end = t1;
+    }
+    assert!(leftovers(&work).is_empty());
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let dir = d.path().to_str().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (&["--dir", "/nonexistent/dir"], "/nonexistent/dir"),
+        (&["--dir", "/etc/hostname"], "not one"),
+        (&["--dir", dir, "--secs-per-test", "1 s"], "'1 s'"),
+        (&["--dir", dir, "--secs-per-test", "1ms"], "too short"),
+        (&["--dir", dir, "--only", "fdatasnyc"], "'fdatasnyc'"),
+    ];
+    for (args, must) in cases {
+        let o = diskpulse().arg("fsync").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        let lines = err
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with("For more information"))
+            .count();
+        assert_eq!(lines, 1, "{args:?}: {err}");
+        assert!(err.contains(must), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "nothing measured: {args:?}");
+    }
+    assert!(leftovers(d.path()).is_empty());
+}
