@@ -6,7 +6,8 @@
 
 pub mod clock;
 pub mod devices;
+pub mod directio;
 pub mod diskstats;
 pub mod periodic;
+pub mod probe;
 pub mod procstat;
-pub mod directio;
