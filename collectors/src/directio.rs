@@ -137,8 +137,8 @@ pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
 
 /// Percentiles fio prints (its default `percentile_list`) plus 99.99 and 99.999.
 pub const FIO_PERCENTILES: [f64; 17] = [
-    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9,
-    99.95, 99.99,
+    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
+    99.99,
 ];
 
 /// A latency summary in ns (fio's `clat_ns`/`lat_ns` shape).
