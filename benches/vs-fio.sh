@@ -9,20 +9,25 @@
 #
 # The file: 256 MiB on ext4 over a loop device of our own (root), or in --dir DIR
 # (default /var/tmp without root); written once with dd before the rounds, so both tools
-# overwrite and read allocated blocks.
+# overwrite and read allocated blocks. The loop device's backing file lives on tmpfs
+# (/dev/shm) by default: the "disk" is then a steady memory copy and the comparison is of
+# the tools, not of a shared virtual disk whose speed swings 10x from one second to the
+# next (seen here: 3k-39k IOPS for the same fio job). --backing var-tmp puts it on
+# /var/tmp, where the RECIPES.md figures were taken.
 #
-# Usage: benches/vs-fio.sh [--rounds N] [--runtime SECONDS] [--dir DIR] [--jobs 1,2,3,4]
+# Usage: benches/vs-fio.sh [--rounds N] [--runtime SECONDS] [--dir DIR | --backing shm|var-tmp] [--jobs 1,2,3,4]
 # Needs fio (scripts/setup installs it) and python3. Prints figures; asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=3 RUNTIME=5 DIR= JOBS=1,2,3,4
+ROUNDS=3 RUNTIME=5 DIR= JOBS=1,2,3,4 BACKING=shm
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
     --runtime) RUNTIME=$2; shift 2 ;;
     --dir) DIR=$2; shift 2 ;;
     --jobs) JOBS=$2; shift 2 ;;
-    *) echo "usage: $0 [--rounds N] [--runtime SECONDS] [--dir DIR] [--jobs 1,2,3,4]" >&2; exit 2 ;;
+    --backing) BACKING=$2; shift 2 ;;
+    *) echo "usage: $0 [--rounds N] [--runtime SECONDS] [--dir DIR | --backing shm|var-tmp] [--jobs 1,2,3,4]" >&2; exit 2 ;;
   esac
 done
 command -v fio >/dev/null || { echo "fio not found: apt-get install -y fio (scripts/setup)" >&2; exit 1; }
@@ -33,16 +38,22 @@ DEV= MNT=
 cleanup() {
   [ -n "$MNT" ] && umount "$MNT" 2>/dev/null || true
   [ -n "$DEV" ] && losetup -d "$DEV" 2>/dev/null || true
+  [ -n "${IMG:-}" ] && rm -f "$IMG"
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 if [ -z "$DIR" ]; then
   if [ "$(id -u)" = 0 ] && command -v losetup >/dev/null; then
-    truncate -s 1G "$WORK/vol.img"
-    DEV=$(losetup -f --show "$WORK/vol.img")
+    case "$BACKING" in
+      shm) IMG=/dev/shm/dp-vs-fio.$$.img ;;
+      var-tmp) IMG=$WORK/vol.img ;;
+      *) echo "--backing takes shm or var-tmp; got '$BACKING'" >&2; exit 2 ;;
+    esac
+    truncate -s 1G "$IMG"
+    DEV=$(losetup -f --show "$IMG")
     mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$DEV"
     MNT=$WORK/mnt; mkdir -p "$MNT"; mount "$DEV" "$MNT"
-    DIR=$MNT; WHERE="ext4 on $DEV (loop over $WORK/vol.img)"
+    DIR=$MNT; WHERE="ext4 on $DEV (loop over $IMG)"
   else
     DIR=/var/tmp; WHERE="/var/tmp (not root: no loop device)"
   fi

@@ -258,6 +258,9 @@ impl Tracer {
             events: events.iter().map(|s| s.to_string()).collect(),
         };
         std::fs::write(t.dir.join("options/event-fork"), "1").ok()?;
+        // The pid filter alone has let other processes' events through here (busy
+        // machines): each line also carries its thread group id, and we count ours.
+        std::fs::write(t.dir.join("options/record-tgid"), "1").ok()?;
         std::fs::write(t.dir.join("buffer_size_kb"), "8192").ok()?;
         for e in events {
             std::fs::write(t.dir.join(format!("events/{e}/enable")), "1").ok()?;
@@ -265,24 +268,33 @@ impl Tracer {
         Some(t)
     }
 
-    /// A command that puts itself into this instance's pid filter, then execs `argv`.
-    fn command(&self, argv: &[&str]) -> Command {
-        let mut c = Command::new("sh");
-        c.arg("-c")
+    /// Runs `argv` in this instance's pid filter (a shell that adds itself, then execs);
+    /// returns its output and its pid (the pid of `argv` after the exec).
+    fn run(&self, argv: &[&str], dir: &Path) -> (Output, u32) {
+        let child = Command::new("sh")
+            .arg("-c")
             .arg(format!(
                 "echo $$ > {}/set_event_pid && exec \"$@\"",
                 self.dir.display()
             ))
             .arg("sh")
-            .args(argv);
-        c
+            .args(argv)
+            .current_dir(dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        (child.wait_with_output().unwrap(), pid)
     }
 
-    fn count(&self, needle: &str) -> usize {
+    /// Lines with `needle` from threads of process `tgid`.
+    fn count(&self, needle: &str, tgid: u32) -> usize {
+        let ours = format!("({tgid:>7})");
         std::fs::read_to_string(self.dir.join("trace"))
             .unwrap()
             .lines()
-            .filter(|l| !l.starts_with('#') && l.contains(needle))
+            .filter(|l| !l.starts_with('#') && l.contains(needle) && l.contains(&ours))
             .count()
     }
 }
@@ -292,7 +304,9 @@ impl Drop for Tracer {
         for e in &self.events {
             let _ = std::fs::write(self.dir.join(format!("events/{e}/enable")), "0");
         }
-        let _ = std::fs::remove_dir(&self.dir);
+        if std::env::var_os("DISKPULSE_KEEP_TRACE").is_none() {
+            let _ = std::fs::remove_dir(&self.dir);
+        }
     }
 }
 
@@ -312,8 +326,8 @@ fn fdatasync_1_issues_one_fdatasync_per_write_counted_by_tracefs() {
     let d = scratch();
     let f = d.path().join("wal.dat");
     let bin = env!("CARGO_BIN_EXE_diskpulse");
-    let o = t
-        .command(&[
+    let (o, pid) = t.run(
+        &[
             bin,
             "probe",
             "--filename",
@@ -324,17 +338,16 @@ fn fdatasync_1_issues_one_fdatasync_per_write_counted_by_tracefs() {
             "1s",
             "--output-format",
             "json",
-        ])
-        .current_dir(d.path())
-        .output()
-        .unwrap();
+        ],
+        d.path(),
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let j = json_of(&o);
     let writes = j["jobs"][0]["write"]["total_ios"].as_u64().unwrap() as usize;
     let syncs = j["jobs"][0]["sync"]["total_ios"].as_u64().unwrap() as usize;
     assert!(writes > 10, "{writes} writes in 1 s");
-    let traced_syncs = t.count("sys_fdatasync(");
-    let traced_writes = t.count("sys_pwrite64(");
+    let traced_syncs = t.count("sys_fdatasync(", pid);
+    let traced_writes = t.count("sys_pwrite64(", pid);
     eprintln!("{writes} writes; tracefs: {traced_syncs} fdatasync, {traced_writes} pwrite64");
     // The layout uses 1 MiB pwrites and one fsync (not fdatasync): 64 MiB = 64 of them.
     assert_eq!(
@@ -362,8 +375,8 @@ fn io_uring_fdatasync_is_one_fsync_op_per_write_counted_by_tracefs() {
     let d = scratch();
     let f = d.path().join("wal.dat");
     let bin = env!("CARGO_BIN_EXE_diskpulse");
-    let o = t
-        .command(&[
+    let (o, pid) = t.run(
+        &[
             bin,
             "probe",
             "--filename",
@@ -383,21 +396,20 @@ fn io_uring_fdatasync_is_one_fsync_op_per_write_counted_by_tracefs() {
             "--time-based",
             "--output-format",
             "json",
-        ])
-        .current_dir(d.path())
-        .output()
-        .unwrap();
+        ],
+        d.path(),
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let j = json_of(&o);
     let writes = j["jobs"][0]["write"]["total_ios"].as_u64().unwrap() as usize;
     assert!(writes > 10, "{writes}");
     assert_eq!(
-        t.count("opcode FSYNC"),
+        t.count("opcode FSYNC", pid),
         writes,
         "IORING_OP_FSYNC submissions"
     );
     assert_eq!(
-        t.count("opcode WRITE_FIXED"),
+        t.count("opcode WRITE_FIXED", pid),
         writes,
         "IORING_OP_WRITE_FIXED submissions"
     );
@@ -492,6 +504,39 @@ fn a_throttled_loop_device_shows_up_as_slower() {
     assert!(
         free > 3.0 * capped,
         "unthrottled {free:.0} vs throttled {capped:.0}"
+    );
+
+    // Asked for 1000/s from a device capped at 200/s: the run still ends on time, says
+    // how many scheduled I/Os it never issued, and the latency from the intended start
+    // (coordinated omission corrected) shows the backlog that clat alone hides.
+    let mut argv = vec![bin];
+    argv.extend_from_slice(&args);
+    argv.extend_from_slice(&["--rate-iops", "1000", "--iodepth", "4"]);
+    let t = std::time::Instant::now();
+    let o = cg.command(&argv).output().unwrap();
+    let took = t.elapsed().as_secs_f64();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let j = json_of(&o);
+    let w = &j["jobs"][0]["write"];
+    let done = w["total_ios"].as_u64().unwrap();
+    let missed = j["diskpulse"]["rate_missed_ios"].as_u64().unwrap();
+    let co_p99 = w["lat_co_ns"]["percentile"]["99.000000"].as_u64().unwrap();
+    let clat_p99 = w["clat_ns"]["percentile"]["99.000000"].as_u64().unwrap();
+    eprintln!("rate 1000 on a 200 cap: {done} done, {missed} missed, clat p99 {clat_p99} ns, lat_co p99 {co_p99} ns, {took:.2}s");
+    assert!(took < 3.5, "a 1.5 s run took {took:.2}s");
+    assert!(
+        (900..=1_600).contains(&(done + missed)),
+        "{done} + {missed} of 1500 scheduled"
+    );
+    assert!(missed > 800, "{missed}");
+    assert!(
+        co_p99 > 500_000_000,
+        "lat_co p99 {co_p99} ns: the backlog grows to ~1 s"
+    );
+    // clat alone stays at the throttle's own queueing (tens to hundreds of ms here).
+    assert!(
+        co_p99 > 2 * clat_p99,
+        "clat p99 {clat_p99} ns vs lat_co p99 {co_p99} ns"
     );
 }
 

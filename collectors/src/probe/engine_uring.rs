@@ -72,6 +72,37 @@ impl Ring {
     }
 }
 
+/// Submits what is queued and waits for one completion or until `due` (CLOCK_MONOTONIC
+/// ns). An absolute deadline (`IORING_ENTER_ABS_TIMER`, 6.12+) does not lose the time
+/// between reading the clock and entering the kernel; older kernels refuse the flag with
+/// EINVAL before doing anything, and then get a relative timeout from `now`.
+fn wait_until(
+    submitter: &io_uring::Submitter,
+    due: u64,
+    now: u64,
+    abs_timer: &mut bool,
+) -> std::io::Result<usize> {
+    let ts = |ns: u64| {
+        types::Timespec::new()
+            .sec(ns / 1_000_000_000)
+            .nsec((ns % 1_000_000_000) as u32)
+    };
+    if *abs_timer {
+        let t = ts(due);
+        let r = submitter.submit_with_args_and_flags(
+            1,
+            &types::SubmitArgs::new().timespec(&t),
+            io_uring::EnterFlags::ABS_TIMER,
+        );
+        match r {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => *abs_timer = false,
+            r => return r,
+        }
+    }
+    let t = ts(due.saturating_sub(now));
+    submitter.submit_with_args(1, &types::SubmitArgs::new().timespec(&t))
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
     dir: usize,
@@ -106,6 +137,7 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
     let mut syncs_inflight = 0usize;
     let mut issuing = true;
     let mut err: Option<ProbeError> = None;
+    let mut abs_timer = true;
 
     loop {
         let now = monotonic_ns();
@@ -132,7 +164,8 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
             let intended = match c.sched.as_mut() {
                 Some(s) => {
                     let due = s.next_ns();
-                    if due >= c.end_ns {
+                    // Ends on time even when behind schedule (see `Ctx::missed`).
+                    if due >= c.end_ns || now >= c.end_ns {
                         issuing = false;
                         break;
                     }
@@ -208,11 +241,7 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
                 if due <= t_issue {
                     submitter.submit()
                 } else {
-                    let d = due - t_issue;
-                    let ts = types::Timespec::new()
-                        .sec(d / 1_000_000_000)
-                        .nsec((d % 1_000_000_000) as u32);
-                    submitter.submit_with_args(1, &types::SubmitArgs::new().timespec(&ts))
+                    wait_until(&submitter, due, t_issue, &mut abs_timer)
                 }
             }
             _ => submitter.submit_and_wait(1),

@@ -243,6 +243,8 @@ pub struct JobResult {
     pub samples: Vec<JobSample>,
     /// The job thread's CPU over the measurement.
     pub usage: Usage,
+    /// With a rate: scheduled I/Os that were not issued by the end (behind schedule).
+    pub rate_missed: u64,
     pub error: Option<ProbeError>,
 }
 
@@ -314,6 +316,7 @@ enum Msg {
         job: u32,
         last_done_ns: u64,
         usage: Usage,
+        rate_missed: u64,
         error: Option<ProbeError>,
     },
 }
@@ -370,7 +373,7 @@ impl WindowCursor {
         }
     }
 
-    fn finish(mut self, error: Option<ProbeError>) {
+    fn finish(mut self, rate_missed: u64, error: Option<ProbeError>) {
         let end = Usage::thread();
         let usage = end.since(&self.usage_at_meas.unwrap_or(end));
         let stats = std::mem::take(&mut self.stats);
@@ -384,6 +387,7 @@ impl WindowCursor {
             job: self.job,
             last_done_ns: self.last_done_ns,
             usage,
+            rate_missed,
             error,
         });
     }
@@ -402,6 +406,22 @@ pub(crate) struct Ctx<'a> {
     pub(crate) end_ns: u64,
     pub(crate) stop: &'a AtomicBool,
     pub(crate) win: WindowCursor,
+}
+
+impl Ctx<'_> {
+    /// With a rate: intended starts before the end that were never issued (the device
+    /// or the CPU could not keep up, or the run was stopped). Called after the engine.
+    fn missed(&mut self) -> u64 {
+        let Some(s) = self.sched.as_mut() else {
+            return 0;
+        };
+        let mut n = 0;
+        while s.next_ns() < self.end_ns {
+            n += 1;
+            s.advance(&mut self.sched_rng);
+        }
+        n
+    }
 }
 
 /// Runs the probe on an already laid-out `target`. Returns `Err` only when nothing
@@ -485,11 +505,14 @@ pub fn run(
                     };
                     let mut ring = match ring {
                         Some(Err(e)) => {
-                            win.finish(Some(ProbeError::Io {
-                                path: target.path.clone(),
-                                op: "setting up io_uring".into(),
-                                source: e,
-                            }));
+                            win.finish(
+                                0,
+                                Some(ProbeError::Io {
+                                    path: target.path.clone(),
+                                    op: "setting up io_uring".into(),
+                                    source: e,
+                                }),
+                            );
                             return;
                         }
                         Some(Ok(r)) => Some(r),
@@ -518,7 +541,8 @@ pub fn run(
                     if r.is_err() {
                         stop.store(true, Ordering::SeqCst);
                     }
-                    c.win.finish(r.err());
+                    let missed = c.missed();
+                    c.win.finish(missed, r.err());
                 })
                 .expect("spawn probe job thread");
             handles.push(h);
@@ -568,6 +592,7 @@ fn aggregate(
             runtime_ns: 0,
             samples: vec![],
             usage: Usage::default(),
+            rate_missed: 0,
             error: None,
         })
         .collect();
@@ -649,6 +674,7 @@ fn aggregate(
                 job,
                 last_done_ns,
                 usage,
+                rate_missed,
                 error,
             } => {
                 let j = job as usize;
@@ -657,6 +683,7 @@ fn aggregate(
                 last_done[j] = last_done_ns;
                 jobs[j].runtime_ns = last_done_ns.saturating_sub(meas);
                 jobs[j].usage = usage;
+                jobs[j].rate_missed = rate_missed;
                 jobs[j].error = error;
             }
         }

@@ -459,6 +459,10 @@ pub fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
             "rate_iops_total",
             r.spec.rate_iops.map(J::F).unwrap_or(J::Null),
         ),
+        (
+            "rate_missed_ios",
+            J::U(res.jobs.iter().map(|j| j.rate_missed).sum()),
+        ),
         ("window_ns", J::U(r.spec.window_ns)),
         (
             "target",
@@ -654,8 +658,14 @@ pub fn human(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
         },
         u.ctx
     ));
-    if sp.rate_iops.is_some() {
+    if let Some(rate) = sp.rate_iops {
         o.push_str("  lat_co: from each I/O's intended start on the rate schedule (a late start counts its wait)\n");
+        let missed: u64 = res.jobs.iter().map(|j| j.rate_missed).sum();
+        if missed > 0 {
+            o.push_str(&format!(
+                "  rate : BEHIND SCHEDULE: {missed} I/Os due before the end were never issued; the device (or the CPU) did not sustain {rate:.0} IOPS\n"
+            ));
+        }
     }
     if let Some(d) = &info.recorded_in {
         o.push_str(&format!(
