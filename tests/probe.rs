@@ -141,6 +141,11 @@ fn a_rate_of_2000_for_2s_gives_4000_ios_and_a_70_30_mix() {
     let missed = j["diskpulse"]["rate_missed_ios"].as_u64().unwrap();
     eprintln!("{total} I/Os ({missed} scheduled but not issued), {share:.1}% reads");
     assert!((67.0..=73.0).contains(&share), "reads are {share:.1}%");
+    assert_eq!(
+        total + missed,
+        4000,
+        "a linear schedule of 2000/s for 2 s has 4000 starts"
+    );
     // A file the probe created is gone afterwards.
     assert!(!f.exists(), "the probe removes the file it created");
     // A rate means an intended-start latency, never below the completion latency's min.
@@ -658,10 +663,11 @@ fn inside_a_recording_probe_csv_and_the_device_counters_agree() {
     let j: serde_json::Value = read_json(&run.join("probe.json"));
     let writes = j["jobs"][0]["write"]["total_ios"].as_u64().unwrap();
     assert_eq!(ios, writes, "probe.csv's windows add up to the total");
-    assert!(
-        (2850..=3150).contains(&writes),
-        "{writes} writes at 3000/s for 1 s"
-    );
+    // Every one of the 3000 scheduled writes was either issued or counted as missed
+    // (how many got issued depends on how busy the machine is: the rate test checks that).
+    let missed = j["diskpulse"]["rate_missed_ios"].as_u64().unwrap();
+    assert_eq!(writes + missed, 3000, "{writes} issued + {missed} missed");
+    assert!(writes >= 1500, "{writes} writes at 3000/s for 1 s");
     // Independent: the kernel's own count of writes completed by the loop device.
     let gz = std::fs::File::open(run.join("diskstats.csv.gz")).unwrap();
     let mut s = String::new();

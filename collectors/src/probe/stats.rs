@@ -7,12 +7,10 @@
 //! aggregator merges windows into the run totals and into the rows of `probe.csv`.
 //!
 //! Latency kinds (ns), in fio's words where fio has them:
-//! - `slat`: from when the I/O was ready to go to just before the system call that
-//!   submitted it (io_uring only; 0 samples for the sync engine, as in fio);
-//! - `clat`: from just before the submitting system call to when the completion was
-//!   seen (for io_uring the submit and the wait are one `io_uring_enter`, so the
-//!   kernel's submission work is in `clat`, where fio, which submits and reaps in two
-//!   calls, puts it in `slat`);
+//! - `slat`: from when the I/O was ready to go to when the system call that submitted
+//!   it returned (io_uring only; 0 samples for the sync engine, as in fio);
+//! - `clat`: from there to when the completion was seen (for the sync engine: the
+//!   `pread`/`pwrite` call itself, as fio's psync);
 //! - `lat`: `slat + clat`;
 //! - `lat_co` (ours): from the I/O's intended start on the rate schedule to completion:
 //!   an I/O that started late because the device was slow counts its wait (coordinated

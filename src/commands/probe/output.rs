@@ -451,7 +451,7 @@ pub fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
         (
             "engine_note",
             s(match r.spec.engine {
-                Engine::IoUring => "one ring per job; registered file and buffers; submit and wait in one io_uring_enter; clat includes the kernel's submission work (fio counts it in slat)",
+                Engine::IoUring => "one ring per job; registered file and buffers; one io_uring_enter submits a round, another waits; clat starts when the submit call returns (fio's definition)",
                 Engine::Sync => "pread/pwrite, one I/O at a time (fio's psync); slat is not measured, as in fio",
             }),
         ),
