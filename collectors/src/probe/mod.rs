@@ -668,7 +668,9 @@ fn aggregate(
                 }
                 stats.reset();
                 let _ = free_tx[j].try_send(stats);
-                done_upto[j] = done_upto[j].max(if next == i64::MAX { idx } else { next - 1 });
+                // A job's last window (next == MAX) stays open until its Done message
+                // brings the time of its last completion: that window ends there.
+                done_upto[j] = done_upto[j].max(if next == i64::MAX { idx - 1 } else { next - 1 });
             }
             Msg::Done {
                 job,
