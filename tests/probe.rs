@@ -1051,3 +1051,35 @@ fn ctrl_c_prints_what_was_measured_and_exits_130() {
     assert!(out.contains("read :") && out.contains("IOPS"), "{out}");
     assert!(!f.exists(), "the created file is removed after Ctrl-C too");
 }
+
+#[test]
+fn several_jobs_share_a_claimed_block_device() {
+    let Some(lo) = ShmLoop::new("64M") else {
+        eprintln!("skipping: loop device tests need root and losetup");
+        return;
+    };
+    let o = probe_in(
+        Path::new("/var/tmp"),
+        &[
+            "--filename",
+            &lo.dev,
+            "--allow-destructive",
+            "--rw",
+            "randwrite",
+            "--numjobs",
+            "3",
+            "--runtime",
+            "300ms",
+            "--time-based",
+            "--output-format",
+            "json",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let j = json_of(&o);
+    let jobs = j["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 3, "fio prints one entry per job");
+    for job in jobs {
+        assert!(job["write"]["total_ios"].as_u64().unwrap() > 0, "{job}");
+    }
+}

@@ -436,8 +436,8 @@ pub fn run(
     let n = spec.numjobs.max(1) as usize;
     let writes = spec.writes() || spec.fsync.is_some();
     let mut files = Vec::with_capacity(n);
-    for _ in 0..n {
-        files.push(target.open(target.open_flags(writes, spec.direct, spec.sync))?);
+    for job in 0..n {
+        files.push(target.open(target.open_flags(writes, spec.direct, spec.sync), job == 0)?);
     }
     let (tx, rx) = mpsc::sync_channel::<Msg>(4096);
     let setup = Arc::new(Barrier::new(n + 1));

@@ -222,9 +222,12 @@ impl Target {
         }
     }
 
-    /// Opens the target for a job. Block devices opened for writing get `O_EXCL`.
-    pub fn open(&self, f: OpenFlags) -> Result<File, ProbeError> {
-        let r = if f.write && matches!(self.kind, TargetKind::BlockDevice { .. }) {
+    /// Opens the target for a job. A block device opened for writing with `claim` gets
+    /// `O_EXCL`: the kernel then refuses it if it is mounted or claimed, and refuses anyone
+    /// else's exclusive open while the descriptor lives. Only one descriptor can hold the
+    /// claim, so the first job claims and the others open the claimed device plainly.
+    pub fn open(&self, f: OpenFlags, claim: bool) -> Result<File, ProbeError> {
+        let r = if f.write && claim && matches!(self.kind, TargetKind::BlockDevice { .. }) {
             use std::os::unix::fs::OpenOptionsExt;
             let mut custom = libc::O_EXCL;
             if f.direct {
