@@ -45,9 +45,6 @@ pub enum ProbeError {
         source: std::io::Error,
         hint: &'static str,
     },
-
-    #[error("interrupted")]
-    Interrupted,
 }
 
 impl ProbeError {

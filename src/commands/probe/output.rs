@@ -303,7 +303,6 @@ fn errno_of(e: &ProbeError) -> i64 {
         ProbeError::ReadOnly { .. } => libc::EROFS as i64,
         ProbeError::DirectIo { .. } | ProbeError::DirectOpen { .. } => libc::EINVAL as i64,
         ProbeError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO) as i64,
-        ProbeError::Interrupted => libc::EINTR as i64,
         _ => libc::EIO as i64,
     }
 }
