@@ -11,4 +11,5 @@ pub mod directio;
 pub mod diskstats;
 pub mod fsync;
 pub mod periodic;
+pub mod probe;
 pub mod procstat;

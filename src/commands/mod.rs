@@ -33,7 +33,7 @@ pub enum Command {
     /// Measure the sampler itself: ns per diskstats sample, CPU share, samples vs expected, jitter.
     Bench(bench::BenchArgs),
     /// fio-like direct-I/O probe: rates, queue depths, mixes, fsync, latency percentiles, fio JSON.
-    Probe(probe::ProbeArgs),
+    Probe(Box<probe::ProbeArgs>),
     /// pg_test_fsync's questions with percentiles: which way to make writes durable is fastest.
     Fsync(fsync::FsyncArgs),
     /// Everything to know before a benchmark: caches, flush cost, settings, other I/O.
@@ -54,7 +54,7 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Report(a) => report::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Bench(a) => bench::run(a),
-        Command::Probe(a) => probe::run(a),
+        Command::Probe(a) => probe::run(*a),
         Command::Fsync(a) => fsync::run(a),
         Command::Check(a) => check::run(a),
         Command::Load(a) => load::run(*a),

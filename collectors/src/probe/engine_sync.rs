@@ -1,0 +1,98 @@
+//! The sync engine: `pread`/`pwrite` one I/O at a time (fio's `psync`), with
+//! `fsync`/`fdatasync` system calls after every N writes.
+//!
+//! Per I/O: two `CLOCK_MONOTONIC` reads (vDSO, ~20 ns each), one system call, a few
+//! adds and two histogram increments. No allocation, no formatting.
+
+use std::sync::atomic::Ordering;
+
+use super::stats::READ;
+use super::{pace, Ctx, ProbeError, SyncKind};
+use crate::clock::monotonic_ns;
+use crate::directio::AlignedBuf;
+
+pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
+    let mut buf = AlignedBuf::new(c.gen.max_bs() as usize);
+    let ptr = buf.as_mut_ptr();
+    loop {
+        if c.stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut now = monotonic_ns();
+        let intended = match c.sched.as_mut() {
+            Some(s) => {
+                let due = s.next_ns();
+                // The run ends at its end even when the schedule is behind: what was
+                // not issued by then is counted as missed (see `Ctx::missed`).
+                if due >= c.end_ns || now >= c.end_ns {
+                    return Ok(());
+                }
+                if now < due {
+                    pace::wait_until(due);
+                    now = monotonic_ns();
+                }
+                s.advance(&mut c.sched_rng);
+                due
+            }
+            None => {
+                if now >= c.end_ns {
+                    return Ok(());
+                }
+                now
+            }
+        };
+        let Some(op) = c.gen.next_op() else {
+            return Ok(());
+        };
+        let t0 = now;
+        // SAFETY: ptr is valid for max_bs >= op.len bytes for the life of buf; fd is open.
+        let r = unsafe {
+            if op.dir == READ {
+                libc::pread(c.fd, ptr.cast(), op.len as usize, op.offset as libc::off_t)
+            } else {
+                libc::pwrite(c.fd, ptr.cast(), op.len as usize, op.offset as libc::off_t)
+            }
+        };
+        let t1 = monotonic_ns();
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            let what = if op.dir == READ { "read" } else { "write" };
+            return Err(c
+                .target
+                .io_error(e, "measuring", what, op.offset, op.len, c.direct));
+        }
+        c.win.at(t1);
+        c.win
+            .stats
+            .record_io(op.dir, op.len, r as u64, intended, t0, t0, t1, false);
+        c.win.last_done_ns = t1;
+        if op.sync_after {
+            let ts = monotonic_ns();
+            // SAFETY: plain system calls on an open fd.
+            let rc = unsafe {
+                match c.sync_kind {
+                    SyncKind::Fdatasync => libc::fdatasync(c.fd),
+                    SyncKind::Fsync => libc::fsync(c.fd),
+                }
+            };
+            let te = monotonic_ns();
+            if rc != 0 {
+                let e = std::io::Error::last_os_error();
+                return Err(c.target.io_error(
+                    e,
+                    "measuring",
+                    c.sync_kind.name(),
+                    op.offset,
+                    0,
+                    c.direct,
+                ));
+            }
+            c.win.at(te);
+            c.win.stats.record_sync(te - ts);
+            c.win.last_done_ns = te;
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! The io_uring engine: one ring per job thread, queue depth `iodepth`.
+//!
+//! What keeps it cheap (fio's io_uring engine does most of these too):
+//! - the file is registered (`IORING_REGISTER_FILES`, fixed file 0) and so are the
+//!   buffers, one per queue slot (`IORING_REGISTER_BUFFERS`, `READ_FIXED`/`WRITE_FIXED`):
+//!   no per-I/O file lookup or page pinning;
+//! - the ring fd is registered too (`IORING_REGISTER_RING_FDS`), and the ring is
+//!   `SINGLE_ISSUER | DEFER_TASKRUN` where the kernel has it (6.1+): completions are
+//!   posted when this thread waits, not by interrupting it;
+//! - each round queues every I/O that is due into the free slots and submits them all
+//!   with one `io_uring_enter`, then waits with a second one for at least one completion
+//!   (with a rate: or for the next intended start, whichever comes first), then reaps
+//!   every completion that is there. At queue depth 32 that is about one system call per
+//!   five I/Os; fio submits each I/O on its own.
+//!
+//! Why not submit and wait in one `io_uring_enter` (one call fewer per round): then the
+//! only issue time we could stamp is before the call, and the kernel's submission work
+//! (5-15 us per I/O here: the file system's direct-I/O path, the block layer) would land
+//! in clat. fio stamps the issue time after its submit call returns and counts that work
+//! as slat; so do we, and our clat means what fio's means.
+//!
+//! Timing: all I/Os submitted in a round share the time read just after the submit call
+//! (their issue time; the time their slot was filled is their start, so slat = issue -
+//! start), and all completions reaped in a round share the time read just after the
+//! wait (fio also stamps once per reaped batch).
+//!
+//! `--fsync N`/`--fdatasync N`: after every Nth write has completed, an `IORING_OP_FSYNC`
+//! (with `IORING_FSYNC_DATASYNC` for fdatasync) is queued in the next round, so the sync
+//! covers that write. Syncs do not take a data slot.
+
+use std::os::unix::io::RawFd;
+use std::sync::atomic::Ordering;
+
+use io_uring::{opcode, types, IoUring};
+
+use super::stats::READ;
+use super::{pace, Ctx, ProbeError, SyncKind};
+use crate::clock::monotonic_ns;
+use crate::directio::AlignedBuf;
+
+const SYNC_TAG: u64 = 1 << 63;
+
+/// A job's ring with its registered file and buffers.
+pub(super) struct Ring {
+    // Dropped first: the kernel is done with the buffers once the ring is gone.
+    ring: IoUring,
+    bufs: Vec<AlignedBuf>,
+    fixed_bufs: bool,
+}
+
+impl Ring {
+    pub(super) fn new(depth: u32, fd: RawFd, max_bs: u64) -> std::io::Result<Ring> {
+        let entries = (depth.max(1) * 2).next_power_of_two().max(8);
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(entries)
+            .or_else(|_| IoUring::builder().setup_coop_taskrun().build(entries))
+            .or_else(|_| IoUring::new(entries))?;
+        ring.submitter().register_files(&[fd])?;
+        let mut bufs: Vec<AlignedBuf> = (0..depth.max(1))
+            .map(|_| AlignedBuf::new(max_bs as usize))
+            .collect();
+        let iovecs: Vec<libc::iovec> = bufs
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            })
+            .collect();
+        // SAFETY: the buffers live as long as the ring (field order drops the ring first)
+        // and never move (heap allocations owned by AlignedBuf).
+        let fixed_bufs = unsafe { ring.submitter().register_buffers(&iovecs) }.is_ok();
+        Ok(Ring {
+            ring,
+            bufs,
+            fixed_bufs,
+        })
+    }
+}
+
+/// Submits what is queued and waits for one completion or until `due` (CLOCK_MONOTONIC
+/// ns). An absolute deadline (`IORING_ENTER_ABS_TIMER`, 6.12+) does not lose the time
+/// between reading the clock and entering the kernel; older kernels refuse the flag with
+/// EINVAL before doing anything, and then get a relative timeout from `now`.
+fn wait_until(
+    submitter: &io_uring::Submitter,
+    due: u64,
+    now: u64,
+    abs_timer: &mut bool,
+) -> std::io::Result<usize> {
+    let ts = |ns: u64| {
+        types::Timespec::new()
+            .sec(ns / 1_000_000_000)
+            .nsec((ns % 1_000_000_000) as u32)
+    };
+    if *abs_timer {
+        let t = ts(due);
+        let r = submitter.submit_with_args_and_flags(
+            1,
+            &types::SubmitArgs::new().timespec(&t),
+            io_uring::EnterFlags::ABS_TIMER,
+        );
+        match r {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => *abs_timer = false,
+            r => return r,
+        }
+    }
+    let t = ts(due.saturating_sub(now));
+    submitter.submit_with_args(1, &types::SubmitArgs::new().timespec(&t))
+}
+
+/// Errors of io_uring_enter that only mean "try again": a timeout that expired, a signal,
+/// a full completion queue.
+fn transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EAGAIN) | Some(libc::EBUSY)
+    )
+}
+
+fn enter_error(c: &Ctx, e: std::io::Error) -> ProbeError {
+    ProbeError::Io {
+        path: c.target.path.clone(),
+        op: "io_uring_enter".into(),
+        source: e,
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    dir: usize,
+    len: u64,
+    offset: u64,
+    intended: u64,
+    start: u64,
+    issue: u64,
+    sync_after: bool,
+}
+
+pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
+    let depth = c.depth.max(1) as usize;
+    let fixed_bufs = r.fixed_bufs;
+    let buf_ptrs: Vec<*mut u8> = r.bufs.iter_mut().map(|b| b.as_mut_ptr()).collect();
+    let (mut submitter, mut sq, mut cq) = r.ring.split();
+    // Optional (5.18+): saves a file lookup per io_uring_enter.
+    let _ = submitter.register_ring_fd();
+    let file = types::Fixed(0);
+    let sync_flags = match c.sync_kind {
+        SyncKind::Fdatasync => types::FsyncFlags::DATASYNC,
+        SyncKind::Fsync => types::FsyncFlags::empty(),
+    };
+
+    let mut slots = vec![Slot::default(); depth];
+    let mut free: Vec<u32> = (0..depth as u32).rev().collect();
+    let mut queued: Vec<u32> = Vec::with_capacity(depth);
+    let mut sync_issue = vec![0u64; depth];
+    let mut sync_free: Vec<u32> = (0..depth as u32).rev().collect();
+    let mut queued_syncs: Vec<u32> = Vec::with_capacity(depth);
+    let mut pending_syncs = 0usize;
+    let mut syncs_inflight = 0usize;
+    let mut issuing = true;
+    let mut err: Option<ProbeError> = None;
+    let mut abs_timer = true;
+
+    loop {
+        let now = monotonic_ns();
+        if issuing && c.stop.load(Ordering::Relaxed) {
+            issuing = false;
+            pending_syncs = 0;
+        }
+        while pending_syncs > 0 && err.is_none() {
+            let Some(k) = sync_free.pop() else { break };
+            let sqe = opcode::Fsync::new(file)
+                .flags(sync_flags)
+                .build()
+                .user_data(SYNC_TAG | k as u64);
+            // SAFETY: the SQE refers to no memory.
+            if unsafe { sq.push(&sqe) }.is_err() {
+                sync_free.push(k);
+                break;
+            }
+            queued_syncs.push(k);
+            pending_syncs -= 1;
+            syncs_inflight += 1;
+        }
+        while issuing && !free.is_empty() && !sq.is_full() {
+            let intended = match c.sched.as_mut() {
+                Some(s) => {
+                    let due = s.next_ns();
+                    // Ends on time even when behind schedule (see `Ctx::missed`).
+                    if due >= c.end_ns || now >= c.end_ns {
+                        issuing = false;
+                        break;
+                    }
+                    if due > now {
+                        break;
+                    }
+                    s.advance(&mut c.sched_rng);
+                    due
+                }
+                None => {
+                    if now >= c.end_ns {
+                        issuing = false;
+                        break;
+                    }
+                    now
+                }
+            };
+            let Some(op) = c.gen.next_op() else {
+                issuing = false;
+                break;
+            };
+            let si = free.pop().expect("a free slot") as usize;
+            slots[si] = Slot {
+                dir: op.dir,
+                len: op.len,
+                offset: op.offset,
+                intended,
+                start: now,
+                issue: 0,
+                sync_after: op.sync_after,
+            };
+            let p = buf_ptrs[si];
+            let len = op.len as u32;
+            let sqe = match (op.dir == READ, fixed_bufs) {
+                (true, true) => opcode::ReadFixed::new(file, p, len, si as u16)
+                    .offset(op.offset)
+                    .build(),
+                (false, true) => opcode::WriteFixed::new(file, p, len, si as u16)
+                    .offset(op.offset)
+                    .build(),
+                (true, false) => opcode::Read::new(file, p, len).offset(op.offset).build(),
+                (false, false) => opcode::Write::new(file, p, len).offset(op.offset).build(),
+            }
+            .user_data(si as u64);
+            // SAFETY: the buffer belongs to slot si, which stays busy until its CQE.
+            unsafe { sq.push(&sqe) }.expect("room checked with is_full");
+            queued.push(si as u32);
+        }
+        sq.sync();
+        let inflight = (depth - free.len()) + syncs_inflight;
+        if inflight == 0 {
+            if !issuing || err.is_some() {
+                break;
+            }
+            // Paced, nothing in flight: wait for the next intended start.
+            if let Some(s) = &c.sched {
+                pace::wait_until(s.next_ns().min(c.end_ns));
+            }
+            continue;
+        }
+        // Submit, then stamp: like fio, an I/O's clat starts once the kernel has taken it
+        // (its submission work is slat). Folding the submit into the wait below would save
+        // one io_uring_enter per round but put that work (5-15 us here) into clat, and
+        // clat would no longer mean what it means in fio.
+        if !queued.is_empty() || !queued_syncs.is_empty() {
+            if let Err(e) = submitter.submit() {
+                if !transient(&e) {
+                    return Err(enter_error(c, e));
+                }
+            }
+            let t_issue = monotonic_ns();
+            for &si in &queued {
+                slots[si as usize].issue = t_issue;
+            }
+            queued.clear();
+            for &k in &queued_syncs {
+                sync_issue[k as usize] = t_issue;
+            }
+            queued_syncs.clear();
+        }
+        // Wait for one completion (with a rate and a free slot: or for the next intended
+        // start), then reap everything that is there.
+        let res = match &c.sched {
+            Some(s) if issuing && !free.is_empty() => {
+                let due = s.next_ns().min(c.end_ns);
+                let now = monotonic_ns();
+                if due <= now {
+                    Ok(0)
+                } else {
+                    wait_until(&submitter, due, now, &mut abs_timer)
+                }
+            }
+            _ => submitter.submit_and_wait(1),
+        };
+        if let Err(e) = res {
+            if !transient(&e) {
+                return Err(enter_error(c, e));
+            }
+        }
+        let t_done = monotonic_ns();
+        cq.sync();
+        if cq.is_empty() {
+            continue;
+        }
+        c.win.at(t_done);
+        c.win.last_done_ns = t_done;
+        for cqe in &mut cq {
+            let ud = cqe.user_data();
+            let res = cqe.result();
+            if ud & SYNC_TAG != 0 {
+                let k = (ud & !SYNC_TAG) as usize;
+                sync_free.push(k as u32);
+                syncs_inflight -= 1;
+                if res < 0 {
+                    if err.is_none() {
+                        err = Some(c.target.io_error(
+                            std::io::Error::from_raw_os_error(-res),
+                            "measuring",
+                            c.sync_kind.name(),
+                            0,
+                            0,
+                            c.direct,
+                        ));
+                        c.stop.store(true, Ordering::SeqCst);
+                    }
+                    issuing = false;
+                } else {
+                    c.win.stats.record_sync(t_done - sync_issue[k]);
+                }
+                continue;
+            }
+            let si = ud as usize;
+            free.push(si as u32);
+            let s = slots[si];
+            if res < 0 {
+                if err.is_none() {
+                    let what = if s.dir == READ { "read" } else { "write" };
+                    err = Some(c.target.io_error(
+                        std::io::Error::from_raw_os_error(-res),
+                        "measuring",
+                        what,
+                        s.offset,
+                        s.len,
+                        c.direct,
+                    ));
+                    c.stop.store(true, Ordering::SeqCst);
+                }
+                issuing = false;
+                pending_syncs = 0;
+                continue;
+            }
+            c.win.stats.record_io(
+                s.dir, s.len, res as u64, s.intended, s.start, s.issue, t_done, true,
+            );
+            if s.sync_after && err.is_none() {
+                pending_syncs += 1;
+            }
+        }
+    }
+    match err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,67 @@
+//! Probe errors: each says what happened to which file and how to fix it, in one line.
+
+use std::path::PathBuf;
+
+/// Why a probe could not start or did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// Refused before touching anything (safety): bad target, mounted device, signature.
+    #[error("{path}: {why}")]
+    Refused { path: PathBuf, why: String },
+
+    #[error("no space left on the file system holding {path} (ENOSPC) while {during} after {done_mib} MiB: free space there or use a smaller --size (now {size_mib} MiB)")]
+    NoSpace {
+        path: PathBuf,
+        during: &'static str,
+        done_mib: u64,
+        size_mib: u64,
+    },
+
+    #[error("{path} is on a read-only file system (EROFS): remount it read-write, or probe an existing file with a read-only job (--rw read|randread)")]
+    ReadOnly { path: PathBuf },
+
+    #[error("{path} is on {fstype}, which refuses O_DIRECT (EINVAL at open): put the file on a disk-backed file system, or use --direct 0 (page cache, not the device)")]
+    DirectOpen { path: PathBuf, fstype: String },
+
+    #[error("{path}: the kernel refused a direct {op} of {len} bytes at offset {offset} (EINVAL): with O_DIRECT, --bs and offsets must be multiples of the device's logical block size{lbs}; use --bs 4k (or a multiple of it), or --direct 0")]
+    DirectIo {
+        path: PathBuf,
+        op: &'static str,
+        len: u64,
+        offset: u64,
+        /// ", 512 bytes here (/sys/...)" or empty when unknown.
+        lbs: String,
+    },
+
+    #[error("{path}: {op} failed: {source}")]
+    Io {
+        path: PathBuf,
+        op: String,
+        source: std::io::Error,
+    },
+
+    #[error("io_uring is not available here (io_uring_setup: {source}; {hint}); use --ioengine sync (queue depth 1) or allow io_uring")]
+    UringUnavailable {
+        source: std::io::Error,
+        hint: &'static str,
+    },
+}
+
+impl ProbeError {
+    /// True for errors that are the user's input (exit code 2): nothing was written.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, ProbeError::Refused { .. })
+    }
+}
+
+/// Why io_uring_setup may have failed, from its errno.
+pub fn uring_hint(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::EPERM) => {
+            "kernel.io_uring_disabled is 1 or 2, or a seccomp filter (container runtime) blocks it"
+        }
+        Some(libc::ENOSYS) => "the kernel was built without io_uring or a seccomp filter blocks it",
+        Some(libc::ENOMEM) => "not enough locked memory (ulimit -l)",
+        _ => "the kernel refused it",
+    }
+}

@@ -1,0 +1,704 @@
+//! The direct-I/O probe: fio's job vocabulary, open-loop pacing, per-window statistics.
+//!
+//! One std thread per job (`numjobs`), each with its own file descriptor, its own
+//! buffers and, for `io_uring`, its own ring. A job records every completion into its
+//! thread's [`stats::WindowStats`] without locks or allocation; at each window boundary
+//! (`window_ns`, on a grid anchored at the end of the ramp) it hands the window to the
+//! aggregator, which runs on the calling thread, merges jobs per window for
+//! `on_window` (probe.csv) and merges windows after the ramp into per-job totals
+//! (the summary and the fio-shaped JSON).
+//!
+//! Times are `CLOCK_MONOTONIC` ns throughout (`crate::clock::monotonic_ns`), the clock
+//! of the run's zero, so callers place windows on the run clock by subtracting it.
+//!
+//! Engines: [`Engine::Sync`] (`pread`/`pwrite`, fio's `psync`, queue depth 1) and
+//! [`Engine::IoUring`] (see `engine_uring`). With a rate, each job follows a
+//! [`pace::Schedule`] of intended start times (total rate / numjobs, phases
+//! interleaved), and latency is also recorded from the intended start (`lat_co`).
+
+pub mod error;
+pub mod pace;
+pub mod rng;
+pub mod stats;
+pub mod target;
+pub mod workload;
+
+mod engine_sync;
+mod engine_uring;
+
+use std::os::unix::io::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Barrier};
+
+pub use error::ProbeError;
+use stats::{WindowStats, READ, WRITE};
+use target::Target;
+
+use crate::clock::monotonic_ns;
+use crate::directio::SyncFlag;
+
+/// fio's `rw`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rw {
+    Read,
+    Write,
+    RandRead,
+    RandWrite,
+    ReadWrite,
+    RandRw,
+}
+
+impl Rw {
+    pub fn parse(s: &str) -> Option<Rw> {
+        Some(match s {
+            "read" => Rw::Read,
+            "write" => Rw::Write,
+            "randread" => Rw::RandRead,
+            "randwrite" => Rw::RandWrite,
+            "rw" | "readwrite" => Rw::ReadWrite,
+            "randrw" => Rw::RandRw,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Rw::Read => "read",
+            Rw::Write => "write",
+            Rw::RandRead => "randread",
+            Rw::RandWrite => "randwrite",
+            Rw::ReadWrite => "rw",
+            Rw::RandRw => "randrw",
+        }
+    }
+
+    pub fn reads(self) -> bool {
+        !matches!(self, Rw::Write | Rw::RandWrite)
+    }
+
+    pub fn writes(self) -> bool {
+        !matches!(self, Rw::Read | Rw::RandRead)
+    }
+
+    pub fn random(self) -> bool {
+        matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw)
+    }
+
+    pub fn mixed(self) -> bool {
+        matches!(self, Rw::ReadWrite | Rw::RandRw)
+    }
+}
+
+/// fio's `ioengine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// `pread`/`pwrite`, one I/O at a time (fio's `psync`).
+    Sync,
+    /// One io_uring per job, registered file and buffers.
+    IoUring,
+}
+
+impl Engine {
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Sync => "psync",
+            Engine::IoUring => "io_uring",
+        }
+    }
+}
+
+/// `--fsync N` or `--fdatasync N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncKind {
+    Fsync,
+    Fdatasync,
+}
+
+impl SyncKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncKind::Fsync => "fsync",
+            SyncKind::Fdatasync => "fdatasync",
+        }
+    }
+}
+
+/// A validated probe job.
+#[derive(Debug, Clone)]
+pub struct ProbeSpec {
+    pub rw: Rw,
+    /// Share of reads in a mixed job, 0..=100.
+    pub rwmixread: f64,
+    /// Block sizes: [read, write].
+    pub bs: [u64; 2],
+    pub iodepth: u32,
+    pub numjobs: u32,
+    pub engine: Engine,
+    pub direct: bool,
+    pub sync: SyncFlag,
+    /// Sync after every N writes.
+    pub fsync: Option<(u32, SyncKind)>,
+    /// Total I/Os per second over all jobs and both directions.
+    pub rate_iops: Option<f64>,
+    pub rate_process: pace::RateProcess,
+    /// Measured time (after the ramp); None = until `size` bytes per job.
+    pub runtime_ns: Option<u64>,
+    pub ramp_ns: u64,
+    /// Run for the whole runtime, wrapping around the file (fio's `time_based`).
+    pub time_based: bool,
+    pub window_ns: u64,
+    pub seed: u64,
+}
+
+impl ProbeSpec {
+    /// Share of reads, 0..=100, for this `rw`.
+    pub fn read_pct(&self) -> f64 {
+        match (self.rw.reads(), self.rw.writes()) {
+            (true, false) => 100.0,
+            (false, true) => 0.0,
+            _ => self.rwmixread,
+        }
+    }
+
+    pub fn writes(&self) -> bool {
+        self.rw.writes()
+    }
+}
+
+/// One window, all jobs merged, for `probe.csv`.
+pub struct WindowRow<'a> {
+    /// Window number; negative during the ramp.
+    pub idx: i64,
+    /// `CLOCK_MONOTONIC` ns: where the window starts and ends (the last window ends at
+    /// the last completion).
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub ramp: bool,
+    pub stats: &'a WindowStats,
+}
+
+/// CPU and scheduling use from `getrusage`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub usr_ns: u64,
+    pub sys_ns: u64,
+    pub ctx: u64,
+    pub minflt: u64,
+    pub majflt: u64,
+}
+
+impl Usage {
+    fn now(who: libc::c_int) -> Usage {
+        // SAFETY: an all-zero rusage is valid; getrusage fills it.
+        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: valid out pointer; RUSAGE_THREAD/SELF exist on Linux.
+        unsafe { libc::getrusage(who, &mut r) };
+        let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+        Usage {
+            usr_ns: ns(r.ru_utime),
+            sys_ns: ns(r.ru_stime),
+            ctx: (r.ru_nvcsw + r.ru_nivcsw) as u64,
+            minflt: r.ru_minflt as u64,
+            majflt: r.ru_majflt as u64,
+        }
+    }
+
+    /// The calling thread's use.
+    pub fn thread() -> Usage {
+        Usage::now(libc::RUSAGE_THREAD)
+    }
+
+    /// The whole process's use.
+    pub fn process() -> Usage {
+        Usage::now(libc::RUSAGE_SELF)
+    }
+
+    pub fn since(&self, earlier: &Usage) -> Usage {
+        Usage {
+            usr_ns: self.usr_ns.saturating_sub(earlier.usr_ns),
+            sys_ns: self.sys_ns.saturating_sub(earlier.sys_ns),
+            ctx: self.ctx.saturating_sub(earlier.ctx),
+            minflt: self.minflt.saturating_sub(earlier.minflt),
+            majflt: self.majflt.saturating_sub(earlier.majflt),
+        }
+    }
+}
+
+/// One window's counts for a job (for fio's iops/bw min/max/mean/stddev).
+#[derive(Debug, Clone, Copy)]
+pub struct JobSample {
+    pub ios: [u64; 2],
+    pub bytes: [u64; 2],
+    pub window_ns: u64,
+}
+
+/// One job's results after the ramp.
+pub struct JobResult {
+    pub job: u32,
+    pub totals: WindowStats,
+    /// From the end of the ramp to the job's last completion.
+    pub runtime_ns: u64,
+    /// Whole windows after the ramp.
+    pub samples: Vec<JobSample>,
+    /// The job thread's CPU over the measurement.
+    pub usage: Usage,
+    /// With a rate: scheduled I/Os that were not issued by the end (behind schedule).
+    pub rate_missed: u64,
+    pub error: Option<ProbeError>,
+}
+
+/// The probe's results; present even when a job failed (what was measured is kept).
+pub struct ProbeResult {
+    pub jobs: Vec<JobResult>,
+    pub start_ns: u64,
+    /// End of the ramp: where the measurement starts.
+    pub meas_ns: u64,
+    /// The last completion of any job.
+    pub end_ns: u64,
+    /// The whole process's CPU from the start of the jobs to their end (ramp included).
+    pub process_usage: Usage,
+    pub interrupted: bool,
+}
+
+impl ProbeResult {
+    /// The first job error, if any.
+    pub fn error(&self) -> Option<&ProbeError> {
+        self.jobs.iter().find_map(|j| j.error.as_ref())
+    }
+
+    /// All jobs merged.
+    pub fn merged(&self) -> WindowStats {
+        let mut m = WindowStats::new();
+        for j in &self.jobs {
+            m.merge(&j.totals);
+        }
+        m
+    }
+
+    pub fn runtime_ns(&self) -> u64 {
+        self.jobs.iter().map(|j| j.runtime_ns).max().unwrap_or(0)
+    }
+
+    pub fn usage(&self) -> Usage {
+        let mut u = Usage::default();
+        for j in &self.jobs {
+            u.usr_ns += j.usage.usr_ns;
+            u.sys_ns += j.usage.sys_ns;
+            u.ctx += j.usage.ctx;
+            u.minflt += j.usage.minflt;
+            u.majflt += j.usage.majflt;
+        }
+        u
+    }
+}
+
+/// Whether this kernel lets us create an io_uring (the error says why not).
+pub fn uring_available() -> Result<(), ProbeError> {
+    match io_uring::IoUring::new(2) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(ProbeError::UringUnavailable {
+            hint: error::uring_hint(&e),
+            source: e,
+        }),
+    }
+}
+
+enum Msg {
+    /// A job finished window `idx`; its next window is `next` (windows between are empty).
+    Window {
+        job: u32,
+        idx: i64,
+        next: i64,
+        stats: Box<WindowStats>,
+    },
+    Done {
+        job: u32,
+        last_done_ns: u64,
+        usage: Usage,
+        rate_missed: u64,
+        error: Option<ProbeError>,
+    },
+}
+
+fn window_index(t: u64, meas: u64, w: u64) -> i64 {
+    (t as i128 - meas as i128).div_euclid(w as i128) as i64
+}
+
+fn window_start(idx: i64, meas: u64, w: u64) -> u64 {
+    (meas as i128 + idx as i128 * w as i128).max(0) as u64
+}
+
+/// A job's current window: recording goes into `stats`; `at(now)` rolls to the next
+/// window when `now` has passed the boundary.
+pub(crate) struct WindowCursor {
+    job: u32,
+    idx: i64,
+    end_ns: u64,
+    meas_ns: u64,
+    w: u64,
+    pub(crate) stats: Box<WindowStats>,
+    tx: SyncSender<Msg>,
+    free: Receiver<Box<WindowStats>>,
+    usage_at_meas: Option<Usage>,
+    pub(crate) last_done_ns: u64,
+}
+
+impl WindowCursor {
+    #[inline]
+    pub(crate) fn at(&mut self, now: u64) {
+        if now >= self.end_ns {
+            self.roll(now);
+        }
+    }
+
+    #[cold]
+    fn roll(&mut self, now: u64) {
+        let next = window_index(now, self.meas_ns, self.w);
+        let fresh = self
+            .free
+            .try_recv()
+            .unwrap_or_else(|_| Box::new(WindowStats::new()));
+        let full = std::mem::replace(&mut self.stats, fresh);
+        let _ = self.tx.send(Msg::Window {
+            job: self.job,
+            idx: self.idx,
+            next,
+            stats: full,
+        });
+        self.idx = next;
+        self.end_ns = window_start(next + 1, self.meas_ns, self.w);
+        if next >= 0 && self.usage_at_meas.is_none() {
+            self.usage_at_meas = Some(Usage::thread());
+        }
+    }
+
+    fn finish(mut self, rate_missed: u64, error: Option<ProbeError>) {
+        let end = Usage::thread();
+        let usage = end.since(&self.usage_at_meas.unwrap_or(end));
+        let stats = std::mem::take(&mut self.stats);
+        let _ = self.tx.send(Msg::Window {
+            job: self.job,
+            idx: self.idx,
+            next: i64::MAX,
+            stats,
+        });
+        let _ = self.tx.send(Msg::Done {
+            job: self.job,
+            last_done_ns: self.last_done_ns,
+            usage,
+            rate_missed,
+            error,
+        });
+    }
+}
+
+/// What a job thread works with.
+pub(crate) struct Ctx<'a> {
+    pub(crate) fd: RawFd,
+    pub(crate) target: &'a Target,
+    pub(crate) direct: bool,
+    pub(crate) depth: u32,
+    pub(crate) sync_kind: SyncKind,
+    pub(crate) gen: workload::Gen,
+    pub(crate) sched: Option<pace::Schedule>,
+    pub(crate) sched_rng: rng::SplitMix64,
+    pub(crate) end_ns: u64,
+    pub(crate) stop: &'a AtomicBool,
+    pub(crate) win: WindowCursor,
+}
+
+impl Ctx<'_> {
+    /// With a rate: intended starts before the end that were never issued (the device
+    /// or the CPU could not keep up, or the run was stopped). Called after the engine.
+    fn missed(&mut self) -> u64 {
+        let Some(s) = self.sched.as_mut() else {
+            return 0;
+        };
+        let mut n = 0;
+        while s.next_ns() < self.end_ns {
+            n += 1;
+            s.advance(&mut self.sched_rng);
+        }
+        n
+    }
+}
+
+/// Runs the probe on an already laid-out `target`. Returns `Err` only when nothing
+/// could start (open, io_uring setup); errors during the run are in the jobs' results,
+/// with what was measured until then. `stop` ends the run early (Ctrl-C).
+pub fn run(
+    spec: &ProbeSpec,
+    target: &Target,
+    stop: &AtomicBool,
+    on_window: &mut dyn FnMut(&WindowRow),
+) -> Result<ProbeResult, ProbeError> {
+    let n = spec.numjobs.max(1) as usize;
+    let writes = spec.writes() || spec.fsync.is_some();
+    let mut files = Vec::with_capacity(n);
+    for job in 0..n {
+        files.push(target.open(target.open_flags(writes, spec.direct, spec.sync), job == 0)?);
+    }
+    let (tx, rx) = mpsc::sync_channel::<Msg>(4096);
+    let setup = Arc::new(Barrier::new(n + 1));
+    let go = Arc::new(Barrier::new(n + 1));
+    let start_cell = Arc::new(AtomicU64::new(0));
+    let mut free_tx = Vec::with_capacity(n);
+    let per_job_rate = spec.rate_iops.map(|r| r / n as f64);
+    let w = spec.window_ns.max(1);
+
+    let result = std::thread::scope(|s| {
+        let mut handles = vec![];
+        for (job, file) in files.iter().enumerate() {
+            let (ftx, frx) = mpsc::sync_channel::<Box<WindowStats>>(16);
+            for _ in 0..2 {
+                let _ = ftx.try_send(Box::new(WindowStats::new()));
+            }
+            free_tx.push(ftx);
+            let tx = tx.clone();
+            let (setup, go, start_cell) = (setup.clone(), go.clone(), start_cell.clone());
+            let fd = file.as_raw_fd();
+            let spec = spec.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("probe-job{job}"))
+                .spawn_scoped(s, move || {
+                    pace::tight_timer_slack();
+                    let seed = spec.seed ^ (job as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    let gen = workload::Gen::new(
+                        spec.rw.random(),
+                        spec.read_pct(),
+                        spec.bs,
+                        target.size,
+                        seed,
+                        spec.fsync.map(|f| f.0).unwrap_or(0),
+                        (!spec.time_based).then_some(target.size),
+                    );
+                    let ring = match spec.engine {
+                        Engine::IoUring => {
+                            match engine_uring::Ring::new(spec.iodepth, fd, gen.max_bs()) {
+                                Ok(r) => Some(Ok(r)),
+                                Err(e) => {
+                                    stop.store(true, Ordering::SeqCst);
+                                    Some(Err(e))
+                                }
+                            }
+                        }
+                        Engine::Sync => None,
+                    };
+                    setup.wait();
+                    go.wait();
+                    let start = start_cell.load(Ordering::SeqCst);
+                    let meas = start + spec.ramp_ns;
+                    let end = spec.runtime_ns.map(|r| meas + r).unwrap_or(u64::MAX);
+                    let idx = window_index(start, meas, w);
+                    let win = WindowCursor {
+                        job: job as u32,
+                        idx,
+                        end_ns: window_start(idx + 1, meas, w),
+                        meas_ns: meas,
+                        w,
+                        stats: frx.try_recv().unwrap_or_default(),
+                        tx,
+                        free: frx,
+                        usage_at_meas: (idx >= 0).then(Usage::thread),
+                        last_done_ns: start,
+                    };
+                    let mut ring = match ring {
+                        Some(Err(e)) => {
+                            win.finish(
+                                0,
+                                Some(ProbeError::Io {
+                                    path: target.path.clone(),
+                                    op: "setting up io_uring".into(),
+                                    source: e,
+                                }),
+                            );
+                            return;
+                        }
+                        Some(Ok(r)) => Some(r),
+                        None => None,
+                    };
+                    let sched = per_job_rate.map(|r| {
+                        pace::Schedule::new(start, r, spec.rate_process, job as f64 / n as f64)
+                    });
+                    let mut c = Ctx {
+                        fd,
+                        target,
+                        direct: spec.direct,
+                        depth: spec.iodepth,
+                        sync_kind: spec.fsync.map(|f| f.1).unwrap_or(SyncKind::Fsync),
+                        gen,
+                        sched,
+                        sched_rng: rng::SplitMix64::new(seed ^ 0x5EED),
+                        end_ns: end,
+                        stop,
+                        win,
+                    };
+                    let r = match ring.as_mut() {
+                        Some(ring) => engine_uring::run(&mut c, ring),
+                        None => engine_sync::run(&mut c),
+                    };
+                    if r.is_err() {
+                        stop.store(true, Ordering::SeqCst);
+                    }
+                    let missed = c.missed();
+                    c.win.finish(missed, r.err());
+                })
+                .expect("spawn probe job thread");
+            handles.push(h);
+        }
+        drop(tx);
+        setup.wait();
+        // A little head room so every job is past the barrier before the first deadline.
+        let start = monotonic_ns() + 200_000;
+        start_cell.store(start, Ordering::SeqCst);
+        let usage0 = Usage::process();
+        go.wait();
+        let out = aggregate(spec, n, start, rx, &free_tx, on_window);
+        let process_usage = Usage::process().since(&usage0);
+        for h in handles {
+            let _ = h.join();
+        }
+        (out, process_usage, start)
+    });
+    let ((jobs, end_ns), process_usage, start) = result;
+    Ok(ProbeResult {
+        jobs,
+        start_ns: start,
+        meas_ns: start + spec.ramp_ns,
+        end_ns,
+        process_usage,
+        interrupted: false,
+    })
+}
+
+/// Merges the jobs' windows: per window over all jobs (for `on_window`, in order, as
+/// soon as every job is past it) and per job over the windows after the ramp.
+fn aggregate(
+    spec: &ProbeSpec,
+    n: usize,
+    start: u64,
+    rx: Receiver<Msg>,
+    free_tx: &[SyncSender<Box<WindowStats>>],
+    on_window: &mut dyn FnMut(&WindowRow),
+) -> (Vec<JobResult>, u64) {
+    let w = spec.window_ns.max(1);
+    let meas = start + spec.ramp_ns;
+    let first = window_index(start, meas, w);
+    let mut jobs: Vec<JobResult> = (0..n)
+        .map(|j| JobResult {
+            job: j as u32,
+            totals: WindowStats::new(),
+            runtime_ns: 0,
+            samples: vec![],
+            usage: Usage::default(),
+            rate_missed: 0,
+            error: None,
+        })
+        .collect();
+    let mut done_upto = vec![first - 1; n];
+    let mut done = vec![false; n];
+    let mut last_done = vec![start; n];
+    let mut pending: std::collections::BTreeMap<i64, Box<WindowStats>> = Default::default();
+    let mut pool: Vec<Box<WindowStats>> = vec![];
+    let empty = WindowStats::new();
+    let mut next_emit = first;
+    let mut max_idx = first;
+    let mut emit = |upto: i64,
+                    final_end: Option<u64>,
+                    pending: &mut std::collections::BTreeMap<i64, Box<WindowStats>>,
+                    pool: &mut Vec<Box<WindowStats>>,
+                    next_emit: &mut i64| {
+        while *next_emit <= upto {
+            let idx = *next_emit;
+            let stats = pending.remove(&idx);
+            let mut end = window_start(idx + 1, meas, w);
+            if let Some(f) = final_end {
+                if idx == upto {
+                    end = f.max(window_start(idx, meas, w)).min(end);
+                }
+            }
+            on_window(&WindowRow {
+                idx,
+                start_ns: window_start(idx, meas, w).max(start),
+                end_ns: end,
+                ramp: idx < 0,
+                stats: stats.as_deref().unwrap_or(&empty),
+            });
+            if let Some(mut b) = stats {
+                b.reset();
+                pool.push(b);
+            }
+            *next_emit += 1;
+        }
+    };
+    while let Ok(msg) = rx.recv() {
+        match msg {
+            Msg::Window {
+                job,
+                idx,
+                next,
+                mut stats,
+            } => {
+                let j = job as usize;
+                if idx >= 0 {
+                    jobs[j].totals.merge(&stats);
+                    if next != i64::MAX {
+                        jobs[j].samples.push(JobSample {
+                            ios: [stats.dir[READ].ios, stats.dir[WRITE].ios],
+                            bytes: [stats.dir[READ].bytes, stats.dir[WRITE].bytes],
+                            window_ns: w,
+                        });
+                        // Windows this job skipped had no completions: zero samples.
+                        for _ in (idx + 1)..next.min(idx + 1_000_000) {
+                            jobs[j].samples.push(JobSample {
+                                ios: [0, 0],
+                                bytes: [0, 0],
+                                window_ns: w,
+                            });
+                        }
+                    }
+                }
+                if !stats.is_empty() {
+                    max_idx = max_idx.max(idx);
+                    pending
+                        .entry(idx)
+                        .or_insert_with(|| pool.pop().unwrap_or_default())
+                        .merge(&stats);
+                }
+                stats.reset();
+                let _ = free_tx[j].try_send(stats);
+                // A job's last window (next == MAX) stays open until its Done message
+                // brings the time of its last completion: that window ends there.
+                done_upto[j] = done_upto[j].max(if next == i64::MAX { idx - 1 } else { next - 1 });
+            }
+            Msg::Done {
+                job,
+                last_done_ns,
+                usage,
+                rate_missed,
+                error,
+            } => {
+                let j = job as usize;
+                done[j] = true;
+                done_upto[j] = i64::MAX;
+                last_done[j] = last_done_ns;
+                jobs[j].runtime_ns = last_done_ns.saturating_sub(meas);
+                jobs[j].usage = usage;
+                jobs[j].rate_missed = rate_missed;
+                jobs[j].error = error;
+            }
+        }
+        if done.iter().all(|d| *d) {
+            break;
+        }
+        let upto = *done_upto.iter().min().unwrap();
+        if upto != i64::MAX {
+            emit(upto, None, &mut pending, &mut pool, &mut next_emit);
+        }
+    }
+    let end = last_done.iter().copied().max().unwrap_or(start);
+    let last = max_idx.max(window_index(end.saturating_sub(1).max(start), meas, w));
+    emit(last, Some(end), &mut pending, &mut pool, &mut next_emit);
+    (jobs, end)
+}
