@@ -404,15 +404,36 @@ fn run_one(s: &Scenario, _cell: &Cell, dir: &Path, o: &StudyOptions) -> anyhow::
         }
         run_recorded(s, dir, &vols, o)
     })();
+    let mut down_err = None;
     for (_, _, v) in vols.iter_mut().rev() {
         if let Some(v) = v.take() {
-            let name = v.name.clone();
-            if let Err(e) = v.down() {
-                eprintln!("   lab down {name}: {e:#}");
+            if let Err(e) = teardown(&lab, v) {
+                eprintln!("   {e:#}");
+                down_err.get_or_insert(e);
             }
         }
     }
-    result
+    match (result, down_err) {
+        (Err(e), _) | (Ok(()), Some(e)) => Err(e),
+        (Ok(()), None) => Ok(()),
+    }
+}
+
+/// Tears a lab volume down; a file system can stay busy for a moment after its last user
+/// exits (btrfs workers, a child still closing), so the named teardown is retried for 5 s.
+fn teardown(lab: &Lab, v: Volume) -> anyhow::Result<()> {
+    let name = v.name.clone();
+    let Err(mut last) = v.down() else {
+        return Ok(());
+    };
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(500));
+        match lab.down(&name) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = e,
+        }
+    }
+    Err(last.context(format!("lab volume {name} was not torn down")))
 }
 
 fn vol_dir<'a>(
