@@ -15,98 +15,11 @@
 //! Without chromium on PATH the Chromium test prints why and returns.
 
 mod common;
+use common::chromium::{chromium, load};
 use common::*;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// `chromium` if it runs here; prints why not otherwise.
-fn chromium() -> Option<PathBuf> {
-    let bin = PathBuf::from("chromium");
-    match Command::new(&bin).arg("--version").output() {
-        Ok(o) if o.status.success() => Some(bin),
-        _ => {
-            eprintln!(
-                "skipping the Chromium checks: `chromium` not found (apt-get install chromium; scripts/setup does)"
-            );
-            None
-        }
-    }
-}
-
-/// What one headless Chromium run left behind.
-struct Loaded {
-    stdout: String,
-    /// `CONSOLE` lines and uncaught exceptions from Chromium's log.
-    console: Vec<String>,
-    /// URLs the page itself requested (file:// network isolation key).
-    page_requests: Vec<String>,
-}
-
-/// Loads `page` (a file) in a fresh headless Chromium with `extra` flags (e.g.
-/// `--dump-dom`, `--screenshot=...`).
-fn load(bin: &Path, page: &Path, extra: &[String]) -> Loaded {
-    let profile = tempfile::tempdir().unwrap();
-    let net_log = profile.path().join("net-log.json");
-    let out = Command::new("timeout")
-        .arg("60")
-        .arg(bin)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--enable-logging=stderr",
-            "--v=0",
-        ])
-        .arg(format!(
-            "--user-data-dir={}",
-            profile.path().join("profile").display()
-        ))
-        .arg(format!("--log-net-log={}", net_log.display()))
-        .args(extra)
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("run chromium");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "chromium failed ({}): {stderr}",
-        out.status
-    );
-    let console = stderr
-        .lines()
-        .filter(|l| l.contains(":CONSOLE") || l.contains("Uncaught"))
-        .map(String::from)
-        .collect();
-    let log = std::fs::read_to_string(&net_log).unwrap_or_default();
-    Loaded {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        console,
-        page_requests: page_requests(&log),
-    }
-}
-
-/// URLs of requests whose network isolation key is the file:// page's: the page's own.
-fn page_requests(net_log: &str) -> Vec<String> {
-    // The log is JSON, but a Chromium killed by `timeout` leaves it unterminated: scan
-    // the event objects as text, one `{"params":...}` at a time.
-    net_log
-        .split("{\"params\":")
-        .filter(|e| e.contains("\"network_isolation_key\":\"file://"))
-        .filter_map(|e| {
-            let i = e.find("\"url\":\"")? + 7;
-            Some(e[i..].split('"').next()?.to_string())
-        })
-        .filter(|u| !u.starts_with("file:"))
-        .collect()
-}
 
 /// Width, height and the share of pixels that are not white, from a PNG (8-bit RGB or
 /// RGBA, as Chromium writes screenshots).

@@ -2,6 +2,8 @@
 //! says why and skips: CI runs as root, so CI skips none), and the binary under test.
 #![allow(dead_code)]
 
+pub mod chromium;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
