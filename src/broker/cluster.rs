@@ -433,6 +433,51 @@ impl Cluster {
         Ok(())
     }
 
+    /// Starts several stopped nodes at once (a whole cluster restarting: one node alone
+    /// cannot elect a meta leader, so starting them one by one would wait forever) and
+    /// returns once every one answers JetStream and the meta leader sees them current.
+    pub async fn start_nodes(&mut self, ns: &[usize]) -> anyhow::Result<()> {
+        let idx: Vec<usize> = ns
+            .iter()
+            .map(|&n| self.index(n))
+            .collect::<anyhow::Result<_>>()?;
+        let t0 = Instant::now();
+        let routes: Vec<u16> = self.nodes.iter().filter_map(Broker::cluster_port).collect();
+        for &i in &idx {
+            let b = &mut self.nodes[i];
+            if b.is_running() {
+                bail!("{} is running; stop it first", b.name());
+            }
+            if let Some(mut c) = b.cluster.clone() {
+                c.routes = routes.clone();
+                let (cp, mp) = (b.client_port, b.monitor_port);
+                b.configure(cp, mp, Some(c))?;
+            }
+        }
+        let starts = self
+            .nodes
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| idx.contains(i))
+            .map(|(_, b)| b.start_again());
+        futures::future::join_all(starts)
+            .await
+            .into_iter()
+            .collect::<anyhow::Result<Vec<()>>>()?;
+        if self.nodes.len() > 1 {
+            let leader = self.wait_meta_current(t0 + self.ready_timeout).await?;
+            self.events.event(
+                "cluster_ready",
+                serde_json::json!({
+                    "nodes": self.nodes.len(),
+                    "restarted": idx.iter().map(|&i| self.nodes[i].name().to_string()).collect::<Vec<_>>(),
+                    "current_ms": t0.elapsed().as_secs_f64() * 1e3, "meta_leader": leader,
+                }),
+            );
+        }
+        Ok(())
+    }
+
     /// The meta leader as the running nodes agree on it now (`None` while they do not,
     /// or for a single node).
     pub async fn meta_leader(&self) -> Option<String> {

@@ -484,7 +484,7 @@ fn run_recorded(
         .build()?;
     let monitor_interval =
         parse_duration(&s.samplers.monitor_interval).map_err(anyhow::Error::msg)?;
-    let outcome: anyhow::Result<Vec<Value>> = rt.block_on(async {
+    let outcome: anyhow::Result<(Vec<Value>, Option<anyhow::Error>)> = rt.block_on(async {
         let mut cluster = None;
         let mut mon = None;
         let mon_stop = Arc::new(AtomicBool::new(false));
@@ -555,20 +555,21 @@ fn run_recorded(
             c.stop().await?;
             results.push(json!({"broker": meta, "node_devices": node_devices}));
         }
-        match err {
-            Some(e) => Err(e.context(format!("phases so far: {}", serde_json::to_string(&results).unwrap_or_default()))),
-            None => Ok(results),
-        }
+        Ok((results, err))
     });
+    // The phases that ran go into meta.json even when one failed.
     let res = match outcome {
-        Ok(mut phases) => {
+        Ok((mut phases, err)) => {
             let broker = phases.pop_if(|v| v.get("broker").is_some());
             if let Some(b) = broker {
                 rec.set_meta("broker", b["broker"].clone())?;
                 rec.set_meta("broker_nodes", b["node_devices"].clone())?;
             }
             rec.set_meta("phases", json!(phases))?;
-            Ok(())
+            match err {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
         }
         Err(e) => Err(e),
     };
@@ -705,20 +706,24 @@ async fn run_phase(
                 }
             }
             if kind != "stop" {
+                let mut logs = vec![];
                 for &n in &nodes {
                     let name = c.node(n).name().to_string();
                     let log = c.node(n).log_path().to_path_buf();
                     let log_len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
-                    let t0 = Instant::now();
                     events.event(
                         "restart",
                         json!({"node": name, "drop_caches": p.drop_caches}),
                     );
-                    c.start_node(n).await?;
-                    let current = t0.elapsed();
+                    logs.push((n, name, log, log_len));
+                }
+                let t0 = Instant::now();
+                c.start_nodes(&nodes).await?;
+                let current = t0.elapsed();
+                for (n, name, log, log_len) in logs {
                     let healthy =
                         wait_healthy(&c.node(n).monitor_url(), Duration::from_secs(120)).await;
-                    let healthy_ms = healthy.map(|h| (current + h).as_secs_f64() * 1e3);
+                    let healthy_ms = healthy.map(|_| t0.elapsed().as_secs_f64() * 1e3);
                     events.event(
                         "restart_ready",
                         json!({"node": name, "current_ms": current.as_secs_f64() * 1e3, "healthy_ms": healthy_ms}),
