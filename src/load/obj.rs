@@ -197,6 +197,24 @@ pub async fn put(
     .await;
 }
 
+/// GETs an object whose PUT was acknowledged. Object stores read with direct gets, which
+/// any replica may answer: a follower that has not applied the PUT yet says "not found"
+/// for a moment (replica lag, seen with R3 on a busy machine). Such a GET is retried for
+/// up to 200 ms, and its latency includes the wait; only an object still missing then is
+/// an error.
+async fn get_acknowledged(store: &object_store::ObjectStore, i: u64) -> Result<u64, OpError> {
+    let mut tries = 0;
+    loop {
+        match get_verified(store, i).await {
+            Err(e) if e.kind == "not_found" && tries < 10 => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            r => return r,
+        }
+    }
+}
+
 /// GETs object `i` and checks its length, digest and content.
 async fn get_verified(store: &object_store::ObjectStore, i: u64) -> Result<u64, OpError> {
     let name = object_name(i);
@@ -278,7 +296,7 @@ pub async fn get(
     windowed(window, plan, rec, ctx, |_| {
         let i = catalog.pick(&mut rng)?;
         let store = store.clone();
-        Some(async move { get_verified(&store, i).await })
+        Some(async move { get_acknowledged(&store, i).await })
     })
     .await;
 }

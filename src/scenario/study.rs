@@ -117,7 +117,7 @@ pub fn figures(run_dir: &Path) -> Figures {
             }
             Some("fsync") => {
                 for t in res["tests"].as_array().into_iter().flatten() {
-                    x.fsync_p99_us = max_opt(x.fsync_p99_us, f(&t["lat_us"]["p99"]));
+                    x.fsync_p99_us = max_opt(x.fsync_p99_us, f(&t["lat_p99_us"]));
                 }
             }
             _ => {}
