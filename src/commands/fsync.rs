@@ -174,7 +174,7 @@ pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
         ));
     }
     if interrupted {
-        eprintln!("diskpulse fsync: interrupted; the tests that ran are reported above, the test file is removed");
+        eprintln!("diskpulse fsync: interrupted; the tests that ran are reported, the rest are not run; the test file is removed");
         return Ok(130);
     }
     if !failed.is_empty() {
