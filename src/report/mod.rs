@@ -164,8 +164,9 @@ pub fn restarts(run: &Run) -> Vec<RestartSummary> {
             let thr = (0.1 * top).max(MIB * 0.01);
             for (k, v) in w10.iter().enumerate().skip((e.t_ns / 10_000_000) as usize) {
                 if *v > thr {
-                    first.get_or_insert(k);
-                    last = Some(k);
+                    // Over all the node's devices: the earliest first and the latest last bin.
+                    first = Some(first.map_or(k, |f: usize| f.min(k)));
+                    last = Some(last.map_or(k, |l: usize| l.max(k)));
                 }
             }
         }
