@@ -40,7 +40,8 @@ fn md_to_html(md: &str) -> String {
                 continue;
             }
             if !in_table {
-                out.push_str("<table><tr>");
+                // Study tables are wide: scroll them rather than cut them off.
+                out.push_str("<div style=\"overflow-x:auto\"><table><tr>");
                 for c in &cells {
                     out.push_str(&format!("<th>{}</th>", esc(c)));
                 }
@@ -56,7 +57,7 @@ fn md_to_html(md: &str) -> String {
             continue;
         }
         if in_table {
-            out.push_str("</table>\n");
+            out.push_str("</table></div>\n");
             in_table = false;
         }
         if let Some(h) = line.strip_prefix("## ") {
@@ -70,7 +71,7 @@ fn md_to_html(md: &str) -> String {
         }
     }
     if in_table {
-        out.push_str("</table>\n");
+        out.push_str("</table></div>\n");
     }
     out
 }

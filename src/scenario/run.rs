@@ -562,7 +562,10 @@ fn run_recorded(
         Ok((mut phases, err)) => {
             let broker = phases.pop_if(|v| v.get("broker").is_some());
             if let Some(b) = broker {
-                rec.set_meta("broker", b["broker"].clone())?;
+                // The cluster's meta, with the version at the top as for one server.
+                let mut m = b["broker"].clone();
+                m["version"] = m["servers"][0]["version"].clone();
+                rec.set_meta("broker", m)?;
                 rec.set_meta("broker_nodes", b["node_devices"].clone())?;
             }
             rec.set_meta("phases", json!(phases))?;
