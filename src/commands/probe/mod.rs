@@ -46,8 +46,9 @@ Exit codes: 0 done, 1 an I/O error (what was measured is still printed), 2 bad i
 refused target (nothing written), 130 interrupted (what was measured is printed).")]
 pub struct ProbeArgs {
     /// File or block device to probe. A file that does not exist is created, laid out and
-    /// removed afterwards; an existing file is used and kept. Default: diskpulse-probe-PID.dat
-    /// in the current directory.
+    /// removed afterwards; an existing file is used and kept. A block device: read-only jobs
+    /// run as they are, jobs that write need --allow-destructive. Default:
+    /// diskpulse-probe-PID.dat in the current directory.
     #[arg(long, value_name = "PATH")]
     pub filename: Option<PathBuf>,
     /// Bytes each job uses (0..size). Default: an existing file's or device's size, else 256MiB.
@@ -79,7 +80,7 @@ pub struct ProbeArgs {
     /// 1: O_DIRECT (default), 0: through the page cache.
     #[arg(long, value_name = "0|1", num_args = 0..=1, default_missing_value = "1")]
     pub direct: Option<String>,
-    /// Open flags for synchronous writes: none, dsync (O_DSYNC) or sync (O_SYNC).
+    /// Open flags for synchronous writes: none (default), dsync (O_DSYNC) or sync (O_SYNC).
     #[arg(long, value_name = "MODE")]
     pub sync: Option<String>,
     /// fsync after every N writes.
