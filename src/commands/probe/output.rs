@@ -697,6 +697,27 @@ pub fn human(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
             ));
         }
     }
+    if !info.disks.is_empty() {
+        use collectors::diskstats as ds;
+        let parts: Vec<String> = info
+            .disks
+            .iter()
+            .map(|d| {
+                let g = |i: usize| d.d.get(i).copied().flatten().unwrap_or(0);
+                format!(
+                    "{} {} reads, {} writes, {} flushes",
+                    d.name,
+                    g(ds::F_READS),
+                    g(ds::F_WRITES),
+                    g(ds::F_FLUSHES)
+                )
+            })
+            .collect();
+        o.push_str(&format!(
+            "  disks: {} (the kernel's counts over the whole run, ramp included)\n",
+            parts.join("; ")
+        ));
+    }
     if let Some(d) = &info.recorded_in {
         o.push_str(&format!(
             "  per-window rows: {}\n",
