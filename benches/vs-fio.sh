@@ -115,6 +115,7 @@ def load(tool, j, r):
             continue
         ios += b["total_ios"]
         out[dirn] = {"iops": b["iops"], "mean": b["clat_ns"]["mean"] / 1000,
+                     "p50": b["clat_ns"]["percentile"]["50.000000"] / 1000,
                      "p99": b["clat_ns"]["percentile"]["99.000000"] / 1000}
     cpu_s = (job["usr_cpu"] + job["sys_cpu"]) / 100 * job["job_runtime"] / 1000
     out["iops"] = sum(v["iops"] for k, v in out.items() if k in ("read", "write"))
@@ -132,7 +133,10 @@ def spread(xs):
 
 rows = []
 print()
-print(f"{'job':<31}{'metric':<20}{'fio':>10}{'diskpulse':>11}{'ours/fio':>10}   spread fio/ours (max-min)/median")
+print("fio, diskpulse: medians over the rounds; ours/fio: ratio of those medians; paired: median over")
+print("rounds of (ours / the fio run next to it), which cancels drift; spread: (max-min)/median of each tool.")
+print()
+print(f"{'job':<31}{'metric':<20}{'fio':>10}{'diskpulse':>11}{'ours/fio':>10}{'paired':>8}   spread fio / ours")
 for j in jobs:
     f = [load("fio", j, r) for r in range(1, rounds + 1)]
     d = [load("dp", j, r) for r in range(1, rounds + 1)]
@@ -141,6 +145,7 @@ for j in jobs:
         if dirn in f[0]:
             tag = dirn if ("read" in f[0] and "write" in f[0]) else ""
             metrics.append((f"clat mean us {tag}".strip(), lambda x, k=dirn: x[k]["mean"]))
+            metrics.append((f"clat p50 us {tag}".strip(), lambda x, k=dirn: x[k]["p50"]))
             metrics.append((f"clat p99 us {tag}".strip(), lambda x, k=dirn: x[k]["p99"]))
     metrics.append(("CPU us/IO job", lambda x: x["cpu_us"]))
     metrics.append(("CPU us/IO proc", lambda x: x["proc_us"]))
@@ -149,7 +154,8 @@ for j in jobs:
         fv = [get(x) for x in f]
         dv = [get(x) for x in d]
         a, b = med(fv), med(dv)
+        paired = med([y / x for x, y in zip(fv, dv) if x])
         label = names[j] if first else ""
         first = False
-        print(f"{label:<31}{name:<20}{a:>10.1f}{b:>11.1f}{b / a if a else float('nan'):>10.3f}   {spread(fv):5.1f}% / {spread(dv):5.1f}%")
+        print(f"{label:<31}{name:<20}{a:>10.1f}{b:>11.1f}{b / a if a else float('nan'):>10.3f}{paired:>8.3f}   {spread(fv):5.0f}% / {spread(dv):5.0f}%")
 PY

@@ -46,8 +46,9 @@ Exit codes: 0 done, 1 an I/O error (what was measured is still printed), 2 bad i
 refused target (nothing written), 130 interrupted (what was measured is printed).")]
 pub struct ProbeArgs {
     /// File or block device to probe. A file that does not exist is created, laid out and
-    /// removed afterwards; an existing file is used and kept. Default: diskpulse-probe-PID.dat
-    /// in the current directory.
+    /// removed afterwards; an existing file is used and kept. A block device: read-only jobs
+    /// run as they are, jobs that write need --allow-destructive. Default:
+    /// diskpulse-probe-PID.dat in the current directory.
     #[arg(long, value_name = "PATH")]
     pub filename: Option<PathBuf>,
     /// Bytes each job uses (0..size). Default: an existing file's or device's size, else 256MiB.
@@ -79,7 +80,7 @@ pub struct ProbeArgs {
     /// 1: O_DIRECT (default), 0: through the page cache.
     #[arg(long, value_name = "0|1", num_args = 0..=1, default_missing_value = "1")]
     pub direct: Option<String>,
-    /// Open flags for synchronous writes: none, dsync (O_DSYNC) or sync (O_SYNC).
+    /// Open flags for synchronous writes: none (default), dsync (O_DSYNC) or sync (O_SYNC).
     #[arg(long, value_name = "MODE")]
     pub sync: Option<String>,
     /// fsync after every N writes.
@@ -377,6 +378,40 @@ pub(crate) struct RunInfo {
     pub clock: Clock,
     pub recorded_in: Option<PathBuf>,
     pub start_wall: chrono::DateTime<chrono::Local>,
+    /// Device counters before and after the run, for fio's `disk_util`.
+    pub disks: Vec<DiskDelta>,
+}
+
+/// A device's counters over the run (fio's `disk_util` entry).
+pub(crate) struct DiskDelta {
+    pub name: String,
+    /// Field deltas in /sys/class/block/X/stat order (`collectors::diskstats::F_*`).
+    pub d: Vec<Option<u64>>,
+    pub elapsed_ns: u64,
+}
+
+/// The devices that carry the target's I/O (a file's file system and what is under it,
+/// or the named device and what is under it), as `diskpulse record --path` finds them.
+fn devices_of(t: &target::Target) -> Vec<String> {
+    let r = collectors::devices::Resolver::default();
+    let found = match &t.kind {
+        TargetKind::BlockDevice { .. } => r.for_spec(&t.path.to_string_lossy()),
+        _ => r.for_path(&t.path),
+    };
+    found
+        .map(|v| v.into_iter().map(|d| d.name).collect())
+        .unwrap_or_default()
+}
+
+fn disk_counters(names: &[String]) -> Vec<Option<collectors::diskstats::DiskCounters>> {
+    names
+        .iter()
+        .map(|n| {
+            std::fs::read(format!("/sys/class/block/{n}/stat"))
+                .ok()
+                .and_then(|b| collectors::diskstats::parse_counters(&b))
+        })
+        .collect()
 }
 
 pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
@@ -449,7 +484,10 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         }
         eprintln!("laid out in {:.1}s", t.elapsed().as_secs_f64());
     }
-    let info = RunInfo {
+    let disk_names = devices_of(&tgt);
+    let disks_before = disk_counters(&disk_names);
+    let disks_t0 = collectors::clock::monotonic_ns();
+    let mut info = RunInfo {
         target_path: tgt.path.clone(),
         target_kind: match &tgt.kind {
             TargetKind::NewFile => "file (created, removed afterwards)".into(),
@@ -462,6 +500,7 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         clock,
         recorded_in: run_dir.clone(),
         start_wall: chrono::Local::now(),
+        disks: vec![],
     };
 
     let result = engine::run(&r.spec, &tgt, &stop, &mut |row| {
@@ -471,6 +510,23 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     });
     if let Some(c) = csv.take() {
         c.finish()?;
+    }
+    let elapsed_ns = collectors::clock::monotonic_ns() - disks_t0;
+    for ((name, a), b) in disk_names
+        .iter()
+        .zip(disks_before)
+        .zip(disk_counters(&disk_names))
+    {
+        if let (Some(a), Some(b)) = (a, b) {
+            let n = a.nfields.min(b.nfields) as usize;
+            info.disks.push(DiskDelta {
+                name: name.clone(),
+                d: (0..n)
+                    .map(|i| collectors::diskstats::counter_delta(i, a.f[i], b.f[i]))
+                    .collect(),
+                elapsed_ns,
+            });
+        }
     }
     let mut result = match result {
         Ok(res) => res,

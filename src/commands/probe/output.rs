@@ -11,6 +11,10 @@
 //!   `sync.lat_ns.N`; both are right here);
 //! - `iops_*`/`bw_*` samples are per `--window` (fio samples every 500 ms);
 //! - `latency_ns/us/ms` are shares of completions by clat (reads and writes together);
+//! - `disk_util` lists every device `diskpulse record --path` would find under the target
+//!   (a loop device and the disk under its backing file, btrfs members), with counter
+//!   deltas from `/sys/class/block/X/stat` over the run (fio lists the target's device);
+//! - `iodepth_level`, `iodepth_submit`, `iodepth_complete` are not produced;
 //! - a top-level `"diskpulse"` object says how the numbers were taken (engine, fallback,
 //!   window, rate, target, run clock times, whole-process CPU, error).
 
@@ -503,10 +507,37 @@ pub fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
         ("time", s(ts.format("%a %b %e %H:%M:%S %Y").to_string())),
         ("diskpulse", extra),
         ("jobs", J::Arr(jobs)),
+        (
+            "disk_util",
+            J::Arr(info.disks.iter().map(disk_util).collect()),
+        ),
     ]);
     let mut out = String::new();
     doc.write(&mut out, 0);
     out
+}
+
+/// fio's `disk_util` entry from a device's counter deltas over the run.
+fn disk_util(d: &super::DiskDelta) -> J {
+    use collectors::diskstats as ds;
+    let f = |i: usize| J::U(d.d.get(i).copied().flatten().unwrap_or(0));
+    let io_ms = d.d.get(ds::F_IO_MS).copied().flatten().unwrap_or(0);
+    let util = if d.elapsed_ns > 0 {
+        (io_ms as f64 * 1e6 / d.elapsed_ns as f64 * 100.0).min(100.0)
+    } else {
+        0.0
+    };
+    obj(vec![
+        ("name", s(d.name.clone())),
+        ("read_ios", f(ds::F_READS)),
+        ("write_ios", f(ds::F_WRITES)),
+        ("read_merges", f(ds::F_READS_MERGED)),
+        ("write_merges", f(ds::F_WRITES_MERGED)),
+        ("read_ticks", f(ds::F_READ_MS)),
+        ("write_ticks", f(ds::F_WRITE_MS)),
+        ("in_queue", f(ds::F_WEIGHTED_MS)),
+        ("util", J::F(util)),
+    ])
 }
 
 /// Microseconds, 3 significant digits or so.
@@ -665,6 +696,27 @@ pub fn human(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
                 "  rate : BEHIND SCHEDULE: {missed} I/Os due before the end were never issued; the device (or the CPU) did not sustain {rate:.0} IOPS\n"
             ));
         }
+    }
+    if !info.disks.is_empty() {
+        use collectors::diskstats as ds;
+        let parts: Vec<String> = info
+            .disks
+            .iter()
+            .map(|d| {
+                let g = |i: usize| d.d.get(i).copied().flatten().unwrap_or(0);
+                format!(
+                    "{} {} reads, {} writes, {} flushes",
+                    d.name,
+                    g(ds::F_READS),
+                    g(ds::F_WRITES),
+                    g(ds::F_FLUSHES)
+                )
+            })
+            .collect();
+        o.push_str(&format!(
+            "  disks: {} (the kernel's counts over the whole run, ramp included)\n",
+            parts.join("; ")
+        ));
     }
     if let Some(d) = &info.recorded_in {
         o.push_str(&format!(
