@@ -469,6 +469,11 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     };
 
     let stop = Arc::new(AtomicBool::new(false));
+    // The first Ctrl-C ends the run cleanly (in-flight I/O completes, the summary is
+    // printed); a second one exits at once, for a device that never completes its I/O.
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
+    }
     super::stop_on_signals(&stop)?;
 
     if let Some((from, to)) = tgt.layout {
