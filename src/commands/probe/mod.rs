@@ -484,8 +484,12 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
             (to - from) >> 20,
             if from > 0 { ", extending" } else { "" }
         );
-        if let Err(e) = tgt.lay_out(r.spec.direct) {
+        if let Err(e) = tgt.lay_out(r.spec.direct, &stop) {
             return Err(anyhow::Error::new(e));
+        }
+        if stop.load(Ordering::SeqCst) {
+            eprintln!("interrupted while laying out the file: nothing was measured");
+            return Ok(130);
         }
         eprintln!("laid out in {:.1}s", t.elapsed().as_secs_f64());
     }
