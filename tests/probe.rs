@@ -1099,3 +1099,52 @@ fn several_jobs_share_a_claimed_block_device() {
         assert!(job["write"]["total_ios"].as_u64().unwrap() > 0, "{job}");
     }
 }
+
+/// Runs `diskpulse probe ARGS` and kills it if it is not done within `secs`.
+fn probe_with_deadline(dir: &Path, args: &[&str], secs: u64) -> Output {
+    let mut child = diskpulse()
+        .current_dir(dir)
+        .arg("probe")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed().as_secs() >= secs {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("probe {args:?} still running after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_rated_job_without_a_runtime_ends_after_size_bytes() {
+    let d = scratch();
+    let f = d.path().join("p.dat");
+    // 1 MiB of 4 KiB reads at 2000/s: 256 I/Os in about 128 ms, nothing missed.
+    let o = probe_with_deadline(
+        d.path(),
+        &[
+            "--filename",
+            f.to_str().unwrap(),
+            "--size",
+            "1MiB",
+            "--rw",
+            "randread",
+            "--rate-iops",
+            "2000",
+            "--output-format",
+            "json",
+        ],
+        20,
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let j = json_of(&o);
+    assert_eq!(j["jobs"][0]["read"]["total_ios"], 256);
+    assert_eq!(j["diskpulse"]["rate_missed_ios"], 0);
+}

@@ -409,14 +409,16 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// With a rate: intended starts before the end that were never issued (the device
-    /// or the CPU could not keep up, or the run was stopped). Called after the engine.
+    /// With a rate: intended starts that were due before the job ended (its end time, or
+    /// now if it ended earlier: Ctrl-C, an error, --size reached) but were never issued
+    /// because the device or the CPU could not keep up. Called after the engine.
     fn missed(&mut self) -> u64 {
         let Some(s) = self.sched.as_mut() else {
             return 0;
         };
+        let until = self.end_ns.min(monotonic_ns());
         let mut n = 0;
-        while s.next_ns() < self.end_ns {
+        while s.next_ns() < until {
             n += 1;
             s.advance(&mut self.sched_rng);
         }

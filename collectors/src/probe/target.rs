@@ -18,6 +18,7 @@
 use std::fs::File;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::error::ProbeError;
 use crate::devices::DevNum;
@@ -274,7 +275,8 @@ impl Target {
     /// Writes the layout (`self.layout`), creating the file if needed. With `direct`,
     /// through O_DIRECT; otherwise buffered, then fsync and drop the file's page cache
     /// (fio's `invalidate=1`), so buffered reads start cold.
-    pub fn lay_out(&mut self, direct: bool) -> Result<(), ProbeError> {
+    /// Returns early (file incomplete, still removed on drop if created) when `stop` is set.
+    pub fn lay_out(&mut self, direct: bool, stop: &AtomicBool) -> Result<(), ProbeError> {
         let Some((from, to)) = self.layout else {
             return Ok(());
         };
@@ -299,6 +301,9 @@ impl Target {
         let mut off = from - from % directio::ALIGN as u64;
         let end = to.div_ceil(directio::ALIGN as u64) * directio::ALIGN as u64;
         while off < end {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
             let n = (end - off).min(CHUNK) as usize;
             if let Err(e) = f.write_all_at(&buf.as_slice()[..n], off) {
                 return Err(self.write_error(e, "laying out the file", off, n as u64, direct));
@@ -692,7 +697,7 @@ mod tests {
         };
         let mut t = inspect(&p, &o).unwrap();
         assert_eq!(t.kind, TargetKind::NewFile);
-        t.lay_out(true).unwrap();
+        t.lay_out(true, &AtomicBool::new(false)).unwrap();
         assert_eq!(std::fs::metadata(&p).unwrap().len(), 3 << 20);
         use std::os::unix::fs::MetadataExt;
         assert!(

@@ -469,6 +469,11 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     };
 
     let stop = Arc::new(AtomicBool::new(false));
+    // The first Ctrl-C ends the run cleanly (in-flight I/O completes, the summary is
+    // printed); a second one exits at once, for a device that never completes its I/O.
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
+    }
     super::stop_on_signals(&stop)?;
 
     if let Some((from, to)) = tgt.layout {
@@ -479,8 +484,12 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
             (to - from) >> 20,
             if from > 0 { ", extending" } else { "" }
         );
-        if let Err(e) = tgt.lay_out(r.spec.direct) {
+        if let Err(e) = tgt.lay_out(r.spec.direct, &stop) {
             return Err(anyhow::Error::new(e));
+        }
+        if stop.load(Ordering::SeqCst) {
+            eprintln!("interrupted while laying out the file: nothing was measured");
+            return Ok(130);
         }
         eprintln!("laid out in {:.1}s", t.elapsed().as_secs_f64());
     }
