@@ -13,9 +13,10 @@
 # (the virtio disk: --backing var-tmp, the default, where the RECIPES.md figures were
 # taken) or on tmpfs (--backing shm). On tmpfs the "disk" is a steady memory copy, good
 # for comparing the tools' own CPU cost, but kernel 6.18's loop driver then often
-# completes an I/O inside the submitting system call: its work lands in slat, and clat
-# only measures how soon each tool reaps (fio, sleeping between rate-limited I/Os, reaps
-# later: about 1 us vs 50 us clat p50 for the same I/O). Compare latencies on var-tmp.
+# completes an I/O inside the submitting system call (not always: it varies from run to
+# run): its work then lands in slat, and clat only measures how soon the tool reaps
+# (seen: clat p50 of 1 us in one run and 50 us in the next, for fio and for us alike).
+# Compare latencies on var-tmp.
 # This machine's load comes and goes: the "paired" column and the spreads say how much
 # a figure can be trusted; more --rounds help.
 #
