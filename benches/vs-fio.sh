@@ -9,17 +9,22 @@
 #
 # The file: 256 MiB on ext4 over a loop device of our own (root), or in --dir DIR
 # (default /var/tmp without root); written once with dd before the rounds, so both tools
-# overwrite and read allocated blocks. The loop device's backing file lives on tmpfs
-# (/dev/shm) by default: the "disk" is then a steady memory copy and the comparison is of
-# the tools, not of a shared virtual disk whose speed swings 10x from one second to the
-# next (seen here: 3k-39k IOPS for the same fio job). --backing var-tmp puts it on
-# /var/tmp, where the RECIPES.md figures were taken.
+# overwrite and read allocated blocks. The loop device's backing file is in /var/tmp
+# (the virtio disk: --backing var-tmp, the default, where the RECIPES.md figures were
+# taken) or on tmpfs (--backing shm). On tmpfs the "disk" is a steady memory copy, good
+# for comparing the tools' own CPU cost, but kernel 6.18's loop driver then often
+# completes an I/O inside the submitting system call (not always: it varies from run to
+# run): its work then lands in slat, and clat only measures how soon the tool reaps
+# (seen: clat p50 of 1 us in one run and 50 us in the next, for fio and for us alike).
+# Compare latencies on var-tmp.
+# This machine's load comes and goes: the "paired" column and the spreads say how much
+# a figure can be trusted; more --rounds help.
 #
 # Usage: benches/vs-fio.sh [--rounds N] [--runtime SECONDS] [--dir DIR | --backing shm|var-tmp] [--jobs 1,2,3,4]
 # Needs fio (scripts/setup installs it) and python3. Prints figures; asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=3 RUNTIME=5 DIR= JOBS=1,2,3,4 BACKING=shm
+ROUNDS=5 RUNTIME=3 DIR= JOBS=1,2,3,4 BACKING=var-tmp
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
