@@ -6,6 +6,9 @@
 //! `DISKPULSE_BENCH_SECS=5 cargo test --release --test broker_publisher -- --nocapture
 //! bench_` prints a throughput figure (a figure, not an assertion).
 
+mod common;
+use common::{have_nats_server, process_exists};
+
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -41,16 +44,6 @@ async fn js_publish(
     Ok(summarize(&out.clients).remove(0))
 }
 
-fn have_nats_server() -> bool {
-    match find_nats_server(None) {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("skipping: {e:#}");
-            false
-        }
-    }
-}
-
 fn broker_opts(dir: &Path, sync: SyncMode) -> BrokerOptions {
     BrokerOptions {
         binary: None,
@@ -59,11 +52,6 @@ fn broker_opts(dir: &Path, sync: SyncMode) -> BrokerOptions {
         run_dir: dir.join("run"),
         name: "n1".into(),
     }
-}
-
-fn process_exists(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -153,24 +153,8 @@ fn btrfs_raid1_lists_both_members() {
     if !can_use_loop_devices() {
         return;
     }
-    if Command::new("mkfs.btrfs")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipping: mkfs.btrfs not found (apt-get install btrfs-progs)");
-        return;
-    }
-    let a = LoopDev::new("300M");
-    let b = LoopDev::new("300M");
-    sh(
-        "mkfs.btrfs",
-        &["-q", "-f", "-d", "raid1", "-m", "raid1", &a.dev, &b.dev],
-    );
-    let m = format!("{}.btrfs", a.image.display());
-    std::fs::create_dir_all(&m).unwrap();
-    sh("mount", &[&a.dev, &m]);
-    let _u = Unmount(m.clone());
+    let Some(r) = BtrfsRaid1::new() else { return };
+    let (a, b, m) = (&r.a, &r.b, r.mount.clone());
     let (v, _) = check_json(&["--quick", &m]);
     assert_eq!(v["targets"][0]["mount"]["fstype"], "btrfs");
     let devs = v["targets"][0]["devices"].as_array().unwrap();

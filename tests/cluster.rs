@@ -4,6 +4,9 @@
 //! that needs one says why and returns early. CI installs it, so CI skips nothing.
 //! Run with `--nocapture` to see the measured start and restart times.
 
+mod common;
+use common::{have_nats_server, process_exists};
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,23 +16,8 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream;
 use collectors::clock::Clock;
 use diskpulse::broker::monitor::{get_json, JSZ_CSV_HEADER, VARZ_CSV_HEADER};
-use diskpulse::broker::{find_nats_server, start_monitor, Cluster, ClusterOptions, SyncMode};
+use diskpulse::broker::{start_monitor, Cluster, ClusterOptions, SyncMode};
 use diskpulse::recording::EventLog;
-
-fn have_nats_server() -> bool {
-    match find_nats_server(None) {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("skipping: {e:#}");
-            false
-        }
-    }
-}
-
-fn process_exists(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
-}
 
 fn events_of(path: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)

@@ -25,16 +25,6 @@ use diskpulse::load::{self, LoadEnv};
 use diskpulse::recording::EventLog;
 use tokio::io::AsyncReadExt;
 
-fn have_nats_server() -> bool {
-    match find_nats_server(None) {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("skipping: {e:#}");
-            false
-        }
-    }
-}
-
 /// A nats-server for one test (stopped on drop).
 struct Server {
     broker: Broker,

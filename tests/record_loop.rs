@@ -117,31 +117,8 @@ fn btrfs_raid1_path_resolves_to_every_member() {
     if !can_use_loop_devices() {
         return;
     }
-    if std::process::Command::new("mkfs.btrfs")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipping: mkfs.btrfs not found (apt-get install btrfs-progs)");
-        return;
-    }
-    let a = LoopDev::new("300M");
-    let b = LoopDev::new("300M");
-    sh(
-        "mkfs.btrfs",
-        &["-q", "-f", "-d", "raid1", "-m", "raid1", &a.dev, &b.dev],
-    );
-    let m = format!("{}.btrfs", a.image.display());
-    std::fs::create_dir_all(&m).unwrap();
-    sh("mount", &[&a.dev, &m]);
-    struct Unmount(String);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
-            let _ = std::fs::remove_dir(&self.0);
-        }
-    }
-    let _u = Unmount(m.clone());
+    let Some(r) = BtrfsRaid1::new() else { return };
+    let (a, b, m) = (&r.a, &r.b, r.mount.clone());
     let devs = collectors::devices::Resolver::default()
         .for_path(std::path::Path::new(&m))
         .unwrap();

@@ -147,3 +147,59 @@ pub fn device<'a>(summary: &'a serde_json::Value, name: &str) -> &'a serde_json:
         .find(|d| d["name"] == name)
         .unwrap_or_else(|| panic!("{name} not in summary: {summary:#}"))
 }
+
+/// Whether nats-server is here; prints why not (CI installs it, so CI skips nothing).
+pub fn have_nats_server() -> bool {
+    match diskpulse::broker::find_nats_server(None) {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipping: {e:#}");
+            false
+        }
+    }
+}
+
+/// Whether a process exists (signal 0).
+pub fn process_exists(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+}
+
+/// btrfs RAID 1 over two fresh loop devices, mounted; unmounted and detached on drop.
+/// `None` (with the reason printed) without mkfs.btrfs.
+pub struct BtrfsRaid1 {
+    pub mount: String,
+    // Dropped after the unmount in Drop::drop: the file system goes first.
+    pub a: LoopDev,
+    pub b: LoopDev,
+}
+
+impl BtrfsRaid1 {
+    pub fn new() -> Option<BtrfsRaid1> {
+        if Command::new("mkfs.btrfs")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipping: mkfs.btrfs not found (apt-get install btrfs-progs)");
+            return None;
+        }
+        let a = LoopDev::new("300M");
+        let b = LoopDev::new("300M");
+        sh(
+            "mkfs.btrfs",
+            &["-q", "-f", "-d", "raid1", "-m", "raid1", &a.dev, &b.dev],
+        );
+        let mount = format!("{}.btrfs", a.image.display());
+        std::fs::create_dir_all(&mount).unwrap();
+        sh("mount", &[&a.dev, &mount]);
+        Some(BtrfsRaid1 { mount, a, b })
+    }
+}
+
+impl Drop for BtrfsRaid1 {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mount).status();
+        let _ = std::fs::remove_dir(&self.mount);
+    }
+}
