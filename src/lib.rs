@@ -12,3 +12,4 @@ pub mod load;
 pub mod recording;
 pub mod report;
 pub mod scenario;
+pub mod session;

@@ -27,8 +27,9 @@ use super::spec::{self, Cell, Scenario};
 use crate::broker::{monitor, Cluster, ClusterOptions, SyncMode};
 use crate::cli::parse_duration;
 use crate::lab::{Lab, Volume};
-use crate::recording::session::{Recording, SamplerSetup};
+use crate::recording::session::SamplerSetup;
 use crate::recording::EventLog;
+use crate::session::{BrokerPlan, RecordTo, Session, Threads};
 use crate::usage;
 
 /// How a study runs.
@@ -472,29 +473,30 @@ fn run_recorded(
         procfs: PathBuf::from("/proc"),
     };
     let argv = vec!["diskpulse".to_string(), "run".to_string(), s.name.clone()];
-    let mut rec = Recording::start(dir, &setup, &argv)?;
-    let events = rec.events.clone();
-    let clock = rec.clock;
-    rec.set_meta(
+    let record = RecordTo::New {
+        dir: dir.to_path_buf(),
+        setup,
+        argv,
+    };
+    let mut session = Session::open(record, Threads::All, o.stop.clone())?;
+    session.set_meta(
         "volumes",
         json!(vols.iter().map(|(n, p, v)| json!({"name": n, "dir": p, "lab": v.as_ref().map(|v| json!({"loop_devices": v.loop_devices, "cgroup": v.cgroup}))})).collect::<Vec<_>>()),
     )?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
     let monitor_interval =
         parse_duration(&s.samplers.monitor_interval).map_err(anyhow::Error::msg)?;
-    let outcome: anyhow::Result<(Vec<Value>, Option<anyhow::Error>)> = rt.block_on(async {
-        let mut cluster = None;
-        let mut mon = None;
-        let mon_stop = Arc::new(AtomicBool::new(false));
-        let mut node_devices = vec![];
-        if let Some(b) = &s.broker {
+    let mut node_devices = vec![];
+    let mut node_cgroups = vec![];
+    let broker = match &s.broker {
+        None => BrokerPlan::None,
+        Some(b) => {
             let n: usize = b.nodes.parse()?;
             let mut stores = vec![];
             for i in 0..n {
                 let v = &b.volumes[if b.volumes.len() == 1 { 0 } else { i }];
-                let d = vol_dir(vols, v.get_ref())?.join("js").join(format!("n{}", i + 1));
+                let d = vol_dir(vols, v.get_ref())?
+                    .join("js")
+                    .join(format!("n{}", i + 1));
                 // The devices that hold the store (a loop device's backing disk sees the
                 // same bytes again: counting both would double a restart's reads).
                 let holders: Vec<String> = r
@@ -504,24 +506,26 @@ fn run_recorded(
                     .map(|d| d.name.clone())
                     .collect();
                 node_devices.push(json!({"node": format!("n{}", i + 1), "volume": v.get_ref(), "devices": holders}));
+                node_cgroups.push(vol_cgroup(vols, v.get_ref()));
                 stores.push(d);
             }
             let mut co = ClusterOptions::new(n, stores, b.sync.parse()?, dir.to_path_buf());
             co.binary = b.nats_server.as_ref().map(PathBuf::from);
-            let c = Cluster::start(co, &events).await?;
+            BrokerPlan::Embedded(co)
+        }
+    };
+    let clock = session.clock();
+    // A scenario's restart phases stop nodes on purpose: no broker watch.
+    let ran = session.run(broker, monitor_interval, false, async |live| {
+        if let Some(c) = &live.cluster {
             // A throttled volume limits the broker's own I/O too.
-            for (i, node) in c.nodes().iter().enumerate() {
-                let v = &b.volumes[if b.volumes.len() == 1 { 0 } else { i }];
-                if let Some(cg) = vol_cgroup(vols, v.get_ref()) {
+            for (node, cg) in c.nodes().iter().zip(&node_cgroups) {
+                if let Some(cg) = cg {
                     let _ = std::fs::write(cg.join("cgroup.procs"), node.pid().to_string());
                 }
             }
-            mon = Some(
-                monitor::start_monitor(c.monitor_targets(), clock, dir, events.clone(), mon_stop.clone(), monitor_interval)
-                    .await?,
-            );
-            cluster = Some(c);
         }
+        let events = live.events.clone();
         let mut results = vec![];
         let mut err = None;
         for (i, p) in s.phases.iter().enumerate() {
@@ -533,7 +537,7 @@ fn run_recorded(
             let kind = p.kind.get_ref().as_str();
             events.event("phase_start", json!({"phase": label, "index": i, "kind": kind, "args": p.args}));
             let t0 = clock.now_ns();
-            let r = run_phase(p, i, kind, dir, vols, cluster.as_mut(), &events, clock.zero_monotonic_ns(), o).await;
+            let r = run_phase(p, i, kind, dir, vols, live.cluster.as_mut(), &events, clock.zero_monotonic_ns(), o).await;
             let elapsed_s = (clock.now_ns() - t0) as f64 / 1e9;
             events.event("phase_end", json!({"phase": label, "index": i, "kind": kind, "ok": r.is_ok()}));
             match r {
@@ -546,29 +550,18 @@ fn run_recorded(
                 }
             }
         }
-        mon_stop.store(true, Ordering::SeqCst);
-        if let Some(m) = mon {
-            let _ = m.await;
-        }
-        if let Some(mut c) = cluster {
-            let meta = c.meta();
-            c.stop().await?;
-            results.push(json!({"broker": meta, "node_devices": node_devices}));
-        }
         Ok((results, err))
     });
     // The phases that ran go into meta.json even when one failed.
-    let res = match outcome {
-        Ok((mut phases, err)) => {
-            let broker = phases.pop_if(|v| v.get("broker").is_some());
-            if let Some(b) = broker {
+    let res = match ran.result {
+        Ok((phases, err)) => {
+            if let Some(mut m) = ran.cluster_meta {
                 // The cluster's meta, with the version at the top as for one server.
-                let mut m = b["broker"].clone();
                 m["version"] = m["servers"][0]["version"].clone();
-                rec.set_meta("broker", m)?;
-                rec.set_meta("broker_nodes", b["node_devices"].clone())?;
+                session.set_meta("broker", m)?;
+                session.set_meta("broker_nodes", json!(node_devices))?;
             }
-            rec.set_meta("phases", json!(phases))?;
+            session.set_meta("phases", json!(phases))?;
             match err {
                 Some(e) => Err(e),
                 None => Ok(()),
@@ -576,9 +569,7 @@ fn run_recorded(
         }
         Err(e) => Err(e),
     };
-    rec.finish()?;
-    let o2 = crate::report::ReportOptions::default();
-    crate::report::report(dir, &o2)?;
+    session.close(Some(&crate::report::ReportOptions::default()))?;
     res
 }
 
