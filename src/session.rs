@@ -320,7 +320,7 @@ async fn stop_cluster<T>(live: &mut Live, ran: &mut Ran<T>) {
 }
 
 /// How often the watcher looks at Ctrl-C and the servers' processes.
-const WATCH_EVERY: Duration = Duration::from_millis(50);
+const WATCH_EVERY: Duration = Duration::from_millis(20);
 
 /// Copies Ctrl-C into the body's stop flag, and sets it when a server in `pids` is gone
 /// (or a zombie: it exited and we have not reaped it yet).
