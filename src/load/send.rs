@@ -13,12 +13,16 @@
 //! - After Ctrl-C nothing more is sent and completions in flight get 2 s; those still
 //!   missing then are one error of the operation's [`Operation::UNFINISHED`] kind.
 //!
+//! A send stage that cannot finish (JetStream's in-flight limit reached while the server
+//! is gone) gives way to the stop flag: that message is not sent.
+//!
 //! While nothing is in flight (fire and forget, or a closed loop between operations) the
 //! loop awaits the plan and the send stage directly, without `select!`: the core publish
 //! hot path costs what a plain loop costs.
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::Duration;
 
 use futures::stream::FuturesUnordered;
@@ -143,7 +147,20 @@ pub(crate) async fn send_loop<O: Operation>(
         };
         // Unpaced, `intended` is the clock read that decided to send: the send itself.
         let sent = if paced { rec.now() } else { intended };
-        match op.send(done).await {
+        let stage = {
+            let mut stage = std::pin::pin!(op.send(done));
+            match futures::poll!(&mut stage) {
+                Poll::Ready(r) => r,
+                // A send stage that waits (JetStream's in-flight limit while the server
+                // is gone) gives way to Ctrl-C: the message was not sent.
+                Poll::Pending => tokio::select! {
+                    biased;
+                    r = &mut stage => r,
+                    _ = stopped(&ctx) => continue,
+                },
+            }
+        };
+        match stage {
             None => {
                 sending = false;
                 continue;
@@ -159,4 +176,11 @@ pub(crate) async fn send_loop<O: Operation>(
     }
     op.finish(&mut rec).await;
     rec.finish();
+}
+
+/// Resolves once the run is told to stop (looked at every 10 ms).
+async fn stopped(ctx: &Ctx) {
+    while !ctx.stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
