@@ -107,7 +107,8 @@ pub(crate) async fn send_loop<O: Operation>(
     let mut drain_deadline: Option<tokio::time::Instant> = None;
     let paced = plan.pacer.is_some();
     loop {
-        if ctx.stop.load(Ordering::Relaxed) && sending {
+        // (Not only while sending: the plan itself ends at the stop, before this sees it.)
+        if drain_deadline.is_none() && ctx.stop.load(Ordering::Relaxed) {
             sending = false;
             drain_deadline = Some(tokio::time::Instant::now() + Duration::from_secs(2));
         }
