@@ -30,6 +30,7 @@
 
 mod cluster;
 mod config;
+mod http;
 pub mod monitor;
 
 pub use cluster::{Cluster, ClusterOptions, DEFAULT_CLUSTER_NAME};
