@@ -104,13 +104,20 @@ pub(crate) async fn send_loop<O: Operation>(
     let mut done = 0u64;
     let mut sending = true;
     let window = window.max(1);
-    let mut drain_deadline: Option<tokio::time::Instant> = None;
+    let mut draining = false;
     let paced = plan.pacer.is_some();
+    // One timer for the whole loop: while completions are awaited it wakes the loop
+    // every STOP_CHECK to look at the stop flag (a full window of acks from a server that
+    // is gone would otherwise hold it for the ack timeout); after the stop it is the
+    // drain's deadline.
+    let mut tick = std::pin::pin!(tokio::time::sleep(STOP_CHECK));
     loop {
         // (Not only while sending: the plan itself ends at the stop, before this sees it.)
-        if drain_deadline.is_none() && ctx.stop.load(Ordering::Relaxed) {
+        if !draining && ctx.stop.load(Ordering::Relaxed) {
             sending = false;
-            drain_deadline = Some(tokio::time::Instant::now() + Duration::from_secs(2));
+            draining = true;
+            tick.as_mut()
+                .reset(tokio::time::Instant::now() + Duration::from_secs(2));
         }
         let can_send = sending && inflight.len() < window;
         if !can_send && inflight.is_empty() {
@@ -121,8 +128,6 @@ pub(crate) async fn send_loop<O: Operation>(
             // Only the send stage can make progress.
             plan.next(&ctx, done, &rec).await
         } else {
-            let deadline = drain_deadline
-                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
             tokio::select! {
                 biased;
                 Some((r, sent, intended)) = inflight.next() => {
@@ -134,11 +139,15 @@ pub(crate) async fn send_loop<O: Operation>(
                     continue;
                 }
                 next = plan.next(&ctx, done, &rec), if can_send => next,
-                _ = tokio::time::sleep_until(deadline), if drain_deadline.is_some() => {
-                    let n = inflight.len() as u64;
-                    let (kind, what) = O::UNFINISHED;
-                    rec.error_n(rec.now(), kind, n, || format!("{n} {what} 2 s after Ctrl-C"));
-                    break;
+                () = &mut tick => {
+                    if draining {
+                        let n = inflight.len() as u64;
+                        let (kind, what) = O::UNFINISHED;
+                        rec.error_n(rec.now(), kind, n, || format!("{n} {what} 2 s after Ctrl-C"));
+                        break;
+                    }
+                    tick.as_mut().reset(tokio::time::Instant::now() + STOP_CHECK);
+                    continue;
                 }
             }
         };
@@ -179,9 +188,12 @@ pub(crate) async fn send_loop<O: Operation>(
     rec.finish();
 }
 
-/// Resolves once the run is told to stop (looked at every 10 ms).
+/// How often a waiting sender looks at the stop flag.
+const STOP_CHECK: Duration = Duration::from_millis(10);
+
+/// Resolves once the run is told to stop (looked at every [`STOP_CHECK`]).
 async fn stopped(ctx: &Ctx) {
     while !ctx.stop.load(Ordering::Relaxed) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(STOP_CHECK).await;
     }
 }
