@@ -10,11 +10,12 @@
 //! - Up to `window` completions are in flight (1 = closed loop, like `nats bench`). Each
 //!   is timed when it arrives, never when the sender gets round to it, from its actual
 //!   send (`lat`) and from its intended start (`co`; unpaced, the two are the same).
-//! - After Ctrl-C nothing more is sent and completions in flight get 2 s; those still
-//!   missing then are one error of the operation's [`Operation::UNFINISHED`] kind.
-//!
-//! A send stage that cannot finish (JetStream's in-flight limit reached while the server
-//! is gone) gives way to the stop flag: that message is not sent.
+//! - After the stop flag (Ctrl-C, or a server of the session died) nothing more is sent
+//!   and completions in flight get 2 s; those still missing then are one error of the
+//!   operation's [`Operation::UNFINISHED`] kind. The flag is looked at every 10 ms while
+//!   the loop waits on a full window (acks from a server that is gone only time out after
+//!   30 s), and a send stage that cannot finish (JetStream's in-flight limit) gives way
+//!   to it: that message is not sent.
 //!
 //! While nothing is in flight (fire and forget, or a closed loop between operations) the
 //! loop awaits the plan and the send stage directly, without `select!`: the core publish
