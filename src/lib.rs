@@ -7,6 +7,7 @@ pub mod broker;
 pub mod check;
 pub mod cli;
 pub mod commands;
+pub mod format;
 pub mod lab;
 pub mod load;
 pub mod recording;

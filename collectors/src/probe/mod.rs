@@ -149,6 +149,10 @@ pub struct ProbeSpec {
     pub time_based: bool,
     pub window_ns: u64,
     pub seed: u64,
+    /// A recording's zero on CLOCK_MONOTONIC: when set, the measured phase starts on a
+    /// multiple of `window_ns` from it (up to one window later), so the probe's windows
+    /// are the recording's windows (probe.csv joins rates.csv row for row).
+    pub grid_zero_ns: Option<u64>,
 }
 
 impl ProbeSpec {
@@ -552,7 +556,14 @@ pub fn run(
         drop(tx);
         setup.wait();
         // A little head room so every job is past the barrier before the first deadline.
-        let start = monotonic_ns() + 200_000;
+        let mut start = monotonic_ns() + 200_000;
+        if let Some(zero) = spec.grid_zero_ns {
+            let meas = (start + spec.ramp_ns)
+                .saturating_sub(zero)
+                .next_multiple_of(w)
+                + zero;
+            start = meas - spec.ramp_ns;
+        }
         start_cell.store(start, Ordering::SeqCst);
         let usage0 = Usage::process();
         go.wait();
