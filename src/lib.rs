@@ -13,3 +13,4 @@ pub mod load;
 pub mod recording;
 pub mod report;
 pub mod scenario;
+pub mod units;

@@ -111,7 +111,8 @@ pub struct LoadRoleSummary {
     pub ops: u64,
     pub bytes: u64,
     pub errors: u64,
-    /// ops over the time the role ran (the sum of its windows' `active_ns`).
+    /// ops per second from the role's first to its last operation window (`active_ns`
+    /// of load.csv clips the first and last).
     pub ops_per_s: f64,
     /// Payload MiB/s over the same time.
     pub mib_per_s: f64,

@@ -21,9 +21,11 @@ use serde_json::Value;
 mod format;
 
 use super::analysis::MIB;
-use super::charts_build::{self, FsyncRow};
+use super::charts_build;
 use super::run::Run;
 use super::{DeviceSummary, Direction, ReportOptions, Summary};
+use crate::format::fsync::FsyncRow;
+use crate::format::probe::ProbeRow;
 use format::*;
 
 /// Escapes text for HTML element content and double- or single-quoted attribute values.
@@ -178,8 +180,10 @@ pub fn run_section(run: &Run, summary: &Summary, timeline: &Timeline) -> String 
     windows(&mut s, summary);
     bursts(&mut s, summary);
     load(&mut s, run, summary);
-    fsync(&mut s, &charts_build::read_fsync(&run.dir));
-    probe(&mut s, &run.dir);
+    fsync(&mut s, &run.fsync);
+    if let Some(p) = &run.probe {
+        probe(&mut s, p);
+    }
     memory_cpu(&mut s, summary);
     events(&mut s, run);
     samplers(&mut s, summary);
@@ -201,10 +205,7 @@ fn shell_quote(a: &str) -> String {
     }
 }
 
-fn wall_time(v: &Value) -> String {
-    let Some(raw) = v.as_str() else {
-        return NONE.into();
-    };
+fn wall_time(raw: &str) -> String {
     match chrono::DateTime::parse_from_rfc3339(raw) {
         Ok(t) => t
             .with_timezone(&chrono::Utc)
@@ -218,31 +219,28 @@ fn header(s: &mut String, run: &Run, summary: &Summary) {
     let m = &run.meta;
     let mut rows: Vec<(&str, String)> = vec![
         ("run", run.dir.display().to_string()),
-        ("host", text(&m["host"])),
-        ("kernel", text(&m["kernel"])),
-        ("start", wall_time(&m["start_wall"])),
+        ("host", m.host.clone()),
+        ("kernel", m.kernel.clone()),
+        ("start", wall_time(&m.start_wall)),
         ("duration", secs(summary.duration_s)),
     ];
-    if let Some(b) = m.get("broker").filter(|b| b.is_object()) {
-        let mut d = format!("nats-server {}", text(&b["version"]));
-        if let Some(sync) = b["sync"].as_str() {
+    if let Some(b) = m.broker() {
+        let mut d = format!("nats-server {}", b.version.as_deref().unwrap_or(NONE));
+        if let Some(sync) = &b.sync {
             let _ = write!(d, ", sync {sync}");
         }
-        if let Some(dir) = b["store_dir"].as_str() {
+        if let Some(dir) = &b.store_dir {
             let _ = write!(d, ", store {dir}");
         }
         rows.push(("broker", d));
     }
-    rows.push(("recorded by", format!("diskpulse {}", text(&m["version"]))));
+    rows.push(("recorded by", format!("diskpulse {}", m.version)));
     s.push_str("<dl class=\"meta\">\n");
     for (k, v) in rows {
         let _ = writeln!(s, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(&v));
     }
-    if let Some(argv) = m["argv"].as_array() {
-        let line: Vec<String> = argv
-            .iter()
-            .map(|a| shell_quote(a.as_str().unwrap_or("")))
-            .collect();
+    if !m.argv.is_empty() {
+        let line: Vec<String> = m.argv.iter().map(|a| shell_quote(a)).collect();
         let _ = writeln!(
             s,
             "<dt>command</dt><dd><code>{}</code></dd>",
@@ -265,7 +263,7 @@ fn headline(s: &mut String, summary: &Summary) {
 }
 
 fn notices(s: &mut String, run: &Run, summary: &Summary) {
-    if run.meta["complete"] == Value::Bool(false) {
+    if !run.meta.complete {
         s.push_str(
             "<p class=\"notice\">The recording did not close cleanly (crash or kill): the figures \
              cover what was written up to its last whole row.</p>\n",
@@ -357,11 +355,8 @@ fn active_scheduler(raw: &str) -> String {
 
 fn devices(s: &mut String, run: &Run, summary: &Summary) {
     s.push_str("<h3>Devices</h3>\n");
-    let meta_devs: Vec<Value> = run.meta["devices"].as_array().cloned().unwrap_or_default();
-    let mut names: Vec<String> = meta_devs
-        .iter()
-        .filter_map(|d| d["name"].as_str().map(String::from))
-        .collect();
+    let meta_devs = &run.meta.devices;
+    let mut names: Vec<String> = meta_devs.iter().map(|d| d.name.clone()).collect();
     for d in &summary.devices {
         if !names.contains(&d.name) {
             names.push(d.name.clone());
@@ -374,14 +369,9 @@ fn devices(s: &mut String, run: &Run, summary: &Summary) {
     let rows: Vec<_> = names
         .iter()
         .map(|name| {
-            let m = meta_devs
-                .iter()
-                .find(|d| d["name"].as_str() == Some(name))
-                .cloned()
-                .unwrap_or(Value::Null);
+            let m = meta_devs.iter().find(|d| &d.name == name);
             let sd = summary.devices.iter().find(|d| &d.name == name);
-            let q = &m["queue"];
-            let qs = |k: &str| q[k].as_str().map(|v| v.trim().to_string());
+            let qs = |k: &str| m.and_then(|m| m.queue.get(k)).map(|v| v.trim().to_string());
             let yes_no = |k: &str| match qs(k).as_deref() {
                 Some("1") => "yes".to_string(),
                 Some("0") => "no".to_string(),
@@ -398,12 +388,11 @@ fn devices(s: &mut String, run: &Run, summary: &Summary) {
                 .and_then(|v| v.parse::<f64>().ok())
                 .map(|x| bytes(x * 512.0))
                 .unwrap_or_else(|| NONE.into());
-            let mut why = m["why"]
-                .as_str()
-                .map(String::from)
+            let mut why = m
+                .and_then(|m| m.why.clone())
                 .or_else(|| sd.and_then(|d| d.why.clone()))
                 .unwrap_or_default();
-            if let Some(p) = m["parent"].as_str() {
+            if let Some(p) = m.and_then(|m| m.parent.as_deref()) {
                 let _ = write!(why, " (on {p})");
             }
             if let Some(b) = qs("loop_backing_file") {
@@ -412,10 +401,8 @@ fn devices(s: &mut String, run: &Run, summary: &Summary) {
             let idle = sd.is_some_and(|d| d.write.bytes == 0.0 && d.read.bytes == 0.0);
             vec![
                 t(name.clone()),
-                n(match (m["major"].as_u64(), m["minor"].as_u64()) {
-                    (Some(a), Some(b)) => format!("{a}:{b}"),
-                    _ => NONE.into(),
-                }),
+                n(m.map(|m| format!("{}:{}", m.major, m.minor))
+                    .unwrap_or_else(|| NONE.into())),
                 t(if idle { format!("{why} (idle)") } else { why }),
                 t(qs("write_cache").unwrap_or_else(|| NONE.into())),
                 t(yes_no("fua")),
@@ -591,47 +578,35 @@ fn bursts(s: &mut String, summary: &Summary) {
 }
 
 fn load(s: &mut String, run: &Run, summary: &Summary) {
-    let Some(Value::Object(roles)) = &summary.load else {
+    if summary.load.is_empty() {
         return;
-    };
+    }
     s.push_str("<h3>Broker load</h3>\n");
-    let meta_roles: Vec<Value> = run.meta["load"]["roles"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let rows: Vec<_> = roles
+    let meta_roles = run.meta.load().map(|l| l.roles).unwrap_or_default();
+    let rows: Vec<_> = summary
+        .load
         .iter()
         .map(|(role, l)| {
-            let m = meta_roles
-                .iter()
-                .find(|r| r["role"].as_str() == Some(role))
-                .cloned()
-                .unwrap_or(Value::Null);
-            let ops = f(&l["ops"]);
-            let ops_s = f(&l["ops_per_s"]);
-            let mib_s = if ops > 0.0 {
-                f(&l["bytes"]) / ops * ops_s / MIB
-            } else {
-                f64::NAN
-            };
+            let m = meta_roles.iter().find(|r| &r.role == role);
+            let lat = m.and_then(|m| m.lat_us.as_ref());
             (
                 None,
                 vec![
                     t(role.clone()),
-                    n(m["clients"]
-                        .as_u64()
+                    n(m.and_then(|m| m.clients)
                         .map(|c| c.to_string())
                         .unwrap_or_else(|| NONE.into())),
-                    n(num(ops, 0)),
-                    n(per_s(ops_s, "op")),
-                    n(rate(mib_s)),
-                    n(num(f(&l["errors"]), 0)),
-                    t(m["latency_meaning"].as_str().unwrap_or(NONE)),
-                    n(us(f(&m["lat_us"]["p50"]))),
-                    n(us(f(&m["lat_us"]["p99"]))),
-                    n(us(f(&l["worst_window_lat_p99_us"]))),
-                    n(us(f(&l["lat_max_us"]))),
-                    n(us(f(&l["worst_window_co_p99_us"]))),
+                    n(num(l.ops as f64, 0)),
+                    n(per_s(l.ops_per_s, "op")),
+                    n(rate(if l.ops > 0 { l.mib_per_s } else { f64::NAN })),
+                    n(num(l.errors as f64, 0)),
+                    t(m.and_then(|m| m.latency_meaning.clone())
+                        .unwrap_or_else(|| NONE.into())),
+                    n(us(opt(lat.and_then(|l| l.p50)))),
+                    n(us(opt(lat.and_then(|l| l.p99)))),
+                    n(us(opt(l.worst_window_lat_p99_us))),
+                    n(us(opt(l.lat_max_us))),
+                    n(us(opt(l.worst_window_co_p99_us))),
                 ],
             )
         })
@@ -673,18 +648,24 @@ fn fsync(s: &mut String, rows: &[FsyncRow]) {
                     Cell::H(format!("<code>{}</code>", escape(&r.test))),
                     t(r.status.clone()),
                     n(format!("{} s", num(r.t_ns as f64 / 1e9, 3))),
-                    n(if r.ops.is_finite() {
+                    n(if r.measured.is_some() {
                         secs(r.t_end_ns.saturating_sub(r.t_ns) as f64 / 1e9)
                     } else {
                         NONE.into()
                     }),
-                    n(num(r.ops, 0)),
-                    n(per_s(r.ops_per_s, "op")),
-                    n(us(r.lat_p50_us)),
-                    n(us(r.lat_p99_us)),
-                    n(us(r.lat_max_us)),
-                    n(us(r.sync_lat_p50_us)),
-                    n(us(r.sync_lat_p99_us)),
+                    n(num(
+                        r.measured.as_ref().map_or(f64::NAN, |m| m.ops as f64),
+                        0,
+                    )),
+                    n(per_s(
+                        r.measured.as_ref().map_or(f64::NAN, |m| m.ops_per_s),
+                        "op",
+                    )),
+                    n(us(r.lat(|l| l.p50))),
+                    n(us(r.lat(|l| l.p99))),
+                    n(us(r.lat(|l| l.max))),
+                    n(us(r.sync_lat(|l| l.p50))),
+                    n(us(r.sync_lat(|l| l.p99))),
                     t(r.reason.clone()),
                 ],
             )
@@ -710,10 +691,7 @@ fn fsync(s: &mut String, rows: &[FsyncRow]) {
     );
 }
 
-fn probe(s: &mut String, dir: &Path) {
-    let Some(p) = charts_build::read_probe(dir) else {
-        return;
-    };
+fn probe(s: &mut String, p: &std::collections::BTreeMap<String, Vec<ProbeRow>>) {
     s.push_str(
         "<h3>Direct-I/O probe</h3>\n<p class=\"muted\">From probe.csv (<code>diskpulse probe</code> \
          in the recording), all windows including ramp; latency is completion latency (sync: the \
@@ -722,32 +700,20 @@ fn probe(s: &mut String, dir: &Path) {
     let rows: Vec<_> = p
         .iter()
         .map(|(direction, tab)| {
-            let sum = |c: &str| {
-                tab.col(c)
-                    .map(|v| v.iter().filter(|x| x.is_finite()).sum::<f64>())
-                    .unwrap_or(f64::NAN)
-            };
-            let max = |v: Option<&[f64]>| {
-                v.map(|v| {
-                    v.iter()
-                        .cloned()
-                        .filter(|x| x.is_finite())
-                        .fold(f64::NAN, f64::max)
-                })
-                .unwrap_or(f64::NAN)
-            };
-            let median = |v: Option<&[f64]>| {
-                let mut v: Vec<f64> = v
-                    .unwrap_or(&[])
-                    .iter()
-                    .cloned()
+            let lat = |q: &str| -> Vec<f64> {
+                tab.iter()
+                    .map(|r| charts_build::probe_lat(r, q))
                     .filter(|x| x.is_finite())
-                    .collect();
+                    .collect()
+            };
+            let max = |v: Vec<f64>| v.into_iter().fold(f64::NAN, f64::max);
+            let median = |mut v: Vec<f64>| {
                 v.sort_by(|a, b| a.total_cmp(b));
                 v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
             };
-            let span_s = sum("window_ns") / 1e9;
-            let ios = sum("ios");
+            let span_s = tab.iter().map(|r| r.active_ns).sum::<u64>() as f64 / 1e9;
+            let ios = tab.iter().map(|r| r.ios).sum::<u64>() as f64;
+            let bytes_sum = tab.iter().map(|r| r.bytes).sum::<u64>() as f64;
             // Sync rows count sync calls and move no data.
             let sync = direction == "sync";
             let data = |x: String| if sync { NONE.to_string() } else { x };
@@ -757,12 +723,12 @@ fn probe(s: &mut String, dir: &Path) {
                     t(direction.clone()),
                     n(num(tab.len() as f64, 0)),
                     n(num(ios, 0)),
-                    n(data(bytes(sum("bytes")))),
+                    n(data(bytes(bytes_sum))),
                     n(per_s(ios / span_s, if sync { "sync" } else { "IO" })),
-                    n(data(rate(sum("bytes") / MIB / span_s))),
-                    n(us(median(charts_build::probe_lat(tab, "p50")))),
-                    n(us(max(charts_build::probe_lat(tab, "p99")))),
-                    n(us(max(charts_build::probe_lat(tab, "max")))),
+                    n(data(rate(bytes_sum / MIB / span_s))),
+                    n(us(median(lat("p50")))),
+                    n(us(max(lat("p99")))),
+                    n(us(max(lat("max")))),
                 ],
             )
         })
@@ -789,17 +755,17 @@ fn memory_cpu(s: &mut String, summary: &Summary) {
     if let Some(m) = &summary.memory {
         parts.push(format!(
             "page cache: Dirty up to {}, Writeback up to {}",
-            bytes(f(&m["dirty_max_mib"]) * MIB),
-            bytes(f(&m["writeback_max_mib"]) * MIB)
+            bytes(opt(m.dirty_max_mib) * MIB),
+            bytes(opt(m.writeback_max_mib) * MIB)
         ));
     }
     if let Some(c) = &summary.cpu {
         parts.push(format!(
             "CPU (all cores, whole run): user {}, system {}, iowait {}, idle {}",
-            pct(f(&c["user_pct"])),
-            pct(f(&c["system_pct"])),
-            pct(f(&c["iowait_pct"])),
-            pct(f(&c["idle_pct"]))
+            pct(c.user_pct),
+            pct(c.system_pct),
+            pct(c.iowait_pct),
+            pct(c.idle_pct)
         ));
     }
     if parts.is_empty() {
@@ -864,9 +830,10 @@ fn events(s: &mut String, run: &Run) {
 }
 
 fn samplers(s: &mut String, summary: &Summary) {
-    let Some(map) = summary.samplers.as_object().filter(|m| !m.is_empty()) else {
+    let map = &summary.samplers;
+    if map.is_empty() {
         return;
-    };
+    }
     s.push_str(
         "<h3>Sampler health</h3>\n<p class=\"muted\">Samples taken against the number the \
          interval asks for over the run, and how late each read was against its deadline.</p>\n",
@@ -874,39 +841,37 @@ fn samplers(s: &mut String, summary: &Summary) {
     let rows: Vec<_> = map
         .iter()
         .map(|(name, v)| {
-            let samples = f(&v["samples"]);
-            let expected = f(&v["expected"]);
+            let st = v.stats.as_ref();
+            let x = |f: fn(&crate::format::meta::SamplerStats) -> f64| st.map_or(f64::NAN, f);
+            let samples = x(|s| s.samples as f64);
+            let expected = x(|s| s.expected as f64);
             let share = if expected > 0.0 {
                 format!(" ({})", pct(100.0 * samples / expected))
             } else {
                 String::new()
             };
-            let rt = match v["realtime_priority"].as_bool() {
+            let rt = match st.map(|s| s.realtime_priority) {
                 Some(true) => "yes",
                 Some(false) => "no",
                 None => NONE,
             };
-            let source = v["source"]
-                .as_str()
-                .or(v["file"].as_str())
-                .unwrap_or(NONE)
-                .to_string();
+            let source = v.source.clone().unwrap_or_else(|| v.file.clone());
             (
                 None,
                 vec![
                     t(name.clone()),
                     t(source),
-                    n(us(f(&v["interval_us"]))),
+                    n(us(v.interval_us as f64)),
                     n(format!(
                         "{} of {}{share}",
                         num(samples, 0),
                         num(expected, 0)
                     )),
-                    n(num(f(&v["skipped"]), 0)),
-                    n(us(f(&v["jitter_p50_us"]))),
-                    n(us(f(&v["jitter_p99_us"]))),
-                    n(us(f(&v["jitter_max_us"]))),
-                    n(pct(100.0 * f(&v["cpu_share_of_core"]))),
+                    n(num(x(|s| s.skipped as f64), 0)),
+                    n(us(x(|s| s.jitter_p50_us))),
+                    n(us(x(|s| s.jitter_p99_us))),
+                    n(us(x(|s| s.jitter_max_us))),
+                    n(pct(100.0 * x(|s| s.cpu_share_of_core))),
                     t(rt),
                 ],
             )
