@@ -303,7 +303,8 @@ mod tests {
         std::fs::write(d.path().join(FILE), format!("{}\n{text}", HEADER)).unwrap();
         let back = read(d.path()).unwrap().unwrap();
         assert_eq!(back["read"][0].ios, 1);
-        assert_eq!(back["read"][0].clat_max_us, Some(81.0));
+        assert_eq!(back["read"][0].clat_max_us, Some(80.0));
+        assert_eq!(back["read"][0].lat_co_max_us, Some(81.0));
         assert!(back["write"][0].ramp && back["write"][0].clat_p50_us.is_none());
     }
 
