@@ -47,18 +47,22 @@ pub struct SamplerStats {
 /// One sampler: its file and interval, where diskstats come from, and (once the run
 /// ended) its loop statistics.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct SamplerMeta {
     pub file: String,
     pub interval_us: u64,
     /// diskstats only: `/proc/diskstats` or the sysfs stat files.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
-    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    /// None before the run ended (or when a field is missing).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub stats: Option<SamplerStats>,
 }
 
-/// The document.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// The document. Every field but `format_version` has a default when reading, so a
+/// hand-made or cut-down meta.json still reads.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Meta {
     pub format_version: u32,
     pub tool: String,
