@@ -563,6 +563,8 @@ pub fn run(
                 .next_multiple_of(w)
                 + zero;
             start = meas - spec.ramp_ns;
+            // The jobs begin when released: release them with the same head room.
+            pace::wait_until(start - 200_000);
         }
         start_cell.store(start, Ordering::SeqCst);
         let usage0 = Usage::process();
