@@ -698,7 +698,7 @@ fn inside_a_recording_probe_csv_and_the_device_counters_agree() {
     );
     assert!(rows.iter().all(|r| {
         let t: u64 = r[col("t_ns")].parse().unwrap();
-        r[col("window_ns")].parse::<u64>().unwrap() == 100_000_000 && t % 100_000_000 == 0
+        r[col("window_ns")].parse::<u64>().unwrap() == 100_000_000 && t.is_multiple_of(100_000_000)
     }));
     let writes = j["jobs"][0]["write"]["total_ios"].as_u64().unwrap();
     assert_eq!(ios, writes, "probe.csv's windows add up to the total");

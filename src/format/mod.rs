@@ -24,6 +24,7 @@
 //! a recording of another version: version 1 stamped `load.csv` and `probe.csv` rows
 //! with the window END, and reading it as version 2 would shift every join by a window.
 
+pub mod check;
 pub mod csv;
 pub mod diskstats;
 pub mod events;

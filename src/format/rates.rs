@@ -71,7 +71,7 @@ impl RatesRow {
 /// Writes `rows` under the header.
 pub fn write(path: &Path, rows: &[RatesRow]) -> anyhow::Result<()> {
     let mut out = String::with_capacity(rows.len() * 90 + 200);
-    out.push_str(&HEADER);
+    out.push_str(HEADER);
     out.push('\n');
     for r in rows {
         out.push_str(&r.to_line());

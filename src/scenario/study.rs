@@ -166,7 +166,9 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
         .map(|r| (r.clone(), figures(&study.join(&r.dir))))
         .collect();
     // Per cell.
-    let mut cells: BTreeMap<String, (Vec<(String, String)>, Vec<&Figures>)> = BTreeMap::new();
+    // Per cell: its parameters and the figures of its runs.
+    type Cell<'a> = (Vec<(String, String)>, Vec<&'a Figures>);
+    let mut cells: BTreeMap<String, Cell> = BTreeMap::new();
     for (r, x) in per_run.iter().filter(|(r, _)| r.ok()) {
         cells
             .entry(r.cell.clone())

@@ -3,8 +3,6 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
-
 use super::escape;
 
 pub(super) use crate::units::{bytes, num, sig, NONE};
@@ -67,15 +65,6 @@ pub(super) fn pct(x: f64) -> String {
 
 pub(super) fn opt(x: Option<f64>) -> f64 {
     x.unwrap_or(f64::NAN)
-}
-
-/// A JSON value as short text (strings without quotes; null as "–").
-pub(super) fn text(v: &Value) -> String {
-    match v {
-        Value::Null => NONE.into(),
-        Value::String(s) => s.clone(),
-        v => v.to_string(),
-    }
 }
 
 /// A cell: text (escaped when written) and whether it is a number (right-aligned).

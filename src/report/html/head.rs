@@ -3,8 +3,6 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-
 use crate::report::run::Run;
 use crate::report::Summary;
 use std::fmt::Write as _;
@@ -98,64 +96,59 @@ pub(super) fn notices(s: &mut String, run: &Run, summary: &Summary) {
 }
 
 pub(super) fn check_findings(s: &mut String, dir: &Path) {
-    let p = dir.join("check.json");
-    if !p.exists() {
+    let Some(doc) = crate::format::check::read(dir) else {
         return;
-    }
+    };
     s.push_str("<h3>Check findings</h3>\n");
-    let doc: Option<Value> = std::fs::read(&p)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
-    let Some(findings) = doc.as_ref().and_then(|d| d["findings"].as_array()) else {
+    let Ok(doc) = doc else {
         s.push_str(
             "<p class=\"notice\">check.json is here but is not <code>diskpulse check --json</code> \
              output.</p>\n",
         );
         return;
     };
-    let d = doc.as_ref().unwrap();
-    let c = &d["counts"];
-    if c.is_object() {
+    if let Some(c) = &doc.counts {
         let _ = writeln!(
             s,
             "<p>{} FAIL, {} WARN, {} PASS, {} INFO (<code>diskpulse check</code> run before or during the recording).</p>",
-            text(&c["fail"]),
-            text(&c["warn"]),
-            text(&c["pass"]),
-            text(&c["info"])
+            c.fail, c.warn, c.pass, c.info
         );
     }
-    let rows: Vec<_> = findings
+    let rows: Vec<_> = doc
+        .findings
         .iter()
         .map(|x| {
-            let level = x["level"].as_str().unwrap_or("INFO").to_ascii_uppercase();
+            let level = if x.level.is_empty() {
+                "INFO".to_string()
+            } else {
+                x.level.to_ascii_uppercase()
+            };
             let class = match level.as_str() {
                 "PASS" => "lvl-pass",
                 "WARN" => "lvl-warn",
                 "FAIL" => "lvl-fail",
                 _ => "lvl-info",
             };
-            let place = [x["target"].as_str(), x["device"].as_str()]
+            let place = [x.target.as_deref(), x.device.as_deref()]
                 .into_iter()
                 .flatten()
                 .collect::<Vec<_>>()
                 .join(" / ");
-            let advice = x["advice"].as_str().unwrap_or("");
             (
                 Some(class),
                 vec![
                     Cell::H(format!("<span class=\"lvl\">{}</span>", escape(&level))),
-                    Cell::H(format!("<code>{}</code>", escape(&text(&x["code"])))),
+                    Cell::H(format!("<code>{}</code>", escape(&x.code))),
                     t(if place.is_empty() {
                         "machine".into()
                     } else {
                         place
                     }),
-                    t(text(&x["message"])),
-                    t(if advice.is_empty() {
+                    t(x.message.clone()),
+                    t(if x.advice.is_empty() {
                         String::new()
                     } else {
-                        format!("→ {advice}")
+                        format!("→ {}", x.advice)
                     }),
                 ],
             )
