@@ -33,8 +33,13 @@
 //! (`DejaVu Sans, sans-serif`) and no XML prolog. [`render_png`] rasterizes that same
 //! SVG with `resvg`, using the system's fonts (see [`render_png`]).
 
+mod axis;
 mod envelope;
+mod layout;
+mod panel;
 mod png;
+mod shape;
+mod style;
 mod svg;
 mod ticks;
 
