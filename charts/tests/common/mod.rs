@@ -127,19 +127,19 @@ fn points_of(n: &roxmltree::Node) -> Vec<Px> {
 
 /// The points of every `<polygon>` filled with `fill` (`#RRGGBB`): the bands.
 pub fn polygons(svg: &str, fill: &str) -> Vec<Vec<Px>> {
-    let doc = roxmltree::Document::parse(svg).expect("SVG is well-formed XML");
-    doc.descendants()
-        .filter(|n| n.has_tag_name("polygon") && n.attribute("fill") == Some(fill))
-        .map(|n| points_of(&n))
-        .collect()
+    points_where(svg, "polygon", "fill", fill)
 }
 
 /// The points of every `<polyline>` stroked with `stroke`: lines, dashes, legend
 /// samples.
 pub fn polylines(svg: &str, stroke: &str) -> Vec<Vec<Px>> {
+    points_where(svg, "polyline", "stroke", stroke)
+}
+
+fn points_where(svg: &str, tag: &str, attr: &str, value: &str) -> Vec<Vec<Px>> {
     let doc = roxmltree::Document::parse(svg).expect("SVG is well-formed XML");
     doc.descendants()
-        .filter(|n| n.has_tag_name("polyline") && n.attribute("stroke") == Some(stroke))
+        .filter(|n| n.has_tag_name(tag) && n.attribute(attr) == Some(value))
         .map(|n| points_of(&n))
         .collect()
 }
