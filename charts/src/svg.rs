@@ -2,9 +2,9 @@
 //! backend: the white page, the title, the panels (see [`crate::panel`]) and the
 //! event markers on top of them.
 //!
-//! Every element is plotters': `<rect>`, `<polyline>`, `<polygon>`, `<text>`, at
-//! integer pixel coordinates, colours as `#RRGGBB` plus an `opacity`. Where each
-//! thing goes is [`Layout`]'s.
+//! Every element is plotters': `<rect>`, `<line>`, `<polyline>`, `<polygon>` and
+//! `<text>`, at integer pixel coordinates, colours as `#RRGGBB` plus an `opacity`.
+//! Where each thing goes is [`Layout`]'s.
 
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
