@@ -102,6 +102,11 @@ pub(crate) fn draw_panel(
 
     let (xs, ys) = chart.plotting_area().get_pixel_range();
     let (left, right, plot_top, plot_bottom) = (xs.start, xs.end - 1, ys.start, ys.end - 1);
+    // The markers and the envelope's columns are placed by `Layout`'s arithmetic.
+    debug_assert_eq!(
+        (left, (right - left) as usize),
+        (MARGIN_LEFT as i32, layout.columns())
+    );
     root.draw(&Rectangle::new(
         [(left, plot_top), (right, plot_bottom)],
         FRAME.stroke_width(1),
