@@ -23,7 +23,10 @@ fn svg_parses_and_shows_each_panels_title_in_order() {
     usvg::Tree::from_str(&svg, &usvg::Options::default()).expect("usvg parses the SVG");
     assert_eq!(panel_titles(&svg), titles);
     assert_eq!(frames(&svg).len(), titles.len(), "one plot per panel");
-    let units = labels(&svg).into_iter().filter(|l| l.text == "MiB/s").count();
+    let units = labels(&svg)
+        .into_iter()
+        .filter(|l| l.text == "MiB/s")
+        .count();
     assert_eq!(units, titles.len(), "each panel's unit along its y axis");
 }
 
