@@ -11,7 +11,8 @@
 //! before 4.18, flushes before 5.5). `t_ns` is the sample's instant (not a window). A
 //! device's row is written when a counter changed since its previous sample, together
 //! with that previous sample if it was not written, and at least once a second: the
-//! difference of two consecutive rows is always exact. Gzip, as a series of members, so
+//! difference of two consecutive rows is always exact. Gzip, as a series of whole members
+//! (one per flush of `recording::writer`, about 5 a second), so
 //! `zcat` reads a recording cut by `kill -9` up to its last whole member.
 
 use std::collections::BTreeMap;
