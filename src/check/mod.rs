@@ -6,16 +6,16 @@
 //!    attributes, NVMe/SCSI/virtio caches, mount options, `vm.dirty_*`, a short sample of
 //!    who is doing I/O and how much each device did in the same interval, then the
 //!    empirical flush tests. Facts are raw; nothing is judged here.
-//! 2. [`findings::judge`] turns facts into findings (PASS/INFO/WARN/FAIL), each an enum
-//!    variant whose text says what was seen and what to do next (like hyperfine's
-//!    warnings).
+//! 2. [`rules::judge`] turns facts into findings (PASS/INFO/WARN/FAIL): one rule per
+//!    finding carries its code, level, condition, and text saying what was seen and what
+//!    to do next (like hyperfine's warnings).
 //! 3. [`render`] prints them for people (grouped per target and device) or as JSON.
 //!
 //! Order matters: the I/O sample runs before our own test writes, so the devices'
 //! counters show other people's I/O only.
 
-pub mod findings;
 pub mod render;
+pub mod rules;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
