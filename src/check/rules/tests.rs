@@ -94,6 +94,16 @@ fn codes(f: &Facts) -> Vec<(&'static str, Level)> {
 
 const HOLDS: &str = "holds /mnt/x";
 
+/// 400 MiB written in 3000 writes over 1 s: busy.
+fn busy_io() -> crate::check::IoDelta {
+    crate::check::IoDelta {
+        elapsed_ns: 1_000_000_000,
+        write_bytes: 400 << 20,
+        writes: 3000,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn a_disk_whose_cache_is_on_but_the_kernel_says_write_through_fails() {
     let mut sda = dev(
@@ -195,32 +205,17 @@ fn the_reference_studys_raid1_lun_writes_as_slowly_as_it_flushes() {
 
 #[test]
 fn flush_rate_against_a_spinning_disk() {
-    let hdd = dev(
-        "sdc",
-        DeviceKind::Scsi,
-        HOLDS,
-        &[("write_cache", "write back"), ("rotational", "1")],
-    );
-    let rates = |per_s: f64| {
-        measured([
-            (Mode::Direct, 100.0, 9000.0),
-            (Mode::DirectDsync, 1e6 / per_s, per_s),
-            (Mode::WriteFdatasync, 1e6 / per_s, per_s),
-        ])
-    };
-    let c = codes(&facts(vec![hdd.clone()], rates(2000.0)));
+    let (hdd, flush) = spinning("write back", 2000.0);
+    let c = codes(&facts(vec![hdd.clone()], flush));
     assert!(c.contains(&("flush-rate-impossible", Level::Fail)), "{c:?}");
-    let c = codes(&facts(vec![hdd.clone()], rates(110.0)));
+    let (_, flush) = spinning("write back", 110.0);
+    let c = codes(&facts(vec![hdd.clone()], flush));
     assert!(c.contains(&("flush-rate-plausible", Level::Pass)), "{c:?}");
     // Slow because someone else was writing: no conclusion.
     let mut busy = hdd.clone();
-    busy.io = Some(crate::check::IoDelta {
-        elapsed_ns: 1_000_000_000,
-        write_bytes: 400 << 20,
-        writes: 3000,
-        ..Default::default()
-    });
-    let c = codes(&facts(vec![busy], rates(110.0)));
+    busy.io = Some(busy_io());
+    let (_, flush) = spinning("write back", 110.0);
+    let c = codes(&facts(vec![busy], flush));
     assert!(
         c.contains(&("flush-rate-inconclusive", Level::Info)),
         "{c:?}"
@@ -228,7 +223,8 @@ fn flush_rate_against_a_spinning_disk() {
     assert!(c.contains(&("device-busy", Level::Warn)), "{c:?}");
     let mut vm = hdd;
     vm.virtual_disk = true;
-    let c = codes(&facts(vec![vm], rates(2000.0)));
+    let (_, flush) = spinning("write back", 2000.0);
+    let c = codes(&facts(vec![vm], flush));
     assert!(c.contains(&("flush-rate-impossible", Level::Warn)), "{c:?}");
 }
 
@@ -330,12 +326,7 @@ fn flush_rate_findings_name_their_disk_and_show_with_the_tests() {
     ] {
         let (mut hdd, flush) = spinning("write back", per_s);
         if busy {
-            hdd.io = Some(crate::check::IoDelta {
-                elapsed_ns: 1_000_000_000,
-                write_bytes: 400 << 20,
-                writes: 3000,
-                ..Default::default()
-            });
+            hdd.io = Some(busy_io());
         }
         let j = judge(&facts(vec![hdd], flush));
         let p = j.iter().find(|p| p.finding.code == code).expect(code);
@@ -372,12 +363,7 @@ fn noisy_facts() -> Facts {
     );
     lo.stacked = true;
     lo.lower = vec!["nvme0n1".into()];
-    lo.io = Some(crate::check::IoDelta {
-        elapsed_ns: 1_000_000_000,
-        write_bytes: 400 << 20,
-        writes: 3000,
-        ..Default::default()
-    });
+    lo.io = Some(busy_io());
     lo.busy_procs = vec![0];
     let mut n = dev(
         "nvme0n1",
