@@ -110,7 +110,7 @@ pub struct Rule<J> {
 pub struct Said {
     message: String,
     advice: String,
-    /// One of the rule's `levels` other than its first.
+    /// Set by [`Said::at`] (one of the rule's `levels`); `None` means the first.
     level: Option<Level>,
 }
 
