@@ -377,22 +377,29 @@ fn inside_a_recording_probe_csv_and_the_device_counters_agree() {
         ios += r[col("ios")].parse::<u64>().unwrap();
     }
     let j: serde_json::Value = read_json(&run.join("probe.json"));
-    // The windows tile the run: from its start to its last completion, none longer than
-    // --window, the last ending at the last completion.
+    // The windows tile the run: each stamped with its start on the recording's grid,
+    // --window long; the parts the probe ran add up to the run, the last ending at the
+    // last completion.
     let span: u64 = rows
         .iter()
-        .map(|r| r[col("window_ns")].parse::<u64>().unwrap())
+        .map(|r| r[col("active_ns")].parse::<u64>().unwrap())
         .sum();
     let x = &j["diskpulse"];
     let (t0, t1) = (
         x["start_t_ns"].as_u64().unwrap(),
         x["end_t_ns"].as_u64().unwrap(),
     );
-    assert_eq!(span, t1 - t0, "sum of window_ns vs the run");
-    assert_eq!(last_t, t1, "the last row ends at the last completion");
-    assert!(rows
-        .iter()
-        .all(|r| r[col("window_ns")].parse::<u64>().unwrap() <= 100_000_000));
+    assert_eq!(span, t1 - t0, "sum of active_ns vs the run");
+    let last_active: u64 = rows.last().unwrap()[col("active_ns")].parse().unwrap();
+    assert_eq!(
+        last_t + last_active,
+        t1,
+        "the last row ends at the last completion"
+    );
+    assert!(rows.iter().all(|r| {
+        let t: u64 = r[col("t_ns")].parse().unwrap();
+        r[col("window_ns")].parse::<u64>().unwrap() == 100_000_000 && t.is_multiple_of(100_000_000)
+    }));
     let writes = j["jobs"][0]["write"]["total_ios"].as_u64().unwrap();
     assert_eq!(ios, writes, "probe.csv's windows add up to the total");
     // Every one of the 3000 scheduled writes was either issued or counted as missed

@@ -319,22 +319,8 @@ pub fn validate_name(name: &str) -> anyhow::Result<()> {
     }
 }
 
-/// "1 GiB", "300 MiB", "4096 B".
-pub fn fmt_bytes(b: u64) -> String {
-    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
-        format!("{} GiB", b >> 30)
-    } else if b >= 1 << 30 {
-        format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
-    } else if b >= MIB && b.is_multiple_of(MIB) {
-        format!("{} MiB", b >> 20)
-    } else if b >= MIB {
-        format!("{:.1} MiB", b as f64 / MIB as f64)
-    } else if b >= 1024 && b.is_multiple_of(1024) {
-        format!("{} KiB", b >> 10)
-    } else {
-        format!("{b} B")
-    }
-}
+/// A size as a user gives it ("1 GiB", "125 MiB"): [`crate::units::bytes_exact`].
+pub use crate::units::bytes_exact as fmt_bytes;
 
 #[cfg(test)]
 mod tests {

@@ -425,7 +425,16 @@ pub fn run(
         drop(tx);
         setup.wait();
         // A little head room so every job is past the barrier before the first deadline.
-        let start = monotonic_ns() + 200_000;
+        let mut start = monotonic_ns() + 200_000;
+        if let Some(zero) = spec.grid_zero_ns {
+            let meas = (start + spec.ramp_ns)
+                .saturating_sub(zero)
+                .next_multiple_of(w)
+                + zero;
+            start = meas - spec.ramp_ns;
+            // The jobs begin when released: release them with the same head room.
+            pace::wait_until(start - 200_000);
+        }
         start_cell.store(start, Ordering::SeqCst);
         let usage0 = Usage::process();
         go.wait();

@@ -115,6 +115,10 @@ pub struct ProbeSpec {
     pub time_based: bool,
     pub window_ns: u64,
     pub seed: u64,
+    /// A recording's zero on CLOCK_MONOTONIC: when set, the measured phase starts on a
+    /// multiple of `window_ns` from it (up to one window later), so the probe's windows
+    /// are the recording's windows (probe.csv joins rates.csv row for row).
+    pub grid_zero_ns: Option<u64>,
 }
 
 impl ProbeSpec {

@@ -345,6 +345,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             time_based,
             window_ns: window.as_nanos() as u64,
             seed: a.seed,
+            grid_zero_ns: None,
         },
         filename,
         size,

@@ -122,7 +122,11 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     let clock = Clock::from_env().unwrap_or_else(Clock::start);
     let run_dir = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
     let mut csv = match &run_dir {
-        Some(d) => Some(csv::ProbeCsv::create(&d.join("probe.csv"), clock, &r.spec)?),
+        Some(d) => {
+            // Windows on the recording's grid: probe.csv rows join rates.csv rows.
+            r.spec.grid_zero_ns = Some(clock.zero_monotonic_ns());
+            Some(csv::ProbeCsv::create(&d.join("probe.csv"), clock, &r.spec)?)
+        }
         None => None,
     };
 
