@@ -41,6 +41,15 @@ pub enum Mode {
     ObjGet,
 }
 
+impl Mode {
+    /// The mode as the command line spells it (`js-pub`): what meta.json and events say.
+    pub fn cli_name(self) -> String {
+        self.to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_else(|| format!("{self:?}"))
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Storage {
     File,

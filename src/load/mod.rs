@@ -254,7 +254,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     };
     env.events.event(
         "load_start",
-        serde_json::json!({"mode": format!("{:?}", a.mode), "clients": n_main,
+        serde_json::json!({"mode": a.mode.cli_name(), "clients": n_main,
             "servers": env.servers.iter().map(|s| connect::redact_url(s)).collect::<Vec<_>>()}),
     );
     let collector = tokio::spawn(collect::collect(
@@ -335,4 +335,16 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
             "client_capacity": capacity(w),
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mode_is_named_as_the_command_line_spells_it() {
+        assert_eq!(Mode::JsPub.cli_name(), "js-pub");
+        assert_eq!(Mode::ObjGet.cli_name(), "obj-get");
+        assert_eq!(Mode::Pub.cli_name(), "pub");
+    }
 }

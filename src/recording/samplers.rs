@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use collectors::clock::Clock;
-use collectors::diskstats::{self, DiskCounters, DiskstatsReader, FIELD_NAMES, MAX_FIELDS};
+use collectors::diskstats::{self, DiskCounters, DiskstatsReader, MAX_FIELDS};
 use collectors::periodic::{self, LoopStats};
 use collectors::procstat::{self, ProcFile};
 
@@ -72,14 +72,9 @@ impl Tracked {
     }
 }
 
-/// Header of `diskstats.csv.gz`.
+/// Header of `diskstats.csv.gz` (its columns and reader: [`crate::format::diskstats`]).
 pub fn diskstats_header() -> String {
-    let mut h = String::from("t_ns,device,major,minor");
-    for f in FIELD_NAMES {
-        h.push(',');
-        h.push_str(f);
-    }
-    h
+    crate::format::diskstats::header()
 }
 
 fn put_disk_row(buf: &mut Vec<u8>, t_ns: u64, d: &Tracked, c: &DiskCounters) {
@@ -444,11 +439,7 @@ pub fn spawn_proc<const N: usize>(
     let proc_path = proc_path.as_path();
     let mut pf = ProcFile::open(proc_path)
         .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", proc_path.display()))?;
-    let mut header = String::from("t_ns");
-    for c in columns {
-        header.push(',');
-        header.push_str(c);
-    }
+    let header = crate::format::procfs::header(&columns);
     let mut sink = ChunkSink::create(&out_dir.join(file), &header, false)?;
     let handle = std::thread::Builder::new()
         .name(name.into())
@@ -502,7 +493,7 @@ mod tests {
 
     fn rows(path: &Path) -> Vec<String> {
         let mut s = String::new();
-        flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        flate2::read::MultiGzDecoder::new(std::fs::File::open(path).unwrap())
             .read_to_string(&mut s)
             .unwrap();
         s.lines().skip(1).map(|l| l.to_string()).collect()
@@ -668,7 +659,7 @@ mod sysfs_tests {
         assert!(events.contains("\"device_gone\""), "{events}");
         assert!(events.contains("\"device_back\""), "{events}");
         let mut text = String::new();
-        flate2::read::GzDecoder::new(File::open(&out).unwrap())
+        flate2::read::MultiGzDecoder::new(File::open(&out).unwrap())
             .read_to_string(&mut text)
             .unwrap();
         let rows: Vec<&str> = text.lines().skip(1).collect();
