@@ -156,6 +156,7 @@ impl RawPublish {
 
 impl Operation for RawPublish {
     type Pending = std::future::Ready<OpResult>;
+    const SEND_MAY_WAIT: bool = false;
 
     #[inline]
     async fn send(&mut self, _k: u64) -> Option<Sent<Self::Pending>> {

@@ -74,6 +74,11 @@ pub(crate) trait Operation {
     /// The send stage of operation `k` (0, 1, ...); `None` when there is nothing more.
     async fn send(&mut self, k: u64) -> Option<Sent<Self::Pending>>;
 
+    /// Whether the send stage may wait long (a full client buffer, JetStream's in-flight
+    /// limit, while the server is gone): then it gives way to the stop flag. A stage that
+    /// cannot (the raw writer: a dead socket fails the write) skips that race.
+    const SEND_MAY_WAIT: bool = true;
+
     /// After the last completion: a flush, a PING/PONG, an error kept for the end.
     async fn finish(&mut self, _rec: &mut Recorder) {}
 }
@@ -120,12 +125,13 @@ pub(crate) async fn send_loop<O: Operation>(
             tick.as_mut()
                 .reset(tokio::time::Instant::now() + Duration::from_secs(2));
         }
-        let can_send = sending && inflight.len() < window;
-        if !can_send && inflight.is_empty() {
+        let in_flight = inflight.len();
+        let can_send = sending && in_flight < window;
+        if !can_send && in_flight == 0 {
             break;
         }
         // The intended start of the next send, when it is time for one.
-        let next = if inflight.is_empty() {
+        let next = if in_flight == 0 {
             // Only the send stage can make progress.
             plan.next(&ctx, done, &rec).await
         } else {
@@ -158,7 +164,9 @@ pub(crate) async fn send_loop<O: Operation>(
         };
         // Unpaced, `intended` is the clock read that decided to send: the send itself.
         let sent = if paced { rec.now() } else { intended };
-        let stage = {
+        let stage = if !O::SEND_MAY_WAIT {
+            op.send(done).await
+        } else {
             let mut stage = std::pin::pin!(op.send(done));
             match futures::poll!(&mut stage) {
                 Poll::Ready(r) => r,
