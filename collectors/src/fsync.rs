@@ -768,39 +768,6 @@ fn one_op(
     }
 }
 
-/// The file system type of `path` from statfs(2)'s magic number (`ext4`, `xfs`, `btrfs`,
-/// `tmpfs`, ...), or `0x...` for one we do not name.
-pub fn fs_type(path: &Path) -> Option<String> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statfs is plain data; zeroed is a valid value.
-    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c is a valid NUL-terminated path and s a writable statfs.
-    if unsafe { libc::statfs(c.as_ptr(), &mut s) } != 0 {
-        return None;
-    }
-    // Magic numbers from include/uapi/linux/magic.h.
-    let magic = s.f_type as u64 & 0xffff_ffff;
-    Some(
-        match magic {
-            0xEF53 => "ext2/3/4",
-            0x5846_5342 => "xfs",
-            0x9123_683E => "btrfs",
-            0x0102_1994 => "tmpfs",
-            0x8584_58F6 => "ramfs",
-            0xF2F5_2010 => "f2fs",
-            0x2FC1_2FC1 => "zfs",
-            0x794C_7630 => "overlayfs",
-            0x6969 => "nfs",
-            0xFF53_4D42 | 0xFE53_4D42 => "cifs/smb",
-            0x6573_5546 => "fuse",
-            0x4D44 => "vfat",
-            _ => return Some(format!("0x{magic:x}")),
-        }
-        .to_string(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -909,6 +876,5 @@ mod tests {
     fn errno_names() {
         let e = std::io::Error::from_raw_os_error(libc::EINVAL);
         assert_eq!(errno_text(&e), "EINVAL (Invalid argument)");
-        assert_eq!(fs_type(Path::new("/proc")).as_deref(), Some("0x9fa0"));
     }
 }

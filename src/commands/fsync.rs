@@ -306,7 +306,7 @@ impl Header {
         };
         Header {
             dir: dir.to_path_buf(),
-            fs_type: engine::fs_type(dir),
+            fs_type: collectors::fstype::name_of(dir),
             per_test,
             cycle,
             devices,

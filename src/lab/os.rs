@@ -12,7 +12,7 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -198,66 +198,16 @@ pub fn backed_by(b: &Backing, image: &Path) -> bool {
     }
 }
 
-/// One line of `/proc/self/mountinfo`, the fields we use.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mount {
-    pub point: PathBuf,
-    pub fstype: String,
-    pub source: String,
-}
-
-/// Parses mountinfo text (`proc(5)`): mount point is field 5, then after the " - "
-/// separator the fs type and the source. Octal escapes (`\040` for a space) are undone.
-pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
-    let mut v = Vec::new();
-    for line in text.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let Some(point) = left.split(' ').nth(4) else {
-            continue;
-        };
-        let mut r = right.split(' ');
-        let (Some(fstype), Some(source)) = (r.next(), r.next()) else {
-            continue;
-        };
-        v.push(Mount {
-            point: PathBuf::from(std::ffi::OsStr::from_bytes(&unescape(point))),
-            fstype: String::from_utf8_lossy(&unescape(fstype)).to_string(),
-            source: String::from_utf8_lossy(&unescape(source)).to_string(),
-        });
-    }
-    v
-}
-
-fn unescape(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    out
-}
+use collectors::mounts::Mount;
 
 /// The mounts now, in mount order (the last one at a point is the one on top).
 pub fn mounts() -> anyhow::Result<Vec<Mount>> {
-    let t = fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
-    Ok(parse_mountinfo(&t))
+    collectors::mounts::read(Path::new("/proc")).context("reading /proc/self/mountinfo")
 }
 
 /// The mount on top at `point`, if any.
 pub fn top_mount_at(point: &Path) -> anyhow::Result<Option<Mount>> {
-    Ok(mounts()?.into_iter().rev().find(|m| m.point == point))
+    Ok(collectors::mounts::top_at(&mounts()?, point).cloned())
 }
 
 /// A process's start time in clock ticks since boot (`/proc/PID/stat` field 22): with
@@ -353,20 +303,6 @@ mod tests {
         ] {
             assert_eq!(loop_name(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn mountinfo_fields_and_escapes() {
-        let t = "36 35 98:0 / /mnt/my\\040vol rw,noatime master:1 - ext4 /dev/loop3 rw,errors=continue\n\
-                 37 35 0:52 / /var/tmp/lab/mnt/r1 rw shared:2 - btrfs /dev/loop4 rw,space_cache=v2\n\
-                 garbage\n";
-        let m = parse_mountinfo(t);
-        assert_eq!(m.len(), 2);
-        assert_eq!(m[0].point, PathBuf::from("/mnt/my vol"));
-        assert_eq!(m[0].fstype, "ext4");
-        assert_eq!(m[0].source, "/dev/loop3");
-        assert_eq!(m[1].point, PathBuf::from("/var/tmp/lab/mnt/r1"));
-        assert_eq!(m[1].source, "/dev/loop4");
     }
 
     #[test]

@@ -17,8 +17,8 @@
 //! - [`kind`]: what sort of device a name is (loop, NVMe, SCSI, virtio, ...).
 //! - [`vm`]: `vm.dirty_*` and the dirty memory right now.
 //! - [`procio`]: `/proc/PID/io` snapshots and the devices a process has files open on.
-//! - [`signature`]: file system / partition table signatures, and an exclusive open that
-//!   fails on a mounted or claimed device.
+//!
+//! Whether a raw device may be written is decided by the one write gate, [`crate::gate`].
 //! - [`flush`]: the empirical tests: 4 KiB O_DIRECT writes plain, with O_DSYNC, and
 //!   buffered write + fdatasync, each with a latency histogram.
 
@@ -28,7 +28,6 @@ pub mod mountinfo;
 pub mod nvme;
 pub mod procio;
 pub mod scsi;
-pub mod signature;
 pub mod vm;
 
 use std::path::Path;
