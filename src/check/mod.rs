@@ -244,8 +244,7 @@ fn dev_t(n: DevNum) -> u64 {
 }
 
 fn read_counters(sysfs: &Path, name: &str) -> Option<DiskCounters> {
-    let text = std::fs::read(sysfs.join("class/block").join(name).join("stat")).ok()?;
-    diskstats::parse_counters(&text)
+    collectors::sysfs::BlockSysfs::new(sysfs).counters(name)
 }
 
 fn delta(a: &DiskCounters, b: &DiskCounters, elapsed_ns: u64) -> Option<IoDelta> {

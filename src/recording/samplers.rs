@@ -21,9 +21,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use collectors::clock::Clock;
+use collectors::devices::DevNum;
 use collectors::diskstats::{self, DiskCounters, DiskstatsReader, FIELD_NAMES, MAX_FIELDS};
 use collectors::periodic::{self, LoopStats};
 use collectors::procstat::{self, ProcFile};
+use collectors::sysfs::BlockSysfs;
 
 use super::writer::{put_u64, ChunkSink};
 use super::EventLog;
@@ -171,7 +173,7 @@ impl DiskSource {
             && !names.is_empty()
             && names
                 .iter()
-                .all(|(_, _, n)| sysfs.join("class/block").join(n).join("stat").exists());
+                .all(|(_, _, n)| BlockSysfs::new(sysfs).has_stat(n));
         if all_have_stat {
             DiskSource::Sysfs(sysfs.to_path_buf())
         } else {
@@ -190,14 +192,11 @@ impl DiskSource {
 
 /// Opens a device's sysfs stat file if the device there still has number `major:minor`.
 fn open_stat(sysfs: &Path, d: &Tracked) -> Option<File> {
-    let base = sysfs
-        .join("class/block")
-        .join(std::str::from_utf8(&d.name).ok()?);
-    let dev = std::fs::read_to_string(base.join("dev")).ok()?;
-    if dev.trim() != format!("{}:{}", d.major, d.minor) {
-        return None;
-    }
-    File::open(base.join("stat")).ok()
+    let num = DevNum {
+        major: d.major,
+        minor: d.minor,
+    };
+    BlockSysfs::new(sysfs).open_stat(std::str::from_utf8(&d.name).ok()?, num)
 }
 
 enum Reader {

@@ -21,6 +21,7 @@ use super::error::ProbeError;
 use crate::devices::DevNum;
 use crate::directio::{self, AlignedBuf, OpenFlags};
 use crate::gate;
+use crate::sysfs::BlockSysfs;
 
 /// What the target is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,21 +149,14 @@ fn inspect_block(
     o: &TargetOptions,
 ) -> Result<Target, ProbeError> {
     let num = DevNum::from_dev_t(md.rdev());
-    let sys = o.sysfs.join(format!("dev/block/{num}"));
-    let name = std::fs::read_link(&sys)
-        .ok()
-        .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| {
-            path.file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned()
-        });
-    let dev_bytes = std::fs::read_to_string(sys.join("size"))
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .map(|sectors| sectors * 512)
-        .unwrap_or(0);
+    let sys = BlockSysfs::new(&o.sysfs);
+    let name = sys.name_of(num).unwrap_or_else(|| {
+        path.file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned()
+    });
+    let dev_bytes = sys.size_bytes(&name).unwrap_or(0);
     if o.writes {
         if !o.allow_destructive {
             return Err(refused(
@@ -193,11 +187,7 @@ fn inspect_block(
         Some(s) => s,
         None => dev_bytes,
     };
-    let lbs_path = sys.join("queue/logical_block_size");
-    let logical_block = std::fs::read_to_string(&lbs_path)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .map(|v| (v, lbs_path));
+    let logical_block = sys.logical_block_size(num);
     Ok(Target {
         path: path.to_path_buf(),
         kind: TargetKind::BlockDevice { name },
@@ -386,21 +376,7 @@ pub fn fs_type(path: &Path) -> String {
 /// their disk's queue).
 fn logical_block_of(sysfs: &Path, path: &Path) -> Option<(u32, PathBuf)> {
     let md = std::fs::metadata(path).ok()?;
-    let num = DevNum::from_dev_t(md.dev());
-    let base = sysfs.join(format!("dev/block/{num}"));
-    for p in [
-        base.join("queue/logical_block_size"),
-        base.join("../queue/logical_block_size"),
-    ] {
-        if let Some(v) = std::fs::read_to_string(&p)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            let shown = std::fs::canonicalize(&p).unwrap_or(p);
-            return Some((v, shown));
-        }
-    }
-    None
+    BlockSysfs::new(sysfs).logical_block_size(DevNum::from_dev_t(md.dev()))
 }
 
 #[cfg(test)]
