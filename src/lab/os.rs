@@ -213,10 +213,7 @@ pub fn top_mount_at(point: &Path) -> anyhow::Result<Option<Mount>> {
 /// A process's start time in clock ticks since boot (`/proc/PID/stat` field 22): with
 /// the pid it names one process, even after the pid is reused.
 pub fn process_start_ticks(pid: u32) -> Option<u64> {
-    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // comm (field 2) may hold spaces and parentheses: count from the last ')'.
-    let rest = &s[s.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    collectors::procstat::process_start_ticks(Path::new("/proc"), pid)
 }
 
 /// Whether the process that recorded `(pid, start_ticks)` is still running.
