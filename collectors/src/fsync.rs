@@ -34,10 +34,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
-
-use crate::clock::{monotonic_ns, Clock};
+use crate::clock::Clock;
 use crate::directio::{self, AlignedBuf, LatencyNs, OpenFlags, SyncFlag};
+use crate::durable;
 
 /// PostgreSQL's WAL block size (`XLOG_BLCKSZ`): the write size of most tests.
 pub const XLOG_BLCKSZ: usize = 8192;
@@ -521,53 +520,6 @@ pub fn errno_text(e: &std::io::Error) -> String {
     format!("{name} ({text})")
 }
 
-struct Recorder<'a> {
-    clock: &'a Clock,
-    lat: Histogram<u64>,
-    sync_lat: Option<Histogram<u64>>,
-    ops: u64,
-    first_ns: Option<u64>,
-    last_ns: u64,
-}
-
-impl<'a> Recorder<'a> {
-    fn new(clock: &'a Clock, has_sync: bool) -> Recorder<'a> {
-        Recorder {
-            clock,
-            lat: directio::latency_histogram(),
-            sync_lat: has_sync.then(directio::latency_histogram),
-            ops: 0,
-            first_ns: None,
-            last_ns: 0,
-        }
-    }
-
-    /// One op: started at `t0`, its sync call from `s0` to `s1` (if any), ended at `t1`.
-    #[inline]
-    fn op(&mut self, t0: u64, sync: Option<(u64, u64)>, t1: u64) {
-        self.first_ns.get_or_insert(t0);
-        self.last_ns = t1;
-        self.ops += 1;
-        directio::record_ns(&mut self.lat, t1 - t0);
-        if let (Some(h), Some((s0, s1))) = (self.sync_lat.as_mut(), sync) {
-            directio::record_ns(h, s1 - s0);
-        }
-    }
-
-    fn finish(self, cut_short: bool) -> Option<Measured> {
-        let first = self.first_ns?;
-        let z = self.clock.zero_monotonic_ns();
-        Some(Measured {
-            start_t_ns: first.saturating_sub(z),
-            end_t_ns: self.last_ns.saturating_sub(z),
-            ops: self.ops,
-            lat: LatencyNs::from_histogram(&self.lat),
-            sync_lat: self.sync_lat.as_ref().map(LatencyNs::from_histogram),
-            cut_short,
-        })
-    }
-}
-
 /// Why an op failed: the step and the error.
 struct OpError {
     step: &'static str,
@@ -587,23 +539,6 @@ fn open_rw(path: &Path, direct: bool, sync: SyncFlag) -> std::io::Result<File> {
             sync,
         },
     )
-}
-
-fn write_all(f: &File, buf: &[u8], off: u64) -> std::io::Result<()> {
-    loop {
-        match f.write_at(buf, off) {
-            Ok(n) if n == buf.len() => return Ok(()),
-            // A regular file takes a whole 1-16 KiB write or fails; a short one is an error here.
-            Ok(n) => {
-                return Err(std::io::Error::other(format!(
-                    "short write: {n} of {} bytes at offset {off}",
-                    buf.len()
-                )))
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// Runs one test for `opts.per_test` (or until `stop`), returning what it measured.
@@ -639,40 +574,35 @@ pub fn run_test(
             }
         }
     };
-    let mut rec = Recorder::new(clock, spec.kind.has_sync_call());
     let buf = &file.buf.as_slice()[..spec.write_bytes];
-    // Ops run back to back and one clock read ends an op and starts the next: an op's
-    // latency includes the few ns of bookkeeping between ops (as pg's ops/sec does), and a
-    // 1 µs buffered write is not slowed by a second clock read. When the sync call ends
-    // the op, its end time ends the op too.
-    let mut t0 = monotonic_ns();
-    let deadline = t0 + opts.per_test.as_nanos() as u64;
-    let mut op: u64 = 0;
-    let result: Result<(), OpError> = loop {
-        let r = one_op(file, spec, opts, fd.as_ref(), buf, op);
-        let t1 = match r {
-            Ok(sync) => {
-                let t1 = match (spec.kind, sync) {
-                    (Kind::ThenSync { .. }, Some((_, s1))) => s1,
-                    _ => monotonic_ns(),
-                };
-                rec.op(t0, sync, t1);
-                t1
-            }
-            Err(e) => break Err(e),
-        };
-        op += 1;
-        if t1 >= deadline || stop.load(Ordering::Relaxed) {
-            break Ok(());
-        }
-        t0 = t1;
+    let limits = durable::Limits {
+        duration: opts.per_test,
+        warmup_ops: 0,
+        max_ops: u64::MAX,
     };
-    let cut_short = stop.load(Ordering::Relaxed) && monotonic_ns() < deadline;
+    let sync_ends_op = matches!(spec.kind, Kind::ThenSync { .. });
+    let (timed, result) = durable::run(
+        &limits,
+        spec.kind.has_sync_call(),
+        sync_ends_op,
+        stop,
+        |op| one_op(file, spec, opts, fd.as_ref(), buf, op),
+    );
+    let op = timed.attempted;
+    let finish = |t: &durable::Timed| {
+        let first = t.first_ns?;
+        let z = clock.zero_monotonic_ns();
+        Some(Measured {
+            start_t_ns: first.saturating_sub(z),
+            end_t_ns: t.last_ns.saturating_sub(z),
+            ops: t.ops,
+            lat: t.latency(),
+            sync_lat: t.sync_latency(),
+            cut_short: t.stopped,
+        })
+    };
     match result {
-        Ok(()) => rec
-            .finish(cut_short)
-            .map(Outcome::Ran)
-            .unwrap_or(Outcome::NotRun),
+        Ok(()) => finish(&timed).map(Outcome::Ran).unwrap_or(Outcome::NotRun),
         Err(e) => {
             if op == 0 && e.err.raw_os_error() == Some(libc::EINVAL) {
                 if let Some(bytes) = e.direct_write_bytes {
@@ -686,7 +616,7 @@ pub fn run_test(
             }
             Outcome::Failed {
                 reason: format!("{}: {}", e.step, errno_text(&e.err)),
-                partial: rec.finish(cut_short),
+                partial: finish(&timed),
             }
         }
     }
@@ -703,10 +633,12 @@ fn one_op(
     op: u64,
 ) -> Result<Option<(u64, u64)>, OpError> {
     let wr = |f: &File, w: usize, direct: bool| {
-        write_all(f, buf, file.offset(spec, opts.offsets, op, w)).map_err(|err| OpError {
-            step: "write",
-            direct_write_bytes: direct.then_some(buf.len()),
-            err,
+        durable::write_all_at(f, buf, file.offset(spec, opts.offsets, op, w)).map_err(|err| {
+            OpError {
+                step: "write",
+                direct_write_bytes: direct.then_some(buf.len()),
+                err,
+            }
         })
     };
     let open = |step| {
@@ -717,13 +649,11 @@ fn one_op(
         })
     };
     let sync = |f: &File, call: SyncCall| {
-        let s0 = monotonic_ns();
-        call.call(f).map_err(|err| OpError {
+        durable::timed_call(f, |f| call.call(f)).map_err(|err| OpError {
             step: call.name(),
             err,
             direct_write_bytes: None,
-        })?;
-        Ok::<_, OpError>((s0, monotonic_ns()))
+        })
     };
     match spec.kind {
         Kind::SyncOnWrite { direct, .. } => {

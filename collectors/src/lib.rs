@@ -9,6 +9,7 @@ pub mod clock;
 pub mod devices;
 pub mod directio;
 pub mod diskstats;
+pub mod durable;
 pub mod fstype;
 pub mod fsync;
 pub mod gate;
