@@ -480,7 +480,7 @@ fn mbr_with_one_partition() -> Vec<u8> {
 }
 
 #[test]
-fn probe_and_check_refuse_ext4_a_partition_table_and_swap_through_one_gate_and_take_an_empty_device(
+fn probe_check_and_lab_refuse_ext4_a_partition_table_and_swap_through_one_gate_and_take_an_empty_device(
 ) {
     if !can_use_loop_devices() {
         return;
@@ -507,9 +507,10 @@ fn probe_and_check_refuse_ext4_a_partition_table_and_swap_through_one_gate_and_t
         .0
     };
 
-    // Empty: the gate finds nothing, probe writes and check measures.
+    // Empty: the gate finds nothing, probe writes, check measures, lab would format it.
     write_head(&lo.dev, &[]);
     assert_eq!(gate_refusals(&lo.dev, lo.name()), vec![]);
+    assert_eq!(diskpulse::lab::os::write_refusals(&lo.dev).unwrap(), vec![]);
     let o = probe(&[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v = check_dev();
@@ -544,6 +545,12 @@ fn probe_and_check_refuse_ext4_a_partition_table_and_swap_through_one_gate_and_t
         let holds = r.first().and_then(|r| r.holds()).unwrap_or_default();
         assert!(holds.contains(what), "{what}: the gate says {r:?}");
         let first = r[0].to_string();
+        // lab asks the same gate before mkfs.
+        assert_eq!(
+            diskpulse::lab::os::write_refusals(&lo.dev).unwrap(),
+            r,
+            "{what}: lab"
+        );
 
         let o = probe(&[]);
         assert_eq!(o.status.code(), Some(2), "{what}: probe wrote");

@@ -210,6 +210,24 @@ pub fn top_mount_at(point: &Path) -> anyhow::Result<Option<Mount>> {
     Ok(collectors::mounts::top_at(&mounts()?, point).cloned())
 }
 
+/// What the one block-device write gate ([`collectors::gate`], shared with probe and
+/// check) says against writing to `/dev/loopN`: empty for a device fit for mkfs.
+pub fn write_refusals(dev: &str) -> anyhow::Result<Vec<collectors::gate::Refusal>> {
+    let name = loop_name(dev).ok_or_else(|| anyhow!("{dev} is not a loop device"))?;
+    let num = collectors::gate::rdev_of(Path::new(dev))
+        .ok_or_else(|| anyhow!("{dev} is not a block device node"))?;
+    let d = collectors::gate::BlockDev {
+        path: Path::new(dev),
+        name,
+        num,
+    };
+    Ok(collectors::gate::refusals(
+        &d,
+        Path::new("/sys"),
+        Path::new("/proc"),
+    ))
+}
+
 /// A process's start time in clock ticks since boot (`/proc/PID/stat` field 22): with
 /// the pid it names one process, even after the pid is reused.
 pub fn process_start_ticks(pid: u32) -> Option<u64> {
