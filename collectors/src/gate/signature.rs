@@ -70,7 +70,7 @@ const CHECKS: [(Signature, usize, &[u8]); 15] = [
 ];
 
 /// Every signature found in `head` (bytes from offset 0 of the device), each once, with
-/// the byte offset it was found at, in [`CHECKS`] order.
+/// the byte offset it was found at, most specific first.
 pub fn detect_all(head: &[u8]) -> Vec<(Signature, usize)> {
     let mut out: Vec<(Signature, usize)> = vec![];
     for (sig, off, magic) in CHECKS {
