@@ -116,13 +116,10 @@ pub fn loop_name(dev: &str) -> Option<&str> {
 
 /// `(major, minor)` of a block device from `/sys/block/<name>/dev`.
 pub fn dev_numbers(name: &str) -> anyhow::Result<(u32, u32)> {
-    let p = format!("/sys/block/{name}/dev");
-    let s = fs::read_to_string(&p).with_context(|| format!("reading {p}"))?;
-    let (a, b) = s
-        .trim()
-        .split_once(':')
-        .ok_or_else(|| anyhow!("{p}: expected MAJ:MIN, got '{}'", s.trim()))?;
-    Ok((a.parse()?, b.parse()?))
+    let n = collectors::sysfs::BlockSysfs::default()
+        .dev_num(name)
+        .ok_or_else(|| anyhow!("/sys/class/block/{name}/dev: missing or not MAJ:MIN"))?;
+    Ok((n.major, n.minor))
 }
 
 /// What backs a loop device now: `None` when it is not attached.

@@ -31,11 +31,4 @@ pub mod procio;
 pub mod scsi;
 pub mod vm;
 
-use std::path::Path;
-
-/// Reads a small sysfs/procfs file, trimmed; `None` when it is missing or unreadable.
-pub(crate) fn read_trim(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
+pub(crate) use crate::sysfs::read_trim;
