@@ -704,7 +704,7 @@ fn inside_a_recording_probe_csv_and_the_device_counters_agree() {
     let gz = std::fs::File::open(run.join("diskstats.csv.gz")).unwrap();
     let mut s = String::new();
     use std::io::Read;
-    flate2::read::GzDecoder::new(gz)
+    flate2::read::MultiGzDecoder::new(gz)
         .read_to_string(&mut s)
         .unwrap();
     let mut dl = s.lines();

@@ -30,9 +30,11 @@ fn direct_writes_are_found_in_recorded_sectors() {
     let csv = {
         use std::io::Read;
         let mut s = String::new();
-        flate2::read::GzDecoder::new(std::fs::File::open(run.join("diskstats.csv.gz")).unwrap())
-            .read_to_string(&mut s)
-            .unwrap();
+        flate2::read::MultiGzDecoder::new(
+            std::fs::File::open(run.join("diskstats.csv.gz")).unwrap(),
+        )
+        .read_to_string(&mut s)
+        .unwrap();
         s
     };
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();

@@ -391,7 +391,7 @@ mod tests {
 
     fn rows(path: &Path) -> Vec<String> {
         let mut s = String::new();
-        flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        flate2::read::MultiGzDecoder::new(std::fs::File::open(path).unwrap())
             .read_to_string(&mut s)
             .unwrap();
         s.lines().skip(1).map(|l| l.to_string()).collect()
@@ -557,7 +557,7 @@ mod sysfs_tests {
         assert!(events.contains("\"device_gone\""), "{events}");
         assert!(events.contains("\"device_back\""), "{events}");
         let mut text = String::new();
-        flate2::read::GzDecoder::new(File::open(&out).unwrap())
+        flate2::read::MultiGzDecoder::new(File::open(&out).unwrap())
             .read_to_string(&mut text)
             .unwrap();
         let rows: Vec<&str> = text.lines().skip(1).collect();
