@@ -132,11 +132,15 @@ async fn publishes_exactly_n_and_writes_load_csv() {
     let (mut acked, mut last_t, mut rows) = (0u64, 0u64, 0);
     for line in lines {
         let f: Vec<&str> = line.split(',').collect();
-        assert_eq!(f.len(), 14, "{line}");
+        assert_eq!(f.len(), 15, "{line}");
         let t: u64 = f[0].parse().unwrap();
         let window_ns: u64 = f[1].parse().unwrap();
-        assert!(t > last_t, "t_ns not increasing: {line}");
-        assert!(window_ns > 0 && window_ns <= 5_000_000, "{line}");
+        assert!(t > last_t || rows == 0, "t_ns not increasing: {line}");
+        // Stamped with the window start; the load ran `active_ns` of it.
+        assert_eq!(window_ns, 5_000_000, "{line}");
+        assert!(t.is_multiple_of(window_ns), "{line}");
+        let active_ns: u64 = f[14].parse().unwrap();
+        assert!(active_ns > 0 && active_ns <= window_ns, "{line}");
         assert_eq!(f[2], "js-pub");
         let a: u64 = f[3].parse().unwrap();
         acked += a;

@@ -134,3 +134,86 @@ fn btrfs_raid1_path_resolves_to_every_member() {
             >= 2
     );
 }
+
+/// One clock, one window convention: the probe's first write, after an idle gap on a quiet
+/// loop device, is in the same window of probe.csv (what the probe did) and of rates.csv
+/// (what the kernel counted): same `t_ns`, same `window_ns`. The probe's 50 ms ramp puts
+/// that write in the middle of a window, so the 1 ms sampling cannot smear it into the
+/// next one; a file stamped with the window end would be one window (100 ms) late.
+#[test]
+fn a_probe_write_is_in_the_same_window_of_probe_csv_and_rates_csv() {
+    if !can_use_loop_devices() {
+        return;
+    }
+    let lo = LoopDev::new("64M");
+    let out = tempfile::tempdir().unwrap();
+    let run = out.path().join("run");
+    let probe = format!(
+        "sleep 0.5 && exec {} probe --filename {} --allow-destructive --rw write --bs 4k \
+         --iodepth 1 --size 16M --ramp 50ms --runtime 300ms --time-based",
+        env!("CARGO_BIN_EXE_diskpulse"),
+        lo.dev
+    );
+    let o = diskpulse()
+        .args(["record", "--device", lo.name(), "--out"])
+        .arg(&run)
+        .args(["--", "sh", "-c", &probe])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = diskpulse()
+        .args(["report", "--no-charts", "--no-html", "--window", "100ms"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let probe = diskpulse::format::probe::read(&run)
+        .unwrap()
+        .expect("probe.csv");
+    let first_probe = probe["write"].iter().find(|r| r.ios > 0).expect("a write");
+    let rates = diskpulse::format::rates::read(&run).unwrap();
+    let first_rates = rates
+        .iter()
+        .find(|r| r.device == lo.name() && r.write_iops > 0.0)
+        .expect("writes on the device");
+    assert!(
+        first_probe.ramp,
+        "the first write is in the ramp: {first_probe:?}"
+    );
+    assert!(
+        first_probe.t_ns >= 400_000_000,
+        "after the idle gap: {first_probe:?}"
+    );
+    assert_eq!(
+        (first_probe.t_ns, first_probe.window_ns),
+        (first_rates.t_ns, first_rates.window_ns),
+        "probe.csv {first_probe:?}\nrates.csv {first_rates:?}"
+    );
+    // The write starts inside the window: the probe ran its last 50 ms.
+    assert!(
+        first_probe.active_ns <= 60_000_000 && first_probe.active_ns >= 40_000_000,
+        "{first_probe:?}"
+    );
+    // The window before it was idle in both files.
+    let before = first_rates.t_ns - first_rates.window_ns;
+    assert!(rates
+        .iter()
+        .any(|r| r.device == lo.name() && r.t_ns == before && r.write_iops == 0.0));
+    // And rates.csv places it on the wall clock.
+    let meta = diskpulse::format::meta::Meta::read(&run).unwrap();
+    assert_eq!(
+        first_rates.unix_ms,
+        (meta.clock_zero_unix_ns + first_rates.t_ns) / 1_000_000
+    );
+    let start_unix_ns = chrono::DateTime::parse_from_rfc3339(&meta.start_wall)
+        .unwrap()
+        .timestamp_nanos_opt()
+        .unwrap() as u64;
+    assert!(
+        meta.clock_zero_unix_ns.abs_diff(start_unix_ns) < 50_000_000,
+        "clock_zero_unix_ns {} vs start_wall {}",
+        meta.clock_zero_unix_ns,
+        meta.start_wall
+    );
+}

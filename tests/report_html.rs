@@ -124,16 +124,16 @@ fn add_extras(run: &Path) {
         ],
     });
     std::fs::write(run.join("check.json"), check.to_string()).unwrap();
-    let mut probe = String::from("t_ns,window_ns,direction,ios,bytes,short_ios,clat_mean_us,clat_p50_us,clat_p90_us,clat_p99_us,clat_p999_us,clat_max_us,lat_co_p50_us,lat_co_p99_us,lat_co_p999_us,lat_co_max_us,ramp\n");
+    let mut probe = format!("{}\n", diskpulse::format::probe::HEADER);
     for k in 1..=8u64 {
         let t = k * 100_000_000;
         probe += &format!(
-            "{t},100000000,write,100,409600,0,80,70,90,{},300,400,70,{},300,400,0\n",
+            "{t},100000000,write,100,409600,0,80,70,90,{},300,400,70,{},300,400,0,100000000\n",
             150 + k * 10,
             150 + k * 10
         );
         probe += &format!(
-            "{t},100000000,sync,100,0,0,900,800,1000,{},2000,3000,,,,,0\n",
+            "{t},100000000,sync,100,0,0,900,800,1000,{},2000,3000,,,,,0,100000000\n",
             1500 + k * 50
         );
     }
@@ -387,7 +387,7 @@ fn synth(dir: &Path) {
     use std::io::Write;
     std::fs::create_dir_all(dir).unwrap();
     let meta = serde_json::json!({
-        "format_version": 1, "tool": "diskpulse", "duration_ns": 2_000_000_000u64,
+        "format_version": diskpulse::format::FORMAT_VERSION, "tool": "diskpulse", "duration_ns": 2_000_000_000u64,
         "devices": [{"name": "syn0", "major": 250, "minor": 0, "why": "named"}],
         "samplers": {"diskstats": {"interval_us": 1000, "samples": 2000, "expected": 2000}},
     });

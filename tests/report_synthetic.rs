@@ -14,7 +14,7 @@ const MIB: u64 = 1 << 20;
 fn synth(dir: &Path, secs: u64, bursts: &[(u64, u64, u64)]) -> u64 {
     std::fs::create_dir_all(dir).unwrap();
     let meta = serde_json::json!({
-        "format_version": 1, "tool": "diskpulse", "duration_ns": secs * 1_000_000_000,
+        "format_version": diskpulse::format::FORMAT_VERSION, "tool": "diskpulse", "duration_ns": secs * 1_000_000_000,
         "devices": [{"name": "syn0", "major": 250, "minor": 0, "why": "named"}],
         "samplers": {"diskstats": {"interval_us": 1000}},
     });
@@ -122,12 +122,36 @@ fn reads_a_cut_off_recording() {
 }
 
 #[test]
+fn a_recording_of_another_format_version_is_refused_with_both_versions_named() {
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("run");
+    synth(&run, 2, &[(500, 50, 500)]);
+    let p = run.join("meta.json");
+    let mut meta = read_json(&p);
+    meta["format_version"] = serde_json::json!(1);
+    std::fs::write(&p, meta.to_string()).unwrap();
+    let o = diskpulse()
+        .args(["report", "--no-charts", "--no-html"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("format_version 1")
+            && err.contains(&format!("version {}", diskpulse::format::FORMAT_VERSION)),
+        "{err}"
+    );
+    assert!(!run.join("summary.json").exists());
+}
+
+#[test]
 fn write_time_that_wraps_at_32_bits_gives_the_true_await() {
     // 49.7 days of uptime: write_ms passes 2^32 mid-run. 1000 writes of 2 ms each.
     let d = tempfile::tempdir().unwrap();
     let run = d.path().join("run");
     std::fs::create_dir_all(&run).unwrap();
-    let meta = serde_json::json!({"format_version": 1, "tool": "diskpulse", "duration_ns": 1_000_000_000u64});
+    let meta = serde_json::json!({"format_version": diskpulse::format::FORMAT_VERSION, "tool": "diskpulse", "duration_ns": 1_000_000_000u64});
     std::fs::write(run.join("meta.json"), meta.to_string()).unwrap();
     let f = std::fs::File::create(run.join("diskstats.csv.gz")).unwrap();
     let mut gz = flate2::write::GzEncoder::new(f, flate2::Compression::fast());

@@ -1,6 +1,32 @@
 //! Draws diskpulse's timelines from plain series: several panels, one shared time
 //! axis, rendered to a standalone SVG string and to PNG bytes.
 //!
+//! # Decision: plotters draws, the envelope stays ours
+//! [plotters](https://docs.rs/plotters/0.3.7) (only its `svg_backend`) draws every
+//! element: it builds one chart per panel, maps values to pixels, draws the grid, the
+//! tick labels, the unit along the y axis, the time axis under the bottom panel, and
+//! writes the bands, lines, frames, legends and event markers as SVG. `resvg` then
+//! rasterizes that same SVG, so `timeline.png` is `timeline.svg` pixel for pixel.
+//!
+//! What stays ours, and why:
+//! - **The envelope** ([`envelope`], `shape.rs`): plotters has no min/max
+//!   downsampling; handing it 600,000 points would either average them away or write a
+//!   600,000-point polyline. We reduce to one column per pixel and give plotters the
+//!   band as polygons and the means as a line.
+//! - **The ticks** ([`nice_ticks`], [`time_ticks`]): plotters' float axes stop at the
+//!   data (the top line goes unlabelled) and count time in 1-2-5 seconds; ours widen
+//!   the axis to whole ticks and count in 15 s, 1 min, 5 min, labelled `m:ss`. They
+//!   reach plotters as its key points (`axis.rs`).
+//! - **The stacking** (`layout.rs`): panels, the rows of event labels and the
+//!   horizontal legend in each panel's title strip. plotters' legend is a box inside the
+//!   plot, where it would cover data (a spike, at worst).
+//! - **Text layout**: none of either. The SVG names the font family and resvg (or the
+//!   browser) lays the text out with the system's fonts; plotters' `ttf` feature
+//!   (font-kit) is off.
+//!
+//! plotters' SVG backend writes integer pixel coordinates and integer stroke widths:
+//! lines are 1 px (dashed overlays 2 px) and a band column is exactly one pixel wide.
+//!
 //! This crate knows nothing of `/proc`, NATS or recordings. The caller hands it
 //! [`Series`] of `(t_s, v)` pairs and gets an image back.
 //!
@@ -19,22 +45,28 @@
 //! samples in each pixel column. Averaging them would turn a single 1 ms burst at
 //! 1 GiB/s into a 2.5 MiB/s bump. So [`envelope`] keeps, per pixel column, the
 //! **min, max and mean** (and the count); the renderer draws min..max as a light band
-//! (one 1-px bar per column) and the mean as a line. The band reaches the exact peak of
-//! any sample, so a burst stays visible at any zoom. This holds for every [`Style`]
-//! once a series has more points than the plot has room for (more than two per column);
-//! below that the points are drawn as they are, which hides nothing either.
+//! (a polygon covering one 1-px bar per column) and the mean as a line. The band
+//! reaches the exact peak (to the pixel) of any sample, so a burst stays visible at
+//! any zoom. This holds for every [`Style`] once a series has more points than the
+//! plot has room for (more than two per column); below that the points are drawn as
+//! they are, which hides nothing either.
 //!
 //! In a downsampled series, a pixel column with no values breaks the line (a gap);
 //! in a series drawn point by point, a NaN breaks it.
 //!
 //! # Output
-//! The SVG is standalone: no external references, no scripts, no `id`s (so several
-//! charts can be inlined into one HTML page), fonts named by family
-//! (`DejaVu Sans, sans-serif`) and no XML prolog. [`render_png`] rasterizes that same
-//! SVG with `resvg`, using the system's fonts (see [`render_png`]).
+//! The SVG is plotters' and standalone: no external references, no scripts, no `id`s
+//! or classes (so several charts can be inlined into one HTML page), fonts named by
+//! family (`DejaVu Sans, sans-serif`) and no XML prolog. [`render_png`] rasterizes that
+//! same SVG with `resvg`, using the system's fonts (see [`render_png`]).
 
+mod axis;
 mod envelope;
+mod layout;
+mod panel;
 mod png;
+mod shape;
+mod style;
 mod svg;
 mod ticks;
 
@@ -109,8 +141,8 @@ pub struct Series {
     /// NaN = no value.
     pub v: Vec<f64>,
     pub style: Style,
-    /// Any SVG colour, e.g. "#1f77b4"; `None` picks from a palette by the series'
-    /// index in its panel.
+    /// Any SVG colour, e.g. "#1f77b4" or "teal"; `None` (or a string that is no
+    /// colour) picks from a palette by the series' index in its panel.
     pub color: Option<String>,
 }
 

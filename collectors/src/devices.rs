@@ -290,12 +290,9 @@ impl Resolver {
                 }
             }
         }
-        if let Ok(rd) = fs::read_dir(cls.join("slaves")) {
-            for e in rd.flatten() {
-                let s = e.file_name().to_string_lossy().into_owned();
-                if let Ok((_, sn)) = self.by_spec(&s) {
-                    self.add_rec(sn, &format!("slave of {name}"), out, seen, depth + 1);
-                }
+        for s in sys.slaves(&name) {
+            if let Ok((_, sn)) = self.by_spec(&s) {
+                self.add_rec(sn, &format!("slave of {name}"), out, seen, depth + 1);
             }
         }
     }

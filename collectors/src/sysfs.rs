@@ -142,7 +142,17 @@ impl BlockSysfs {
 
     /// The devices stacked on `name` (dm, md, bcache): `<name>/holders/*`, sorted.
     pub fn holders(&self, name: &str) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(self.dir(name).join("holders"))
+        self.links(name, "holders")
+    }
+
+    /// The devices `name` is stacked on (a dm or md device's members): `<name>/slaves/*`,
+    /// sorted.
+    pub fn slaves(&self, name: &str) -> Vec<String> {
+        self.links(name, "slaves")
+    }
+
+    fn links(&self, name: &str, dir: &str) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(self.dir(name).join(dir))
             .map(|rd| {
                 rd.flatten()
                     .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -219,6 +229,7 @@ mod tests {
         assert_eq!(s.partitions("sdz"), vec![("sdz1".to_string(), Some(p1))]);
         assert_eq!(s.holders("sdz"), ["dm-3"]);
         assert!(s.holders("sdz1").is_empty());
+        assert!(s.slaves("sdz").is_empty());
         let c = s.counters("sdz1").unwrap();
         assert_eq!(c.get(diskstats::F_READS), Some(5));
         assert_eq!(c.get(diskstats::F_SECTORS_WRITTEN), Some(56));

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
-use super::findings::{Level, Placed};
+use super::rules::{Level, Placed, Scope};
 use super::{DeviceFacts, Facts, FlushOutcome, TargetKind};
 use collectors::check::flush::Mode;
 use collectors::directio::LatencyNs;
@@ -29,7 +29,7 @@ const SHOWN: [&str; 7] = [
 fn counts(findings: &[Placed]) -> [usize; 4] {
     let mut c = [0; 4];
     for p in findings {
-        c[p.finding.level() as usize] += 1;
+        c[p.finding.level as usize] += 1;
     }
     c
 }
@@ -77,8 +77,8 @@ fn device_line(d: &DeviceFacts) -> String {
 
 fn push_finding(s: &mut String, p: &Placed) {
     let f = &p.finding;
-    let _ = writeln!(s, "  {}  {}", f.level().as_str(), f.message());
-    let _ = writeln!(s, "        -> {}", f.advice());
+    let _ = writeln!(s, "  {}  {}", f.level.as_str(), f.message);
+    let _ = writeln!(s, "        -> {}", f.advice);
 }
 
 fn lat_us(l: &LatencyNs, p: f64) -> f64 {
@@ -121,7 +121,7 @@ pub fn human(facts: &Facts, findings: &[Placed], exit_code: i32) -> String {
             for p in findings.iter().filter(|p| {
                 p.target == Some(ti)
                     && p.device.as_deref() == Some(&d.dev.name)
-                    && !p.finding.is_test()
+                    && p.finding.scope == Scope::Device
             }) {
                 push_finding(&mut s, p);
             }
@@ -158,7 +158,7 @@ pub fn human(facts: &Facts, findings: &[Placed], exit_code: i32) -> String {
         }
         for p in findings
             .iter()
-            .filter(|p| p.target == Some(ti) && (p.device.is_none() || p.finding.is_test()))
+            .filter(|p| p.target == Some(ti) && p.finding.scope != Scope::Device)
         {
             push_finding(&mut s, p);
         }
@@ -359,12 +359,12 @@ pub fn json(facts: &Facts, findings: &[Placed], exit_code: i32) -> Value {
         .iter()
         .map(|p| {
             json!({
-                "level": p.finding.level(),
-                "code": p.finding.code(),
+                "level": p.finding.level,
+                "code": p.finding.code,
                 "target": p.target.map(|i| facts.targets[i].arg.clone()),
                 "device": p.device,
-                "message": p.finding.message(),
-                "advice": p.finding.advice(),
+                "message": p.finding.message,
+                "advice": p.finding.advice,
             })
         })
         .collect();

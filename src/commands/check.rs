@@ -14,7 +14,7 @@ use std::time::Duration;
 use clap::Args;
 use collectors::check::flush;
 
-use crate::check::{self, findings, render, Options};
+use crate::check::{self, render, rules, Options};
 use crate::cli::parse_duration;
 use crate::usage;
 
@@ -85,8 +85,8 @@ pub fn run(a: CheckArgs) -> anyhow::Result<i32> {
         );
     }
     let facts = check::gather(targets, &o, &stop);
-    let found = findings::judge(&facts);
-    let mut code = findings::exit_code(&found, a.strict);
+    let found = rules::judge(&facts);
+    let mut code = rules::exit_code(&found, a.strict);
     if facts.interrupted || stop.load(Ordering::Relaxed) {
         code = 130;
     }

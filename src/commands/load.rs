@@ -234,7 +234,7 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     }
     let json = serde_json::json!({
         "run_id": run_id,
-        "mode": format!("{:?}", a.load.mode),
+        "mode": a.load.mode.cli_name(),
         "servers": a.load.connect.server_list().iter().map(|s| load::connect::redact_url(s)).collect::<Vec<_>>(),
         "auth": a.load.connect.describe(),
         "roles": roles,

@@ -1,18 +1,10 @@
 //! The collector: merges workers' windows into `RUN/load.csv` rows and their totals into
 //! the run's summary.
 //!
-//! ## `load.csv`
-//! ```text
-//! t_ns,window_ns,role,ops,bytes,errors,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,co_p50_us,co_p99_us,co_max_us
-//! ```
-//! One row per window (100 ms by default, aligned on the run clock) and role that saw
-//! anything. `t_ns` is the window's end, `window_ns` the part of the window the load ran
-//! (shorter for the first and last window), so `ops / window_ns` is a rate. Counts are
-//! per window (a column's sum is the run's total). `lat_*` and `co_*` are microseconds
-//! with one decimal, empty where the role has no latency (core publish) or the window
-//! none; `lat` is from the actual send, `co` from the intended start (see
-//! [`super::record`]). Rows are written once a window is 300 ms old (late workers'
-//! windows still fit) and flushed at once.
+//! `load.csv` (its columns, units and reader: [`crate::format::load`]): one row per
+//! window (aligned on the run clock, stamped with the window's start) and role that saw
+//! anything. Rows are written once a window is 300 ms old (late workers' windows still
+//! fit) and flushed at once.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -25,7 +17,8 @@ use tokio::sync::mpsc;
 use super::record::{ClientTotals, Msg, Role};
 use crate::recording::EventLog;
 
-pub const LOAD_CSV_HEADER: &str = "t_ns,window_ns,role,ops,bytes,errors,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,co_p50_us,co_p99_us,co_max_us";
+use crate::format::load::LoadRow;
+pub use crate::format::load::HEADER as LOAD_CSV_HEADER;
 
 /// How long after its end a window is written.
 const GRACE_NS: u64 = 300_000_000;
@@ -44,33 +37,36 @@ pub struct Collected {
     pub rows: u64,
 }
 
-fn us(h: &Histogram<u64>, q: f64) -> String {
+fn us(h: &Histogram<u64>, q: f64) -> Option<f64> {
     if h.is_empty() {
-        String::new()
+        None
     } else if q >= 1.0 {
-        format!("{:.1}", h.max() as f64 / 1e3)
+        Some(h.max() as f64 / 1e3)
     } else {
-        format!("{:.1}", h.value_at_quantile(q) as f64 / 1e3)
+        Some(h.value_at_quantile(q) as f64 / 1e3)
     }
 }
 
-/// Formats one load.csv row.
-fn row(t_ns: u64, window_ns: u64, role: Role, a: &Acc) -> String {
-    format!(
-        "{t_ns},{window_ns},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-        role.name(),
-        a.ops,
-        a.bytes,
-        a.errors,
-        us(&a.lat, 0.5),
-        us(&a.lat, 0.9),
-        us(&a.lat, 0.99),
-        us(&a.lat, 0.999),
-        us(&a.lat, 1.0),
-        us(&a.co, 0.5),
-        us(&a.co, 0.99),
-        us(&a.co, 1.0),
-    )
+/// One load.csv row: the window `[t_ns, t_ns + window_ns)` of which the load ran
+/// `active_ns`.
+fn row(t_ns: u64, window_ns: u64, active_ns: u64, role: Role, a: &Acc) -> LoadRow {
+    LoadRow {
+        t_ns,
+        window_ns,
+        role: role.name().to_string(),
+        ops: a.ops,
+        bytes: a.bytes,
+        errors: a.errors,
+        lat_p50_us: us(&a.lat, 0.5),
+        lat_p90_us: us(&a.lat, 0.9),
+        lat_p99_us: us(&a.lat, 0.99),
+        lat_p999_us: us(&a.lat, 0.999),
+        lat_max_us: us(&a.lat, 1.0),
+        co_p50_us: us(&a.co, 0.5),
+        co_p99_us: us(&a.co, 0.99),
+        co_max_us: us(&a.co, 1.0),
+        active_ns,
+    }
 }
 
 /// Runs until every sender is gone. `start_ns`: when the load began (clips the first
@@ -104,10 +100,11 @@ pub async fn collect(
     let mut rows = 0u64;
     let mut seen_kinds: std::collections::BTreeSet<(Role, &'static str)> = Default::default();
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+    // (window start, the part of the window the load ran)
     let clip = |w: u64, end: u64| -> (u64, u64) {
         let w0 = (w * window_ns).max(start_ns);
         let w1 = ((w + 1) * window_ns).min(end);
-        (w1, w1.saturating_sub(w0).max(1))
+        (w * window_ns, w1.saturating_sub(w0).max(1))
     };
     let mut write_ready = |pending: &mut BTreeMap<(u64, Role), Acc>,
                            upto_window: u64,
@@ -122,8 +119,8 @@ pub async fn collect(
         for k in keys {
             let a = pending.remove(&k).expect("key just listed");
             if let Some(o) = out.as_mut() {
-                let (t, len) = clip(k.0, end);
-                o.write_all(row(t, len, k.1, &a).as_bytes())?;
+                let (t, active) = clip(k.0, end);
+                o.write_all(row(t, window_ns, active, k.1, &a).to_line().as_bytes())?;
                 *rows += 1;
             }
         }

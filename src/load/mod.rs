@@ -67,6 +67,15 @@ pub enum Mode {
     ObjGet,
 }
 
+impl Mode {
+    /// The mode as the command line spells it (`js-pub`): what meta.json and events say.
+    pub fn cli_name(self) -> String {
+        self.to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_else(|| format!("{self:?}"))
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Storage {
     File,
@@ -606,7 +615,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     };
     env.events.event(
         "load_start",
-        serde_json::json!({"mode": format!("{:?}", a.mode), "clients": n_main,
+        serde_json::json!({"mode": a.mode.cli_name(), "clients": n_main,
             "servers": env.servers.iter().map(|s| connect::redact_url(s)).collect::<Vec<_>>()}),
     );
     let collector = tokio::spawn(collect::collect(
@@ -762,4 +771,16 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
             "client_capacity": capacity(w),
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mode_is_named_as_the_command_line_spells_it() {
+        assert_eq!(Mode::JsPub.cli_name(), "js-pub");
+        assert_eq!(Mode::ObjGet.cli_name(), "obj-get");
+        assert_eq!(Mode::Pub.cli_name(), "pub");
+    }
 }

@@ -1,5 +1,4 @@
-//! `RUN/events.jsonl`: one JSON object per line,
-//! `{"t_ns":..,"kind":"phase_start|device_gone|error|marker|..","detail":{..}}`.
+//! The writer of `RUN/events.jsonl` (the format and its reader: [`crate::format::events`]).
 //!
 //! Events are rare (phase changes, errors, devices that vanish), so each one is written
 //! and flushed at once: a crash loses none.
@@ -70,7 +69,14 @@ impl EventLog {
             self.errors
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        let line = serde_json::json!({"t_ns": t_ns, "kind": kind, "detail": detail});
+        let line = crate::format::events::Event {
+            t_ns,
+            kind: kind.to_string(),
+            detail,
+        };
+        let Ok(line) = serde_json::to_string(&line) else {
+            return;
+        };
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(w) = g.as_mut() {
             // An event log that cannot be written must not stop the run: the samplers

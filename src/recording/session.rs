@@ -2,9 +2,9 @@
 //! threads, and closes everything on [`Recording::finish`] (also from Drop, so an error
 //! path still leaves a readable recording).
 //!
-//! `meta.json` is written when the run starts (`"complete": false`) and rewritten at the
-//! end with the samplers' statistics; both writes go through a temporary file and a
-//! rename, so the file is always whole.
+//! `meta.json` ([`crate::format::meta`]) is written when the run starts (`"complete":
+//! false`) and rewritten at the end with the samplers' statistics; both writes go through
+//! a temporary file and a rename, so the file is always whole.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,9 +18,8 @@ use serde_json::{json, Value};
 
 use super::samplers::{self, DeviceFilter, SamplerThread};
 use super::EventLog;
-
-/// Current recording format.
-pub const FORMAT_VERSION: u32 = 1;
+use crate::format::meta::{Meta, MetaDevice, SamplerMeta, SamplerStats};
+pub use crate::format::FORMAT_VERSION;
 
 /// What to sample and how often.
 #[derive(Debug, Clone)]
@@ -40,7 +39,7 @@ pub struct Recording {
     pub events: EventLog,
     pub stop: Arc<AtomicBool>,
     threads: Vec<SamplerThread>,
-    meta: Value,
+    meta: Meta,
     finished: bool,
 }
 
@@ -76,12 +75,29 @@ pub fn redact_argv(argv: &[String]) -> Vec<String> {
     out
 }
 
-fn write_json_atomic(path: &Path, v: &Value) -> anyhow::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(v)?)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// The run's zero (`zero_monotonic_ns` on CLOCK_MONOTONIC) on the wall clock, ns since
+/// the epoch: CLOCK_REALTIME read on both sides of a CLOCK_MONOTONIC read, the
+/// tightest of three tries (off by less than a microsecond here).
+fn clock_zero_unix_ns(zero_monotonic_ns: u64) -> u64 {
+    let mut best = (u64::MAX, 0u64);
+    for _ in 0..3 {
+        let r0 = unix_now_ns();
+        let m = collectors::clock::monotonic_ns();
+        let r1 = unix_now_ns();
+        let gap = r1.saturating_sub(r0);
+        if gap < best.0 {
+            let mid = r0 + gap / 2;
+            best = (gap, mid.saturating_sub(m.saturating_sub(zero_monotonic_ns)));
+        }
+    }
+    best.1
 }
 
 fn hostname() -> String {
@@ -154,18 +170,16 @@ impl Recording {
             sysfs: PathBuf::from("/sys"),
             procfs: setup.procfs.clone(),
         };
-        let devices: Vec<Value> = setup
+        let devices: Vec<MetaDevice> = setup
             .devices
             .iter()
-            .map(|d| {
-                let q = resolver.queue_info(d);
-                let queue: serde_json::Map<String, Value> = q
-                    .attrs
-                    .into_iter()
-                    .map(|(k, v)| (k, Value::String(v)))
-                    .collect();
-                json!({"name": d.name, "major": d.num.major, "minor": d.num.minor,
-                       "why": d.why, "parent": d.parent, "queue": queue})
+            .map(|d| MetaDevice {
+                name: d.name.clone(),
+                major: d.num.major,
+                minor: d.num.minor,
+                why: Some(d.why.clone()),
+                parent: d.parent.clone(),
+                queue: resolver.queue_info(d).attrs.into_iter().collect(),
             })
             .collect();
         let filter = if setup.devices.is_empty() {
@@ -187,27 +201,62 @@ impl Recording {
         let source =
             samplers::DiskSource::auto(&setup.procfs, &PathBuf::from("/sys"), &filter, &names);
         let us = |d: Duration| d.as_micros() as u64;
-        let meta = json!({
-            "format_version": FORMAT_VERSION,
-            "tool": "diskpulse",
-            "version": env!("CARGO_PKG_VERSION"),
-            "argv": redact_argv(argv),
-            "host": hostname(),
-            "kernel": kernel(),
-            "start_wall": start_wall.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
-            "clock_zero_monotonic_ns": clock.zero_monotonic_ns(),
-            "user_hz": collectors::procstat::clock_ticks_per_s(),
-            "device_filter": if setup.devices.is_empty() { "all" } else { "listed" },
-            "devices": devices,
-            "samplers": {
-                "diskstats": {"file": "diskstats.csv.gz", "interval_us": us(setup.disk_interval),
-                              "source": source.describe()},
-                "meminfo": {"file": "meminfo.csv", "interval_us": us(setup.mem_interval)},
-                "cpu": {"file": "cpu.csv", "interval_us": us(setup.cpu_interval)},
-            },
-            "complete": false,
-        });
-        write_json_atomic(&dir.join("meta.json"), &meta)?;
+        let sampler = |file: &str, d: Duration, source: Option<String>| SamplerMeta {
+            file: file.to_string(),
+            interval_us: us(d),
+            source,
+            stats: None,
+        };
+        let meta = Meta {
+            format_version: FORMAT_VERSION,
+            tool: "diskpulse".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            argv: redact_argv(argv),
+            host: hostname(),
+            kernel: kernel(),
+            start_wall: start_wall.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
+            end_wall: None,
+            clock_zero_monotonic_ns: clock.zero_monotonic_ns(),
+            clock_zero_unix_ns: clock_zero_unix_ns(clock.zero_monotonic_ns()),
+            duration_ns: None,
+            user_hz: collectors::procstat::clock_ticks_per_s(),
+            device_filter: if setup.devices.is_empty() {
+                "all"
+            } else {
+                "listed"
+            }
+            .into(),
+            devices,
+            samplers: [
+                (
+                    "diskstats",
+                    sampler(
+                        crate::format::diskstats::FILE,
+                        setup.disk_interval,
+                        Some(source.describe()),
+                    ),
+                ),
+                (
+                    "meminfo",
+                    sampler(
+                        crate::format::procfs::MEMINFO_FILE,
+                        setup.mem_interval,
+                        None,
+                    ),
+                ),
+                (
+                    "cpu",
+                    sampler(crate::format::procfs::CPU_FILE, setup.cpu_interval, None),
+                ),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+            complete: false,
+            error_events: None,
+            sections: Default::default(),
+        };
+        meta.write(&dir.join(crate::format::meta::FILE))?;
 
         let mut rec = Recording {
             dir: dir.to_path_buf(),
@@ -264,8 +313,8 @@ impl Recording {
 
     /// Adds a top-level key to `meta.json` (broker, load options...); written at finish.
     pub fn set_meta(&mut self, key: &str, v: Value) -> anyhow::Result<()> {
-        self.meta[key] = v;
-        write_json_atomic(&self.dir.join("meta.json"), &self.meta)
+        self.meta.sections.insert(key.to_string(), v);
+        self.meta.write(&self.dir.join(crate::format::meta::FILE))
     }
 
     /// Stops the samplers, closes every file and completes `meta.json`.
@@ -278,12 +327,13 @@ impl Recording {
         self.stop.store(true, Ordering::SeqCst);
         self.events.event("record_stop", json!({}));
         let mut first_err: Option<anyhow::Error> = None;
-        let mut stats = serde_json::Map::new();
         for t in self.threads.drain(..) {
             let (name, _file, r) = t.join();
             match r {
                 Ok(s) => {
-                    stats.insert(name.to_string(), loop_stats_json(&s));
+                    if let Some(m) = self.meta.samplers.get_mut(name) {
+                        m.stats = Some(loop_stats(&s));
+                    }
                 }
                 Err(e) => {
                     self.events.error(name, "sampler", &format!("{e:#}"));
@@ -291,22 +341,15 @@ impl Recording {
                 }
             }
         }
-        for (k, v) in stats {
-            if let Some(obj) = self.meta["samplers"][&k].as_object_mut() {
-                if let Value::Object(m) = v {
-                    obj.extend(m);
-                }
-            }
-        }
-        self.meta["duration_ns"] = json!(self.clock.now_ns());
-        self.meta["end_wall"] =
-            json!(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true));
-        self.meta["error_events"] = json!(self.events.error_count());
-        self.meta["complete"] = json!(true);
-        write_json_atomic(&self.dir.join("meta.json"), &self.meta)?;
+        self.meta.duration_ns = Some(self.clock.now_ns());
+        self.meta.end_wall =
+            Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true));
+        self.meta.error_events = Some(self.events.error_count());
+        self.meta.complete = true;
+        self.meta.write(&self.dir.join(crate::format::meta::FILE))?;
         match first_err {
             Some(e) => Err(e),
-            None => Ok(self.meta.clone()),
+            None => Ok(serde_json::to_value(&self.meta)?),
         }
     }
 }
@@ -320,18 +363,18 @@ impl Drop for Recording {
 }
 
 /// A sampler loop's statistics as they go into `meta.json`.
-pub fn loop_stats_json(s: &LoopStats) -> Value {
+pub fn loop_stats(s: &LoopStats) -> SamplerStats {
     let wall = (s.ended_ns - s.started_ns).max(1) as f64;
-    json!({
-        "samples": s.samples,
-        "expected": s.expected,
-        "skipped": s.skipped,
-        "jitter_p50_us": s.jitter_us(0.5),
-        "jitter_p99_us": s.jitter_us(0.99),
-        "jitter_max_us": s.jitter.max() as f64 / 1000.0,
-        "thread_cpu_ns": s.thread_cpu_ns,
-        "cpu_share_of_core": s.thread_cpu_ns as f64 / wall,
-        "ns_per_sample_cpu": s.thread_cpu_ns as f64 / s.samples.max(1) as f64,
-        "realtime_priority": s.realtime,
-    })
+    SamplerStats {
+        samples: s.samples,
+        expected: s.expected,
+        skipped: s.skipped,
+        jitter_p50_us: s.jitter_us(0.5),
+        jitter_p99_us: s.jitter_us(0.99),
+        jitter_max_us: s.jitter.max() as f64 / 1000.0,
+        thread_cpu_ns: s.thread_cpu_ns,
+        cpu_share_of_core: s.thread_cpu_ns as f64 / wall,
+        ns_per_sample_cpu: s.thread_cpu_ns as f64 / s.samples.max(1) as f64,
+        realtime_priority: s.realtime,
+    }
 }

@@ -10,7 +10,8 @@
 use collectors::diskstats::{self as ds, counter_delta, MAX_FIELDS};
 use serde::Serialize;
 
-use super::run::DiskRows;
+use crate::format::diskstats::DiskRows;
+pub use crate::units::MIB;
 
 /// A counter's change over one interval between rows (`None`: no value, e.g. a reset).
 #[derive(Debug, Clone, Copy)]
@@ -148,34 +149,7 @@ pub fn ui_average(iv: &[Interval], width_ns: u64, duration_ns: u64) -> UiAverage
     }
 }
 
-/// One burst: a run of busy windows.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Burst {
-    pub start_s: f64,
-    pub duration_ms: f64,
-    pub bytes: f64,
-    /// Highest rate in one bin of the burst, MiB/s.
-    pub peak_mib_s: f64,
-}
-
-/// The burst finder's verdict on one series.
-#[derive(Debug, Clone, Serialize)]
-pub struct Bursts {
-    pub bin_ms: f64,
-    pub threshold_mib_s: f64,
-    pub count: usize,
-    /// Median time between burst starts, s (None: fewer than 2 bursts).
-    pub period_s: Option<f64>,
-    /// Coefficient of variation of the time between starts (stddev / mean).
-    pub period_cv: Option<f64>,
-    /// At least 3 bursts and period_cv < 0.25.
-    pub regular: bool,
-    pub mean_bytes: Option<f64>,
-    pub mean_duration_ms: Option<f64>,
-    /// Share of all bytes that were written inside bursts.
-    pub share_of_bytes: f64,
-    pub list: Vec<Burst>,
-}
+pub use crate::format::summary::{Burst, Bursts};
 
 /// Burst finder tuning.
 #[derive(Debug, Clone, Copy)]
@@ -330,8 +304,6 @@ fn merge_close(list: &[Burst], gap_s: f64) -> Vec<Burst> {
     }
     out
 }
-
-pub const MIB: f64 = 1024.0 * 1024.0;
 
 /// Sector fields -> bytes.
 pub const SECTOR_BYTES: f64 = 512.0;

@@ -5,15 +5,15 @@
 //! latency panels under the broker's; a run without them simply has no such panels. The finest series the recording
 //! holds go in as they are; the charts crate keeps min/max envelopes per pixel column.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
 use charts::{Marker, Panel, Series, Style, Timeline};
 use collectors::diskstats as ds;
 
 use super::analysis::{self, UiAverage, MIB};
-use super::run::{read_table_by, Run, Table};
+use super::run::Run;
 use super::{DeviceAnalysis, ReportOptions};
+use crate::format::fsync::FsyncRow;
+use crate::format::probe::ProbeRow;
+use crate::format::procfs::{CPU_COLUMNS, CPU_TICK_COLUMNS};
 
 /// Events drawn as markers (the others stay in events.jsonl and summary.json).
 const MARKER_KINDS: [&str; 13] = [
@@ -77,50 +77,63 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
     const ROLE_COLORS: [&str; 5] = ["#2ca02c", "#1f77b4", "#9467bd", "#ff7f0e", "#8c564b"];
     let mut rate_series = vec![];
     let mut lat_series = vec![];
-    for (i, (role, l)) in run.load.iter().enumerate() {
+    for (i, (role, rows)) in run.load.iter().enumerate() {
         let color = ROLE_COLORS[i % ROLE_COLORS.len()];
-        let t: Vec<f64> = l.t_ns.iter().map(|&t| t as f64 / 1e9).collect();
-        if let (Some(ops), Some(w)) = (l.col("ops"), l.col("window_ns")) {
-            // A window much shorter than the others (the first or last, clipped to the
-            // load) gives no meaningful rate: 169 acks in 0.3 ms is not 560k acks/s.
-            let mut ws: Vec<f64> = w.to_vec();
-            ws.sort_by(|a, b| a.total_cmp(b));
-            let typical = ws.get(ws.len() / 2).copied().unwrap_or(0.0);
-            let v = ops
-                .iter()
-                .zip(w)
-                .map(|(a, w)| {
-                    if *w >= typical / 2.0 {
-                        a / (w / 1e9)
-                    } else {
-                        f64::NAN
-                    }
-                })
-                .collect();
-            rate_series.push(series(
-                &format!("{role} ops/s"),
-                t.clone(),
-                v,
-                Style::Line,
-                color,
-            ));
-        }
-        for (c, label) in [("lat_p50_us", "p50"), ("lat_p99_us", "p99")] {
-            if let Some(v) = l.col(c) {
-                if v.iter().any(|x| x.is_finite()) {
-                    let style = if label == "p50" {
-                        Style::Line
-                    } else {
-                        Style::DashedLine
-                    };
-                    lat_series.push(series(
-                        &format!("{role} {label}"),
-                        t.clone(),
-                        v.to_vec(),
-                        style,
-                        color,
-                    ));
+        // A window's value is drawn at the middle of the part the load ran in it.
+        let n = rows.len();
+        let t: Vec<f64> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                // The first window is clipped at its start, the last at its end.
+                let from = if i == 0 && n > 1 {
+                    r.t_ns + r.window_ns.saturating_sub(r.active_ns)
+                } else {
+                    r.t_ns
+                };
+                (from + r.active_ns / 2) as f64 / 1e9
+            })
+            .collect();
+        // A window the load ran for much less than a whole one (the first or last)
+        // gives no meaningful rate: 169 acks in 0.3 ms is not 560k acks/s.
+        let v = rows
+            .iter()
+            .map(|r| {
+                if r.active_ns >= r.window_ns / 2 {
+                    r.ops_per_s()
+                } else {
+                    f64::NAN
                 }
+            })
+            .collect();
+        rate_series.push(series(
+            &format!("{role} ops/s"),
+            t.clone(),
+            v,
+            Style::Line,
+            color,
+        ));
+        for (label, pick) in [
+            (
+                "p50",
+                (|r: &crate::format::load::LoadRow| r.lat_p50_us) as fn(&_) -> _,
+            ),
+            ("p99", |r| r.lat_p99_us),
+        ] {
+            let v: Vec<f64> = rows.iter().map(|r| pick(r).unwrap_or(f64::NAN)).collect();
+            if v.iter().any(|x| x.is_finite()) {
+                let style = if label == "p50" {
+                    Style::Line
+                } else {
+                    Style::DashedLine
+                };
+                lat_series.push(series(
+                    &format!("{role} {label}"),
+                    t.clone(),
+                    v,
+                    style,
+                    color,
+                ));
             }
         }
     }
@@ -140,8 +153,8 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
             y_min_zero: true,
         });
     }
-    panels.extend(probe_panel(&run.dir));
-    panels.extend(fsync_panel(&run.dir));
+    panels.extend(run.probe.as_ref().and_then(probe_panel));
+    panels.extend(fsync_panel(&run.fsync));
     for (d, a) in run.disks.iter().zip(analyses) {
         // Idle devices (nothing read or written) get no panels of their own.
         if a.summary.write.bytes == 0.0 && a.summary.read.bytes == 0.0 {
@@ -232,8 +245,7 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
     }
     if let Some(c) = &run.cpu {
         if c.len() >= 2 {
-            let names =
-                &collectors::procstat::CPU_COLUMNS[..collectors::procstat::CPU_TICK_COLUMNS];
+            let names = &CPU_COLUMNS[..CPU_TICK_COLUMNS];
             let cols: Vec<&[f64]> = names.iter().filter_map(|n| c.col(n)).collect();
             if cols.len() == names.len() {
                 let mut t = vec![];
@@ -269,7 +281,7 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
         .filter(|e| MARKER_KINDS.contains(&e.kind.as_str()))
         .map(|e| Marker {
             t_s: e.t_ns as f64 / 1e9,
-            label: match (e.detail["phase"].as_str(), e.detail["node"].as_str()) {
+            label: match (e.detail_str("phase"), e.detail_str("node")) {
                 (Some(p), _) if e.kind == "phase_start" => p.to_string(),
                 (Some(p), _) if e.kind == "phase_end" => format!("{p} end"),
                 (_, Some(n)) => format!("{} {n}", e.kind),
@@ -290,24 +302,19 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
     }
 }
 
-/// `probe.csv` split by `direction` (`read`, `write`, `sync`); `None` when the run has no
-/// probe (or the file cannot be read: the panel is then left out, the rest of the report
-/// stands).
-pub fn read_probe(dir: &Path) -> Option<BTreeMap<String, Table>> {
-    let p = dir.join("probe.csv");
-    if !p.exists() {
-        return None;
+/// A probe latency quantile of a row: `p50`, `p90`, `p99`, `p999`, `max`, `mean`
+/// (completion latency, fio's clat), µs; NaN where the window had no completion.
+pub fn probe_lat(r: &ProbeRow, q: &str) -> f64 {
+    match q {
+        "mean" => r.clat_mean_us,
+        "p50" => r.clat_p50_us,
+        "p90" => r.clat_p90_us,
+        "p99" => r.clat_p99_us,
+        "p999" => r.clat_p999_us,
+        "max" => r.clat_max_us,
+        _ => None,
     }
-    read_table_by(&p, "direction")
-        .ok()
-        .filter(|m| m.values().any(|t| !t.is_empty()))
-}
-
-/// A probe latency column: `clat_*_us` (what the probe writes: completion latency, fio's
-/// clat), or `lat_*_us` as other per-window files name it.
-pub fn probe_lat<'a>(t: &'a Table, q: &str) -> Option<&'a [f64]> {
-    t.col(&format!("clat_{q}_us"))
-        .or_else(|| t.col(&format!("lat_{q}_us")))
+    .unwrap_or(f64::NAN)
 }
 
 fn direction_color(dir: &str) -> &'static str {
@@ -318,22 +325,24 @@ fn direction_color(dir: &str) -> &'static str {
     }
 }
 
-fn probe_panel(dir: &Path) -> Option<Panel> {
-    let probe = read_probe(dir)?;
+fn probe_panel(probe: &std::collections::BTreeMap<String, Vec<ProbeRow>>) -> Option<Panel> {
     let mut s = vec![];
-    for (direction, t) in &probe {
-        let ts: Vec<f64> = t.t_ns.iter().map(|&t| t as f64 / 1e9).collect();
+    for (direction, rows) in probe {
+        // A window's latency is drawn at the window's middle.
+        let ts: Vec<f64> = rows
+            .iter()
+            .map(|r| (r.t_ns + r.window_ns / 2) as f64 / 1e9)
+            .collect();
         for (q, style) in [("p50", Style::Line), ("p99", Style::DashedLine)] {
-            if let Some(v) = probe_lat(t, q) {
-                if v.iter().any(|x| x.is_finite()) {
-                    s.push(series(
-                        &format!("{direction} {q}"),
-                        ts.clone(),
-                        v.to_vec(),
-                        style,
-                        direction_color(direction),
-                    ));
-                }
+            let v: Vec<f64> = rows.iter().map(|r| probe_lat(r, q)).collect();
+            if v.iter().any(|x| x.is_finite()) {
+                s.push(series(
+                    &format!("{direction} {q}"),
+                    ts.clone(),
+                    v,
+                    style,
+                    direction_color(direction),
+                ));
             }
         }
     }
@@ -345,101 +354,16 @@ fn probe_panel(dir: &Path) -> Option<Panel> {
     })
 }
 
-/// One row of `fsync.csv`: one test (`diskpulse fsync`), its span on the run clock and
-/// its per-op latency (writes + sync), µs. Latencies are NaN where the test did not run.
-#[derive(Debug, Clone)]
-pub struct FsyncRow {
-    pub t_ns: u64,
-    pub t_end_ns: u64,
-    pub test: String,
-    pub status: String,
-    pub ops: f64,
-    pub ops_per_s: f64,
-    pub lat_p50_us: f64,
-    pub lat_p99_us: f64,
-    pub lat_max_us: f64,
-    /// The fdatasync/fsync call alone (NaN for tests without one).
-    pub sync_lat_p50_us: f64,
-    pub sync_lat_p99_us: f64,
-    pub reason: String,
-}
-
-/// Splits one CSV line; a field in double quotes may hold commas and `""`.
-fn split_csv(line: &str) -> Vec<String> {
-    let mut out = vec![];
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            '"' => quoted = !quoted,
-            ',' if !quoted => out.push(std::mem::take(&mut cur)),
-            c => cur.push(c),
-        }
-    }
-    out.push(cur);
-    out
-}
-
-/// Reads `fsync.csv` by its header (columns it lacks are NaN or empty); empty when the run
-/// has none. A row cut off by a crash (no newline, or too few fields) is left out.
-pub fn read_fsync(dir: &Path) -> Vec<FsyncRow> {
-    let Ok(text) = std::fs::read_to_string(dir.join("fsync.csv")) else {
-        return vec![];
-    };
-    let mut lines = text.split_inclusive('\n').filter(|l| l.ends_with('\n'));
-    let Some(header) = lines.next() else {
-        return vec![];
-    };
-    let cols = split_csv(header.trim_end());
-    let idx = |n: &str| cols.iter().position(|c| c == n);
-    let mut rows = vec![];
-    for line in lines {
-        let f = split_csv(line.trim_end_matches(['\n', '\r']));
-        if f.len() != cols.len() {
-            continue;
-        }
-        let s = |n: &str| idx(n).map(|i| f[i].clone()).unwrap_or_default();
-        let x = |n: &str| s(n).parse::<f64>().unwrap_or(f64::NAN);
-        let (Ok(t0), Ok(t1)) = (s("t_ns").parse::<u64>(), s("t_end_ns").parse::<u64>()) else {
-            continue;
-        };
-        rows.push(FsyncRow {
-            t_ns: t0,
-            t_end_ns: t1,
-            test: s("test"),
-            status: s("status"),
-            ops: x("ops"),
-            ops_per_s: x("ops_per_s"),
-            lat_p50_us: x("lat_p50_us"),
-            lat_p99_us: x("lat_p99_us"),
-            lat_max_us: x("lat_max_us"),
-            sync_lat_p50_us: x("sync_lat_p50_us"),
-            sync_lat_p99_us: x("sync_lat_p99_us"),
-            reason: s("reason"),
-        });
-    }
-    rows
-}
-
 /// Each fsync test as a level line over its span (p50 solid, p99 dashed), broken between
 /// tests: the table in report.html names them.
-fn fsync_panel(dir: &Path) -> Option<Panel> {
-    let rows = read_fsync(dir);
+fn fsync_panel(rows: &[FsyncRow]) -> Option<Panel> {
     let mut t = vec![];
     let (mut p50, mut p99) = (vec![], vec![]);
-    for r in rows.iter().filter(|r| r.lat_p50_us.is_finite()) {
+    for r in rows.iter().filter(|r| r.lat(|l| l.p50).is_finite()) {
+        let (a, b) = (r.lat(|l| l.p50), r.lat(|l| l.p99));
         for (ts, a, b) in [
-            (r.t_ns as f64 / 1e9, r.lat_p50_us, r.lat_p99_us),
-            (
-                r.t_end_ns.max(r.t_ns) as f64 / 1e9,
-                r.lat_p50_us,
-                r.lat_p99_us,
-            ),
+            (r.t_ns as f64 / 1e9, a, b),
+            (r.t_end_ns.max(r.t_ns) as f64 / 1e9, a, b),
             (r.t_end_ns.max(r.t_ns) as f64 / 1e9, f64::NAN, f64::NAN),
         ] {
             t.push(ts);
@@ -459,39 +383,4 @@ fn fsync_panel(dir: &Path) -> Option<Panel> {
         ],
         y_min_zero: true,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quoted_fields_keep_their_commas() {
-        assert_eq!(
-            split_csv(r#"1,2,a,"cut short, by ""Ctrl-C""",x"#),
-            vec!["1", "2", "a", r#"cut short, by "Ctrl-C""#, "x"]
-        );
-        assert_eq!(split_csv(""), vec![""]);
-    }
-
-    #[test]
-    fn fsync_rows_by_header_and_without_a_cut_off_tail() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(
-            d.path().join("fsync.csv"),
-            "t_ns,t_end_ns,test,status,ops,secs,ops_per_s,lat_min_us,lat_mean_us,lat_p50_us,lat_p99_us,lat_p999_us,lat_max_us,sync_lat_min_us,sync_lat_mean_us,sync_lat_p50_us,sync_lat_p99_us,sync_lat_p999_us,sync_lat_max_us,reason\n\
-             100,2000,one_8k.fdatasync,ok,500,1.0,500.0,1,2,3,4,5,6,1,1,2,3,4,5,\n\
-             2000,2000,one_8k.open_direct,n/a,,,,,,,,,,,,,,,,\"O_DIRECT refused, EINVAL\"\n\
-             3000,4000,two",
-        )
-        .unwrap();
-        let r = read_fsync(d.path());
-        assert_eq!(r.len(), 2);
-        assert_eq!(r[0].test, "one_8k.fdatasync");
-        assert_eq!(r[0].lat_p99_us, 4.0);
-        assert_eq!(r[0].sync_lat_p50_us, 2.0);
-        assert!(r[1].lat_p50_us.is_nan());
-        assert_eq!(r[1].reason, "O_DIRECT refused, EINVAL");
-        assert!(read_fsync(&d.path().join("none")).is_empty());
-    }
 }

@@ -3,8 +3,7 @@
 
 use std::path::Path;
 
-use serde_json::Value;
-
+use crate::format::study::StudyRun;
 use crate::report::html::escape as esc;
 use crate::report::{self, ReportOptions};
 
@@ -77,18 +76,12 @@ fn md_to_html(md: &str) -> String {
 }
 
 /// The whole study page.
-pub fn study_page(study: &Path, md: &str, runs: &[Value]) -> String {
+pub fn study_page(study: &Path, md: &str, runs: &[StudyRun]) -> String {
     let mut body = md_to_html(md);
     for r in runs {
-        let dir = study.join(r["dir"].as_str().unwrap_or(""));
         body.push_str(&run_fragment(
-            &dir,
-            &format!(
-                "{} r{} ({})",
-                r["cell"].as_str().unwrap_or(""),
-                r["repeat"],
-                r["status"].as_str().unwrap_or("")
-            ),
+            &study.join(&r.dir),
+            &format!("{} r{} ({})", r.cell, r.repeat, r.status),
         ));
     }
     crate::report::html::page(&format!("diskpulse study {}", study.display()), &[body])

@@ -44,6 +44,11 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
             }
         };
         let Some(op) = c.gen.next_op() else {
+            // --size reached: every I/O the job had was issued. The slot just taken was
+            // for an I/O that does not exist, so nothing after it counts as missed.
+            if let Some(d) = due {
+                c.end_ns = c.end_ns.min(d);
+            }
             return Ok(());
         };
         let t0 = monotonic_ns();

@@ -208,6 +208,11 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
                 }
             };
             let Some(op) = c.gen.next_op() else {
+                // --size reached: nothing after this slot counts as missed (as in the
+                // sync engine).
+                if c.sched.is_some() {
+                    c.end_ns = c.end_ns.min(intended);
+                }
                 issuing = false;
                 break;
             };

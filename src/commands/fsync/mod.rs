@@ -256,27 +256,9 @@ fn lat_values(l: &LatencyNs) -> [f64; 6] {
     ]
 }
 
-/// The header of `fsync.csv`.
+/// The header of `fsync.csv` (with newline; the columns: [`crate::format::fsync`]).
 pub fn csv_header() -> String {
-    let mut cols: Vec<String> = [
-        "t_ns",
-        "t_end_ns",
-        "test",
-        "status",
-        "ops",
-        "secs",
-        "ops_per_s",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    for prefix in ["lat", "sync_lat"] {
-        for f in LAT_FIELDS {
-            cols.push(format!("{prefix}_{f}_us"));
-        }
-    }
-    cols.push("reason".into());
-    cols.join(",") + "\n"
+    format!("{}\n", crate::format::fsync::HEADER)
 }
 
 fn status(o: &Outcome) -> &'static str {
@@ -305,42 +287,40 @@ fn reason(r: &Row) -> String {
     }
 }
 
-fn csv_quote(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// One row of `fsync.csv`: a test's start and end on the run clock, its ops and latencies
 /// (µs; empty where the test did not run or has no separate sync call).
 pub fn csv_row(r: &Row) -> String {
+    use crate::format::fsync::{FsyncRow, LatUs, Measured as Cols};
+    let lat = |l: &LatencyNs| {
+        let [min, mean, p50, p99, p999, max] = lat_values(l);
+        LatUs {
+            min,
+            mean,
+            p50,
+            p99,
+            p999,
+            max,
+        }
+    };
     let m = measured(&r.outcome);
     let (t0, t1) = m
         .map(|m| (m.start_t_ns, m.end_t_ns))
         .unwrap_or((r.t_ns, r.t_end_ns));
-    let mut cols = vec![
-        t0.to_string(),
-        t1.to_string(),
-        r.spec.full_id(),
-        status(&r.outcome).to_string(),
-    ];
-    match m {
-        Some(m) => {
-            cols.push(m.ops.to_string());
-            cols.push(format!("{:.6}", m.secs()));
-            cols.push(format!("{:.3}", m.ops_per_s()));
-            cols.extend(lat_values(&m.lat).iter().map(|v| format!("{v:.3}")));
-            match &m.sync_lat {
-                Some(s) => cols.extend(lat_values(s).iter().map(|v| format!("{v:.3}"))),
-                None => cols.extend(std::iter::repeat_n(String::new(), 6)),
-            }
-        }
-        None => cols.extend(std::iter::repeat_n(String::new(), 3 + 12)),
+    FsyncRow {
+        t_ns: t0,
+        t_end_ns: t1,
+        test: r.spec.full_id(),
+        status: status(&r.outcome).to_string(),
+        measured: m.map(|m| Cols {
+            ops: m.ops,
+            secs: m.secs(),
+            ops_per_s: m.ops_per_s(),
+            lat: lat(&m.lat),
+            sync_lat: m.sync_lat.as_ref().map(lat),
+        }),
+        reason: reason(r),
     }
-    cols.push(csv_quote(&reason(r)));
-    cols.join(",") + "\n"
+    .to_line()
 }
 
 /// Rounded to 3 decimals: µs to the ns, ops/s to a thousandth.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use collectors::clock::Clock;
 use collectors::devices::DevNum;
-use collectors::diskstats::{self, DiskCounters, DiskstatsReader, FIELD_NAMES, MAX_FIELDS};
+use collectors::diskstats::{self, DiskCounters, DiskstatsReader, MAX_FIELDS};
 use collectors::periodic;
 use collectors::sysfs::BlockSysfs;
 
@@ -61,14 +61,9 @@ impl Tracked {
     }
 }
 
-/// Header of `diskstats.csv.gz`.
+/// Header of `diskstats.csv.gz` (its columns and reader: [`crate::format::diskstats`]).
 pub fn diskstats_header() -> String {
-    let mut h = String::from("t_ns,device,major,minor");
-    for f in FIELD_NAMES {
-        h.push(',');
-        h.push_str(f);
-    }
-    h
+    crate::format::diskstats::header()
 }
 
 fn put_disk_row(buf: &mut Vec<u8>, t_ns: u64, d: &Tracked, c: &DiskCounters) {

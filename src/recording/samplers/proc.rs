@@ -42,11 +42,7 @@ pub fn spawn_proc<const N: usize>(
     let proc_path = proc_path.as_path();
     let mut pf = ProcFile::open(proc_path)
         .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", proc_path.display()))?;
-    let mut header = String::from("t_ns");
-    for c in columns {
-        header.push(',');
-        header.push_str(c);
-    }
+    let header = crate::format::procfs::header(&columns);
     let mut sink = ChunkSink::create(&out_dir.join(file), &header, false)?;
     let handle = std::thread::Builder::new()
         .name(name.into())

@@ -3,70 +3,13 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
-
 use super::escape;
-use crate::report::analysis::MIB;
-use crate::report::fmt_rate;
 
-pub(super) const NONE: &str = "–";
-
-/// Thousands separated, `decimals` after the point.
-pub(super) fn num(x: f64, decimals: usize) -> String {
-    if !x.is_finite() {
-        return NONE.into();
-    }
-    let t = format!("{:.*}", decimals, x.abs());
-    let (int, frac) = t.split_once('.').unwrap_or((&t, ""));
-    let mut out = String::new();
-    if x < 0.0 && t.bytes().any(|b| b.is_ascii_digit() && b != b'0') {
-        out.push('-');
-    }
-    for (i, c) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if !frac.is_empty() {
-        out.push('.');
-        out.push_str(frac);
-    }
-    out
-}
-
-/// Two or three significant digits (no decimals for a whole number), thousands
-/// separated above.
-pub(super) fn sig(x: f64) -> String {
-    let a = x.abs();
-    if !x.is_finite() {
-        NONE.into()
-    } else if a >= 100.0 || x == x.trunc() {
-        num(x, 0)
-    } else if a >= 10.0 {
-        num(x, 1)
-    } else {
-        num(x, 2)
-    }
-}
-
-pub(super) fn bytes(b: f64) -> String {
-    if !b.is_finite() {
-        NONE.into()
-    } else if b >= 1024.0 * MIB {
-        format!("{} GiB", sig(b / 1024.0 / MIB))
-    } else if b >= MIB {
-        format!("{} MiB", sig(b / MIB))
-    } else if b >= 1024.0 {
-        format!("{} KiB", sig(b / 1024.0))
-    } else {
-        format!("{} B", num(b, 0))
-    }
-}
+pub(super) use crate::units::{bytes, num, sig, NONE};
 
 pub(super) fn rate(mib_s: f64) -> String {
     if mib_s.is_finite() {
-        fmt_rate(mib_s)
+        crate::units::rate_mib_s(mib_s)
     } else {
         NONE.into()
     }
@@ -120,21 +63,8 @@ pub(super) fn pct(x: f64) -> String {
     }
 }
 
-pub(super) fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or(f64::NAN)
-}
-
 pub(super) fn opt(x: Option<f64>) -> f64 {
     x.unwrap_or(f64::NAN)
-}
-
-/// A JSON value as short text (strings without quotes; null as "–").
-pub(super) fn text(v: &Value) -> String {
-    match v {
-        Value::Null => NONE.into(),
-        Value::String(s) => s.clone(),
-        v => v.to_string(),
-    }
 }
 
 /// A cell: text (escaped when written) and whether it is a number (right-aligned).
@@ -197,7 +127,6 @@ mod tests {
 
     #[test]
     fn numbers_carry_units_and_no_value_is_a_dash() {
-        assert_eq!(num(1234567.891, 1), "1,234,567.9");
         assert_eq!(num(-1234.0, 0), "-1,234");
         assert_eq!(num(999.0, 0), "999");
         assert_eq!(us(850.0), "850 µs");

@@ -1,0 +1,452 @@
+//! `probe`'s flags: fio's vocabulary, `--preset`s, and their resolution into a
+//! [`Resolved`] job (explicit flag > preset > default), validated before anything is
+//! written.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use collectors::directio::SyncFlag;
+use collectors::probe::pace::RateProcess;
+use collectors::probe::{Engine, ProbeSpec, Rw, SyncKind};
+
+use crate::cli::{fmt_duration, parse_duration, parse_size};
+use crate::usage;
+
+/// Size of a file the probe creates when `--size` is not given.
+pub(super) const DEFAULT_SIZE: u64 = 256 << 20;
+
+#[derive(Args, Debug, Default)]
+#[command(after_help = "\
+Presets (explicit flags override them):
+  array-check  the storage study's fio job: --rw randrw --rwmixread 70 --bs 8k --iodepth 8
+               --ioengine io_uring --rate-iops 15000 --time-based --runtime 30s
+  wal          a write-ahead log: --rw write --bs 8k --iodepth 1 --ioengine sync --fdatasync 1
+               --direct 0 --time-based --runtime 10s --size 64MiB (buffered writes, fdatasync each)
+
+Examples:
+  diskpulse probe --filename /mnt/vol0/probe.dat --preset array-check
+  diskpulse probe --filename /mnt/vol0/probe.dat --rw randread --bs 4k --iodepth 32 --runtime 10s --time-based
+  diskpulse probe --filename /mnt/vol0/wal.dat --preset wal --output-format json
+  diskpulse record --path /mnt/vol0 -- diskpulse probe --filename /mnt/vol0/p.dat --preset array-check
+
+Exit codes: 0 done, 1 an I/O error (what was measured is still printed), 2 bad input or a
+refused target (nothing written), 130 interrupted (what was measured is printed).")]
+pub struct ProbeArgs {
+    /// File or block device to probe. A file that does not exist is created, laid out and
+    /// removed afterwards; an existing file is used and kept. A block device: read-only jobs
+    /// run as they are, jobs that write need --allow-destructive. Default:
+    /// diskpulse-probe-PID.dat in the current directory.
+    #[arg(long, value_name = "PATH")]
+    pub filename: Option<PathBuf>,
+    /// Bytes each job uses (0..size). Default: an existing file's or device's size, else 256MiB.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub size: Option<u64>,
+    /// read | write | randread | randwrite | rw | randrw (fio's --rw; default read).
+    #[arg(long, value_name = "MODE")]
+    pub rw: Option<String>,
+    /// Percentage of reads in a mixed job (rw, randrw). Default 50.
+    #[arg(long, value_name = "PCT")]
+    pub rwmixread: Option<f64>,
+    /// Percentage of writes in a mixed job (100 - rwmixread).
+    #[arg(long, value_name = "PCT", conflicts_with = "rwmixread")]
+    pub rwmixwrite: Option<f64>,
+    /// Block size, or READ,WRITE sizes (8k or 8k,64k). Default 4k.
+    #[arg(long, value_name = "SIZE[,SIZE]")]
+    pub bs: Option<String>,
+    /// I/Os in flight per job (needs --ioengine io_uring above 1). Default 1.
+    #[arg(long, value_name = "N")]
+    pub iodepth: Option<u32>,
+    /// Parallel jobs (threads), each with its own descriptor, buffers and ring. Default 1.
+    #[arg(long, value_name = "N")]
+    pub numjobs: Option<u32>,
+    /// sync (pread/pwrite, also "psync") or io_uring. Default: io_uring when --iodepth > 1,
+    /// else sync. Without this flag, a kernel that refuses io_uring gets sync at depth 1 (with
+    /// a warning); with it, the probe stops instead.
+    #[arg(long, value_name = "ENGINE")]
+    pub ioengine: Option<String>,
+    /// 1: O_DIRECT (default), 0: through the page cache.
+    #[arg(long, value_name = "0|1", num_args = 0..=1, default_missing_value = "1")]
+    pub direct: Option<String>,
+    /// Open flags for synchronous writes: none (default), dsync (O_DSYNC) or sync (O_SYNC).
+    #[arg(long, value_name = "MODE")]
+    pub sync: Option<String>,
+    /// fsync after every N writes.
+    #[arg(long, value_name = "N", conflicts_with = "fdatasync")]
+    pub fsync: Option<u32>,
+    /// fdatasync after every N writes.
+    #[arg(long, value_name = "N")]
+    pub fdatasync: Option<u32>,
+    /// TOTAL I/Os per second over all jobs and both directions, split by the mix: 15000 at
+    /// rwmixread 70 is 10500 reads + 4500 writes per second. (fio's --rate_iops applies one
+    /// value per direction and per job: the same job there is --rate_iops=10500,4500.)
+    /// Latency is then also measured from each I/O's intended start (lat_co).
+    #[arg(long, value_name = "IOPS")]
+    pub rate_iops: Option<f64>,
+    /// linear (even gaps) or poisson (exponential gaps, same mean). Default linear.
+    #[arg(long, value_name = "PROCESS")]
+    pub rate_process: Option<String>,
+    /// Measured time (after --ramp). Without --time-based the job also ends after --size bytes.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub runtime: Option<Duration>,
+    /// Run this long before measuring (I/O runs; statistics are not kept).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub ramp: Option<Duration>,
+    /// Run for all of --runtime, wrapping around the file (fio's time_based); without it a
+    /// job stops after --size bytes of I/O, like fio.
+    #[arg(long)]
+    pub time_based: bool,
+    /// Window of the per-window rows in probe.csv. Default 100ms.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub window: Option<Duration>,
+    /// array-check (the storage study's fio job) or wal (8 KiB writes, fdatasync each).
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+    /// normal (a summary) or json (fio's --output-format=json shape, plus lat_co_ns).
+    #[arg(long, value_name = "FORMAT", default_value = "normal")]
+    pub output_format: String,
+    /// Allow writing to a block device (it is still refused while mounted, held, or
+    /// carrying a file-system signature).
+    #[arg(long)]
+    pub allow_destructive: bool,
+    /// Job name in the JSON (fio's --name).
+    #[arg(long, default_value = "diskpulse")]
+    pub name: String,
+    /// Seed of the offset and mix generator (same seed, same offsets).
+    #[arg(long, default_value_t = 0x5EED_D15C)]
+    pub seed: u64,
+}
+
+/// A preset's values: each applies where the flag was not given.
+#[derive(Default)]
+struct Preset {
+    rw: Option<&'static str>,
+    rwmixread: Option<f64>,
+    bs: Option<&'static str>,
+    iodepth: Option<u32>,
+    ioengine: Option<&'static str>,
+    direct: Option<bool>,
+    fdatasync: Option<u32>,
+    rate_iops: Option<f64>,
+    time_based: bool,
+    runtime: Option<Duration>,
+    size: Option<u64>,
+}
+
+fn preset(name: &str) -> anyhow::Result<Preset> {
+    Ok(match name {
+        // ../shared/reference/nats-jetstream-on-e-series.txt, Appendix C: 15,000 IOPS,
+        // 8 KiB, 70/30 read/write, queue depth 8.
+        "array-check" => Preset {
+            rw: Some("randrw"),
+            rwmixread: Some(70.0),
+            bs: Some("8k"),
+            iodepth: Some(8),
+            ioengine: Some("io_uring"),
+            direct: Some(true),
+            rate_iops: Some(15_000.0),
+            time_based: true,
+            runtime: Some(Duration::from_secs(30)),
+            ..Default::default()
+        },
+        // What a broker's or database's log does: append 8 KiB, make it durable, repeat.
+        // Buffered like NATS, etcd and PostgreSQL write their logs.
+        "wal" => Preset {
+            rw: Some("write"),
+            bs: Some("8k"),
+            iodepth: Some(1),
+            ioengine: Some("sync"),
+            direct: Some(false),
+            fdatasync: Some(1),
+            time_based: true,
+            runtime: Some(Duration::from_secs(10)),
+            size: Some(64 << 20),
+            ..Default::default()
+        },
+        other => return Err(usage!("--preset takes array-check or wal; got '{other}'")),
+    })
+}
+
+/// Everything resolved from flags, preset and defaults.
+pub(crate) struct Resolved {
+    pub spec: ProbeSpec,
+    pub filename: PathBuf,
+    pub size: Option<u64>,
+    pub json: bool,
+    /// The user named the engine (no silent fallback).
+    pub engine_insisted: bool,
+    pub preset: Option<String>,
+    pub name: String,
+    pub allow_destructive: bool,
+}
+
+fn parse_bool01(flag: &str, s: &str) -> anyhow::Result<bool> {
+    match s {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(usage!("{flag} takes 0 or 1; got '{s}'")),
+    }
+}
+
+fn parse_bs(s: &str) -> anyhow::Result<[u64; 2]> {
+    let bad =
+        |why: String| usage!("--bs takes a size or READ,WRITE sizes like 8k or 8k,64k; {why}");
+    let parts: Vec<&str> = s.split(',').collect();
+    if parts.len() > 2 {
+        return Err(bad(format!("got '{s}'")));
+    }
+    let one = |p: &str| -> anyhow::Result<u64> {
+        let v = parse_size(p).map_err(|_| bad(format!("got '{s}'")))?;
+        if v == 0 {
+            return Err(bad(format!("got '{s}' (0 bytes)")));
+        }
+        Ok(v)
+    };
+    let r = one(parts[0])?;
+    // fio: "--bs 8k," keeps the write size at the read size.
+    let w = match parts.get(1) {
+        Some(p) if !p.is_empty() => one(p)?,
+        _ => r,
+    };
+    Ok([r, w])
+}
+
+pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
+    let p = match &a.preset {
+        Some(n) => preset(n)?,
+        None => Preset::default(),
+    };
+    let rw_s = a.rw.as_deref().or(p.rw).unwrap_or("read");
+    let rw = Rw::parse(rw_s).ok_or_else(|| {
+        usage!("--rw takes read, write, randread, randwrite, rw or randrw; got '{rw_s}'")
+    })?;
+    let rwmixread = match (a.rwmixread, a.rwmixwrite) {
+        (Some(r), _) => r,
+        (None, Some(w)) => 100.0 - w,
+        (None, None) => p.rwmixread.unwrap_or(50.0),
+    };
+    if !(0.0..=100.0).contains(&rwmixread) {
+        return Err(usage!(
+            "--rwmixread takes a percentage from 0 to 100; got {rwmixread}"
+        ));
+    }
+    let bs = parse_bs(a.bs.as_deref().or(p.bs).unwrap_or("4k"))?;
+    let iodepth = a.iodepth.or(p.iodepth).unwrap_or(1);
+    if !(1..=4096).contains(&iodepth) {
+        return Err(usage!("--iodepth takes 1 to 4096; got {iodepth}"));
+    }
+    let numjobs = a.numjobs.unwrap_or(1);
+    if !(1..=256).contains(&numjobs) {
+        return Err(usage!("--numjobs takes 1 to 256; got {numjobs}"));
+    }
+    let engine_insisted = a.ioengine.is_some();
+    let engine = match a.ioengine.as_deref().or(p.ioengine) {
+        Some("sync") | Some("psync") | Some("pvsync") => Engine::Sync,
+        Some("io_uring") => Engine::IoUring,
+        Some(other) => {
+            return Err(usage!(
+                "--ioengine takes sync (pread/pwrite) or io_uring; got '{other}'"
+            ))
+        }
+        None if iodepth > 1 => Engine::IoUring,
+        None => Engine::Sync,
+    };
+    if engine == Engine::Sync && iodepth > 1 {
+        return Err(usage!(
+            "--iodepth {iodepth} needs --ioengine io_uring: the sync engine does one I/O at a time"
+        ));
+    }
+    let direct = match &a.direct {
+        Some(s) => parse_bool01("--direct", s)?,
+        None => p.direct.unwrap_or(true),
+    };
+    let sync = match a.sync.as_deref() {
+        None | Some("none") | Some("0") => SyncFlag::None,
+        Some("dsync") => SyncFlag::Dsync,
+        Some("sync") | Some("1") => SyncFlag::Sync,
+        Some(o) => return Err(usage!("--sync takes none, dsync or sync; got '{o}'")),
+    };
+    let fsync = match (a.fsync, a.fdatasync, p.fdatasync) {
+        (Some(0), _, _) | (_, Some(0), _) => None,
+        (Some(n), _, _) => Some((n, SyncKind::Fsync)),
+        (None, Some(n), _) => Some((n, SyncKind::Fdatasync)),
+        (None, None, Some(n)) => Some((n, SyncKind::Fdatasync)),
+        _ => None,
+    };
+    if fsync.is_some() && !rw.writes() {
+        return Err(usage!(
+            "--fsync/--fdatasync sync after writes, but --rw {} does not write",
+            rw.name()
+        ));
+    }
+    let rate_iops = a.rate_iops.or(p.rate_iops);
+    if let Some(r) = rate_iops {
+        if !(r.is_finite() && r > 0.0 && r <= 10_000_000.0) {
+            return Err(usage!(
+                "--rate-iops takes a total rate above 0 (I/Os per second); got {r}"
+            ));
+        }
+    }
+    let rate_process = match a.rate_process.as_deref() {
+        None | Some("linear") => RateProcess::Linear,
+        Some("poisson") => RateProcess::Poisson,
+        Some(o) => return Err(usage!("--rate-process takes linear or poisson; got '{o}'")),
+    };
+    let time_based = a.time_based || p.time_based;
+    let runtime = a.runtime.or(p.runtime);
+    if time_based && runtime.is_none() {
+        return Err(usage!(
+            "--time-based needs --runtime (how long to run), e.g. --runtime 30s"
+        ));
+    }
+    if runtime == Some(Duration::ZERO) {
+        return Err(usage!("--runtime must be above 0"));
+    }
+    let window = a.window.unwrap_or(Duration::from_millis(100));
+    if window < Duration::from_millis(1) {
+        return Err(usage!(
+            "--window takes 1ms or more; got {}",
+            fmt_duration(window)
+        ));
+    }
+    let json = match a.output_format.as_str() {
+        "normal" => false,
+        "json" => true,
+        o => return Err(usage!("--output-format takes normal or json; got '{o}'")),
+    };
+    let size = a.size.or(p.size);
+    if let Some(s) = size {
+        let big = bs[0].max(bs[1]);
+        if s < big {
+            return Err(usage!(
+                "--size {s} is smaller than the block size ({big} bytes)"
+            ));
+        }
+    }
+    let filename = a
+        .filename
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("diskpulse-probe-{}.dat", std::process::id())));
+    Ok(Resolved {
+        spec: ProbeSpec {
+            rw,
+            rwmixread,
+            bs,
+            iodepth,
+            numjobs,
+            engine,
+            direct,
+            sync,
+            fsync,
+            rate_iops,
+            rate_process,
+            runtime_ns: runtime.map(|d| d.as_nanos() as u64),
+            ramp_ns: a.ramp.map(|d| d.as_nanos() as u64).unwrap_or(0),
+            time_based,
+            window_ns: window.as_nanos() as u64,
+            seed: a.seed,
+            grid_zero_ns: None,
+        },
+        filename,
+        size,
+        json,
+        engine_insisted,
+        preset: a.preset.clone(),
+        name: a.name.clone(),
+        allow_destructive: a.allow_destructive,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: ProbeArgs,
+    }
+
+    fn res(args: &[&str]) -> anyhow::Result<Resolved> {
+        let mut v = vec!["t"];
+        v.extend_from_slice(args);
+        resolve(&T::try_parse_from(v).unwrap().a)
+    }
+
+    fn usage_text(args: &[&str]) -> String {
+        let e = res(args).err().expect("an error");
+        assert!(e.downcast_ref::<crate::cli::UsageError>().is_some(), "{e}");
+        e.to_string()
+    }
+
+    #[test]
+    fn preset_array_check_is_the_studys_job_and_flags_override_it() {
+        let r = res(&["--preset", "array-check"]).unwrap();
+        let s = &r.spec;
+        assert_eq!(s.rw, Rw::RandRw);
+        assert_eq!(s.rwmixread, 70.0);
+        assert_eq!(s.bs, [8192, 8192]);
+        assert_eq!(s.iodepth, 8);
+        assert_eq!(s.engine, Engine::IoUring);
+        assert_eq!(s.rate_iops, Some(15_000.0));
+        assert!(s.time_based && s.direct);
+        assert!(!r.engine_insisted);
+        let r = res(&[
+            "--preset",
+            "array-check",
+            "--iodepth",
+            "16",
+            "--rate-iops",
+            "1000",
+        ])
+        .unwrap();
+        assert_eq!(r.spec.iodepth, 16);
+        assert_eq!(r.spec.rate_iops, Some(1000.0));
+        assert_eq!(r.spec.bs, [8192, 8192]);
+    }
+
+    #[test]
+    fn preset_wal_syncs_every_write() {
+        let s = res(&["--preset", "wal"]).unwrap().spec;
+        assert_eq!(s.rw, Rw::Write);
+        assert_eq!(s.fsync, Some((1, SyncKind::Fdatasync)));
+        assert_eq!(s.engine, Engine::Sync);
+        assert!(!s.direct);
+        let s = res(&["--preset", "wal", "--direct"]).unwrap().spec;
+        assert!(s.direct);
+        let s = res(&["--preset", "wal", "--fsync", "4"]).unwrap().spec;
+        assert_eq!(s.fsync, Some((4, SyncKind::Fsync)));
+    }
+
+    #[test]
+    fn bs_takes_one_or_two_sizes() {
+        assert_eq!(res(&["--bs", "8k,64k"]).unwrap().spec.bs, [8192, 65536]);
+        assert_eq!(res(&["--bs", "16k"]).unwrap().spec.bs, [16384, 16384]);
+        assert!(usage_text(&["--bs", "8q"]).contains("'8q'"));
+        assert!(usage_text(&["--bs", "0"]).contains("0 bytes"));
+    }
+
+    #[test]
+    fn bad_combinations_are_usage_errors() {
+        assert!(usage_text(&["--ioengine", "sync", "--iodepth", "8"]).contains("io_uring"));
+        assert!(usage_text(&["--rw", "randread", "--fsync", "1"]).contains("does not write"));
+        assert!(usage_text(&["--time-based"]).contains("--runtime"));
+        assert!(usage_text(&["--rwmixread", "120"]).contains("120"));
+        assert!(usage_text(&["--rw", "sideways"]).contains("'sideways'"));
+        assert!(usage_text(&["--preset", "nope"]).contains("array-check"));
+        assert!(usage_text(&["--rate-iops", "0"]).contains("--rate-iops"));
+        assert!(usage_text(&["--direct", "2"]).contains("--direct"));
+        assert!(usage_text(&["--size", "4k", "--bs", "8k"]).contains("smaller"));
+    }
+
+    #[test]
+    fn engine_follows_depth_unless_named() {
+        assert_eq!(
+            res(&["--iodepth", "4"]).unwrap().spec.engine,
+            Engine::IoUring
+        );
+        assert_eq!(res(&[]).unwrap().spec.engine, Engine::Sync);
+        assert!(res(&["--ioengine", "io_uring"]).unwrap().engine_insisted);
+    }
+}

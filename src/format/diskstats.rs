@@ -1,0 +1,94 @@
+//! `diskstats.csv.gz`: the raw block-device counters, every sample of the 1 ms sampler
+//! (written by `recording::samplers`, which formats rows with itoa into a reused buffer:
+//! no allocation per sample; the header comes from here).
+//!
+//! Columns: `t_ns,device,major,minor` then the 17 counters of [`collectors::diskstats`]
+//! in kernel order ([`FIELD_NAMES`]): `reads,reads_merged,sectors_read,read_ms,writes,
+//! writes_merged,sectors_written,write_ms,in_flight,io_ms,weighted_io_ms,discards,
+//! discards_merged,sectors_discarded,discard_ms,flushes,flush_ms`. Units: sectors are
+//! 512 B; `*_ms` are milliseconds and wrap at 2^32; `in_flight` is a gauge, the rest
+//! counters since boot. A cell is empty where the kernel prints fewer fields (discards
+//! before 4.18, flushes before 5.5). `t_ns` is the sample's instant (not a window). A
+//! device's row is written when a counter changed since its previous sample, together
+//! with that previous sample if it was not written, and at least once a second: the
+//! difference of two consecutive rows is always exact. Gzip, as a series of whole members
+//! (one per flush of `recording::writer`, about 5 a second), so
+//! `zcat` reads a recording cut by `kill -9` up to its last whole member.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub use collectors::diskstats::{FIELD_NAMES, MAX_FIELDS};
+
+use super::csv::for_each_line;
+
+pub const FILE: &str = "diskstats.csv.gz";
+
+/// The columns before the counters.
+pub const KEY_COLUMNS: [&str; 4] = ["t_ns", "device", "major", "minor"];
+
+/// Every column, in file order.
+pub fn columns() -> Vec<&'static str> {
+    KEY_COLUMNS
+        .iter()
+        .chain(FIELD_NAMES.iter())
+        .copied()
+        .collect()
+}
+
+/// The header line (without newline).
+pub fn header() -> String {
+    columns().join(",")
+}
+
+/// The raw rows of one device.
+#[derive(Debug, Clone, Default)]
+pub struct DiskRows {
+    pub name: String,
+    pub major: u32,
+    pub minor: u32,
+    pub t_ns: Vec<u64>,
+    /// Counters per row; `None` where the kernel did not print the field.
+    pub f: Vec<[Option<u64>; MAX_FIELDS]>,
+}
+
+/// Reads `diskstats.csv.gz` (or a plain `diskstats.csv`) grouped by device, in order of
+/// first appearance; a recording cut off is read up to its last whole row.
+pub fn read(p: &Path) -> anyhow::Result<Vec<DiskRows>> {
+    let mut by: BTreeMap<String, DiskRows> = BTreeMap::new();
+    let mut order: Vec<String> = vec![];
+    let mut first = true;
+    for_each_line(p, |line| {
+        if first {
+            first = false;
+            return;
+        }
+        let mut it = line.split(',');
+        let (Some(t), Some(name), Some(ma), Some(mi)) =
+            (it.next(), it.next(), it.next(), it.next())
+        else {
+            return;
+        };
+        let (Ok(t), Ok(ma), Ok(mi)) = (t.parse::<u64>(), ma.parse::<u32>(), mi.parse::<u32>())
+        else {
+            return;
+        };
+        let mut f = [None; MAX_FIELDS];
+        for (i, v) in it.take(MAX_FIELDS).enumerate() {
+            f[i] = v.parse::<u64>().ok();
+        }
+        let d = by.entry(name.to_string()).or_insert_with(|| {
+            order.push(name.to_string());
+            DiskRows {
+                name: name.to_string(),
+                major: ma,
+                minor: mi,
+                ..Default::default()
+            }
+        });
+        d.t_ns.push(t);
+        d.f.push(f);
+    })
+    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
+    Ok(order.into_iter().filter_map(|n| by.remove(&n)).collect())
+}

@@ -1,0 +1,142 @@
+//! `load.csv`: the load generator (`diskpulse load`, demo, a scenario's load phase), one
+//! row per stats window (`--stats-window`, 100 ms) and role that did anything.
+//!
+//! - `t_ns`: the window's START on the run clock; windows are multiples of `window_ns`
+//!   from the run's zero (see [`super`]), the row covers `[t_ns, t_ns + window_ns)`.
+//! - `window_ns`: the window's length.
+//! - `role`: `pub`, `sub`, `request`, `reply`, `cast`, `js-pub`, `js-consume`, `kv-put`,
+//!   `kv-get`, `obj-put`, `obj-get`.
+//! - `ops`, `bytes`, `errors`: counts in the window (a column's sum is the run's total).
+//! - `lat_p50_us`, `lat_p90_us`, `lat_p99_us`, `lat_p999_us`, `lat_max_us`: latency
+//!   from the actual send, µs with one decimal; empty for roles without latency (core
+//!   publish) or a window without any.
+//! - `co_p50_us`, `co_p99_us`, `co_max_us`: latency from the intended start (µs).
+//! - `active_ns`: the part of the window the load ran (shorter than `window_ns` in the
+//!   first and last window), so `ops / active_ns` is the rate while it ran.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::csv::{line, read_rows};
+
+pub const FILE: &str = "load.csv";
+
+/// The header: every column, in file order (the one list writers and readers use).
+pub const HEADER: &str = "t_ns,window_ns,role,ops,bytes,errors,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,co_p50_us,co_p99_us,co_max_us,active_ns";
+
+/// The columns of [`HEADER`].
+pub fn columns() -> Vec<&'static str> {
+    HEADER.split(',').collect()
+}
+
+/// One row of `load.csv`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadRow {
+    pub t_ns: u64,
+    pub window_ns: u64,
+    pub role: String,
+    pub ops: u64,
+    pub bytes: u64,
+    pub errors: u64,
+    pub lat_p50_us: Option<f64>,
+    pub lat_p90_us: Option<f64>,
+    pub lat_p99_us: Option<f64>,
+    pub lat_p999_us: Option<f64>,
+    pub lat_max_us: Option<f64>,
+    pub co_p50_us: Option<f64>,
+    pub co_p99_us: Option<f64>,
+    pub co_max_us: Option<f64>,
+    pub active_ns: u64,
+}
+
+fn us(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.1}")).unwrap_or_default()
+}
+
+impl LoadRow {
+    /// The row as a CSV line, with its newline.
+    pub fn to_line(&self) -> String {
+        line(&[
+            self.t_ns.to_string(),
+            self.window_ns.to_string(),
+            self.role.clone(),
+            self.ops.to_string(),
+            self.bytes.to_string(),
+            self.errors.to_string(),
+            us(self.lat_p50_us),
+            us(self.lat_p90_us),
+            us(self.lat_p99_us),
+            us(self.lat_p999_us),
+            us(self.lat_max_us),
+            us(self.co_p50_us),
+            us(self.co_p99_us),
+            us(self.co_max_us),
+            self.active_ns.to_string(),
+        ])
+    }
+
+    /// Ops per second while the role ran in this window.
+    pub fn ops_per_s(&self) -> f64 {
+        self.ops as f64 / (self.active_ns.max(1) as f64 / 1e9)
+    }
+}
+
+/// Reads `load.csv` (nothing when the run has none), split by role, rows in file order.
+pub fn read(dir: &Path) -> anyhow::Result<BTreeMap<String, Vec<LoadRow>>> {
+    let mut out: BTreeMap<String, Vec<LoadRow>> = BTreeMap::new();
+    read_rows(&dir.join(FILE), |c| {
+        let (Some(t_ns), Some(window_ns)) = (c.u64("t_ns"), c.u64("window_ns")) else {
+            return;
+        };
+        let row = LoadRow {
+            t_ns,
+            window_ns,
+            role: c.str("role").to_string(),
+            ops: c.u64("ops").unwrap_or(0),
+            bytes: c.u64("bytes").unwrap_or(0),
+            errors: c.u64("errors").unwrap_or(0),
+            lat_p50_us: c.f64("lat_p50_us"),
+            lat_p90_us: c.f64("lat_p90_us"),
+            lat_p99_us: c.f64("lat_p99_us"),
+            lat_p999_us: c.f64("lat_p999_us"),
+            lat_max_us: c.f64("lat_max_us"),
+            co_p50_us: c.f64("co_p50_us"),
+            co_p99_us: c.f64("co_p99_us"),
+            co_max_us: c.f64("co_max_us"),
+            active_ns: c.u64("active_ns").unwrap_or(window_ns),
+        };
+        out.entry(row.role.clone()).or_default().push(row);
+    })?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_reads_back_as_written() {
+        let d = tempfile::tempdir().unwrap();
+        let r = LoadRow {
+            t_ns: 200_000_000,
+            window_ns: 100_000_000,
+            role: "js-pub".into(),
+            ops: 12,
+            bytes: 1536,
+            errors: 0,
+            lat_p50_us: Some(101.5),
+            lat_p99_us: Some(350.0),
+            active_ns: 40_000_000,
+            ..Default::default()
+        };
+        let text = format!("{}\n{}", HEADER, r.to_line());
+        assert_eq!(
+            text.lines().nth(1).unwrap().split(',').count(),
+            columns().len()
+        );
+        std::fs::write(d.path().join(FILE), text).unwrap();
+        let back = read(d.path()).unwrap();
+        assert_eq!(back["js-pub"], vec![r.clone()]);
+        assert_eq!(r.ops_per_s(), 300.0);
+    }
+}

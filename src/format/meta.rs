@@ -1,0 +1,257 @@
+//! `meta.json`: what the run is. Written by `recording::session` when the run starts
+//! (`"complete": false`) and again at its end (with the samplers' statistics), each time
+//! through a temporary file and a rename, so the file is always whole. Other parts of
+//! diskpulse add their sections (`broker`, `broker_nodes`, `load`, `phases`) through
+//! `Recording::set_meta`; [`Meta`] reads back the parts diskpulse uses by type.
+//!
+//! Units: `*_ns` nanoseconds, `*_us` microseconds; `start_wall`/`end_wall` RFC 3339 with
+//! ns; `clock_zero_monotonic_ns` is the run's zero on CLOCK_MONOTONIC and
+//! `clock_zero_unix_ns` the same instant in ns since the Unix epoch (read next to it), so
+//! `unix_ns = clock_zero_unix_ns + t_ns` for every `t_ns` of the run.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub const FILE: &str = "meta.json";
+
+/// The keys `queue` may hold: sysfs queue attributes of the (whole) disk, its identity,
+/// a loop device's backing file and the device's size in 512-byte sectors (written by
+/// `collectors::devices::Resolver::queue_info`; an attribute the kernel lacks is absent).
+pub const QUEUE_KEYS: [&str; 14] = [
+    "write_cache",
+    "fua",
+    "rotational",
+    "scheduler",
+    "logical_block_size",
+    "physical_block_size",
+    "nr_requests",
+    "read_ahead_kb",
+    "max_sectors_kb",
+    "discard_max_bytes",
+    "model",
+    "vendor",
+    "loop_backing_file",
+    "size_sectors",
+];
+
+/// A recorded device and its sysfs queue attributes (strings, as sysfs prints them).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MetaDevice {
+    pub name: String,
+    pub major: u32,
+    pub minor: u32,
+    pub why: Option<String>,
+    pub parent: Option<String>,
+    #[serde(default)]
+    pub queue: BTreeMap<String, String>,
+}
+
+/// A sampler loop's statistics at the end of the run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SamplerStats {
+    pub samples: u64,
+    pub expected: u64,
+    pub skipped: u64,
+    pub jitter_p50_us: f64,
+    pub jitter_p99_us: f64,
+    pub jitter_max_us: f64,
+    pub thread_cpu_ns: u64,
+    pub cpu_share_of_core: f64,
+    pub ns_per_sample_cpu: f64,
+    pub realtime_priority: bool,
+}
+
+/// One sampler: its file and interval, where diskstats come from, and (once the run
+/// ended) its loop statistics.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct SamplerMeta {
+    pub file: String,
+    pub interval_us: u64,
+    /// diskstats only: `/proc/diskstats` or the sysfs stat files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// None before the run ended (or when a field is missing).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<SamplerStats>,
+}
+
+/// The document. Every field but `format_version` has a default when reading, so a
+/// hand-made or cut-down meta.json still reads.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Meta {
+    pub format_version: u32,
+    pub tool: String,
+    pub version: String,
+    pub argv: Vec<String>,
+    pub host: String,
+    pub kernel: String,
+    pub start_wall: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_wall: Option<String>,
+    pub clock_zero_monotonic_ns: u64,
+    pub clock_zero_unix_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ns: Option<u64>,
+    pub user_hz: u64,
+    /// `all` (every device in /proc/diskstats) or `listed`.
+    pub device_filter: String,
+    pub devices: Vec<MetaDevice>,
+    /// `diskstats`, `meminfo`, `cpu`.
+    pub samplers: BTreeMap<String, SamplerMeta>,
+    pub complete: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_events: Option<u64>,
+    /// The sections other parts add (`broker`, `broker_nodes`, `load`, `phases`), read
+    /// by type through [`Meta::load`], [`Meta::broker`], [`Meta::broker_nodes`],
+    /// [`Meta::phases`].
+    #[serde(flatten)]
+    pub sections: BTreeMap<String, Value>,
+}
+
+/// A load role's figures over the whole run, as `diskpulse load --json` gives them.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RoleMeta {
+    pub role: String,
+    pub clients: Option<u64>,
+    pub ops: Option<u64>,
+    pub msgs_per_s: Option<f64>,
+    pub mib_per_s: Option<f64>,
+    pub latency_meaning: Option<String>,
+    pub lat_us: Option<LatUsMeta>,
+}
+
+/// A latency summary of the run, µs.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LatUsMeta {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+/// meta.json `load` (and a load phase's result): the mode (the CLI's spelling,
+/// `js-pub`) and per-role figures.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LoadMeta {
+    pub mode: Option<String>,
+    pub roles: Vec<RoleMeta>,
+}
+
+/// meta.json `broker`: the parts the report shows.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct BrokerMeta {
+    pub version: Option<String>,
+    pub sync: Option<String>,
+    pub store_dir: Option<String>,
+}
+
+/// meta.json `broker_nodes[]`: the devices that hold a node's store.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct NodeDevices {
+    pub node: String,
+    pub devices: Vec<String>,
+}
+
+/// meta.json `phases[]`: a scenario phase that ran and its result (the child's JSON).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Phase {
+    pub index: usize,
+    pub kind: String,
+    pub name: Option<String>,
+    pub elapsed_s: Option<f64>,
+    pub result: Value,
+}
+
+impl Phase {
+    /// A load phase's result, typed.
+    pub fn load(&self) -> Option<LoadMeta> {
+        (self.kind == "load")
+            .then(|| serde_json::from_value(self.result.clone()).ok())
+            .flatten()
+    }
+}
+
+impl Meta {
+    fn section<T: serde::de::DeserializeOwned>(&self, key: &str) -> Option<T> {
+        self.sections
+            .get(key)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+    }
+    pub fn load(&self) -> Option<LoadMeta> {
+        self.section("load")
+    }
+    pub fn broker(&self) -> Option<BrokerMeta> {
+        self.section("broker")
+    }
+    pub fn broker_nodes(&self) -> Option<Vec<NodeDevices>> {
+        self.section("broker_nodes")
+    }
+    pub fn phases(&self) -> Vec<Phase> {
+        self.section("phases").unwrap_or_default()
+    }
+
+    /// The reason a device is in the run, if recorded.
+    pub fn device_why(&self, name: &str) -> Option<String> {
+        self.devices
+            .iter()
+            .find(|d| d.name == name)
+            .and_then(|d| d.why.clone())
+    }
+
+    /// Writes `path` through a temporary file and a rename.
+    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    }
+
+    /// Reads a run's `meta.json`. Errors say what is wrong: no file, not JSON, not
+    /// diskpulse's, another format version (see [`super::check_version`]).
+    pub fn read(dir: &Path) -> Result<Meta, MetaError> {
+        let text = std::fs::read_to_string(dir.join(FILE))
+            .map_err(|_| MetaError::NotARecording("no meta.json"))?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|_| MetaError::NotARecording("meta.json is not JSON"))?;
+        let version = v.get("format_version").and_then(Value::as_u64);
+        if v.get("tool").and_then(Value::as_str) != Some("diskpulse") || version.is_none() {
+            return Err(MetaError::NotARecording(
+                "meta.json was not written by diskpulse",
+            ));
+        }
+        super::check_version(version.unwrap_or(0)).map_err(MetaError::Version)?;
+        serde_json::from_value(v).map_err(|e| MetaError::Invalid(e.to_string()))
+    }
+}
+
+/// Why a run's meta.json cannot be used.
+#[derive(Debug)]
+pub enum MetaError {
+    /// Not a diskpulse recording at all (the reason).
+    NotARecording(&'static str),
+    /// A diskpulse recording of another format version.
+    Version(anyhow::Error),
+    /// The right version, but a field does not parse.
+    Invalid(String),
+}
+
+impl std::fmt::Display for MetaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetaError::NotARecording(why) => write!(f, "{why}"),
+            MetaError::Version(e) => write!(f, "{e}"),
+            MetaError::Invalid(e) => write!(f, "meta.json does not parse: {e}"),
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! `probe.csv` and `probe.json`: `diskpulse probe` inside a recording.
+//!
+//! ## `probe.csv`
+//! One row per window (`--window`, 100 ms) and direction (`read`, `write`, and `sync`
+//! with `--fsync`/`--fdatasync`), all jobs merged, written as soon as every job is past
+//! the window. Windows lie on the run's grid (multiples of `window_ns` from the run's
+//! zero: the probe starts its measured phase on a window boundary when it runs inside a
+//! recording).
+//! - `t_ns`: the window's START on the run clock; the row covers `[t_ns, t_ns + window_ns)`.
+//! - `window_ns`: the window's length.
+//! - `ios`, `bytes`, `short_ios`: completions in the window (counts; a column's sum is
+//!   the run's total); an I/O counts in the window where it completed.
+//! - `clat_mean_us`, `clat_p50_us`, `clat_p90_us`, `clat_p99_us`, `clat_p999_us`,
+//!   `clat_max_us`: completion latency (from submission; on `sync` rows the sync call's
+//!   own latency), µs with one decimal; empty when the window had no completion.
+//! - `lat_co_p50_us`, `lat_co_p99_us`, `lat_co_p999_us`, `lat_co_max_us`: latency from
+//!   the intended start on the `--rate-iops` schedule (coordinated omission corrected);
+//!   without a rate, from when the queue slot came free. Empty on `sync` rows.
+//! - `ramp`: 1 for windows inside `--ramp` (not in the summary's totals), else 0.
+//! - `active_ns`: the part of the window the probe ran (the first window from the
+//!   probe's start, the last up to its last completion).
+//!
+//! The row writer formats into a reused buffer with itoa (no allocation per row).
+//!
+//! ## `probe.json`
+//! The fio-shaped JSON the probe prints with `--output-format json`; [`ProbeJson`] holds
+//! the parts diskpulse reads back (the study's probe figures).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use collectors::probe::stats::WindowStats;
+use hdrhistogram::Histogram;
+use serde::Deserialize;
+
+use super::csv::read_rows;
+use crate::recording::writer::put_u64;
+
+pub const FILE: &str = "probe.csv";
+pub const JSON_FILE: &str = "probe.json";
+
+/// The header: every column, in file order (the one list writers and readers use).
+pub const HEADER: &str = "t_ns,window_ns,direction,ios,bytes,short_ios,clat_mean_us,clat_p50_us,clat_p90_us,clat_p99_us,clat_p999_us,clat_max_us,lat_co_p50_us,lat_co_p99_us,lat_co_p999_us,lat_co_max_us,ramp,active_ns";
+
+/// The columns of [`HEADER`].
+pub fn columns() -> Vec<&'static str> {
+    HEADER.split(',').collect()
+}
+
+/// What a row describes: a direction of `WindowStats::dir` or the sync calls.
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    Dir(usize),
+    Sync,
+}
+
+/// One window of the probe on the run clock, for [`format_row`].
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    pub t_ns: u64,
+    pub window_ns: u64,
+    pub active_ns: u64,
+    pub ramp: bool,
+}
+
+/// Appends one `probe.csv` row (with its newline) to `b`.
+pub fn format_row(b: &mut Vec<u8>, w: &Window, name: &str, kind: Kind, s: &WindowStats) {
+    put_u64(b, w.t_ns);
+    b.push(b',');
+    put_u64(b, w.window_ns);
+    b.push(b',');
+    b.extend_from_slice(name.as_bytes());
+    let (ios, bytes, short, clat, mean, max, co): (u64, u64, u64, &Histogram<u64>, f64, u64, _) =
+        match kind {
+            Kind::Dir(d) => {
+                let x = &s.dir[d];
+                (
+                    x.ios,
+                    x.bytes,
+                    x.short_ios,
+                    &x.clat,
+                    x.clat_m.mean(),
+                    x.clat_m.max,
+                    Some(&x.lat_co),
+                )
+            }
+            Kind::Sync => (
+                s.sync_ios,
+                0,
+                0,
+                &s.sync,
+                s.sync_m.mean(),
+                s.sync_m.max,
+                None,
+            ),
+        };
+    for v in [ios, bytes, short] {
+        b.push(b',');
+        put_u64(b, v);
+    }
+    let empty = ios == 0;
+    b.push(b',');
+    if !empty {
+        push_us_1dp(b, mean.round() as u64);
+    }
+    for q in [0.5, 0.9, 0.99, 0.999] {
+        b.push(b',');
+        if !empty {
+            // The exact max caps the histogram's bucket value.
+            push_us_1dp(b, clat.value_at_quantile(q).min(max));
+        }
+    }
+    b.push(b',');
+    if !empty {
+        push_us_1dp(b, max);
+    }
+    for q in [Some(0.5), Some(0.99), Some(0.999), None] {
+        b.push(b',');
+        if let (false, Some(h)) = (empty, co) {
+            push_us_1dp(
+                b,
+                match q {
+                    Some(q) => h.value_at_quantile(q),
+                    None => h.max(),
+                },
+            );
+        }
+    }
+    b.extend_from_slice(if w.ramp { b",1," } else { b",0," });
+    put_u64(b, w.active_ns);
+    b.push(b'\n');
+}
+
+/// Nanoseconds as microseconds with one decimal, rounded half up (1234567 -> 1234.6).
+fn push_us_1dp(out: &mut Vec<u8>, ns: u64) {
+    let tenths = ns.saturating_add(50) / 100;
+    put_u64(out, tenths / 10);
+    out.push(b'.');
+    out.push(b'0' + (tenths % 10) as u8);
+}
+
+/// One row of `probe.csv`, read back.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProbeRow {
+    pub t_ns: u64,
+    pub window_ns: u64,
+    pub direction: String,
+    pub ios: u64,
+    pub bytes: u64,
+    pub short_ios: u64,
+    pub clat_mean_us: Option<f64>,
+    pub clat_p50_us: Option<f64>,
+    pub clat_p90_us: Option<f64>,
+    pub clat_p99_us: Option<f64>,
+    pub clat_p999_us: Option<f64>,
+    pub clat_max_us: Option<f64>,
+    pub lat_co_p50_us: Option<f64>,
+    pub lat_co_p99_us: Option<f64>,
+    pub lat_co_p999_us: Option<f64>,
+    pub lat_co_max_us: Option<f64>,
+    pub ramp: bool,
+    pub active_ns: u64,
+}
+
+/// Reads `probe.csv`, split by direction; `None` when the run has no probe rows.
+pub fn read(dir: &Path) -> anyhow::Result<Option<BTreeMap<String, Vec<ProbeRow>>>> {
+    let mut out: BTreeMap<String, Vec<ProbeRow>> = BTreeMap::new();
+    read_rows(&dir.join(FILE), |c| {
+        let (Some(t_ns), Some(window_ns)) = (c.u64("t_ns"), c.u64("window_ns")) else {
+            return;
+        };
+        let row = ProbeRow {
+            t_ns,
+            window_ns,
+            direction: c.str("direction").to_string(),
+            ios: c.u64("ios").unwrap_or(0),
+            bytes: c.u64("bytes").unwrap_or(0),
+            short_ios: c.u64("short_ios").unwrap_or(0),
+            clat_mean_us: c.f64("clat_mean_us"),
+            clat_p50_us: c.f64("clat_p50_us"),
+            clat_p90_us: c.f64("clat_p90_us"),
+            clat_p99_us: c.f64("clat_p99_us"),
+            clat_p999_us: c.f64("clat_p999_us"),
+            clat_max_us: c.f64("clat_max_us"),
+            lat_co_p50_us: c.f64("lat_co_p50_us"),
+            lat_co_p99_us: c.f64("lat_co_p99_us"),
+            lat_co_p999_us: c.f64("lat_co_p999_us"),
+            lat_co_max_us: c.f64("lat_co_max_us"),
+            ramp: c.str("ramp") == "1",
+            active_ns: c.u64("active_ns").unwrap_or(window_ns),
+        };
+        out.entry(row.direction.clone()).or_default().push(row);
+    })?;
+    Ok((!out.is_empty()).then_some(out))
+}
+
+/// A latency distribution of `probe.json` (ns), fio's shape.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LatNs {
+    #[serde(default)]
+    pub mean: Option<f64>,
+    /// fio's keys: "99.000000" and so on.
+    #[serde(default)]
+    pub percentile: BTreeMap<String, f64>,
+}
+
+impl LatNs {
+    /// The percentile `p` (e.g. 99.0), whatever the key's decimals.
+    pub fn percentile(&self, p: f64) -> Option<f64> {
+        self.percentile
+            .iter()
+            .find(|(k, _)| k.parse::<f64>().is_ok_and(|x| (x - p).abs() < 1e-9))
+            .map(|(_, v)| *v)
+    }
+}
+
+/// A direction of a job in `probe.json`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct JobDirection {
+    #[serde(default)]
+    pub total_ios: u64,
+    #[serde(default)]
+    pub clat_ns: LatNs,
+}
+
+/// A job's sync calls in `probe.json`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct JobSync {
+    #[serde(default)]
+    pub lat_ns: LatNs,
+}
+
+/// A job of `probe.json`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Job {
+    #[serde(default)]
+    pub read: JobDirection,
+    #[serde(default)]
+    pub write: JobDirection,
+    #[serde(default)]
+    pub sync: JobSync,
+}
+
+/// The parts of `probe.json` (and of a scenario's `probe-N.json`) diskpulse reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ProbeJson {
+    #[serde(default)]
+    pub jobs: Vec<Job>,
+}
+
+impl ProbeJson {
+    pub fn read(path: &Path) -> anyhow::Result<ProbeJson> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        serde_json::from_str(&text)
+            .map_err(|e| anyhow::anyhow!("{}: not a probe result: {e}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use collectors::probe::stats::{READ, WRITE};
+
+    #[test]
+    fn a_row_has_every_column_and_empty_latencies_without_ios() {
+        let mut s = WindowStats::new();
+        s.record_io(READ, 8192, 8192, 0, 1_000, 1_000, 81_000, true);
+        let w = Window {
+            t_ns: 5_000_000,
+            window_ns: 100_000_000,
+            active_ns: 60_000_000,
+            ramp: false,
+        };
+        let mut b = vec![];
+        format_row(&mut b, &w, "read", Kind::Dir(READ), &s);
+        format_row(
+            &mut b,
+            &Window { ramp: true, ..w },
+            "write",
+            Kind::Dir(WRITE),
+            &s,
+        );
+        let text = String::from_utf8(b).unwrap();
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows[0].split(',').count(), columns().len(), "{}", rows[0]);
+        assert_eq!(rows[1].split(',').count(), columns().len(), "{}", rows[1]);
+        assert!(
+            rows[0].starts_with("5000000,100000000,read,1,8192,0,80.0,80.0,"),
+            "{}",
+            rows[0]
+        );
+        assert!(
+            rows[0].ends_with(",81.0,81.0,81.0,81.0,0,60000000"),
+            "{}",
+            rows[0]
+        );
+        assert_eq!(
+            rows[1],
+            "5000000,100000000,write,0,0,0,,,,,,,,,,,1,60000000"
+        );
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(FILE), format!("{}\n{text}", HEADER)).unwrap();
+        let back = read(d.path()).unwrap().unwrap();
+        assert_eq!(back["read"][0].ios, 1);
+        assert_eq!(back["read"][0].clat_max_us, Some(80.0));
+        assert_eq!(back["read"][0].lat_co_max_us, Some(81.0));
+        assert!(back["write"][0].ramp && back["write"][0].clat_p50_us.is_none());
+    }
+
+    #[test]
+    fn percentiles_are_found_whatever_their_decimals() {
+        let j: ProbeJson = serde_json::from_str(
+            r#"{"jobs":[{"write":{"total_ios":3,"clat_ns":{"mean":1500.0,"percentile":{"99.000000":4000,"50.000000":1000}}}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(j.jobs[0].write.clat_ns.percentile(99.0), Some(4000.0));
+        assert_eq!(j.jobs[0].write.clat_ns.percentile(99.9), None);
+        assert_eq!(j.jobs[0].read.total_ios, 0);
+    }
+}

@@ -1,0 +1,186 @@
+//! `summary.json`: what `report` derives from a run (also `report --json`). Written by
+//! `report`, read back by the study. Units are in the field names: `_s` seconds, `_ms`
+//! milliseconds, `_us` microseconds, `_mib_s` MiB/s (MiB = 2^20 bytes), `bytes` bytes,
+//! `_pct` percent; peaks are the highest rate over aligned windows of that width.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use super::meta::SamplerMeta;
+
+pub const FILE: &str = "summary.json";
+
+/// One burst: a run of busy bins.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Burst {
+    pub start_s: f64,
+    pub duration_ms: f64,
+    pub bytes: f64,
+    /// Highest rate in one bin of the burst, MiB/s.
+    pub peak_mib_s: f64,
+}
+
+/// The burst finder's verdict on one series.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Bursts {
+    pub bin_ms: f64,
+    pub threshold_mib_s: f64,
+    pub count: usize,
+    /// Median time between burst starts, s (None: fewer than 2 bursts).
+    pub period_s: Option<f64>,
+    /// Coefficient of variation of the time between starts (stddev / mean).
+    pub period_cv: Option<f64>,
+    /// At least 3 bursts and period_cv < 0.25.
+    pub regular: bool,
+    pub mean_bytes: Option<f64>,
+    pub mean_duration_ms: Option<f64>,
+    /// Share of all bytes that were written inside bursts.
+    pub share_of_bytes: f64,
+    pub list: Vec<Burst>,
+}
+
+/// Peak rates over windows of 1 ms, 10 ms, 100 ms and 1 s, MiB/s.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Peaks {
+    #[serde(rename = "1ms")]
+    pub p1ms: f64,
+    #[serde(rename = "10ms")]
+    pub p10ms: f64,
+    #[serde(rename = "100ms")]
+    pub p100ms: f64,
+    #[serde(rename = "1s")]
+    pub p1s: f64,
+}
+
+/// One direction (write or read) of one device.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Direction {
+    pub bytes: f64,
+    pub ios: f64,
+    pub mean_mib_s: f64,
+    pub peak_mib_s: Peaks,
+    pub peak_iops_10ms: f64,
+    /// Mean time per completed I/O (Δ read_ms or write_ms / Δ I/Os), ms: iostat's r_await/w_await.
+    pub await_ms: Option<f64>,
+    /// The highest of the UI-window averages (the run mean if shorter than one window).
+    pub ui_average_mib_s: f64,
+    /// 10 ms peak / UI average.
+    pub hidden_factor: Option<f64>,
+    pub bursts: Bursts,
+}
+
+/// One device's figures.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeviceSummary {
+    pub name: String,
+    pub why: Option<String>,
+    pub write: Direction,
+    pub read: Direction,
+    pub flushes: Option<f64>,
+    pub peak_flushes_per_s_100ms: Option<f64>,
+    pub max_in_flight: f64,
+    /// Share of the run the device was busy (io_ms), %.
+    pub util_pct: f64,
+    pub rows: usize,
+}
+
+/// Page cache from meminfo.csv.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MemorySummary {
+    pub dirty_max_mib: Option<f64>,
+    pub writeback_max_mib: Option<f64>,
+    pub samples: usize,
+}
+
+/// CPU time of all cores over the run, from cpu.csv, %.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CpuSummary {
+    /// user + nice.
+    pub user_pct: f64,
+    /// system + irq + softirq.
+    pub system_pct: f64,
+    pub iowait_pct: f64,
+    pub idle_pct: f64,
+}
+
+/// One role of load.csv over the run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct LoadRoleSummary {
+    pub ops: u64,
+    pub bytes: u64,
+    pub errors: u64,
+    /// ops per second from the role's first to its last operation window (`active_ns`
+    /// of load.csv clips the first and last).
+    pub ops_per_s: f64,
+    /// Payload MiB/s over the same time.
+    pub mib_per_s: f64,
+    /// The highest per-window p99 latency, µs (None for roles without latency).
+    pub worst_window_lat_p99_us: Option<f64>,
+    pub lat_max_us: Option<f64>,
+    /// The highest per-window p99 from the intended start, µs.
+    pub worst_window_co_p99_us: Option<f64>,
+}
+
+/// A node restart and the reads it caused on the devices that hold its store.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RestartSummary {
+    pub node: String,
+    pub t_s: f64,
+    pub devices: Vec<String>,
+    /// Process start to the meta leader seeing the node current, and to /healthz ok, ms.
+    pub current_ms: Option<f64>,
+    pub healthy_ms: Option<f64>,
+    /// From the restart to 30 s after the node was healthy (or the next restart / end).
+    pub window_s: f64,
+    pub read_bytes: f64,
+    /// Highest read rate over 100 ms windows, MiB/s.
+    pub read_peak_mib_s: f64,
+    /// From the first to the last 10 ms bin reading faster than max(1 MiB/s, 10% of the peak bin).
+    pub read_burst_s: f64,
+}
+
+/// The document.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    /// The recording's format version (see [`super::FORMAT_VERSION`]).
+    pub format_version: u32,
+    pub run: String,
+    pub duration_s: f64,
+    pub ui_window_s: f64,
+    pub headline: Vec<String>,
+    pub devices: Vec<DeviceSummary>,
+    /// None without meminfo.csv.
+    pub memory: Option<MemorySummary>,
+    /// None without cpu.csv (or fewer than two samples).
+    pub cpu: Option<CpuSummary>,
+    /// Per role of load.csv; empty without load.
+    pub load: BTreeMap<String, LoadRoleSummary>,
+    /// meta.json's samplers.
+    pub samplers: BTreeMap<String, SamplerMeta>,
+    pub error_events: usize,
+    /// One per `restart` event of a scenario: the read storm of a node re-reading its store.
+    pub restarts: Vec<RestartSummary>,
+}
+
+impl Summary {
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        let p = dir.join(FILE);
+        std::fs::write(&p, serde_json::to_vec_pretty(self)?)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))
+    }
+
+    /// Reads a run's summary.json (`None` when the run has none).
+    pub fn read(dir: &Path) -> anyhow::Result<Option<Summary>> {
+        let p = dir.join(FILE);
+        let Ok(text) = std::fs::read_to_string(&p) else {
+            return Ok(None);
+        };
+        let s: Summary = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!("{}: {e} (run `diskpulse report` on it again)", p.display())
+        })?;
+        super::check_version(s.format_version as u64)?;
+        Ok(Some(s))
+    }
+}

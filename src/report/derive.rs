@@ -1,0 +1,275 @@
+//! From a run read back to the figures of `summary.json` ([`crate::format::summary`]):
+//! per device and direction, memory, CPU, load per role, restarts, and the headline.
+
+use std::collections::BTreeMap;
+
+use collectors::diskstats as ds;
+
+use super::analysis::{self, UiAverage, MIB};
+use super::run::{DiskRows, Run};
+use super::ReportOptions;
+use crate::format::procfs::{CPU_COLUMNS, CPU_TICK_COLUMNS};
+use crate::format::summary::{
+    CpuSummary, DeviceSummary, Direction, LoadRoleSummary, MemorySummary, Peaks, RestartSummary,
+};
+use crate::units::{bytes_fixed, rate_mib_s};
+
+/// Restart read bursts from `restart` / `restart_ready` events and the node's devices in
+/// meta.json `broker_nodes` (every recorded device when the run does not say).
+pub fn restarts(run: &Run) -> Vec<RestartSummary> {
+    let starts: Vec<_> = run.events.iter().filter(|e| e.kind == "restart").collect();
+    let nodes = run.meta.broker_nodes().unwrap_or_default();
+    let mut out = vec![];
+    for (i, e) in starts.iter().enumerate() {
+        let node = e.detail_str("node").unwrap_or("").to_string();
+        let ready = run.events.iter().find(|r| {
+            r.kind == "restart_ready" && r.t_ns >= e.t_ns && r.detail_str("node") == Some(&node)
+        });
+        let healthy_at = ready.map(|r| r.t_ns).unwrap_or(e.t_ns);
+        let mut end = healthy_at + 30_000_000_000;
+        if let Some(next) = starts.get(i + 1) {
+            end = end.min(next.t_ns);
+        }
+        end = end.min(run.duration_ns);
+        let devs: Vec<String> = nodes
+            .iter()
+            .find(|n| n.node == node)
+            .map(|n| n.devices.clone())
+            .unwrap_or_else(|| run.disks.iter().map(|d| d.name.clone()).collect());
+        let (mut bytes, mut peak, mut first, mut last) = (0.0f64, 0.0f64, None, None);
+        for d in run.disks.iter().filter(|d| devs.contains(&d.name)) {
+            let iv: Vec<analysis::Interval> = analysis::read_bytes(d)
+                .into_iter()
+                .filter(|x| x.t1_ns > e.t_ns && x.t0_ns < end)
+                .collect();
+            let n100 = (end / 100_000_000 + 1) as usize;
+            let w100 = analysis::window_sums(&iv, 100_000_000, n100);
+            let k0 = (e.t_ns / 100_000_000) as usize;
+            bytes += w100.iter().skip(k0).sum::<f64>();
+            peak = peak.max(w100.iter().skip(k0).cloned().fold(0.0, f64::max) / 0.1 / MIB);
+            let n10 = (end / 10_000_000 + 1) as usize;
+            let w10 = analysis::window_sums(&iv, 10_000_000, n10);
+            let top = w10.iter().cloned().fold(0.0, f64::max);
+            let thr = (0.1 * top).max(MIB * 0.01);
+            for (k, v) in w10.iter().enumerate().skip((e.t_ns / 10_000_000) as usize) {
+                if *v > thr {
+                    // Over all the node's devices: the earliest first and the latest last bin.
+                    first = Some(first.map_or(k, |f: usize| f.min(k)));
+                    last = Some(last.map_or(k, |l: usize| l.max(k)));
+                }
+            }
+        }
+        out.push(RestartSummary {
+            node,
+            t_s: e.t_ns as f64 / 1e9,
+            devices: devs,
+            current_ms: ready.and_then(|r| r.detail_f64("current_ms")),
+            healthy_ms: ready.and_then(|r| r.detail_f64("healthy_ms")),
+            window_s: (end.saturating_sub(e.t_ns)) as f64 / 1e9,
+            read_bytes: bytes,
+            read_peak_mib_s: peak,
+            read_burst_s: match (first, last) {
+                (Some(a), Some(b)) => (b - a + 1) as f64 * 0.01,
+                _ => 0.0,
+            },
+        });
+    }
+    out
+}
+
+fn direction(
+    d: &DiskRows,
+    bytes_field: usize,
+    ios_field: usize,
+    ms_field: usize,
+    dur: u64,
+    o: &ReportOptions,
+) -> (Direction, UiAverage) {
+    let iv = analysis::intervals(d, bytes_field, analysis::SECTOR_BYTES);
+    let ios = analysis::intervals(d, ios_field, 1.0);
+    let p = |w| analysis::peak_rate(&iv, w, dur) / MIB;
+    let peaks = Peaks {
+        p1ms: p(1_000_000),
+        p10ms: p(10_000_000),
+        p100ms: p(100_000_000),
+        p1s: p(1_000_000_000),
+    };
+    let ui = analysis::ui_average(&iv, o.ui_window_ns, dur);
+    let nbins = (dur / o.burst.bin_ns) as usize;
+    let bins = analysis::window_sums(&iv, o.burst.bin_ns, nbins);
+    let bursts = analysis::find_bursts(&bins, &o.burst);
+    let bytes = analysis::total(&iv);
+    let ui_mib = ui.max_bytes_per_s / MIB;
+    let n_ios = analysis::total(&ios);
+    let busy_ms = analysis::total(&analysis::intervals(d, ms_field, 1.0));
+    let dir = Direction {
+        await_ms: (n_ios > 0.0).then(|| busy_ms / n_ios),
+        bytes,
+        ios: n_ios,
+        mean_mib_s: bytes / MIB / (dur.max(1) as f64 / 1e9),
+        hidden_factor: (ui_mib > 0.0 && peaks.p10ms.is_finite()).then(|| peaks.p10ms / ui_mib),
+        peak_mib_s: peaks,
+        peak_iops_10ms: analysis::peak_rate(&ios, 10_000_000, dur),
+        ui_average_mib_s: ui_mib,
+        bursts,
+    };
+    (dir, ui)
+}
+
+/// Per-device analysis plus the UI-average series for the charts.
+pub struct DeviceAnalysis {
+    pub summary: DeviceSummary,
+    pub ui_write: UiAverage,
+    pub ui_read: UiAverage,
+}
+
+pub fn analyse_device(
+    d: &DiskRows,
+    why: Option<String>,
+    dur: u64,
+    o: &ReportOptions,
+) -> DeviceAnalysis {
+    let (write, ui_write) = direction(
+        d,
+        ds::F_SECTORS_WRITTEN,
+        ds::F_WRITES,
+        ds::F_WRITE_MS,
+        dur,
+        o,
+    );
+    let (read, ui_read) = direction(d, ds::F_SECTORS_READ, ds::F_READS, ds::F_READ_MS, dur, o);
+    let flush =
+        analysis::has_field(d, ds::F_FLUSHES).then(|| analysis::intervals(d, ds::F_FLUSHES, 1.0));
+    let io_ms = analysis::total(&analysis::intervals(d, ds::F_IO_MS, 1.0));
+    let span = match (d.t_ns.first(), d.t_ns.last()) {
+        (Some(a), Some(b)) if b > a => (b - a) as f64 / 1e6,
+        _ => f64::NAN,
+    };
+    let summary = DeviceSummary {
+        name: d.name.clone(),
+        why,
+        write,
+        read,
+        flushes: flush.as_ref().map(|f| analysis::total(f)),
+        peak_flushes_per_s_100ms: flush
+            .as_ref()
+            .map(|f| analysis::peak_rate(f, 100_000_000, dur)),
+        max_in_flight: d
+            .f
+            .iter()
+            .filter_map(|r| r[ds::F_IN_FLIGHT])
+            .max()
+            .unwrap_or(0) as f64,
+        util_pct: 100.0 * io_ms / span,
+        rows: d.t_ns.len(),
+    };
+    DeviceAnalysis {
+        summary,
+        ui_write,
+        ui_read,
+    }
+}
+
+/// The sentence the report exists for.
+pub fn headline(s: &DeviceSummary, ui_window_s: f64) -> String {
+    let w = &s.write;
+    let b = &w.bursts;
+    let ui = format!(
+        "a {ui_window_s:.0} s average shows {}",
+        rate_mib_s(w.ui_average_mib_s)
+    );
+    if w.bytes == 0.0 {
+        return format!("{}: no writes recorded", s.name);
+    }
+    match (b.count, b.period_s) {
+        (n, Some(p)) if n >= 2 => format!(
+            "{}: writes come in bursts of {} (10 ms peak; {} at 1 ms) every {:.2} s ({}, cv {:.2}), {} per burst over {:.0} ms; {}; the 10 ms peak is {:.0}x that",
+            s.name,
+            rate_mib_s(w.peak_mib_s.p10ms),
+            rate_mib_s(w.peak_mib_s.p1ms),
+            p,
+            if b.regular { "regular" } else { "irregular" },
+            b.period_cv.unwrap_or(0.0),
+            bytes_fixed(b.mean_bytes.unwrap_or(0.0)),
+            b.mean_duration_ms.unwrap_or(0.0),
+            ui,
+            w.hidden_factor.unwrap_or(f64::NAN)
+        ),
+        _ => format!(
+            "{}: no periodic write bursts ({} burst(s)); peak {} at 10 ms, mean {}; {}",
+            s.name,
+            b.count,
+            rate_mib_s(w.peak_mib_s.p10ms),
+            rate_mib_s(w.mean_mib_s),
+            ui
+        ),
+    }
+}
+
+pub fn memory_summary(run: &Run) -> Option<MemorySummary> {
+    let m = run.mem.as_ref()?;
+    let max = |c: &str| {
+        m.col(c)
+            .map(|v| v.iter().cloned().fold(0.0, f64::max) / 1024.0)
+    };
+    Some(MemorySummary {
+        dirty_max_mib: max("dirty_kib"),
+        writeback_max_mib: max("writeback_kib"),
+        samples: m.len(),
+    })
+}
+
+pub fn cpu_summary(run: &Run) -> Option<CpuSummary> {
+    let c = run.cpu.as_ref()?;
+    if c.len() < 2 {
+        return None;
+    }
+    let first = |name: &str| c.col(name).map(|v| v[v.len() - 1] - v[0]).unwrap_or(0.0);
+    let names = &CPU_COLUMNS[..CPU_TICK_COLUMNS];
+    let total: f64 = names.iter().map(|n| first(n)).sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let pct = |n: &str| 100.0 * first(n) / total;
+    Some(CpuSummary {
+        user_pct: pct("user_ticks") + pct("nice_ticks"),
+        system_pct: pct("system_ticks") + pct("irq_ticks") + pct("softirq_ticks"),
+        iowait_pct: pct("iowait_ticks"),
+        idle_pct: pct("idle_ticks"),
+    })
+}
+
+fn max_of(it: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    it.flatten().filter(|x| x.is_finite()).reduce(f64::max)
+}
+
+/// Per role of load.csv: ops, rate over the time the role ran, errors, worst window p99.
+pub fn load_summary(run: &Run) -> BTreeMap<String, LoadRoleSummary> {
+    run.load
+        .iter()
+        .map(|(role, rows)| {
+            let ops: u64 = rows.iter().map(|r| r.ops).sum();
+            let bytes: u64 = rows.iter().map(|r| r.bytes).sum();
+            // From the role's start (in its first window) to its end (in its last).
+            let active_s = match (rows.first(), rows.last()) {
+                (Some(a), Some(b)) if rows.len() > 1 => {
+                    let t0 = a.t_ns + a.window_ns.saturating_sub(a.active_ns);
+                    (b.t_ns + b.active_ns).saturating_sub(t0) as f64 / 1e9
+                }
+                (Some(a), _) => a.active_ns as f64 / 1e9,
+                _ => f64::NAN,
+            };
+            let s = LoadRoleSummary {
+                ops,
+                bytes,
+                errors: rows.iter().map(|r| r.errors).sum(),
+                ops_per_s: ops as f64 / active_s,
+                mib_per_s: bytes as f64 / MIB / active_s,
+                worst_window_lat_p99_us: max_of(rows.iter().map(|r| r.lat_p99_us)),
+                lat_max_us: max_of(rows.iter().map(|r| r.lat_max_us)),
+                worst_window_co_p99_us: max_of(rows.iter().map(|r| r.co_p99_us)),
+            };
+            (role.clone(), s)
+        })
+        .collect()
+}

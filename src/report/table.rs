@@ -1,0 +1,99 @@
+//! The table `report` prints on stdout.
+
+use std::fmt::Write;
+
+use crate::format::summary::Summary;
+use crate::units::{bytes_fixed, rate_mib_s};
+
+pub fn table(s: &Summary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "run {} ({:.1} s)", s.run, s.duration_s);
+    let _ = writeln!(
+        out,
+        "{:<10} {:>4} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>7} {:>9} {:>8}",
+        "device",
+        "dir",
+        "total",
+        "mean",
+        "peak 1ms",
+        "peak 10ms",
+        "peak 100ms",
+        "peak 1s",
+        format!("UI {:.0}s", s.ui_window_s),
+        "hidden",
+        "bursts",
+        "period"
+    );
+    for d in &s.devices {
+        for (name, x) in [("write", &d.write), ("read", &d.read)] {
+            if x.bytes == 0.0 && name == "read" {
+                continue;
+            }
+            let _ =
+                writeln!(
+                out,
+                "{:<10} {:>4} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>7} {:>9} {:>8}",
+                d.name,
+                if name == "write" { "W" } else { "R" },
+                bytes_fixed(x.bytes),
+                rate_mib_s(x.mean_mib_s),
+                rate_mib_s(x.peak_mib_s.p1ms),
+                rate_mib_s(x.peak_mib_s.p10ms),
+                rate_mib_s(x.peak_mib_s.p100ms),
+                rate_mib_s(x.peak_mib_s.p1s),
+                rate_mib_s(x.ui_average_mib_s).replace(" MiB/s", ""),
+                x.hidden_factor.map(|h| format!("{h:.0}x")).unwrap_or("-".into()),
+                x.bursts.count,
+                x.bursts.period_s.map(|p| format!("{p:.2}s")).unwrap_or("-".into()),
+            );
+        }
+    }
+    let opt = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or("null".into());
+    for (role, l) in &s.load {
+        let _ = writeln!(
+            out,
+            "broker {role}: {} ops ({:.0}/s), worst window p99 {} us, errors {}",
+            l.ops,
+            l.ops_per_s,
+            opt(l.worst_window_lat_p99_us),
+            l.errors
+        );
+    }
+    if let Some(m) = &s.memory {
+        let _ = writeln!(
+            out,
+            "memory: Dirty up to {:.1} MiB, Writeback up to {:.1} MiB",
+            m.dirty_max_mib.unwrap_or(0.0),
+            m.writeback_max_mib.unwrap_or(0.0)
+        );
+    }
+    if let Some(st) = s
+        .samplers
+        .get("diskstats")
+        .and_then(|d| d.stats.as_ref().map(|st| (d, st)))
+    {
+        let (d, st) = st;
+        let _ = writeln!(
+            out,
+            "sampler: {} of {} diskstats samples at {} us, jitter p99 {:.0} us",
+            st.samples, st.expected, d.interval_us, st.jitter_p99_us
+        );
+    }
+    for r in &s.restarts {
+        let _ = writeln!(
+            out,
+            "restart {} at {:.1} s: read {} from {} (peak {} over 100 ms, burst {:.2} s); healthy after {} ms",
+            r.node,
+            r.t_s,
+            bytes_fixed(r.read_bytes),
+            r.devices.join("+"),
+            rate_mib_s(r.read_peak_mib_s),
+            r.read_burst_s,
+            r.healthy_ms.map(|h| format!("{h:.0}")).unwrap_or("-".into())
+        );
+    }
+    for h in &s.headline {
+        let _ = writeln!(out, "{h}");
+    }
+    out
+}

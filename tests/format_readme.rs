@@ -1,0 +1,367 @@
+//! The README's description of the run directory and of summary.json against the types of
+//! `diskpulse::format`: a column or field the README names that the type lacks fails, and
+//! so does one the type has that the README does not name.
+//!
+//! How the README is read (simple on purpose): in "## The run directory", the table row of
+//! each CSV file must hold the file's header as one backticked comma list, and every other
+//! backticked snake_case name with an underscore in that row must be one of its columns
+//! (or a meta.json field it refers to). For meta.json and summary.json every backticked
+//! name (`a_b`, `rows`, `1ms`; `[]` stripped) is compared with the keys of a populated
+//! value serialized to JSON, both ways.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use diskpulse::format::{self, meta, study, summary};
+
+fn readme() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+}
+
+/// The text from the heading line `start` to the next heading of the same level.
+fn section<'a>(text: &'a str, start: &str) -> &'a str {
+    let a = text
+        .find(start)
+        .unwrap_or_else(|| panic!("README has no '{start}'"));
+    let level = start.split(' ').next().unwrap();
+    let rest = &text[a + start.len()..];
+    let end = rest
+        .match_indices('\n')
+        .map(|(i, _)| i + 1)
+        .find(|&i| {
+            let l = &rest[i..];
+            l.starts_with(&format!("{level} ")) || (level == "###" && l.starts_with("## "))
+        })
+        .unwrap_or(rest.len());
+    &rest[..end]
+}
+
+/// Everything between pairs of backticks.
+fn backticked(text: &str) -> Vec<String> {
+    text.split('`')
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 1)
+        .map(|(_, t)| t.trim_end_matches("[]").to_string())
+        .collect()
+}
+
+/// A field-like name: lower case, digits and underscores (`t_ns`, `rows`, `1ms`).
+fn is_name(t: &str) -> bool {
+    !t.is_empty()
+        && t.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// The table row of `file` in the run-directory section.
+fn row<'a>(table: &'a str, file: &str) -> &'a str {
+    table
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{file}` |")))
+        .unwrap_or_else(|| panic!("README's run-directory table has no row for {file}"))
+}
+
+/// Every object key in `v`, recursively (map keys included).
+fn keys(v: &serde_json::Value, out: &mut BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                out.insert(k.clone());
+                keys(x, out);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| keys(x, out)),
+        _ => {}
+    }
+}
+
+/// What a README text names against what a type has: the problems, both ways.
+fn compare(what: &str, named: &BTreeSet<String>, has: &BTreeSet<String>) -> Vec<String> {
+    let mut out = vec![];
+    for n in named.difference(has) {
+        out.push(format!(
+            "{what}: the README names `{n}`, the type has no such field"
+        ));
+    }
+    for h in has.difference(named) {
+        out.push(format!(
+            "{what}: the type has `{h}`, the README does not name it"
+        ));
+    }
+    out
+}
+
+fn meta_fields() -> BTreeSet<String> {
+    let stats = meta::SamplerStats::default();
+    let sampler = |file: &str| meta::SamplerMeta {
+        file: file.into(),
+        interval_us: 1000,
+        source: Some("/proc/diskstats".into()),
+        stats: Some(stats.clone()),
+    };
+    let m = meta::Meta {
+        format_version: format::FORMAT_VERSION,
+        end_wall: Some(String::new()),
+        duration_ns: Some(1),
+        error_events: Some(0),
+        devices: vec![meta::MetaDevice {
+            queue: meta::QUEUE_KEYS
+                .iter()
+                .map(|k| (k.to_string(), String::new()))
+                .collect(),
+            ..Default::default()
+        }],
+        samplers: [
+            ("diskstats", "diskstats.csv.gz"),
+            ("meminfo", "meminfo.csv"),
+            ("cpu", "cpu.csv"),
+        ]
+        .iter()
+        .map(|(k, f)| (k.to_string(), sampler(f)))
+        .collect(),
+        // The sections other commands add; of them the README names load's `mode`, the
+        // one key the format fixes (`meta::LoadMeta`).
+        sections: [
+            ("broker", serde_json::json!(null)),
+            ("broker_nodes", serde_json::json!(null)),
+            ("load", serde_json::json!({"mode": "js-pub"})),
+            ("phases", serde_json::json!(null)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+        ..Default::default()
+    };
+    let mut out = BTreeSet::new();
+    keys(&serde_json::to_value(&m).unwrap(), &mut out);
+    out
+}
+
+fn summary_fields() -> BTreeSet<String> {
+    let bursts = summary::Bursts {
+        bin_ms: 10.0,
+        threshold_mib_s: 1.0,
+        count: 1,
+        period_s: Some(1.0),
+        period_cv: Some(0.0),
+        regular: false,
+        mean_bytes: Some(1.0),
+        mean_duration_ms: Some(1.0),
+        share_of_bytes: 1.0,
+        list: vec![summary::Burst {
+            start_s: 0.0,
+            duration_ms: 1.0,
+            bytes: 1.0,
+            peak_mib_s: 1.0,
+        }],
+    };
+    let dir = summary::Direction {
+        bytes: 1.0,
+        ios: 1.0,
+        mean_mib_s: 1.0,
+        peak_mib_s: summary::Peaks {
+            p1ms: 1.0,
+            p10ms: 1.0,
+            p100ms: 1.0,
+            p1s: 1.0,
+        },
+        peak_iops_10ms: 1.0,
+        await_ms: Some(1.0),
+        ui_average_mib_s: 1.0,
+        hidden_factor: Some(1.0),
+        bursts,
+    };
+    let meta_samplers = meta_fields(); // only to be sure both share SamplerMeta
+    assert!(meta_samplers.contains("interval_us"));
+    let sampler = meta::SamplerMeta {
+        file: String::new(),
+        interval_us: 1,
+        source: Some(String::new()),
+        stats: Some(meta::SamplerStats::default()),
+    };
+    let s = summary::Summary {
+        format_version: format::FORMAT_VERSION,
+        run: String::new(),
+        duration_s: 1.0,
+        ui_window_s: 30.0,
+        headline: vec![String::new()],
+        devices: vec![summary::DeviceSummary {
+            name: String::new(),
+            why: Some(String::new()),
+            write: dir.clone(),
+            read: dir,
+            flushes: Some(1.0),
+            peak_flushes_per_s_100ms: Some(1.0),
+            max_in_flight: 1.0,
+            util_pct: 1.0,
+            rows: 1,
+        }],
+        memory: Some(summary::MemorySummary::default()),
+        cpu: Some(summary::CpuSummary::default()),
+        load: BTreeMap::from([("js-pub".to_string(), summary::LoadRoleSummary::default())]),
+        samplers: ["diskstats", "meminfo", "cpu"]
+            .iter()
+            .map(|k| (k.to_string(), sampler.clone()))
+            .collect(),
+        error_events: 0,
+        restarts: vec![summary::RestartSummary {
+            node: String::new(),
+            t_s: 0.0,
+            devices: vec![],
+            current_ms: Some(1.0),
+            healthy_ms: Some(1.0),
+            window_s: 1.0,
+            read_bytes: 1.0,
+            read_peak_mib_s: 1.0,
+            read_burst_s: 1.0,
+        }],
+    };
+    let mut out = BTreeSet::new();
+    keys(&serde_json::to_value(&s).unwrap(), &mut out);
+    out.remove("js-pub"); // a role: a value, not a field
+    out
+}
+
+/// The problems in the run-directory table for one CSV file.
+fn csv_problems(table: &str, file: &str, header: &str, also: &BTreeSet<String>) -> Vec<String> {
+    let r = row(table, file);
+    let toks = backticked(r);
+    let mut out = vec![];
+    if !toks.iter().any(|t| t == header) {
+        let found = toks
+            .iter()
+            .find(|t| t.starts_with("t_ns,"))
+            .cloned()
+            .unwrap_or_default();
+        out.push(format!(
+            "{file}: the README's column list is `{found}`, the type's header is `{header}`"
+        ));
+    }
+    let cols: BTreeSet<&str> = header.split(',').collect();
+    for t in toks.iter().filter(|t| is_name(t) && t.contains('_')) {
+        if !cols.contains(t.as_str()) && !also.contains(t) {
+            out.push(format!(
+                "{file}: the README names `{t}`, which is no column of {file}"
+            ));
+        }
+    }
+    out
+}
+
+/// Everything the README says that the types contradict.
+fn problems(text: &str) -> Vec<String> {
+    let table = section(text, "## The run directory");
+    let meta_f = meta_fields();
+    // Names a CSV row may mention besides its columns: meta.json fields it refers to and
+    // values that look like names.
+    let mut also = meta_f.clone();
+    also.extend(
+        [
+            "not_run",
+            "disk_io_wait_stats",
+            "monitor_unreachable",
+            "monitor_back",
+        ]
+        .map(String::from),
+    );
+    let mut out = vec![];
+    let csvs: [(&str, String); 9] = [
+        (format::diskstats::FILE, format::diskstats::header()),
+        (
+            format::procfs::MEMINFO_FILE,
+            format::procfs::header(&format::procfs::MEM_COLUMNS),
+        ),
+        (
+            format::procfs::CPU_FILE,
+            format::procfs::header(&format::procfs::CPU_COLUMNS),
+        ),
+        (format::load::FILE, format::load::HEADER.into()),
+        (
+            format::monitor::VARZ_FILE,
+            format::monitor::VARZ_CSV_HEADER.into(),
+        ),
+        (
+            format::monitor::JSZ_FILE,
+            format::monitor::JSZ_CSV_HEADER.into(),
+        ),
+        (format::probe::FILE, format::probe::HEADER.into()),
+        (format::fsync::FILE, format::fsync::HEADER.into()),
+        (format::rates::FILE, format::rates::HEADER.into()),
+    ];
+    for (file, header) in &csvs {
+        out.extend(csv_problems(table, file, header, &also));
+    }
+    // meta.json: its row's names against the document's keys, both ways.
+    let values: BTreeSet<&str> = ["diskpulse", "all", "listed"].into();
+    let named: BTreeSet<String> = backticked(row(table, meta::FILE))
+        .into_iter()
+        .filter(|t| is_name(t) && !values.contains(t.as_str()))
+        .collect();
+    out.extend(compare("meta.json", &named, &meta_f));
+    // summary.json: the section's names against the document's keys, both ways.
+    let sec = section(text, "### summary.json");
+    let sec = &sec[..sec.find("How figures are derived").unwrap_or(sec.len())];
+    let named: BTreeSet<String> = backticked(sec).into_iter().filter(|t| is_name(t)).collect();
+    out.extend(compare("summary.json", &named, &summary_fields()));
+    // study.csv: every figure named, nothing else with an underscore.
+    let study_row = text
+        .lines()
+        .find(|l| l.starts_with("| `study.csv` |"))
+        .expect("README names study.csv");
+    let names: BTreeSet<String> = backticked(study_row)
+        .iter()
+        .flat_map(|t| {
+            t.split(',')
+                .map(|x| x.trim().to_string())
+                .collect::<Vec<_>>()
+        })
+        .filter(|t| is_name(t))
+        .collect();
+    let mut has: BTreeSet<String> = study::FIGURES.iter().map(|(k, _)| k.to_string()).collect();
+    has.extend(study::CSV_KEY_COLUMNS.map(String::from));
+    out.extend(compare("study.csv", &names, &has));
+    out
+}
+
+#[test]
+fn the_readme_names_exactly_the_fields_of_every_run_directory_file() {
+    let p = problems(&readme());
+    assert!(
+        p.is_empty(),
+        "README and src/format disagree:\n{}",
+        p.join("\n")
+    );
+}
+
+#[test]
+fn a_readme_that_names_a_field_no_type_has_fails() {
+    let text = readme();
+    // A summary.json field that no code writes (as the README once said of `bytes_acked`).
+    let bad = text.replacen(
+        "`ops_per_s` and `mib_per_s`",
+        "`ops_per_s`, `bytes_acked` and `mib_per_s`",
+        1,
+    );
+    assert_ne!(bad, text);
+    assert!(
+        problems(&bad).iter().any(|p| p.contains("`bytes_acked`")),
+        "{:?}",
+        problems(&bad)
+    );
+    // A column the type has that the README leaves out.
+    let bad = text.replacen(",co_max_us,active_ns`", ",co_max_us`", 1);
+    assert_ne!(bad, text);
+    assert!(
+        problems(&bad).iter().any(|p| p.starts_with("load.csv")),
+        "{:?}",
+        problems(&bad)
+    );
+    // A meta.json field left out.
+    let bad = text.replacen("`clock_zero_unix_ns` (the run's zero", "(the run's zero", 1);
+    assert_ne!(bad, text);
+    assert!(
+        problems(&bad)
+            .iter()
+            .any(|p| p.contains("`clock_zero_unix_ns`, the README does not name it")),
+        "{:?}",
+        problems(&bad)
+    );
+}
