@@ -426,10 +426,10 @@ fn raw_device_tests_need_allow_destructive_and_never_touch_a_file_system() {
         .as_str()
         .unwrap()
         .contains("ext2/3/4"));
-    let head = collectors::check::signature::read_head(Path::new(&lo.dev)).unwrap();
+    let head = collectors::gate::signature::read_head(Path::new(&lo.dev)).unwrap();
     assert_eq!(
-        collectors::check::signature::detect(&head),
-        Some(collectors::check::signature::Signature::Ext)
+        collectors::gate::signature::detect(&head),
+        Some(collectors::gate::signature::Signature::Ext)
     );
 
     // Mounted: the tests run in a file on the mount, never on the raw device.

@@ -14,6 +14,9 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::mounts::{self, Mount};
+use crate::sysfs::{read_trim, BlockSysfs};
+
 /// A block device identified by its number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DevNum {
@@ -101,63 +104,23 @@ impl Default for Resolver {
     }
 }
 
-fn read_trim(p: &Path) -> Option<String> {
-    fs::read_to_string(p).ok().map(|s| s.trim().to_string())
-}
-
-/// A mount from `/proc/self/mountinfo`.
-#[derive(Debug, Clone)]
-struct Mount {
-    point: PathBuf,
-    fstype: String,
-    source: String,
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 impl Resolver {
+    fn sys(&self) -> BlockSysfs {
+        BlockSysfs::new(&self.sysfs)
+    }
+
     /// Every block device sysfs knows: (name, number), sorted by name.
     pub fn all(&self) -> Vec<(String, DevNum)> {
-        let mut v = vec![];
-        if let Ok(rd) = fs::read_dir(self.sysfs.join("class/block")) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(num) = read_trim(&e.path().join("dev")).and_then(|s| DevNum::parse(&s))
-                {
-                    v.push((name, num));
-                }
-            }
-        }
-        v.sort();
-        v
+        self.sys().all()
     }
 
     fn name_of(&self, num: DevNum) -> Option<String> {
-        let link = self.sysfs.join(format!("dev/block/{num}"));
-        if let Ok(t) = fs::read_link(&link) {
-            return t.file_name().map(|s| s.to_string_lossy().into_owned());
-        }
-        self.all()
-            .into_iter()
-            .find(|(_, n)| *n == num)
-            .map(|(s, _)| s)
+        self.sys().name_of(num).or_else(|| {
+            self.all()
+                .into_iter()
+                .find(|(_, n)| *n == num)
+                .map(|(s, _)| s)
+        })
     }
 
     fn known_list(&self) -> String {
@@ -189,45 +152,10 @@ impl Resolver {
         })
     }
 
-    fn mounts(&self) -> Vec<Mount> {
-        let text = fs::read_to_string(self.procfs.join("self/mountinfo")).unwrap_or_default();
-        let mut v = vec![];
-        for line in text.lines() {
-            let (pre, post) = match line.split_once(" - ") {
-                Some(x) => x,
-                None => continue,
-            };
-            let f: Vec<&str> = pre.split(' ').collect();
-            let g: Vec<&str> = post.split(' ').collect();
-            if f.len() < 5 || g.len() < 2 {
-                continue;
-            }
-            if DevNum::parse(f[2]).is_some() {
-                v.push(Mount {
-                    point: PathBuf::from(unescape(f[4])),
-                    fstype: g[0].to_string(),
-                    source: unescape(g[1]),
-                });
-            }
-        }
-        v
-    }
-
     /// The mount holding `path` (longest mount point prefix; the last one mounted wins).
     fn mount_of(&self, path: &Path) -> Option<Mount> {
-        let mut best: Option<Mount> = None;
-        for m in self.mounts() {
-            if path.starts_with(&m.point) {
-                let better = match &best {
-                    None => true,
-                    Some(b) => m.point.as_os_str().len() >= b.point.as_os_str().len(),
-                };
-                if better {
-                    best = Some(m);
-                }
-            }
-        }
-        best
+        let table = mounts::read(&self.procfs).unwrap_or_default();
+        mounts::mount_of(&table, path).cloned()
     }
 
     /// The devices that really hold `path`, with everything that also carries its I/O.
@@ -332,15 +260,9 @@ impl Resolver {
         let Some(name) = self.name_of(num) else {
             return;
         };
-        let cls = self.sysfs.join("class/block").join(&name);
-        let parent = if cls.join("partition").exists() {
-            fs::canonicalize(&cls)
-                .ok()
-                .and_then(|p| p.parent().map(|p| p.to_path_buf()))
-                .and_then(|p| p.file_name().map(|s| s.to_string_lossy().into_owned()))
-        } else {
-            None
-        };
+        let sys = self.sys();
+        let cls = sys.dir(&name);
+        let parent = sys.whole_disk_of(&name);
         out.push(Device {
             name: name.clone(),
             num,
@@ -368,12 +290,9 @@ impl Resolver {
                 }
             }
         }
-        if let Ok(rd) = fs::read_dir(cls.join("slaves")) {
-            for e in rd.flatten() {
-                let s = e.file_name().to_string_lossy().into_owned();
-                if let Ok((_, sn)) = self.by_spec(&s) {
-                    self.add_rec(sn, &format!("slave of {name}"), out, seen, depth + 1);
-                }
+        for s in sys.slaves(&name) {
+            if let Ok((_, sn)) = self.by_spec(&s) {
+                self.add_rec(sn, &format!("slave of {name}"), out, seen, depth + 1);
             }
         }
     }
@@ -389,7 +308,7 @@ impl Resolver {
     /// Queue attributes and identity of a device (of its whole disk for a partition).
     pub fn queue_info(&self, dev: &Device) -> QueueInfo {
         let disk = dev.parent.as_deref().unwrap_or(&dev.name);
-        let base = self.sysfs.join("block").join(disk);
+        let sys = self.sys();
         let mut attrs = vec![];
         for a in [
             "write_cache",
@@ -403,7 +322,7 @@ impl Resolver {
             "max_sectors_kb",
             "discard_max_bytes",
         ] {
-            if let Some(v) = read_trim(&base.join("queue").join(a)) {
+            if let Some(v) = sys.queue_attr(disk, a) {
                 attrs.push((a.to_string(), v));
             }
         }
@@ -412,12 +331,11 @@ impl Resolver {
             ("vendor", "device/vendor"),
             ("loop_backing_file", "loop/backing_file"),
         ] {
-            if let Some(v) = read_trim(&base.join(rel)) {
+            if let Some(v) = sys.attr(disk, rel) {
                 attrs.push((key.to_string(), v));
             }
         }
-        let own = self.sysfs.join("class/block").join(&dev.name);
-        if let Some(v) = read_trim(&own.join("size")) {
+        if let Some(v) = sys.attr(&dev.name, "size") {
             attrs.push(("size_sectors".into(), v));
         }
         QueueInfo { attrs }
@@ -510,11 +428,5 @@ mod tests {
         assert!(q
             .attrs
             .contains(&("write_cache".to_string(), "write back".to_string())));
-    }
-
-    #[test]
-    fn unescape_mountinfo() {
-        assert_eq!(unescape("/mnt/a\\040b"), "/mnt/a b");
-        assert_eq!(unescape("/plain"), "/plain");
     }
 }

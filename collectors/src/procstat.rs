@@ -3,7 +3,10 @@
 //! Dirty pages piling up before a flush are half of the burst story: the broker's
 //! writes sit in the page cache as `Dirty` until a sync or the flusher turns them into
 //! `Writeback` and then into device writes. Both files are re-read with `pread` into a
-//! reused buffer and parsed without allocating.
+//! reused buffer ([`ProcFile`]) and parsed from it by procfs-core (`Meminfo`,
+//! `KernelStats`). Unlike the 1 ms diskstats path, these are sampled every 10-100 ms, where
+//! procfs-core's allocations per parse (a `String` per line) cost nothing that shows; the
+//! diskstats bench (`collectors/benches/diskstats_vs_procfs.rs`) prints the figures.
 //!
 //! Units: meminfo values are KiB as the kernel prints them; CPU times are `USER_HZ`
 //! ticks (see [`clock_ticks_per_s`]), cumulative since boot.
@@ -50,7 +53,7 @@ impl ProcFile {
     }
 }
 
-use crate::diskstats::parse_u64;
+use procfs_core::{ExplicitSystemInfo, FromBufRead, FromBufReadSI, KernelStats, Meminfo};
 
 /// The meminfo values diskpulse records, in KiB.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -80,30 +83,19 @@ impl MemSample {
     }
 }
 
-/// Parses `/proc/meminfo` text (`Key:   123 kB` lines).
+/// Parses `/proc/meminfo` text (`Key:   123 kB` lines). A text procfs-core cannot parse
+/// (a field it requires is missing) gives zeros, as a missing field always did.
 pub fn parse_meminfo(buf: &[u8]) -> MemSample {
-    let mut m = MemSample::default();
-    for line in buf.split(|&b| b == b'\n') {
-        let Some(colon) = line.iter().position(|&b| b == b':') else {
-            continue;
-        };
-        let key = &line[..colon];
-        let slot = match key {
-            b"Dirty" => &mut m.dirty_kib,
-            b"Writeback" => &mut m.writeback_kib,
-            b"Cached" => &mut m.cached_kib,
-            b"MemAvailable" => &mut m.mem_available_kib,
-            _ => continue,
-        };
-        if let Some(v) = line[colon + 1..]
-            .split(|&b| b == b' ')
-            .find(|t| !t.is_empty())
-            .and_then(parse_u64)
-        {
-            *slot = v;
-        }
+    let Ok(m) = Meminfo::from_buf_read(buf) else {
+        return MemSample::default();
+    };
+    // procfs-core converts to bytes; the kernel printed KiB.
+    MemSample {
+        dirty_kib: m.dirty / 1024,
+        writeback_kib: m.writeback / 1024,
+        cached_kib: m.cached / 1024,
+        mem_available_kib: m.mem_available.unwrap_or(0) / 1024,
     }
-    m
 }
 
 /// Aggregate CPU times from the first `cpu` line of `/proc/stat`, plus run-queue gauges.
@@ -150,27 +142,46 @@ impl CpuSample {
     }
 }
 
-/// Parses `/proc/stat` text.
+/// Parses `/proc/stat` text; a text procfs-core cannot parse gives zeros.
 pub fn parse_stat(buf: &[u8]) -> CpuSample {
-    let mut c = CpuSample::default();
-    for line in buf.split(|&b| b == b'\n') {
-        let mut toks = line.split(|&b| b == b' ').filter(|t| !t.is_empty());
-        match toks.next() {
-            Some(b"cpu") => {
-                for (i, t) in toks.take(8).enumerate() {
-                    c.ticks[i] = parse_u64(t).unwrap_or(0);
-                }
-            }
-            Some(b"procs_running") => {
-                c.procs_running = toks.next().and_then(parse_u64).unwrap_or(0)
-            }
-            Some(b"procs_blocked") => {
-                c.procs_blocked = toks.next().and_then(parse_u64).unwrap_or(0)
-            }
-            _ => {}
-        }
+    // Only the tick rate is used (to convert ticks to time, which we do not ask for).
+    let si = ExplicitSystemInfo {
+        boot_time_secs: 0,
+        ticks_per_second: clock_ticks_per_s(),
+        page_size: 4096,
+        is_little_endian: cfg!(target_endian = "little"),
+    };
+    let Ok(k) = KernelStats::from_buf_read(buf, &si) else {
+        return CpuSample::default();
+    };
+    let t = &k.total;
+    let o = |v: Option<u64>| v.unwrap_or(0);
+    CpuSample {
+        ticks: [
+            t.user,
+            t.nice,
+            t.system,
+            t.idle,
+            o(t.iowait),
+            o(t.irq),
+            o(t.softirq),
+            o(t.steal),
+        ],
+        procs_running: k.procs_running.unwrap_or(0) as u64,
+        procs_blocked: k.procs_blocked.unwrap_or(0) as u64,
     }
-    c
+}
+
+/// A process's start time in clock ticks since boot (`<procfs>/PID/stat` field 22,
+/// procfs-core's `Stat::starttime`; it finds comm, which may hold spaces and
+/// parentheses, by its last ')'). With the pid it names one process even after the pid
+/// is reused.
+pub fn process_start_ticks(procfs: &Path, pid: u32) -> Option<u64> {
+    use procfs_core::FromRead;
+    let f = File::open(procfs.join(pid.to_string()).join("stat")).ok()?;
+    procfs_core::process::Stat::from_read(f)
+        .ok()
+        .map(|s| s.starttime)
 }
 
 /// `USER_HZ`: ticks per second of the `/proc/stat` CPU times.
@@ -188,10 +199,38 @@ pub fn clock_ticks_per_s() -> u64 {
 mod tests {
     use super::*;
 
+    /// The fields procfs-core requires, as a 6.x kernel prints them (values made up).
+    const MEMINFO: &str = "\
+MemTotal:       24000000 kB
+MemFree:         1000000 kB
+MemAvailable:   20000000 kB
+Buffers:            2000 kB
+Cached:             1234 kB
+SwapCached:            0 kB
+Active:           300000 kB
+Inactive:         400000 kB
+SwapTotal:             0 kB
+SwapFree:              0 kB
+Dirty:              5678 kB
+Writeback:            12 kB
+Mapped:            50000 kB
+Slab:              60000 kB
+Committed_AS:     700000 kB
+VmallocTotal:   34359738367 kB
+VmallocUsed:       30000 kB
+VmallocChunk:          0 kB
+WritebackTmp:         99 kB
+";
+
+    #[test]
+    fn a_text_missing_required_fields_gives_zeros_not_garbage() {
+        assert_eq!(parse_meminfo(b"Dirty: 5 kB\n"), MemSample::default());
+        assert_eq!(parse_stat(b"cpu 1 2 3 4\n"), CpuSample::default());
+    }
+
     #[test]
     fn meminfo_fixture() {
-        let t = b"MemTotal:       24000000 kB\nMemAvailable:   20000000 kB\nCached:          1234 kB\nDirty:             5678 kB\nWriteback:           12 kB\nWritebackTmp:        99 kB\n";
-        let m = parse_meminfo(t);
+        let m = parse_meminfo(MEMINFO.as_bytes());
         assert_eq!(
             m,
             MemSample {
@@ -205,10 +244,22 @@ mod tests {
 
     #[test]
     fn stat_fixture() {
-        let t = b"cpu  10 1 20 300 40 5 6 7 0 0\ncpu0 5 0 10 150 20 2 3 3 0 0\nintr 1 2\nprocs_running 3\nprocs_blocked 2\n";
+        let t = b"cpu  10 1 20 300 40 5 6 7 0 0\ncpu0 5 0 10 150 20 2 3 3 0 0\nintr 1 2\nctxt 99\nbtime 1700000000\nprocesses 42\nprocs_running 3\nprocs_blocked 2\n";
         let c = parse_stat(t);
         assert_eq!(c.ticks, [10, 1, 20, 300, 40, 5, 6, 7]);
         assert_eq!((c.procs_running, c.procs_blocked), (3, 2));
+    }
+
+    #[test]
+    fn start_ticks_from_a_fixture_stat_with_a_comm_holding_parentheses() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("77")).unwrap();
+        let mut f: Vec<String> = (4..=52).map(|i| i.to_string()).collect();
+        f[22 - 4] = "123456".into();
+        let line = format!("77 (a) (b c) S {}\n", f.join(" "));
+        std::fs::write(d.path().join("77/stat"), line).unwrap();
+        assert_eq!(process_start_ticks(d.path(), 77), Some(123456));
+        assert_eq!(process_start_ticks(d.path(), 78), None);
     }
 
     #[test]

@@ -13,8 +13,7 @@ use collectors::diskstats::{self, DiskCounters};
 use super::{Facts, FlushOutcome, IoDelta, Options, ProcFacts, SystemFacts, TargetFacts};
 
 fn read_counters(sysfs: &Path, name: &str) -> Option<DiskCounters> {
-    let text = std::fs::read(sysfs.join("class/block").join(name).join("stat")).ok()?;
-    diskstats::parse_counters(&text)
+    collectors::sysfs::BlockSysfs::new(sysfs).counters(name)
 }
 
 fn delta(a: &DiskCounters, b: &DiskCounters, elapsed_ns: u64) -> Option<IoDelta> {

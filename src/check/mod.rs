@@ -27,11 +27,12 @@ use std::time::Duration;
 
 use collectors::check::flush::{self, FlushError};
 use collectors::check::kind::DeviceKind;
-use collectors::check::mountinfo::{Durability, MountEntry};
+use collectors::check::mountinfo::Durability;
 use collectors::check::nvme::VolatileWriteCache;
 use collectors::check::scsi::{CacheType, ScsiDisk};
 use collectors::check::vm::{DirtyMemory, DirtySettings};
 use collectors::devices::Device;
+use collectors::mounts::Mount;
 
 pub use gather::gather;
 pub use resolve::resolve_all;
@@ -152,7 +153,7 @@ pub enum SkipReason {
     /// A device that is not mounted but holds a signature.
     HoldsData {
         dev: String,
-        what: &'static str,
+        what: String,
     },
     /// A whole disk with partitions.
     HasPartitions {
@@ -174,7 +175,7 @@ pub struct TargetFacts {
     /// The canonical path (for a path), or the device node (for a device).
     pub path: PathBuf,
     /// The mount holding the path, or (for a device) the mount of the device.
-    pub mount: Option<MountEntry>,
+    pub mount: Option<Mount>,
     pub durability: Option<Durability>,
     pub devices: Vec<DeviceFacts>,
     pub flush: FlushOutcome,

@@ -6,11 +6,11 @@ use std::path::Path;
 
 use collectors::check::flush;
 use collectors::check::kind::{self, DeviceKind};
-use collectors::check::mountinfo::{self, MountEntry};
 use collectors::check::nvme;
 use collectors::check::scsi;
-use collectors::check::signature;
 use collectors::devices::{DevNum, Device, DeviceError, Resolver};
+use collectors::gate;
+use collectors::mounts::{self, Mount};
 
 use super::{DeviceFacts, FlushOutcome, Options, SkipReason, TargetFacts, TargetKind};
 use crate::usage;
@@ -32,14 +32,7 @@ fn device_facts(r: &Resolver, o: &Options, dev: Device) -> DeviceFacts {
     let virtio_cache_type = matches!(kind, DeviceKind::Virtio)
         .then(|| scsi::read_virtio_cache_type(&o.sysfs, &disk))
         .flatten();
-    let own = o.sysfs.join("class/block").join(&dev.name);
-    let slaves: Vec<String> = std::fs::read_dir(own.join("slaves"))
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let slaves = collectors::sysfs::BlockSysfs::new(&o.sysfs).slaves(&dev.name);
     let is_loop = matches!(kind, DeviceKind::Loop { .. });
     let match_devs = vec![dev_t(dev.num)];
     DeviceFacts {
@@ -85,12 +78,7 @@ fn resolve_err(e: DeviceError) -> anyhow::Error {
 
 /// Resolves one argument; usage errors for unknown devices, missing paths and paths with
 /// no block device (tmpfs).
-fn resolve(
-    r: &Resolver,
-    o: &Options,
-    mounts: &[MountEntry],
-    arg: &str,
-) -> anyhow::Result<TargetFacts> {
+fn resolve(r: &Resolver, o: &Options, mounts: &[Mount], arg: &str) -> anyhow::Result<TargetFacts> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let p = Path::new(arg);
     let md = std::fs::metadata(p).ok();
@@ -106,7 +94,7 @@ fn resolve(
         }
         let canon = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
         let devs = r.for_path(&canon).map_err(resolve_err)?;
-        let mount = mountinfo::mount_of(mounts, &canon).cloned();
+        let mount = mounts::mount_of(mounts, &canon).cloned();
         let durability = mount.as_ref().map(|m| m.durability());
         let mut devices: Vec<DeviceFacts> =
             devs.into_iter().map(|d| device_facts(r, o, d)).collect();
@@ -160,7 +148,7 @@ fn resolve(
     link_lower(&mut devices);
 
     // Is it mounted (directly, or as a member of a mounted btrfs)?
-    let mut mount: Option<MountEntry> = None;
+    let mut mount: Option<Mount> = None;
     for m in mounts {
         let direct = m.devnum == named.num
             || (m.source.starts_with("/dev/")
@@ -203,48 +191,48 @@ fn resolve(
             )
         }
     } else {
-        let parts = partitions(&o.sysfs, &named.name);
-        let sig = signature::read_head(&node)
-            .ok()
-            .and_then(|h| signature::detect(&h));
-        if o.quick {
-            (FlushOutcome::Skipped(SkipReason::Quick), None)
-        } else if !parts.is_empty() {
-            (
-                FlushOutcome::Skipped(SkipReason::HasPartitions {
-                    dev: named.name.clone(),
-                    parts,
-                }),
-                None,
-            )
-        } else if let Some(s) = sig {
-            (
-                FlushOutcome::Skipped(SkipReason::HoldsData {
-                    dev: named.name.clone(),
-                    what: s.name(),
-                }),
-                None,
-            )
-        } else if !o.allow_destructive {
-            (
-                FlushOutcome::Skipped(SkipReason::NotAllowed {
-                    dev: named.name.clone(),
-                }),
-                None,
-            )
+        let dev = gate::BlockDev {
+            path: &node,
+            name: &named.name,
+            num: named.num,
+        };
+        let refusals = if o.quick {
+            vec![]
         } else {
-            match signature::open_exclusive(&node, false) {
+            gate::refusals(&dev, &o.sysfs, &o.procfs)
+        };
+        let skipped = |r| (FlushOutcome::Skipped(r), None);
+        if o.quick {
+            skipped(SkipReason::Quick)
+        } else if let Some(first) = refusals.first() {
+            let dev = named.name.clone();
+            skipped(match first {
+                gate::Refusal::Partitions { parts, .. } => SkipReason::HasPartitions {
+                    dev,
+                    parts: parts.clone(),
+                },
+                r => match r.holds() {
+                    Some(what) => SkipReason::HoldsData { dev, what },
+                    None => SkipReason::InUse {
+                        dev,
+                        error: r.to_string(),
+                    },
+                },
+            })
+        } else if !o.allow_destructive {
+            skipped(SkipReason::NotAllowed {
+                dev: named.name.clone(),
+            })
+        } else {
+            match gate::open_exclusive(&node, 0) {
                 Ok(_) => (
                     FlushOutcome::NotRun,
                     Some(flush::Target::BlockDevice(node.clone())),
                 ),
-                Err(e) => (
-                    FlushOutcome::Skipped(SkipReason::InUse {
-                        dev: named.name.clone(),
-                        error: e.to_string(),
-                    }),
-                    None,
-                ),
+                Err(e) => skipped(SkipReason::InUse {
+                    dev: named.name.clone(),
+                    error: e.to_string(),
+                }),
             }
         }
     };
@@ -260,27 +248,12 @@ fn resolve(
     })
 }
 
-/// Partitions of whole disk `name` (sysfs children with a `partition` file).
-fn partitions(sysfs: &Path, name: &str) -> Vec<String> {
-    let base = sysfs.join("block").join(name);
-    let mut v: Vec<String> = std::fs::read_dir(&base)
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.path().join("partition").exists())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
 /// Resolves every argument; the first bad one is a usage error (nothing is written).
 pub fn resolve_all(args: &[String], o: &Options) -> anyhow::Result<Vec<TargetFacts>> {
     let r = Resolver {
         sysfs: o.sysfs.clone(),
         procfs: o.procfs.clone(),
     };
-    let mounts = mountinfo::read(&o.procfs).unwrap_or_default();
+    let mounts = mounts::read(&o.procfs).unwrap_or_default();
     args.iter().map(|a| resolve(&r, o, &mounts, a)).collect()
 }

@@ -37,7 +37,8 @@
 //!   only if it is the top mount at `ROOT/mnt/<name>` and its source is one of those loop
 //!   devices; a cgroup is removed only if it is `blkio/diskpulse-<name>`. Never
 //!   `losetup -D`. mkfs runs without its force flag, only on loop devices just attached
-//!   to images just created (`O_EXCL`), checked again right before.
+//!   to images just created (`O_EXCL`), checked again right before (backing file, and the
+//!   block-device write gate probe and check use: `collectors::gate`).
 //! - **Recorded before created** (see [`state`]), so a crash at any point leaves an
 //!   entry that `down` can clean. A loop device is picked with `losetup -f`, recorded,
 //!   then attached by name: if another process took it meanwhile, the attach fails with

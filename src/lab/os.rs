@@ -12,7 +12,7 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -116,13 +116,10 @@ pub fn loop_name(dev: &str) -> Option<&str> {
 
 /// `(major, minor)` of a block device from `/sys/block/<name>/dev`.
 pub fn dev_numbers(name: &str) -> anyhow::Result<(u32, u32)> {
-    let p = format!("/sys/block/{name}/dev");
-    let s = fs::read_to_string(&p).with_context(|| format!("reading {p}"))?;
-    let (a, b) = s
-        .trim()
-        .split_once(':')
-        .ok_or_else(|| anyhow!("{p}: expected MAJ:MIN, got '{}'", s.trim()))?;
-    Ok((a.parse()?, b.parse()?))
+    let n = collectors::sysfs::BlockSysfs::default()
+        .dev_num(name)
+        .ok_or_else(|| anyhow!("/sys/class/block/{name}/dev: missing or not MAJ:MIN"))?;
+    Ok((n.major, n.minor))
 }
 
 /// What backs a loop device now: `None` when it is not attached.
@@ -198,75 +195,40 @@ pub fn backed_by(b: &Backing, image: &Path) -> bool {
     }
 }
 
-/// One line of `/proc/self/mountinfo`, the fields we use.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mount {
-    pub point: PathBuf,
-    pub fstype: String,
-    pub source: String,
-}
-
-/// Parses mountinfo text (`proc(5)`): mount point is field 5, then after the " - "
-/// separator the fs type and the source. Octal escapes (`\040` for a space) are undone.
-pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
-    let mut v = Vec::new();
-    for line in text.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let Some(point) = left.split(' ').nth(4) else {
-            continue;
-        };
-        let mut r = right.split(' ');
-        let (Some(fstype), Some(source)) = (r.next(), r.next()) else {
-            continue;
-        };
-        v.push(Mount {
-            point: PathBuf::from(std::ffi::OsStr::from_bytes(&unescape(point))),
-            fstype: String::from_utf8_lossy(&unescape(fstype)).to_string(),
-            source: String::from_utf8_lossy(&unescape(source)).to_string(),
-        });
-    }
-    v
-}
-
-fn unescape(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    out
-}
+use collectors::mounts::Mount;
 
 /// The mounts now, in mount order (the last one at a point is the one on top).
 pub fn mounts() -> anyhow::Result<Vec<Mount>> {
-    let t = fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
-    Ok(parse_mountinfo(&t))
+    collectors::mounts::read(Path::new("/proc")).context("reading /proc/self/mountinfo")
 }
 
 /// The mount on top at `point`, if any.
 pub fn top_mount_at(point: &Path) -> anyhow::Result<Option<Mount>> {
-    Ok(mounts()?.into_iter().rev().find(|m| m.point == point))
+    Ok(collectors::mounts::top_at(&mounts()?, point).cloned())
+}
+
+/// What the one block-device write gate ([`collectors::gate`], shared with probe and
+/// check) says against writing to `/dev/loopN`: empty for a device fit for mkfs.
+pub fn write_refusals(dev: &str) -> anyhow::Result<Vec<collectors::gate::Refusal>> {
+    let name = loop_name(dev).ok_or_else(|| anyhow!("{dev} is not a loop device"))?;
+    let num = collectors::gate::rdev_of(Path::new(dev))
+        .ok_or_else(|| anyhow!("{dev} is not a block device node"))?;
+    let d = collectors::gate::BlockDev {
+        path: Path::new(dev),
+        name,
+        num,
+    };
+    Ok(collectors::gate::refusals(
+        &d,
+        Path::new("/sys"),
+        Path::new("/proc"),
+    ))
 }
 
 /// A process's start time in clock ticks since boot (`/proc/PID/stat` field 22): with
 /// the pid it names one process, even after the pid is reused.
 pub fn process_start_ticks(pid: u32) -> Option<u64> {
-    let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // comm (field 2) may hold spaces and parentheses: count from the last ')'.
-    let rest = &s[s.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    collectors::procstat::process_start_ticks(Path::new("/proc"), pid)
 }
 
 /// Whether the process that recorded `(pid, start_ticks)` is still running.
@@ -353,20 +315,6 @@ mod tests {
         ] {
             assert_eq!(loop_name(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn mountinfo_fields_and_escapes() {
-        let t = "36 35 98:0 / /mnt/my\\040vol rw,noatime master:1 - ext4 /dev/loop3 rw,errors=continue\n\
-                 37 35 0:52 / /var/tmp/lab/mnt/r1 rw shared:2 - btrfs /dev/loop4 rw,space_cache=v2\n\
-                 garbage\n";
-        let m = parse_mountinfo(t);
-        assert_eq!(m.len(), 2);
-        assert_eq!(m[0].point, PathBuf::from("/mnt/my vol"));
-        assert_eq!(m[0].fstype, "ext4");
-        assert_eq!(m[0].source, "/dev/loop3");
-        assert_eq!(m[1].point, PathBuf::from("/var/tmp/lab/mnt/r1"));
-        assert_eq!(m[1].source, "/dev/loop4");
     }
 
     #[test]

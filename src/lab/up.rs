@@ -208,6 +208,9 @@ impl Lab {
                     img.display()
                 ),
             }
+            if let Some(r) = os::write_refusals(dev)?.first() {
+                bail!("{r}: not formatting it");
+            }
         }
         self.check_stop()?;
         let devs: Vec<&str> = vol.loop_devices.iter().map(|s| s.as_str()).collect();

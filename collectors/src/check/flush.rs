@@ -2,7 +2,7 @@
 //!
 //! Three ways to write 4 KiB at queue depth 1, each for a fixed time on the same
 //! preallocated region (sequential slots, wrapping), latency per operation into an
-//! HdrHistogram:
+//! HdrHistogram, timed by the loop `diskpulse fsync` uses ([`crate::durable`]):
 //! - `O_DIRECT`: the write as the device acknowledges it (from its cache, if it has one);
 //! - `O_DIRECT|O_DSYNC`: the same write made durable: a FUA write where the device
 //!   supports FUA (`queue/fua` 1), else the write plus a cache flush;
@@ -22,10 +22,11 @@
 use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
-use crate::directio::{latency_histogram, record_ns, AlignedBuf, LatencyNs};
+use crate::directio::{AlignedBuf, LatencyNs};
+use crate::durable;
 
 /// Where to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,14 +179,13 @@ impl Drop for TempFile {
 }
 
 fn open_mode(path: &Path, blockdev: bool, mode: Mode) -> std::io::Result<File> {
-    let mut flags = 0;
+    let flags = match mode {
+        Mode::Direct => libc::O_DIRECT,
+        Mode::DirectDsync => libc::O_DIRECT | libc::O_DSYNC,
+        Mode::WriteFdatasync => 0,
+    };
     if blockdev {
-        flags |= libc::O_EXCL;
-    }
-    match mode {
-        Mode::Direct => flags |= libc::O_DIRECT,
-        Mode::DirectDsync => flags |= libc::O_DIRECT | libc::O_DSYNC,
-        Mode::WriteFdatasync => {}
+        return crate::gate::open_exclusive(path, flags);
     }
     std::fs::OpenOptions::new()
         .write(true)
@@ -269,38 +269,29 @@ pub fn run(target: &Target, cfg: &Config, stop: &AtomicBool) -> Result<Results, 
             mode: mode.label(),
             source,
         };
-        let mut h = latency_histogram();
-        let mut i = 0u64;
-        let mut ops = 0u64;
-        let mut start = Instant::now();
-        loop {
-            if stop.load(Ordering::Relaxed) {
-                return Err(FlushError::Interrupted);
-            }
-            if i == cfg.warmup_ops {
-                start = Instant::now();
-            }
+        let limits = durable::Limits {
+            duration: cfg.time_per_mode,
+            warmup_ops: cfg.warmup_ops,
+            max_ops: cfg.max_ops,
+        };
+        // Sequential slots, wrapping; the fdatasync ends the op.
+        let (t, r) = durable::run(&limits, false, true, stop, |i| {
             let off = (i % slots) * buf.len() as u64;
-            let t0 = Instant::now();
-            f.write_all_at(buf.as_slice(), off).map_err(werr)?;
+            durable::write_all_at(&f, buf.as_slice(), off)?;
             if mode == Mode::WriteFdatasync {
-                f.sync_data().map_err(werr)?;
+                return durable::timed_call(&f, File::sync_data).map(Some);
             }
-            let dt = t0.elapsed();
-            i += 1;
-            if i > cfg.warmup_ops {
-                record_ns(&mut h, dt.as_nanos() as u64);
-                ops += 1;
-                if ops >= cfg.max_ops || start.elapsed() >= cfg.time_per_mode {
-                    break;
-                }
-            }
+            Ok(None)
+        });
+        r.map_err(werr)?;
+        if t.stopped {
+            return Err(FlushError::Interrupted);
         }
         modes.push(ModeResult {
             mode,
-            ops,
-            elapsed_ns: start.elapsed().as_nanos() as u64,
-            lat: LatencyNs::from_histogram(&h),
+            ops: t.ops,
+            elapsed_ns: t.elapsed_ns(),
+            lat: t.latency(),
         });
     }
     Ok(Results {

@@ -8,7 +8,7 @@
 //! their decoding is tested against fixture bytes and strings taken from the specs and
 //! the kernel's `sd.c`.
 //!
-//! - [`mountinfo`]: `/proc/self/mountinfo` with every option, and which options drop
+//! - [`mountinfo`]: which mount options (of the one mount table, [`crate::mounts`]) drop
 //!   barriers or make a mount synchronous.
 //! - [`nvme`]: Identify Controller (VWC) and Get Features 06h (Volatile Write Cache)
 //!   through `NVME_IOCTL_ADMIN_CMD`.
@@ -17,10 +17,11 @@
 //! - [`kind`]: what sort of device a name is (loop, NVMe, SCSI, virtio, ...).
 //! - [`vm`]: `vm.dirty_*` and the dirty memory right now.
 //! - [`procio`]: `/proc/PID/io` snapshots and the devices a process has files open on.
-//! - [`signature`]: file system / partition table signatures, and an exclusive open that
-//!   fails on a mounted or claimed device.
 //! - [`flush`]: the empirical tests: 4 KiB O_DIRECT writes plain, with O_DSYNC, and
-//!   buffered write + fdatasync, each with a latency histogram.
+//!   buffered write + fdatasync, each with a latency histogram (timed by
+//!   [`crate::durable`], the loop `diskpulse fsync` uses).
+//!
+//! Whether a raw device may be written is decided by the one write gate, [`crate::gate`].
 
 pub mod flush;
 pub mod kind;
@@ -28,14 +29,6 @@ pub mod mountinfo;
 pub mod nvme;
 pub mod procio;
 pub mod scsi;
-pub mod signature;
 pub mod vm;
 
-use std::path::Path;
-
-/// Reads a small sysfs/procfs file, trimmed; `None` when it is missing or unreadable.
-pub(crate) fn read_trim(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
+pub(crate) use crate::sysfs::read_trim;

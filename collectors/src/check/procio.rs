@@ -12,6 +12,10 @@
 //! Units: bytes, cumulative since the process started.
 
 use std::path::Path;
+use std::str::FromStr;
+
+use procfs_core::process::{FDTarget, Io};
+use procfs_core::FromBufRead;
 
 /// One process's counters at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,22 +26,10 @@ pub struct ProcIo {
     pub write_bytes: u64,
 }
 
-/// Parses `/proc/PID/io` text: `(read_bytes, write_bytes)`.
+/// Parses `/proc/PID/io` text (procfs-core's `Io`): `(read_bytes, write_bytes)`.
 pub fn parse_io(text: &str) -> Option<(u64, u64)> {
-    let mut r = None;
-    let mut w = None;
-    for line in text.lines() {
-        let Some((k, v)) = line.split_once(':') else {
-            continue;
-        };
-        let v = v.trim().parse::<u64>().ok();
-        match k {
-            "read_bytes" => r = v,
-            "write_bytes" => w = v,
-            _ => {}
-        }
-    }
-    Some((r?, w?))
+    let io = Io::from_buf_read(text.as_bytes()).ok()?;
+    Some((io.read_bytes, io.write_bytes))
 }
 
 /// Every process's counters; the second value counts processes whose `io` could not be
@@ -132,7 +124,14 @@ pub fn open_devices(procfs: &Path, pid: u32) -> Vec<u64> {
     };
     if let Ok(rd) = std::fs::read_dir(dir.join("fd")) {
         for e in rd.flatten() {
-            add(&e.path());
+            // Sockets, pipes and anonymous inodes live on no device: only a path target
+            // (procfs-core's `FDTarget::Path`) is stat'ed, through the fd's magic link
+            // (so a file in another mount namespace or already deleted still resolves).
+            let target = std::fs::read_link(e.path()).ok();
+            let target = target.as_ref().and_then(|t| t.to_str());
+            if matches!(target.map(FDTarget::from_str), Some(Ok(FDTarget::Path(_)))) {
+                add(&e.path());
+            }
         }
     }
     v.sort_unstable();

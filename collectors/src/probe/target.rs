@@ -3,13 +3,10 @@
 //!
 //! Safety (DESIGN.md): the probe writes only to a file it creates (removed afterwards),
 //! to an existing file the user named (kept), or to a block device the user named with
-//! `--allow-destructive`. A block device is refused, even then, when it or one of its
-//! partitions is mounted, used as swap, held by another device (dm, md, bcache:
-//! `/sys/class/block/X/holders`), is a member of a mounted btrfs, has partitions, or
-//! carries a file-system or volume signature (our own magic-number checks, then
-//! `blkid -p`). The device is then opened with `O_EXCL`, so the kernel refuses it too if
-//! something claims it between the check and the open. Read-only jobs open a block
-//! device read-only and need none of this.
+//! `--allow-destructive`, and only when the one write gate ([`crate::gate`], shared with
+//! check and lab) finds nothing on or using it. The device is then opened with `O_EXCL`,
+//! so the kernel refuses it too if something claims it between the check and the open.
+//! Read-only jobs open a block device read-only and need none of this.
 //!
 //! Layout: like fio, a file is written in full before the measurement (1 MiB writes of
 //! a non-zero pattern), so reads hit allocated blocks and writes overwrite them rather
@@ -23,6 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::error::ProbeError;
 use crate::devices::DevNum;
 use crate::directio::{self, AlignedBuf, OpenFlags};
+use crate::gate;
+use crate::sysfs::BlockSysfs;
 
 /// What the target is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,21 +149,14 @@ fn inspect_block(
     o: &TargetOptions,
 ) -> Result<Target, ProbeError> {
     let num = DevNum::from_dev_t(md.rdev());
-    let sys = o.sysfs.join(format!("dev/block/{num}"));
-    let name = std::fs::read_link(&sys)
-        .ok()
-        .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| {
-            path.file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned()
-        });
-    let dev_bytes = std::fs::read_to_string(sys.join("size"))
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .map(|sectors| sectors * 512)
-        .unwrap_or(0);
+    let sys = BlockSysfs::new(&o.sysfs);
+    let name = sys.name_of(num).unwrap_or_else(|| {
+        path.file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned()
+    });
+    let dev_bytes = sys.size_bytes(&name).unwrap_or(0);
     if o.writes {
         if !o.allow_destructive {
             return Err(refused(
@@ -172,7 +164,12 @@ fn inspect_block(
                 format!("is a block device ({name}); this job writes to it and destroys its data: pass --allow-destructive if that is what you want"),
             ));
         }
-        let problems = block_device_problems(path, &name, num, &o.sysfs, &o.procfs);
+        let dev = gate::BlockDev {
+            path,
+            name: &name,
+            num,
+        };
+        let problems = gate::refusals(&dev, &o.sysfs, &o.procfs);
         if let Some(p) = problems.first() {
             return Err(refused(
                 path,
@@ -190,11 +187,7 @@ fn inspect_block(
         Some(s) => s,
         None => dev_bytes,
     };
-    let lbs_path = sys.join("queue/logical_block_size");
-    let logical_block = std::fs::read_to_string(&lbs_path)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .map(|v| (v, lbs_path));
+    let logical_block = sys.logical_block_size(num);
     Ok(Target {
         path: path.to_path_buf(),
         kind: TargetKind::BlockDevice { name },
@@ -229,8 +222,7 @@ impl Target {
     /// claim, so the first job claims and the others open the claimed device plainly.
     pub fn open(&self, f: OpenFlags, claim: bool) -> Result<File, ProbeError> {
         let r = if f.write && claim && matches!(self.kind, TargetKind::BlockDevice { .. }) {
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut custom = libc::O_EXCL;
+            let mut custom = 0;
             if f.direct {
                 custom |= libc::O_DIRECT;
             }
@@ -239,11 +231,7 @@ impl Target {
                 directio::SyncFlag::Dsync => custom |= libc::O_DSYNC,
                 directio::SyncFlag::Sync => custom |= libc::O_SYNC,
             }
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .custom_flags(custom)
-                .open(&self.path)
+            gate::open_exclusive(&self.path, custom)
         } else {
             directio::open(&self.path, f)
         };
@@ -379,248 +367,16 @@ impl Drop for Target {
     }
 }
 
-/// The file-system type holding `path`, by `statfs` magic.
+/// The file-system type holding `path` for messages ("ext2/3/4", "tmpfs", ...).
 pub fn fs_type(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return "an unknown file system".into();
-    };
-    // SAFETY: an all-zero statfs is a valid value to be overwritten.
-    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c is a valid NUL-terminated path, s a valid out pointer.
-    if unsafe { libc::statfs(c.as_ptr(), &mut s) } != 0 {
-        return "an unknown file system".into();
-    }
-    match s.f_type as u64 {
-        0xEF53 => "ext4",
-        0x5846_5342 => "xfs",
-        0x9123_683E => "btrfs",
-        0x0102_1994 => "tmpfs",
-        0x794C_7630 => "overlayfs",
-        0x6969 => "nfs",
-        0x2FC1_2FC1 => "zfs",
-        0x6573_5546 => "fuse",
-        0xF2F5_2010 => "f2fs",
-        0x4d44 => "vfat",
-        0x858458f6 => "ramfs",
-        _ => "an unknown file system",
-    }
-    .into()
+    crate::fstype::name_of(path).unwrap_or_else(|| "an unknown file system".into())
 }
 
 /// The logical block size of the device holding `path`, from sysfs (partitions read
 /// their disk's queue).
 fn logical_block_of(sysfs: &Path, path: &Path) -> Option<(u32, PathBuf)> {
     let md = std::fs::metadata(path).ok()?;
-    let num = DevNum::from_dev_t(md.dev());
-    let base = sysfs.join(format!("dev/block/{num}"));
-    for p in [
-        base.join("queue/logical_block_size"),
-        base.join("../queue/logical_block_size"),
-    ] {
-        if let Some(v) = std::fs::read_to_string(&p)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            let shown = std::fs::canonicalize(&p).unwrap_or(p);
-            return Some((v, shown));
-        }
-    }
-    None
-}
-
-/// Everything that makes writing to block device `name` unsafe, worst first. Empty when
-/// it looks like scratch space.
-pub fn block_device_problems(
-    path: &Path,
-    name: &str,
-    num: DevNum,
-    sysfs: &Path,
-    procfs: &Path,
-) -> Vec<String> {
-    let mut out = vec![];
-    let dir = sysfs.join("class/block").join(name);
-    // The device and its partitions.
-    let mut nums = vec![(name.to_string(), num)];
-    let mut parts = vec![];
-    if let Ok(rd) = std::fs::read_dir(&dir) {
-        for e in rd.flatten() {
-            if e.path().join("partition").exists() {
-                let pname = e.file_name().to_string_lossy().into_owned();
-                if let Some(n) = std::fs::read_to_string(e.path().join("dev"))
-                    .ok()
-                    .and_then(|s| parse_devnum(&s))
-                {
-                    nums.push((pname.clone(), n));
-                }
-                parts.push(pname);
-            }
-        }
-    }
-    if let Ok(mi) = std::fs::read_to_string(procfs.join("self/mountinfo")) {
-        for (who, point) in mounted(&mi, &nums) {
-            out.push(format!("{who} is mounted on {point}"));
-        }
-    }
-    if let Ok(sw) = std::fs::read_to_string(procfs.join("swaps")) {
-        for line in sw.lines().skip(1) {
-            if let Some(p) = line.split_whitespace().next() {
-                if let Some(n) = rdev_of(Path::new(p)) {
-                    if let Some((who, _)) = nums.iter().find(|(_, x)| *x == n) {
-                        out.push(format!("{who} is in use as swap"));
-                    }
-                }
-            }
-        }
-    }
-    for (who, _) in &nums {
-        let holders = sysfs.join("class/block").join(who).join("holders");
-        let list: Vec<String> = std::fs::read_dir(&holders)
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        if !list.is_empty() {
-            out.push(format!(
-                "{who} is held by {} ({})",
-                list.join(", "),
-                holders.display()
-            ));
-        }
-    }
-    if let Ok(rd) = std::fs::read_dir(sysfs.join("fs/btrfs")) {
-        for fsdir in rd.flatten() {
-            for (who, _) in &nums {
-                if fsdir.path().join("devices").join(who).exists() {
-                    out.push(format!(
-                        "{who} is a member of a mounted btrfs ({})",
-                        fsdir.path().display()
-                    ));
-                }
-            }
-        }
-    }
-    if !parts.is_empty() {
-        parts.sort();
-        out.push(format!("{name} has partitions ({})", parts.join(", ")));
-    }
-    let mut head = vec![0u8; 68 * 1024];
-    if let Ok(f) = File::open(path) {
-        let mut got = 0;
-        while got < head.len() {
-            match f.read_at(&mut head[got..], got as u64) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got += n,
-            }
-        }
-        head.truncate(got);
-        for s in magic_signatures(&head) {
-            out.push(format!(
-                "{name} holds {s}: erase it first if it is scratch (wipefs -a {})",
-                path.display()
-            ));
-        }
-    }
-    if out.is_empty() {
-        if let Some(s) = blkid_signature(path) {
-            out.push(format!(
-                "{name} holds {s} (blkid -p): erase it first if it is scratch (wipefs -a {})",
-                path.display()
-            ));
-        }
-    }
-    out
-}
-
-fn parse_devnum(s: &str) -> Option<DevNum> {
-    let (a, b) = s.trim().split_once(':')?;
-    Some(DevNum {
-        major: a.parse().ok()?,
-        minor: b.parse().ok()?,
-    })
-}
-
-fn rdev_of(p: &Path) -> Option<DevNum> {
-    let md = std::fs::metadata(p).ok()?;
-    md.file_type()
-        .is_block_device()
-        .then(|| DevNum::from_dev_t(md.rdev()))
-}
-
-/// Mounts (from mountinfo text) whose device number or source is one of `nums`:
-/// (device name, mount point).
-pub fn mounted(mountinfo: &str, nums: &[(String, DevNum)]) -> Vec<(String, String)> {
-    let mut out = vec![];
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let l: Vec<&str> = left.split(' ').collect();
-        if l.len() < 5 {
-            continue;
-        }
-        let mut r = right.split(' ');
-        let _fstype = r.next();
-        let source = r.next().unwrap_or("");
-        let by_num = parse_devnum(l[2]).and_then(|n| nums.iter().find(|(_, x)| *x == n));
-        let by_source = if source.starts_with('/') {
-            rdev_of(Path::new(source)).and_then(|n| nums.iter().find(|(_, x)| *x == n))
-        } else {
-            None
-        };
-        if let Some((who, _)) = by_num.or(by_source) {
-            out.push((who.clone(), l[4].to_string()));
-        }
-    }
-    out
-}
-
-/// File-system and volume signatures found by magic number in the first 68 KiB.
-pub fn magic_signatures(head: &[u8]) -> Vec<&'static str> {
-    let at = |off: usize, magic: &[u8]| {
-        head.len() >= off + magic.len() && &head[off..off + magic.len()] == magic
-    };
-    let mut out = vec![];
-    if at(1080, &[0x53, 0xEF]) {
-        out.push("an ext2/3/4 file system (0xEF53 at byte 1080)");
-    }
-    if at(0, b"XFSB") {
-        out.push("an xfs file system (XFSB at byte 0)");
-    }
-    if at(65600, b"_BHRfS_M") {
-        out.push("a btrfs file system (_BHRfS_M at byte 65600)");
-    }
-    if at(4086, b"SWAPSPACE2") || at(4086, b"SWAP-SPACE") {
-        out.push("a swap area (SWAPSPACE2 at byte 4086)");
-    }
-    if (0..4).any(|s| at(s * 512, b"LABELONE")) {
-        out.push("an LVM2 physical volume (LABELONE in the first 4 sectors)");
-    }
-    if at(512, b"EFI PART") {
-        out.push("a GPT partition table (EFI PART at byte 512)");
-    }
-    out
-}
-
-/// `blkid -p -o export DEV` (low-level probe, no cache): the TYPE or PTTYPE it finds.
-fn blkid_signature(path: &Path) -> Option<String> {
-    let out = std::process::Command::new("blkid")
-        .args(["-p", "-o", "export"])
-        .arg(path)
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    for line in text.lines() {
-        if let Some(t) = line.strip_prefix("TYPE=") {
-            return Some(format!("a {t} signature"));
-        }
-        if let Some(t) = line.strip_prefix("PTTYPE=") {
-            return Some(format!("a {t} partition table"));
-        }
-    }
-    None
+    BlockSysfs::new(sysfs).logical_block_size(DevNum::from_dev_t(md.dev()))
 }
 
 #[cfg(test)]
@@ -628,43 +384,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn magic_numbers_are_found_where_they_live() {
-        let mut b = vec![0u8; 68 * 1024];
-        assert!(magic_signatures(&b).is_empty());
-        b[1080] = 0x53;
-        b[1081] = 0xEF;
-        b[65600..65608].copy_from_slice(b"_BHRfS_M");
-        let s = magic_signatures(&b);
-        assert_eq!(s.len(), 2, "{s:?}");
-        assert!(s[0].contains("ext2/3/4") && s[1].contains("btrfs"));
-        let mut c = vec![0u8; 8192];
-        c[1024..1032].copy_from_slice(b"LABELONE");
-        assert!(magic_signatures(&c)[0].contains("LVM2"));
-    }
-
-    #[test]
     fn our_own_fill_pattern_looks_like_no_file_system() {
         // A device the probe wrote to must stay probe-able.
-        let b = AlignedBuf::new(68 * 1024);
-        assert!(magic_signatures(b.as_slice()).is_empty());
-    }
-
-    #[test]
-    fn mountinfo_matches_by_number() {
-        let mi = "36 35 7:3 / /mnt/x rw,relatime shared:1 - ext4 /dev/nonexistent rw\n\
-                  37 35 8:1 / /boot rw - ext4 /dev/sda1 rw\n";
-        let nums = vec![
-            ("loop3".to_string(), DevNum { major: 7, minor: 3 }),
-            (
-                "loop3p1".to_string(),
-                DevNum {
-                    major: 259,
-                    minor: 0,
-                },
-            ),
-        ];
-        let m = mounted(mi, &nums);
-        assert_eq!(m, vec![("loop3".to_string(), "/mnt/x".to_string())]);
+        let b = AlignedBuf::new(128 * 1024);
+        assert!(crate::gate::signature::detect_all(b.as_slice()).is_empty());
     }
 
     #[test]

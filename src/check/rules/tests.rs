@@ -4,12 +4,12 @@ use super::*;
 use crate::check::{DeviceFacts, FlushOutcome, SystemFacts, TargetFacts, TargetKind};
 use collectors::check::flush::{Mode, ModeResult, Results};
 use collectors::check::kind::DeviceKind;
-use collectors::check::mountinfo::MountEntry;
 use collectors::check::nvme::VolatileWriteCache;
 use collectors::check::scsi::{parse_cache_type, ScsiDisk};
 use collectors::check::vm::DirtyMemory;
 use collectors::devices::{DevNum, Device};
 use collectors::directio::{latency_histogram, record_ns, LatencyNs};
+use collectors::mounts::Mount;
 
 fn dev(name: &str, kind: DeviceKind, why: &str, queue: &[(&str, &str)]) -> DeviceFacts {
     DeviceFacts {
@@ -385,7 +385,7 @@ fn noisy_facts() -> Facts {
             source: std::io::Error::from_raw_os_error(libc::ENOSPC),
         }),
     );
-    let m = MountEntry {
+    let m = Mount {
         mount_id: 1,
         devnum: DevNum { major: 7, minor: 0 },
         root: "/".into(),

@@ -62,14 +62,8 @@ fn devices_of(t: &target::Target) -> Vec<String> {
 }
 
 fn disk_counters(names: &[String]) -> Vec<Option<collectors::diskstats::DiskCounters>> {
-    names
-        .iter()
-        .map(|n| {
-            std::fs::read(format!("/sys/class/block/{n}/stat"))
-                .ok()
-                .and_then(|b| collectors::diskstats::parse_counters(&b))
-        })
-        .collect()
+    let sys = collectors::sysfs::BlockSysfs::default();
+    names.iter().map(|n| sys.counters(n)).collect()
 }
 
 pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {

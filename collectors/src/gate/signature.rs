@@ -1,11 +1,9 @@
-//! Before writing to a block device: is something on it (a file system, a partition
-//! table, swap, LUKS, an LVM label), and is it in use (mounted, a btrfs member, under
-//! device-mapper)?
+//! What the start of a block device holds: the magic numbers blkid looks for, at their
+//! documented offsets (a file system, a partition table, swap, LUKS, an LVM label).
 //!
-//! Signatures are the magic numbers blkid looks for, at their documented offsets. "In use"
-//! is asked of the kernel: `open(O_EXCL)` on a block device claims it and fails with
-//! EBUSY while anything else holds it (a mounted file system, a btrfs member, a dm/md
-//! holder), which no reading of /proc can miss.
+//! This is the union of the two tables diskpulse had (check's and probe's): every
+//! signature either knew, an LVM label in any of the first four sectors, both swap
+//! magics, a GPT header for 512- and 4096-byte sectors.
 
 use std::io::Read;
 use std::path::Path;
@@ -30,6 +28,7 @@ pub enum Signature {
 }
 
 impl Signature {
+    /// What it is, for messages ("an ext2/3/4 file system").
     pub fn name(&self) -> &'static str {
         match self {
             Signature::Ext => "an ext2/3/4 file system",
@@ -50,26 +49,41 @@ fn at(buf: &[u8], off: usize, magic: &[u8]) -> bool {
     buf.get(off..off + magic.len()) == Some(magic)
 }
 
-/// The first signature found in `head` (bytes from offset 0 of the device).
+/// (signature, byte offset, magic), most specific first: a file system that also has a
+/// boot sector (FAT, NTFS) is named by the file system.
+const CHECKS: [(Signature, usize, &[u8]); 15] = [
+    (Signature::Luks, 0, b"LUKS\xba\xbe"),
+    (Signature::Xfs, 0, b"XFSB"),
+    (Signature::Ext, 0x438, &[0x53, 0xEF]),
+    (Signature::F2fs, 0x400, &[0x10, 0x20, 0xF5, 0xF2]),
+    (Signature::Btrfs, 0x10040, b"_BHRfS_M"),
+    (Signature::Swap, 4086, b"SWAPSPACE2"),
+    (Signature::Swap, 4086, b"SWAP-SPACE"),
+    (Signature::Lvm2, 0, b"LABELONE"),
+    (Signature::Lvm2, 512, b"LABELONE"),
+    (Signature::Lvm2, 1024, b"LABELONE"),
+    (Signature::Lvm2, 1536, b"LABELONE"),
+    (Signature::Gpt, 512, b"EFI PART"),
+    (Signature::Gpt, 4096, b"EFI PART"),
+    (Signature::Iso9660, 0x8001, b"CD001"),
+    (Signature::MbrOrBootSector, 510, &[0x55, 0xAA]),
+];
+
+/// Every signature found in `head` (bytes from offset 0 of the device), each once, with
+/// the byte offset it was found at, most specific first.
+pub fn detect_all(head: &[u8]) -> Vec<(Signature, usize)> {
+    let mut out: Vec<(Signature, usize)> = vec![];
+    for (sig, off, magic) in CHECKS {
+        if at(head, off, magic) && !out.iter().any(|(s, _)| *s == sig) {
+            out.push((sig, off));
+        }
+    }
+    out
+}
+
+/// The first signature found in `head`.
 pub fn detect(head: &[u8]) -> Option<Signature> {
-    let checks: [(Signature, usize, &[u8]); 12] = [
-        (Signature::Luks, 0, b"LUKS\xba\xbe"),
-        (Signature::Xfs, 0, b"XFSB"),
-        (Signature::Ext, 0x438, &[0x53, 0xEF]),
-        (Signature::F2fs, 0x400, &[0x10, 0x20, 0xF5, 0xF2]),
-        (Signature::Btrfs, 0x10040, b"_BHRfS_M"),
-        (Signature::Swap, 4086, b"SWAPSPACE2"),
-        (Signature::Swap, 4086, b"SWAP-SPACE"),
-        (Signature::Lvm2, 512, b"LABELONE"),
-        (Signature::Gpt, 512, b"EFI PART"),
-        (Signature::Gpt, 4096, b"EFI PART"),
-        (Signature::Iso9660, 0x8001, b"CD001"),
-        (Signature::MbrOrBootSector, 510, &[0x55, 0xAA]),
-    ];
-    checks
-        .iter()
-        .find(|(_, off, magic)| at(head, *off, magic))
-        .map(|c| c.0)
+    detect_all(head).first().map(|s| s.0)
 }
 
 /// Reads the first [`HEAD_BYTES`] of `dev` (fewer if it is smaller).
@@ -78,21 +92,6 @@ pub fn read_head(dev: &Path) -> std::io::Result<Vec<u8>> {
     let mut v = Vec::with_capacity(HEAD_BYTES);
     f.take(HEAD_BYTES as u64).read_to_end(&mut v)?;
     Ok(v)
-}
-
-/// Opens block device `dev` for writing with O_EXCL (and O_DIRECT if asked): EBUSY means
-/// it is mounted or held by something else.
-pub fn open_exclusive(dev: &Path, direct: bool) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut flags = libc::O_EXCL;
-    if direct {
-        flags |= libc::O_DIRECT;
-    }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(flags)
-        .open(dev)
 }
 
 #[cfg(test)]
@@ -125,6 +124,13 @@ mod tests {
         assert_eq!(
             detect(&head_with(510, &[0x55, 0xAA])),
             Some(Signature::MbrOrBootSector)
+        );
+        let mut lvm = head_with(1024, b"LABELONE");
+        lvm[0x438..0x43a].copy_from_slice(&[0x53, 0xEF]);
+        assert_eq!(
+            detect_all(&lvm),
+            [(Signature::Ext, 0x438), (Signature::Lvm2, 1024)],
+            "every signature, each once"
         );
         // A short device: no panic, nothing past its end.
         assert_eq!(detect(&[0u8; 100]), None);

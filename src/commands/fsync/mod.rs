@@ -21,7 +21,6 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use collectors::clock::{Clock, ENV_ZERO};
-use collectors::devices::{DeviceError, Resolver};
 use collectors::directio::LatencyNs;
 use collectors::fsync::{
     self as engine, FsyncError, Group, Measured, Offsets, Options, Outcome, TestFile, TestSpec,
@@ -30,6 +29,9 @@ use serde_json::{json, Value};
 
 use crate::cli::{fmt_duration, parse_duration};
 use crate::usage;
+
+mod table;
+use table::{footer, row_label, row_rest, section_line, Header};
 
 /// Environment variable naming the run directory of an enclosing `diskpulse record`.
 pub const ENV_RUN_DIR: &str = "DISKPULSE_RUN_DIR";
@@ -239,228 +241,6 @@ pub struct Row {
     pub outcome: Outcome,
 }
 
-/// What the header says: where, on what, how long.
-struct Header {
-    dir: PathBuf,
-    fs_type: Option<String>,
-    per_test: Duration,
-    cycle: bool,
-    /// The devices that hold --dir.
-    devices: Vec<HeaderDevice>,
-    /// Why there are no devices (tmpfs, ...).
-    devices_note: Option<String>,
-}
-
-/// A device under --dir as the header shows it.
-struct HeaderDevice {
-    name: String,
-    /// `MAJ:MIN`
-    dev: String,
-    why: String,
-    /// [`SHOWN_ATTRS`] as sysfs prints them.
-    attrs: Vec<(String, String)>,
-}
-
-/// sysfs queue attributes shown in the header (and JSON) for each device.
-const SHOWN_ATTRS: [&str; 3] = ["write_cache", "fua", "rotational"];
-
-impl Header {
-    fn gather(dir: &Path, per_test: Duration, cycle: bool) -> Header {
-        let r = Resolver::default();
-        let (devices, devices_note) = match r.for_path(dir) {
-            Ok(devs) => (
-                devs.iter()
-                    .map(|d| {
-                        let q = r.queue_info(d);
-                        let attrs = SHOWN_ATTRS
-                            .iter()
-                            .filter_map(|k| {
-                                q.attrs
-                                    .iter()
-                                    .find(|(a, _)| a == k)
-                                    .map(|(a, v)| (a.clone(), v.clone()))
-                            })
-                            .collect();
-                        HeaderDevice {
-                            name: d.name.clone(),
-                            dev: d.num.to_string(),
-                            why: d.why.clone(),
-                            attrs,
-                        }
-                    })
-                    .collect(),
-                None,
-            ),
-            // Not an error here: tmpfs and ramfs are fair things to time. Say what it is.
-            Err(DeviceError::NoBlockDevice {
-                path,
-                fstype,
-                mount_source,
-            }) => (
-                vec![],
-                Some(format!(
-                    "{path} is on {fstype} ({mount_source}): no block device behind it"
-                )),
-            ),
-            Err(e) => (vec![], Some(e.to_string())),
-        };
-        Header {
-            dir: dir.to_path_buf(),
-            fs_type: engine::fs_type(dir),
-            per_test,
-            cycle,
-            devices,
-            devices_note,
-        }
-    }
-
-    fn text(&self) -> String {
-        let mut s = format!(
-            "diskpulse fsync in {} ({}): a 16 MiB file filled and fsynced first, {} per test, {}\n",
-            self.dir.display(),
-            self.fs_type.as_deref().unwrap_or("file system unknown"),
-            fmt_duration(self.per_test),
-            if self.cycle {
-                "writes walking through the file (--cycle)"
-            } else {
-                "writes at pg_test_fsync's fixed offsets"
-            }
-        );
-        for d in &self.devices {
-            let a: Vec<String> = d.attrs.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            s += &format!(
-                "  {:<10} {:<8} {:<34} {}\n",
-                d.name,
-                d.dev,
-                d.why,
-                a.join("  ")
-            );
-        }
-        if let Some(n) = &self.devices_note {
-            s += &format!("  no block device: {n}\n");
-        }
-        s += "An op is its writes and its sync, as in pg_test_fsync's ops/sec; latencies are µs per op;\n\
-              \"└ sync call\" is the fdatasync/fsync call alone. (pg: X) marks the row that does what pg_test_fsync's X does.\n\n";
-        s += &format!(
-            "{:<57}{:>10} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
-            "", "ops/s", "mean", "p50", "p99", "p99.9", "max"
-        );
-        s
-    }
-
-    fn json(&self) -> Value {
-        json!({
-            "dir": self.dir.display().to_string(),
-            "fs_type": self.fs_type,
-            "file_bytes": engine::FILE_BYTES,
-            "block_bytes": engine::XLOG_BLCKSZ,
-            "secs_per_test": self.per_test.as_secs_f64(),
-            "offsets": if self.cycle { "cycle" } else { "fixed" },
-            "devices": self.devices.iter().map(|d| {
-                let mut v = json!({"name": d.name, "dev": d.dev, "why": d.why});
-                for (k, val) in &d.attrs {
-                    v[k] = json!(val);
-                }
-                v
-            }).collect::<Vec<_>>(),
-            "devices_note": self.devices_note,
-        })
-    }
-}
-
-fn section_line(g: Group) -> String {
-    g.title().to_string()
-}
-
-/// `  fdatasync            write, fdatasync   ...` (57 columns), printed before the test runs.
-pub fn row_label(spec: &TestSpec) -> String {
-    format!("  {:<21}{:<34}", spec.name, spec.how)
-}
-
-fn us(ns: u64) -> String {
-    let v = ns as f64 / 1000.0;
-    if v < 100.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.0}")
-    }
-}
-
-fn lat_cols(l: &LatencyNs) -> String {
-    let p = |q| l.at(q).map(us).unwrap_or_default();
-    format!(
-        "{:>8} {:>8} {:>8} {:>8} {:>8}",
-        us(l.mean.round() as u64),
-        p(50.0),
-        p(99.0),
-        p(99.9),
-        us(l.max)
-    )
-}
-
-fn measured_cols(m: &Measured) -> String {
-    format!("{:>10.1} {}", m.ops_per_s(), lat_cols(&m.lat))
-}
-
-/// The rest of a row after its label: numbers (and the sync call's line), or why not.
-pub fn row_rest(r: &Row) -> String {
-    let pg = r
-        .spec
-        .pg_label
-        .map(|l| format!("  (pg: {})", l.trim()))
-        .unwrap_or_default();
-    let sync_line = |m: &Measured, spec: &TestSpec| -> String {
-        match &m.sync_lat {
-            Some(s) => format!(
-                "    └ {:<51}{:>10} {}\n",
-                format!("{} call", sync_name(spec)),
-                "",
-                lat_cols(s)
-            ),
-            None => String::new(),
-        }
-    };
-    match &r.outcome {
-        Outcome::Ran(m) => {
-            let cut = if m.cut_short {
-                "  (cut short by Ctrl-C)"
-            } else {
-                ""
-            };
-            format!("{}{pg}{cut}\n{}", measured_cols(m), sync_line(m, &r.spec))
-        }
-        Outcome::NotAvailable { reason } => format!("n/a: {reason}\n"),
-        Outcome::Failed { reason, partial } => match partial {
-            Some(m) => format!(
-                "{}  failed after {} ops: {reason}\n{}",
-                measured_cols(m),
-                m.ops,
-                sync_line(m, &r.spec)
-            ),
-            None => format!("failed: {reason}\n"),
-        },
-        Outcome::NotRun => "not run: interrupted\n".to_string(),
-    }
-}
-
-fn sync_name(spec: &TestSpec) -> &'static str {
-    match spec.kind {
-        engine::Kind::ThenSync { call, .. } => call.name(),
-        _ => "fsync",
-    }
-}
-
-fn footer(rows: &[Row]) -> String {
-    let mut s = String::new();
-    if rows
-        .iter()
-        .any(|r| matches!(r.outcome, Outcome::NotAvailable { .. }))
-    {
-        s += "\nn/a: the file system or device refused this way of writing (pg_test_fsync prints n/a* or dies there).\n";
-    }
-    s
-}
-
 /// Names of the latency fields, in CSV order: `lat_min_us`, ... and `sync_lat_min_us`, ...
 const LAT_FIELDS: [&str; 6] = ["min", "mean", "p50", "p99", "p999", "max"];
 
@@ -620,14 +400,14 @@ mod tests {
     use super::*;
     use collectors::directio::{latency_histogram, record_ns};
 
-    fn spec(id: &str) -> TestSpec {
+    pub(super) fn spec(id: &str) -> TestSpec {
         engine::all_tests()
             .into_iter()
             .find(|s| s.full_id() == id)
             .unwrap()
     }
 
-    fn sample(with_sync: bool) -> Measured {
+    pub(super) fn sample(with_sync: bool) -> Measured {
         let mut h = latency_histogram();
         for v in 1..=1000u64 {
             record_ns(&mut h, v * 1000);
@@ -732,31 +512,5 @@ mod tests {
         assert_eq!(ids(&["other_fd", "one_8k.fsync"]).len(), 3);
         let e = select(engine::all_tests(), &["fdatasnyc".to_string()]).unwrap_err();
         assert!(e.to_string().contains("'fdatasnyc'"), "{e}");
-    }
-
-    #[test]
-    fn table_rows_say_why_not() {
-        let r = Row {
-            t_ns: 0,
-            t_end_ns: 0,
-            spec: spec("one_8k.direct_fdatasync"),
-            outcome: Outcome::NotAvailable {
-                reason: "EINVAL (Invalid argument): this file system refuses O_DIRECT".into(),
-            },
-        };
-        assert_eq!(
-            row_rest(&r),
-            "n/a: EINVAL (Invalid argument): this file system refuses O_DIRECT\n"
-        );
-        let ok = Row {
-            t_ns: 0,
-            t_end_ns: 0,
-            spec: spec("one_8k.fdatasync"),
-            outcome: Outcome::Ran(sample(true)),
-        };
-        let text = row_rest(&ok);
-        assert!(text.contains("(pg: fdatasync)"), "{text}");
-        assert!(text.contains("└ fdatasync call"), "{text}");
-        assert_eq!(row_label(&ok.spec).chars().count(), 57);
     }
 }

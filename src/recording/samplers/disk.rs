@@ -1,32 +1,21 @@
-//! The sampler threads of a recording: diskstats, meminfo, cpu.
-//!
-//! ## `diskstats.csv.gz`
-//! `t_ns,device,major,minor,` then the 17 raw counters of [`collectors::diskstats`] in
-//! kernel order (empty where the kernel prints fewer). Gzip-compressed, readable with
-//! `zcat`. A device's row is written when any counter changed since its previous
-//! sample, together with that previous sample if it was not written (so every delta
-//! spans exactly one sampling interval), and at least once a second. An idle device
-//! therefore costs one row a second, and the deltas of consecutive rows are always
-//! exact.
-//!
-//! ## `meminfo.csv`, `cpu.csv`
-//! `t_ns` then [`collectors::procstat::MEM_COLUMNS`] / [`collectors::procstat::CPU_COLUMNS`],
-//! every sample.
+//! The diskstats sampler: `/proc/diskstats` or per-device sysfs `stat` files, every
+//! interval, into `diskstats.csv.gz` (format in `super`).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use collectors::clock::Clock;
+use collectors::devices::DevNum;
 use collectors::diskstats::{self, DiskCounters, DiskstatsReader, MAX_FIELDS};
-use collectors::periodic::{self, LoopStats};
-use collectors::procstat::{self, ProcFile};
+use collectors::periodic;
+use collectors::sysfs::BlockSysfs;
 
-use super::writer::{put_u64, ChunkSink};
-use super::EventLog;
+use super::SamplerThread;
+use crate::recording::writer::{put_u64, ChunkSink};
+use crate::recording::EventLog;
 
 /// Which devices the diskstats sampler records.
 #[derive(Debug, Clone)]
@@ -166,7 +155,7 @@ impl DiskSource {
             && !names.is_empty()
             && names
                 .iter()
-                .all(|(_, _, n)| sysfs.join("class/block").join(n).join("stat").exists());
+                .all(|(_, _, n)| BlockSysfs::new(sysfs).has_stat(n));
         if all_have_stat {
             DiskSource::Sysfs(sysfs.to_path_buf())
         } else {
@@ -185,14 +174,11 @@ impl DiskSource {
 
 /// Opens a device's sysfs stat file if the device there still has number `major:minor`.
 fn open_stat(sysfs: &Path, d: &Tracked) -> Option<File> {
-    let base = sysfs
-        .join("class/block")
-        .join(std::str::from_utf8(&d.name).ok()?);
-    let dev = std::fs::read_to_string(base.join("dev")).ok()?;
-    if dev.trim() != format!("{}:{}", d.major, d.minor) {
-        return None;
-    }
-    File::open(base.join("stat")).ok()
+    let num = DevNum {
+        major: d.major,
+        minor: d.minor,
+    };
+    BlockSysfs::new(sysfs).open_stat(std::str::from_utf8(&d.name).ok()?, num)
 }
 
 enum Reader {
@@ -368,23 +354,6 @@ impl DiskSampler {
     }
 }
 
-/// A running sampler thread.
-pub struct SamplerThread {
-    pub name: &'static str,
-    pub file: &'static str,
-    handle: JoinHandle<anyhow::Result<LoopStats>>,
-}
-
-impl SamplerThread {
-    pub fn join(self) -> (&'static str, &'static str, anyhow::Result<LoopStats>) {
-        let r = match self.handle.join() {
-            Ok(r) => r,
-            Err(_) => Err(anyhow::anyhow!("sampler {} panicked", self.name)),
-        };
-        (self.name, self.file, r)
-    }
-}
-
 /// Starts the diskstats sampler thread.
 pub fn spawn_disk(
     mut s: DiskSampler,
@@ -408,82 +377,6 @@ pub fn spawn_disk(
         file: "diskstats.csv.gz",
         handle,
     })
-}
-
-/// A small `/proc` file parsed into a fixed row of numbers.
-pub struct ProcSource<const N: usize> {
-    pub name: &'static str,
-    /// Output file name in the run directory.
-    pub file: &'static str,
-    pub proc_path: std::path::PathBuf,
-    pub columns: [&'static str; N],
-    pub parse: fn(&[u8]) -> [u64; N],
-}
-
-/// Starts a sampler thread for a [`ProcSource`].
-pub fn spawn_proc<const N: usize>(
-    src: ProcSource<N>,
-    out_dir: &Path,
-    clock: Clock,
-    interval_ns: u64,
-    stop: Arc<AtomicBool>,
-    events: EventLog,
-) -> anyhow::Result<SamplerThread> {
-    let ProcSource {
-        name,
-        file,
-        proc_path,
-        columns,
-        parse,
-    } = src;
-    let proc_path = proc_path.as_path();
-    let mut pf = ProcFile::open(proc_path)
-        .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", proc_path.display()))?;
-    let header = crate::format::procfs::header(&columns);
-    let mut sink = ChunkSink::create(&out_dir.join(file), &header, false)?;
-    let handle = std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            let _ = periodic::try_realtime();
-            let mut failed = false;
-            let stats = periodic::run(&clock, interval_ns, &stop, |_| {
-                let t0 = clock.now_ns();
-                match pf.read() {
-                    Ok(data) => {
-                        let t1 = clock.now_ns();
-                        let t = t0 + (t1 - t0) / 2;
-                        let vals = parse(data);
-                        let b = sink.buf();
-                        put_u64(b, t);
-                        for v in vals {
-                            b.push(b',');
-                            put_u64(b, v);
-                        }
-                        b.push(b'\n');
-                        sink.row_done(t);
-                    }
-                    Err(e) if !failed => {
-                        failed = true;
-                        events.error(name, "read", &format!("{}: {e}", pf.path()));
-                    }
-                    Err(_) => {}
-                }
-                true
-            });
-            sink.finish()?;
-            Ok(stats)
-        })?;
-    Ok(SamplerThread { name, file, handle })
-}
-
-/// meminfo parse adapter for [`spawn_proc`].
-pub fn mem_row(b: &[u8]) -> [u64; 4] {
-    procstat::parse_meminfo(b).values()
-}
-
-/// /proc/stat parse adapter for [`spawn_proc`].
-pub fn cpu_row(b: &[u8]) -> [u64; 10] {
-    procstat::parse_stat(b).values()
 }
 
 #[cfg(test)]
