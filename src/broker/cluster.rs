@@ -372,6 +372,14 @@ impl Cluster {
             .collect()
     }
 
+    /// `(name, pid)` of every node, n1 first: what a watcher looks at.
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        self.nodes
+            .iter()
+            .map(|b| (b.name().to_string(), b.pid()))
+            .collect()
+    }
+
     /// All nodes, n1 first (`nodes()[0]` is node 1).
     pub fn nodes(&self) -> &[Broker] {
         &self.nodes

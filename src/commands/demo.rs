@@ -12,12 +12,13 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::broker::{self, Broker, BrokerOptions, SyncMode};
+use crate::broker::{self, ClusterOptions, SyncMode};
 use crate::cli::{parse_duration, parse_size};
 use crate::commands::record::SamplerArgs;
-use crate::load::{self, output, LoadEnv};
-use crate::recording::session::{default_run_dir, Recording};
+use crate::load::{self, output};
+use crate::recording::session::default_run_dir;
 use crate::report::{self, ReportOptions};
+use crate::session::{BrokerPlan, RecordTo, Session, Threads};
 use crate::usage;
 
 #[derive(Args, Debug)]
@@ -130,20 +131,14 @@ fn run_recorded(
     sync: SyncMode,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<(i32, Option<anyhow::Error>)> {
-    let mut rec = Recording::start(dir, setup, &super::argv())?;
-    let events = rec.events.clone();
-    let clock = rec.clock;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let opts = BrokerOptions {
-        binary: Some(binary),
-        store_dir: store_dir.to_path_buf(),
-        sync,
-        run_dir: dir.to_path_buf(),
-        name: "n1".into(),
+    let record = RecordTo::New {
+        dir: dir.to_path_buf(),
+        setup: setup.clone(),
+        argv: super::argv(),
     };
+    let mut session = Session::open(record, Threads::Exactly(2), stop)?;
+    let mut copts = ClusterOptions::new(1, vec![store_dir.to_path_buf()], sync, dir);
+    copts.binary = Some(binary);
     let size = a.size.to_string();
     let window = a.window.to_string();
     let duration = crate::cli::fmt_duration(a.duration);
@@ -161,42 +156,27 @@ fn run_recorded(
         &duration,
         "--quiet",
     ])?;
-    let outcome: anyhow::Result<(serde_json::Value, load::LoadOutcome)> = rt.block_on(async {
-        let mut b = Broker::start(opts, &events).await?;
-        let bmeta = b.meta();
-        let mon_stop = Arc::new(AtomicBool::new(false));
-        let mon = crate::broker::monitor::start_monitor(
-            vec![("n1".to_string(), b.monitor_url())],
-            clock,
-            dir,
-            events.clone(),
-            mon_stop.clone(),
-            crate::broker::monitor::DEFAULT_INTERVAL,
-        )
-        .await?;
-        events.event("phase_start", serde_json::json!({"phase": "js-pub"}));
-        let env = LoadEnv {
-            clock,
-            events: events.clone(),
-            stop: stop.clone(),
-            servers: vec![b.client_url()],
-            load_csv: Some(dir.join("load.csv")),
-        };
-        let r = load::run(&load_args, &env).await;
-        events.event("phase_end", serde_json::json!({"phase": "js-pub"}));
-        mon_stop.store(true, Ordering::SeqCst);
-        let _ = mon.await;
-        let st = b.stop().await;
-        let s = r?;
-        st?;
-        Ok((bmeta, s))
-    });
-    let mut err = None;
-    match outcome {
-        Ok((bmeta, s)) => {
-            rec.set_meta("broker", bmeta)?;
+    let ran = session.run(
+        BrokerPlan::Embedded(copts),
+        crate::broker::monitor::DEFAULT_INTERVAL,
+        true,
+        async |live| {
+            let events = &live.events;
+            events.event("phase_start", serde_json::json!({"phase": "js-pub"}));
+            let r = load::run(&load_args, &live.load_env()).await;
+            events.event("phase_end", serde_json::json!({"phase": "js-pub"}));
+            r
+        },
+    );
+    let mut err = ran.died.map(anyhow::Error::msg);
+    match ran.result {
+        Ok(s) => {
+            // The single server's own meta, as `demo` has always recorded it.
+            if let Some(m) = ran.cluster_meta {
+                session.set_meta("broker", m["servers"][0].clone())?;
+            }
             let roles = output::summarize(&s.clients);
-            rec.set_meta(
+            session.set_meta(
                 "load",
                 serde_json::json!({
                     "mode": "js-pub", "stream": "DEMO", "subject": "demo.events",
@@ -208,10 +188,10 @@ fn run_recorded(
             )?;
         }
         Err(e) => {
-            events.error("demo", "load", &format!("{e:#}"));
-            err = Some(e);
+            session.events().error("demo", "load", &format!("{e:#}"));
+            err.get_or_insert(e);
         }
     }
-    rec.finish()?;
+    session.close(None)?;
     Ok((0, err))
 }

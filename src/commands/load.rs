@@ -10,12 +10,12 @@ use std::sync::Arc;
 use clap::Args;
 use collectors::clock::Clock;
 
-use crate::broker::{self, monitor, Cluster, ClusterOptions, SyncMode};
+use crate::broker::{self, ClusterOptions, SyncMode};
 use crate::commands::record::SamplerArgs;
-use crate::load::{self, output, LoadArgs, LoadEnv};
-use crate::recording::session::{default_run_dir, Recording};
-use crate::recording::EventLog;
+use crate::load::{self, output, LoadArgs};
+use crate::recording::session::default_run_dir;
 use crate::report::{self, ReportOptions};
+use crate::session::{BrokerPlan, RecordTo, Session, Threads};
 use crate::usage;
 
 #[derive(Args, Debug)]
@@ -89,8 +89,7 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     copts.binary = binary;
     let store_dirs = copts.node_store_dirs().map_err(|e| usage!("{e:#}"))?;
     // Recording setup is validated before anything starts.
-    let mut rec = None;
-    if a.record {
+    let record = if a.record {
         if parent_run.is_some() {
             return Err(usage!(
                 "--record inside `diskpulse record -- ...`: the parent already records"
@@ -111,116 +110,61 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
         }
         let setup = s.setup()?;
         let dir = a.out.clone().unwrap_or_else(|| default_run_dir("load"));
-        rec = Some(Recording::start(&dir, &setup, &super::argv())?);
-    }
+        RecordTo::New {
+            dir,
+            setup,
+            argv: super::argv(),
+        }
+    } else if let Some(d) = parent_run {
+        RecordTo::Parent { dir: d }
+    } else {
+        RecordTo::Nothing
+    };
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
-    let (clock, events, load_csv, run_dir) = match (&rec, &parent_run) {
-        (Some(r), _) => (
-            r.clock,
-            r.events.clone(),
-            Some(r.dir.join("load.csv")),
-            Some(r.dir.clone()),
-        ),
-        (None, Some(d)) => {
-            let clock = Clock::from_env().ok_or_else(|| {
-                usage!("DISKPULSE_RUN_DIR is set but DISKPULSE_CLOCK_ZERO_NS is not")
-            })?;
-            (
-                clock,
-                EventLog::append(&d.join("events.jsonl"), clock)?,
-                Some(d.join("load.csv")),
-                Some(d.clone()),
-            )
-        }
-        (None, None) => {
-            let c = Clock::start();
-            (c, EventLog::disabled(c), None, None)
-        }
+    let mut session = Session::open(
+        record,
+        Threads::Exactly(a.load.runtime_threads()),
+        stop.clone(),
+    )?;
+    let broker = if embedded {
+        copts.run_dir = session
+            .run_dir()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| base.join("run"));
+        BrokerPlan::Embedded(copts)
+    } else {
+        let monitors = a
+            .monitors
+            .iter()
+            .enumerate()
+            .map(|(i, u)| (format!("s{}", i + 1), u.clone()))
+            .collect();
+        BrokerPlan::External { servers, monitors }
     };
-    let rt = match a.load.runtime_threads() {
-        1 => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?,
-        n => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(n)
-            .enable_all()
-            .build()?,
-    };
-    copts.run_dir = run_dir.clone().unwrap_or_else(|| base.join("run"));
-    let monitor_interval = a.monitor_interval;
-    let external_monitors: Vec<(String, String)> = a
-        .monitors
-        .iter()
-        .enumerate()
-        .map(|(i, u)| (format!("s{}", i + 1), u.clone()))
-        .collect();
-    let result: anyhow::Result<(load::LoadOutcome, Option<serde_json::Value>)> =
-        rt.block_on(async {
-            let mut b = None;
-            let mut targets = external_monitors;
-            let servers = if embedded {
-                let c = Cluster::start(copts, &events).await?;
-                let urls = c.client_urls();
-                targets = c.monitor_targets();
-                b = Some(c);
-                urls
-            } else {
-                servers
-            };
-            let mon_stop = Arc::new(AtomicBool::new(false));
-            let mon = match (&run_dir, targets.is_empty()) {
-                (Some(d), false) => Some(
-                    monitor::start_monitor(
-                        targets,
-                        clock,
-                        d,
-                        events.clone(),
-                        mon_stop.clone(),
-                        monitor_interval,
-                    )
-                    .await?,
-                ),
-                _ => None,
-            };
-            let env = LoadEnv {
-                clock,
-                events: events.clone(),
-                stop: stop.clone(),
-                servers,
-                load_csv,
-            };
-            let progress = (!a.load.quiet).then(|| spawn_progress(&a.load, clock, stop.clone()));
-            let r = load::run(&a.load, &env).await;
-            if let Some(p) = progress {
-                p.abort();
-            }
-            mon_stop.store(true, Ordering::SeqCst);
-            if let Some(m) = mon {
-                if let Ok(Err(e)) = m.await {
-                    events.error("monitor", "poller", &format!("{e:#}"));
-                }
-            }
-            let bmeta = b.as_ref().map(|b| b.meta());
-            if let Some(mut b) = b {
-                b.stop().await?;
-            }
-            Ok((r?, bmeta))
-        });
+    let clock = session.clock();
+    let ran = session.run(broker, a.monitor_interval, true, async |live| {
+        let progress = (!a.load.quiet).then(|| spawn_progress(&a.load, clock, live.stop.clone()));
+        let r = load::run(&a.load, &live.load_env()).await;
+        if let Some(p) = progress {
+            p.abort();
+        }
+        r
+    });
     if remove_store && embedded {
         let _ = std::fs::remove_dir_all(&base);
     }
-    let (outcome, bmeta) = match result {
+    let outcome = match ran.result {
         Ok(x) => x,
         Err(e) => {
             if let Some(p) = &a.load.csv {
                 // Nothing was measured: a CSV with its header, so scripts read an empty run.
                 let _ = std::fs::write(p, format!("{}\n", output::CSV_HEADER));
             }
-            if let Some(r) = rec {
-                events.error("load", "run", &format!("{e:#}"));
-                let dir = r.dir.clone();
-                r.finish()?;
+            if session.records() {
+                session.events().error("load", "run", &format!("{e:#}"));
+                let dir = session.run_dir().map(PathBuf::from).unwrap_or_default();
+                session.close(None)?;
                 eprintln!("(recording kept in {})", dir.display());
             }
             return Err(e);
@@ -247,16 +191,17 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     } else {
         print!("{}", output::human(&roles, &outcome.clients));
     }
-    if let Some(mut r) = rec {
-        if let Some(m) = bmeta {
-            r.set_meta("broker", m)?;
-        }
-        r.set_meta("load", json)?;
-        let dir = r.dir.clone();
-        r.finish()?;
-        let s = report::report(&dir, &ReportOptions::default())?;
+    if let Some(m) = ran.cluster_meta {
+        session.set_meta("broker", m)?;
+    }
+    session.set_meta("load", json)?;
+    if let Some((dir, s)) = session.close(Some(&ReportOptions::default()))? {
         eprint!("{}", report::table(&s));
         println!("{}", dir.display());
+    }
+    if let Some(d) = ran.died {
+        eprintln!("Error: {d}");
+        return Ok(1);
     }
     if stop.load(Ordering::Relaxed) {
         return Ok(130);

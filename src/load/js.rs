@@ -22,14 +22,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer};
-use futures::StreamExt;
-
+use super::receive::{receive_loop, receiver_should_end, record_receipt, Inbox, Taken};
 use super::record::Recorder;
-use super::workers::{receiver_should_end, record_receipt, Ctx};
+use super::workers::Ctx;
 use super::{AckMode, LoadArgs};
+use async_nats::jetstream::{self, consumer};
 
 /// The shared pull consumer's name for a stream.
 pub fn durable_name(stream: &str) -> String {
@@ -211,52 +209,58 @@ fn ordered_error_kind(e: &consumer::pull::OrderedError) -> &'static str {
 /// the start otherwise).
 pub async fn consume(source: Source, ack: bool, limit: Limit, rec: Recorder, ctx: Ctx) {
     match source {
-        Source::Pull(s) => receive_js(s, pull_error_kind, ack, limit, rec, ctx).await,
-        Source::Ordered(s) => receive_js(s, ordered_error_kind, false, limit, rec, ctx).await,
+        Source::Pull(s) => {
+            let inbox = Consumer {
+                kind_of: pull_error_kind,
+                ack,
+                limit,
+            };
+            receive_loop(s, inbox, rec, ctx).await
+        }
+        Source::Ordered(s) => {
+            let inbox = Consumer {
+                kind_of: ordered_error_kind,
+                ack: false,
+                limit,
+            };
+            receive_loop(s, inbox, rec, ctx).await
+        }
     }
 }
 
-async fn receive_js<S, E>(
-    mut msgs: S,
+/// A JetStream consumer's inbox: messages, or the errors its stream yields (`E`).
+struct Consumer<E> {
     kind_of: fn(&E) -> &'static str,
     ack: bool,
     limit: Limit,
-    mut rec: Recorder,
-    ctx: Ctx,
-) where
-    S: futures::Stream<Item = Result<jetstream::Message, E>> + Unpin,
-    E: std::fmt::Display,
-{
-    let mut got = 0u64;
-    let mut last = rec.now();
-    loop {
-        let now = rec.now();
-        if receiver_should_end(&ctx, limit.reached(got), last, now, true) {
-            break;
-        }
-        match tokio::time::timeout(Duration::from_millis(100), msgs.next()).await {
-            Ok(Some(Ok(m))) => {
-                if !limit.claim(got) {
-                    break;
+}
+
+impl<E: std::fmt::Display> Inbox for Consumer<E> {
+    type Item = Result<jetstream::Message, E>;
+
+    fn should_end(&self, ctx: &Ctx, _rec: &Recorder, got: u64, last: u64, now: u64) -> bool {
+        receiver_should_end(ctx, self.limit.reached(got), last, now, true)
+    }
+
+    async fn take(&mut self, item: Self::Item, now: u64, rec: &mut Recorder) -> Taken {
+        match item {
+            Ok(m) => {
+                if !self.limit.claim(rec.ops()) {
+                    return Taken::End;
                 }
-                let now = rec.now();
-                record_receipt(&mut rec, now, &m.payload);
-                if ack {
+                record_receipt(rec, now, &m.payload);
+                if self.ack {
                     if let Err(e) = m.ack().await {
                         rec.error(now, "ack", || e.to_string());
                     }
                 }
-                got += 1;
-                last = now;
+                Taken::Counted
             }
-            Ok(Some(Err(e))) => {
-                let now = rec.now();
-                rec.error(now, kind_of(&e), || e.to_string());
+            Err(e) => {
                 // The iterator may end after some errors; it says so with None.
+                rec.error(now, (self.kind_of)(&e), || e.to_string());
+                Taken::NotCounted
             }
-            Ok(None) => break,
-            Err(_) => {}
         }
     }
-    rec.finish();
 }

@@ -26,7 +26,8 @@ use async_nats::jetstream::{self, kv};
 use super::content::{kv_seed, matches, Rng, SubjectArena, ValueArena};
 use super::js::stream_exists;
 use super::record::Recorder;
-use super::workers::{publish_error_kind, windowed, Ctx, OpError, SendPlan, SenderGuard};
+use super::send::{send_loop, Each, OpError};
+use super::workers::{publish_error_kind, request_error_kind, Ctx, SendPlan};
 use super::{storage_type, LoadArgs};
 
 fn stream_name(bucket: &str) -> String {
@@ -96,27 +97,32 @@ pub async fn put(
     rec: Recorder,
     ctx: Ctx,
 ) {
-    let _g = SenderGuard::new(&ctx);
     let js = Arc::new(js);
     let size = plan.size;
     let mut subjects = SubjectArena::new(format!("$KV.{bucket}."));
     let mut values = ValueArena::new();
     let (i0, n, keys) = (space.index as u64, space.n as u64, space.keys.max(1));
-    windowed(window, plan, rec, ctx, |k| {
-        let i = (i0 + k * n) % keys;
-        let subject = subjects.subject(b'k', i);
-        let value = values.value(kv_seed(i, size), size);
-        let js = js.clone();
-        Some(async move {
-            let ack = js
-                .publish(subject, value)
-                .await
-                .map_err(|e| OpError::new(publish_error_kind(&e), e))?;
-            ack.await
-                .map_err(|e| OpError::new(publish_error_kind(&e), e))?;
-            Ok(size as u64)
-        })
-    })
+    send_loop(
+        Each(|k| {
+            let i = (i0 + k * n) % keys;
+            let subject = subjects.subject(b'k', i);
+            let value = values.value(kv_seed(i, size), size);
+            let js = js.clone();
+            Some(async move {
+                let ack = js
+                    .publish(subject, value)
+                    .await
+                    .map_err(|e| OpError::new(publish_error_kind(&e), e))?;
+                ack.await
+                    .map_err(|e| OpError::new(publish_error_kind(&e), e))?;
+                Ok(size as u64)
+            })
+        }),
+        window,
+        plan,
+        rec,
+        ctx,
+    )
     .await;
 }
 
@@ -149,7 +155,6 @@ pub async fn get(
     rec: Recorder,
     ctx: Ctx,
 ) {
-    let _g = SenderGuard::new(&ctx);
     let mut rng = Rng::new(super::record::realtime_ns() ^ (space.index as u64) << 48);
     let keys = space.keys.max(1);
     if direct {
@@ -157,55 +162,57 @@ pub async fn get(
             "$JS.API.DIRECT.GET.{}.$KV.{bucket}.",
             stream_name(&bucket)
         ));
-        windowed(window, plan, rec, ctx, |_| {
-            let i = rng.below(keys);
-            let subject = subjects.subject(b'k', i);
-            let c = client.clone();
-            Some(async move {
-                let m = match tokio::time::timeout(timeout, c.request(subject, bytes::Bytes::new()))
+        send_loop(
+            Each(|_| {
+                let i = rng.below(keys);
+                let subject = subjects.subject(b'k', i);
+                let c = client.clone();
+                Some(async move {
+                    let m = match tokio::time::timeout(
+                        timeout,
+                        c.request(subject, bytes::Bytes::new()),
+                    )
                     .await
-                {
-                    Ok(Ok(m)) => m,
-                    Ok(Err(e)) => {
-                        let kind = match e.kind() {
-                            async_nats::RequestErrorKind::NoResponders => "no_responders",
-                            async_nats::RequestErrorKind::TimedOut => "timeout",
-                            _ => "request",
-                        };
-                        return Err(OpError::new(kind, e));
+                    {
+                        Ok(Ok(m)) => m,
+                        Ok(Err(e)) => return Err(OpError::new(request_error_kind(&e), e)),
+                        Err(_) => {
+                            return Err(OpError::new(
+                                "timeout",
+                                format_args!("no answer within {timeout:?}"),
+                            ))
+                        }
+                    };
+                    let deleted = m
+                        .headers
+                        .as_ref()
+                        .and_then(|h| h.get("KV-Operation"))
+                        .is_some_and(|v| v.as_str() == "DEL" || v.as_str() == "PURGE");
+                    match m.status {
+                        Some(s) if s == async_nats::StatusCode::NOT_FOUND => Err(OpError::new(
+                            "not_found",
+                            format_args!("key {} is not in bucket", super::content::key_name(i)),
+                        )),
+                        Some(s) if s != async_nats::StatusCode::OK => Err(OpError::new(
+                            "kv_get",
+                            format_args!(
+                                "direct get answered {s}: {}",
+                                m.description.unwrap_or_default()
+                            ),
+                        )),
+                        _ if deleted => Err(OpError::new(
+                            "not_found",
+                            format_args!("key {} was deleted", super::content::key_name(i)),
+                        )),
+                        _ => verify(i, &m.payload),
                     }
-                    Err(_) => {
-                        return Err(OpError::new(
-                            "timeout",
-                            format_args!("no answer within {timeout:?}"),
-                        ))
-                    }
-                };
-                let deleted = m
-                    .headers
-                    .as_ref()
-                    .and_then(|h| h.get("KV-Operation"))
-                    .is_some_and(|v| v.as_str() == "DEL" || v.as_str() == "PURGE");
-                match m.status {
-                    Some(s) if s == async_nats::StatusCode::NOT_FOUND => Err(OpError::new(
-                        "not_found",
-                        format_args!("key {} is not in bucket", super::content::key_name(i)),
-                    )),
-                    Some(s) if s != async_nats::StatusCode::OK => Err(OpError::new(
-                        "kv_get",
-                        format_args!(
-                            "direct get answered {s}: {}",
-                            m.description.unwrap_or_default()
-                        ),
-                    )),
-                    _ if deleted => Err(OpError::new(
-                        "not_found",
-                        format_args!("key {} was deleted", super::content::key_name(i)),
-                    )),
-                    _ => verify(i, &m.payload),
-                }
-            })
-        })
+                })
+            }),
+            window,
+            plan,
+            rec,
+            ctx,
+        )
         .await;
     } else {
         let js = jetstream::new(client);
@@ -218,24 +225,32 @@ pub async fn get(
                 return;
             }
         };
-        windowed(window, plan, rec, ctx, |_| {
-            let i = rng.below(keys);
-            let store = store.clone();
-            Some(async move {
-                match tokio::time::timeout(timeout, store.get(super::content::key_name(i))).await {
-                    Ok(Ok(Some(v))) => verify(i, &v),
-                    Ok(Ok(None)) => Err(OpError::new(
-                        "not_found",
-                        format_args!("key {} is not in bucket", super::content::key_name(i)),
-                    )),
-                    Ok(Err(e)) => Err(OpError::new("kv_get", e)),
-                    Err(_) => Err(OpError::new(
-                        "timeout",
-                        format_args!("no answer within {timeout:?}"),
-                    )),
-                }
-            })
-        })
+        send_loop(
+            Each(|_| {
+                let i = rng.below(keys);
+                let store = store.clone();
+                Some(async move {
+                    match tokio::time::timeout(timeout, store.get(super::content::key_name(i)))
+                        .await
+                    {
+                        Ok(Ok(Some(v))) => verify(i, &v),
+                        Ok(Ok(None)) => Err(OpError::new(
+                            "not_found",
+                            format_args!("key {} is not in bucket", super::content::key_name(i)),
+                        )),
+                        Ok(Err(e)) => Err(OpError::new("kv_get", e)),
+                        Err(_) => Err(OpError::new(
+                            "timeout",
+                            format_args!("no answer within {timeout:?}"),
+                        )),
+                    }
+                })
+            }),
+            window,
+            plan,
+            rec,
+            ctx,
+        )
         .await;
     }
 }

@@ -33,7 +33,8 @@ use tokio::io::AsyncReadExt;
 use super::content::{body, digest_text, matches, name_index, obj_seed, object_name, Rng};
 use super::js::stream_exists;
 use super::record::Recorder;
-use super::workers::{windowed, Ctx, OpError, SendPlan, SenderGuard};
+use super::send::{send_loop, Each, OpError};
+use super::workers::{Ctx, SendPlan};
 use super::{storage_type, LoadArgs};
 
 fn stream_name(bucket: &str) -> String {
@@ -175,25 +176,30 @@ pub async fn put(
     rec: Recorder,
     ctx: Ctx,
 ) {
-    let _g = SenderGuard::new(&ctx);
     let store = Arc::new(store);
     let size = plan.size;
     let (i0, n) = (index as u64, n as u64);
-    windowed(window, plan, rec, ctx, |k| {
-        let i = i0 + k * n;
-        let store = store.clone();
-        let catalog = catalog.clone();
-        Some(async move {
-            let data = body(obj_seed(i, size), size);
-            let name = object_name(i);
-            store
-                .put(name.as_str(), &mut &data[..])
-                .await
-                .map_err(|e| OpError::new(put_error_kind(&e), e))?;
-            catalog.push(i);
-            Ok(size as u64)
-        })
-    })
+    send_loop(
+        Each(|k| {
+            let i = i0 + k * n;
+            let store = store.clone();
+            let catalog = catalog.clone();
+            Some(async move {
+                let data = body(obj_seed(i, size), size);
+                let name = object_name(i);
+                store
+                    .put(name.as_str(), &mut &data[..])
+                    .await
+                    .map_err(|e| OpError::new(put_error_kind(&e), e))?;
+                catalog.push(i);
+                Ok(size as u64)
+            })
+        }),
+        window,
+        plan,
+        rec,
+        ctx,
+    )
     .await;
 }
 
@@ -293,10 +299,16 @@ pub async fn get(
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let store = Arc::new(store);
-    windowed(window, plan, rec, ctx, |_| {
-        let i = catalog.pick(&mut rng)?;
-        let store = store.clone();
-        Some(async move { get_acknowledged(&store, i).await })
-    })
+    send_loop(
+        Each(|_| {
+            let i = catalog.pick(&mut rng)?;
+            let store = store.clone();
+            Some(async move { get_acknowledged(&store, i).await })
+        }),
+        window,
+        plan,
+        rec,
+        ctx,
+    )
     .await;
 }

@@ -19,7 +19,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 use super::record::{realtime_ns, stamp, Recorder};
-use super::workers::{Ctx, SendPlan, SenderGuard};
+use super::send::{OpResult, Operation, Sent};
+use super::workers::SendPlan;
 
 const BUF: usize = 64 * 1024;
 
@@ -121,74 +122,95 @@ impl RawConn {
     }
 }
 
-/// Core publish over a raw connection: the same plan, pacing and recording as
-/// [`super::workers::core_pub`].
-pub async fn raw_pub(
-    mut conn: RawConn,
-    subject: String,
-    mut plan: SendPlan,
-    mut rec: Recorder,
-    ctx: Ctx,
-) {
-    let _g = SenderGuard::new(&ctx);
-    let size = plan.size;
-    let head = format!("PUB {subject} {size}\r\n").into_bytes();
-    let body = vec![b'x'; size];
-    let stamp_it = plan.stamp && size >= 16;
-    let mut buf: Vec<u8> = Vec::with_capacity(BUF + head.len() + size + 2);
-    let mut done = 0u64;
-    let paced = plan.pacer.is_some();
-    let mut failed = None;
-    while let Some(t) = plan.next(&ctx, done, &rec).await {
-        let now = if paced { rec.now() } else { t };
-        buf.extend_from_slice(&head);
+/// Core publish over a raw connection, run by [`super::send::send_loop`] like
+/// [`super::workers::CorePublish`]: each send appends one `PUB` to the buffer (counted
+/// there), which goes to the socket when full, or at once when paced (its send time is
+/// the point). The first write error or `-ERR` ends the sending; [`Operation::finish`]
+/// sends `PING` and waits for the `PONG`, so every counted message was read by the
+/// server, and records what failed.
+pub struct RawPublish {
+    conn: RawConn,
+    head: Vec<u8>,
+    body: Vec<u8>,
+    stamp: bool,
+    paced: bool,
+    buf: Vec<u8>,
+    failed: Option<String>,
+}
+
+impl RawPublish {
+    pub fn new(conn: RawConn, subject: &str, plan: &SendPlan) -> RawPublish {
+        let size = plan.size;
+        let head = format!("PUB {subject} {size}\r\n").into_bytes();
+        RawPublish {
+            conn,
+            buf: Vec::with_capacity(BUF + head.len() + size + 2),
+            head,
+            body: vec![b'x'; size],
+            stamp: plan.stamp && size >= 16,
+            paced: plan.pacer.is_some(),
+            failed: None,
+        }
+    }
+}
+
+impl Operation for RawPublish {
+    type Pending = std::future::Ready<OpResult>;
+    const SEND_MAY_WAIT: bool = false;
+
+    #[inline]
+    async fn send(&mut self, _k: u64) -> Option<Sent<Self::Pending>> {
+        if self.failed.is_some() {
+            return None;
+        }
+        let buf = &mut self.buf;
+        buf.extend_from_slice(&self.head);
         let at = buf.len();
-        buf.extend_from_slice(&body);
-        if stamp_it {
+        buf.extend_from_slice(&self.body);
+        if self.stamp {
             stamp(&mut buf[at..at + 16], realtime_ns());
         }
         buf.extend_from_slice(b"\r\n");
-        rec.op(now, size as u64);
-        done += 1;
-        // Paced publishers hand each message over at once (its send time is the point);
-        // unpaced ones fill the buffer first.
-        if buf.len() >= BUF || paced {
-            if conn.need_pong.swap(false, Ordering::AcqRel) {
+        if buf.len() >= BUF || self.paced {
+            if self.conn.need_pong.swap(false, Ordering::AcqRel) {
                 buf.extend_from_slice(b"PONG\r\n");
             }
-            if let Err(e) = conn.write.write_all(&buf).await {
-                failed = Some(e.to_string());
-                break;
+            if let Err(e) = self.conn.write.write_all(buf).await {
+                self.failed = Some(e.to_string());
             }
             buf.clear();
-            if let Some(e) = conn.server_error() {
-                failed = Some(e);
-                break;
+            if let Some(e) = self.conn.server_error() {
+                self.failed.get_or_insert(e);
             }
         }
+        Some(Sent::Done(self.body.len() as u64))
     }
-    if failed.is_none() {
-        buf.extend_from_slice(b"PING\r\n");
-        match conn.write.write_all(&buf).await {
-            Err(e) => failed = Some(e.to_string()),
-            Ok(()) => {
-                // Every PUB before this PING has been read by the server once its PONG comes.
-                let r = tokio::time::timeout(std::time::Duration::from_secs(10), conn.pongs.recv())
-                    .await;
-                if r.is_err() {
-                    failed = Some("no PONG within 10 s after the last publish".into());
-                }
-                if let Some(e) = conn.server_error() {
-                    failed = Some(e);
+
+    async fn finish(&mut self, rec: &mut Recorder) {
+        let conn = &mut self.conn;
+        if self.failed.is_none() {
+            self.buf.extend_from_slice(b"PING\r\n");
+            match conn.write.write_all(&self.buf).await {
+                Err(e) => self.failed = Some(e.to_string()),
+                Ok(()) => {
+                    // Every PUB before this PING has been read by the server once its PONG comes.
+                    let r =
+                        tokio::time::timeout(std::time::Duration::from_secs(10), conn.pongs.recv())
+                            .await;
+                    if r.is_err() {
+                        self.failed = Some("no PONG within 10 s after the last publish".into());
+                    }
+                    if let Some(e) = conn.server_error() {
+                        self.failed = Some(e);
+                    }
                 }
             }
         }
+        if let Some(e) = self.failed.take() {
+            rec.error(rec.now(), "publish", || format!("raw publisher: {e}"));
+        }
+        let _ = conn.write.shutdown().await;
     }
-    if let Some(e) = failed {
-        rec.error(rec.now(), "publish", || format!("raw publisher: {e}"));
-    }
-    let _ = conn.write.shutdown().await;
-    rec.finish();
 }
 
 #[cfg(test)]

@@ -1,19 +1,23 @@
-//! The workers: one task per connection and role. Hot loops allocate nothing per
-//! message (payloads are one shared `Bytes`, or stamped payloads carved from an arena)
-//! and record into their own [`Recorder`].
+//! What every worker shares ([`Ctx`], [`SendPlan`], [`SenderGuard`]) and the core and
+//! JetStream publish and request operations. Hot loops allocate nothing per message
+//! (payloads are one shared `Bytes`, or stamped payloads carved from an arena) and record
+//! into their own [`Recorder`]. The loops themselves are [`super::send`] and
+//! [`super::receive`].
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use async_nats::jetstream;
 use bytes::Bytes;
 use collectors::clock::Clock;
-use futures::stream::FuturesUnordered;
-use futures::StreamExt;
 
 use super::pace::Pacer;
-use super::record::{read_stamp, realtime_ns, Recorder, StampedPayloads};
+use super::record::{Recorder, StampedPayloads};
+use super::send::{OpError, OpResult, Operation, Sent};
 
 /// What every worker shares.
 #[derive(Clone)]
@@ -99,306 +103,84 @@ impl Drop for SenderGuard {
     }
 }
 
-fn payload_source(plan: &SendPlan) -> (Bytes, Option<StampedPayloads>) {
-    let fixed = Bytes::from(vec![b'x'; plan.size]);
-    let stamped = (plan.stamp && plan.size >= 16).then(|| StampedPayloads::new(plan.size));
-    (fixed, stamped)
+/// A sender's payloads: one shared `Bytes`, or stamped copies carved from an arena.
+pub struct Payloads {
+    fixed: Bytes,
+    stamped: Option<StampedPayloads>,
 }
 
-#[inline]
-fn next_payload(fixed: &Bytes, stamped: &mut Option<StampedPayloads>) -> Bytes {
-    match stamped {
-        Some(s) => s.next_payload(),
-        None => fixed.clone(),
-    }
-}
-
-/// Core publish: fire and forget; counted when handed to the client.
-pub async fn core_pub(
-    client: async_nats::Client,
-    subject: async_nats::Subject,
-    mut plan: SendPlan,
-    mut rec: Recorder,
-    ctx: Ctx,
-) {
-    let _g = SenderGuard::new(&ctx);
-    let (fixed, mut stamped) = payload_source(&plan);
-    let size = plan.size as u64;
-    let mut done = 0u64;
-    let paced = plan.pacer.is_some();
-    while let Some(t) = plan.next(&ctx, done, &rec).await {
-        let p = next_payload(&fixed, &mut stamped);
-        // Unpaced, `t` is the clock read that decided to send: one read per message.
-        let now = if paced { rec.now() } else { t };
-        match client.publish(subject.clone(), p).await {
-            Ok(()) => rec.op(now, size),
-            Err(e) => rec.error(rec.now(), "publish", || e.to_string()),
-        }
-        done += 1;
-    }
-    // Closing right after a flush can lose what the server has not read yet.
-    if let Err(e) = super::connect::round_trip(&client).await {
-        rec.error(rec.now(), "flush", || e.to_string());
-    }
-    rec.finish();
-}
-
-/// How long a receiver waits without a message before it calls its source drained.
-pub const IDLE_NS: u64 = 1_000_000_000;
-
-/// Whether a receiver should stop. `reached`: its count is done. With senders in the run,
-/// it waits while they run, then allows [`IDLE_NS`] without messages. Alone, it ends at
-/// --duration, or after [`IDLE_NS`] without messages when `idle_ends` (a drained stream).
-pub fn receiver_should_end(
-    ctx: &Ctx,
-    reached: bool,
-    idle_since_ns: u64,
-    now: u64,
-    idle_ends: bool,
-) -> bool {
-    if ctx.stop.load(Ordering::Relaxed) || reached {
-        return true;
-    }
-    let past_end = ctx.end_ns.is_some_and(|e| now >= e);
-    if ctx.with_senders {
-        let done_ns = ctx.senders_done_ns.load(Ordering::SeqCst);
-        let since = match (done_ns, ctx.end_ns) {
-            (0, Some(e)) if past_end => e,
-            (0, _) => return false,
-            (d, _) => d,
-        };
-        now.saturating_sub(idle_since_ns.max(since)) > IDLE_NS
-    } else {
-        let idle = now.saturating_sub(idle_since_ns) > IDLE_NS;
-        past_end || (idle_ends && idle)
-    }
-}
-
-/// Records one received message: end to end from its stamp when it has one.
-#[inline]
-pub fn record_receipt(rec: &mut Recorder, now: u64, payload: &[u8]) {
-    match read_stamp(payload) {
-        Some(sent_rt) => {
-            let e2e = realtime_ns().saturating_sub(sent_rt);
-            rec.op_e2e(now, payload.len() as u64, e2e);
-        }
-        None => rec.op(now, payload.len() as u64),
-    }
-}
-
-/// Receives from any stream of payloads until the senders are done and it has drained.
-async fn receive<S, M>(mut msgs: S, payload: impl Fn(&M) -> &[u8], mut rec: Recorder, ctx: Ctx)
-where
-    S: futures::Stream<Item = M> + Unpin,
-{
-    let mut got = 0u64;
-    let mut last = rec.now();
-    loop {
-        let now = rec.now();
-        // Alone, a core subscriber waits for its first message, then ends 1 s after the last
-        // one (unless --duration says how long to listen).
-        let idle_ends = got > 0 && ctx.end_ns.is_none();
-        let reached = ctx.expected.is_some_and(|e| got >= e);
-        if receiver_should_end(&ctx, reached, last, now, idle_ends) {
-            break;
-        }
-        match tokio::time::timeout(Duration::from_millis(100), msgs.next()).await {
-            Ok(Some(m)) => {
-                let now = rec.now();
-                record_receipt(&mut rec, now, payload(&m));
-                got += 1;
-                last = now;
-            }
-            Ok(None) => break,
-            Err(_) => {}
+impl Payloads {
+    pub fn new(plan: &SendPlan) -> Payloads {
+        Payloads {
+            fixed: Bytes::from(vec![b'x'; plan.size]),
+            stamped: (plan.stamp && plan.size >= 16).then(|| StampedPayloads::new(plan.size)),
         }
     }
-    if let Some(e) = ctx.expected {
-        if got < e && !ctx.stop.load(Ordering::Relaxed) {
-            // Core NATS drops messages a slow subscriber cannot take: count them.
-            let n = e - got;
-            rec.error_n(rec.now(), "missing", n, || {
-                format!("{n} of {e} messages never arrived (slow consumer drops?)")
-            });
-        }
-    }
-    rec.finish();
-}
 
-/// Core subscriber: every message on the subject; end-to-end latency from the stamp.
-pub async fn core_sub(sub: async_nats::Subscriber, rec: Recorder, ctx: Ctx) {
-    receive(sub, |m: &async_nats::Message| &m.payload[..], rec, ctx).await;
-}
-
-/// What one operation of [`windowed`] reports: the bytes it moved, or why it failed.
-pub type OpResult = Result<u64, OpError>;
-
-/// A failed operation: its kind (a column of the summary, an event) and a detail for the
-/// first event of that kind.
-#[derive(Debug)]
-pub struct OpError {
-    pub kind: &'static str,
-    pub detail: String,
-}
-
-impl OpError {
-    pub fn new(kind: &'static str, detail: impl std::fmt::Display) -> OpError {
-        OpError {
-            kind,
-            detail: detail.to_string(),
+    #[inline]
+    pub fn next_payload(&mut self) -> Bytes {
+        match &mut self.stamped {
+            Some(s) => s.next_payload(),
+            None => self.fixed.clone(),
         }
     }
 }
 
-/// Runs operations `op(0)`, `op(1)`, ... with up to `window` in flight (1 = closed loop,
-/// like `nats bench`), started when `plan` says (open loop with --rate). `op(k)` returns
-/// `None` when there is nothing more to do. Each completion is timed when it arrives,
-/// never when the sender gets round to it, from its actual start (`lat`) and from its
-/// intended start (`co`). After Ctrl-C, operations in flight get 2 s to finish.
-pub async fn windowed<F, Fut>(
-    window: usize,
-    mut plan: SendPlan,
-    mut rec: Recorder,
-    ctx: Ctx,
-    mut op: F,
-) where
-    F: FnMut(u64) -> Option<Fut>,
-    Fut: std::future::Future<Output = OpResult>,
-{
-    let mut inflight = FuturesUnordered::new();
-    let mut done = 0u64;
-    let mut sending = true;
-    let window = window.max(1);
-    let mut drain_deadline: Option<tokio::time::Instant> = None;
-    let paced = plan.pacer.is_some();
-    loop {
-        if ctx.stop.load(Ordering::Relaxed) && sending {
-            sending = false;
-            drain_deadline = Some(tokio::time::Instant::now() + Duration::from_secs(2));
-        }
-        let can_send = sending && inflight.len() < window;
-        if !can_send && inflight.is_empty() {
-            break;
-        }
-        let deadline = drain_deadline
-            .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
-        tokio::select! {
-            biased;
-            Some((r, sent, intended)) = inflight.next(), if !inflight.is_empty() => {
-                let now = rec.now();
-                match r {
-                    Ok(bytes) => rec.op_lat(now, bytes, sent, intended),
-                    Err(OpError { kind, detail }) => rec.error(now, kind, || detail),
-                }
-            }
-            next = plan.next(&ctx, done, &rec), if can_send => match next {
-                Some(intended) => match op(done) {
-                    Some(f) => {
-                        let sent = rec.now();
-                        // Unpaced, the intended start is the send itself.
-                        let intended = if paced { intended } else { sent };
-                        inflight.push(async move { (f.await, sent, intended) });
-                        done += 1;
-                    }
-                    None => sending = false,
-                },
-                None => sending = false,
-            },
-            _ = tokio::time::sleep_until(deadline), if drain_deadline.is_some() => {
-                let n = inflight.len() as u64;
-                rec.error_n(rec.now(), "unfinished_at_stop", n, || format!("{n} operations unfinished 2 s after Ctrl-C"));
-                break;
-            }
-        }
-    }
-    rec.finish();
+/// Core publish through async-nats: fire and forget, counted when handed to the client.
+pub struct CorePublish {
+    pub client: async_nats::Client,
+    pub subject: async_nats::Subject,
+    pub payloads: Payloads,
+    pub size: u64,
 }
 
-/// Requester: up to `window` requests in flight (1 = closed loop, like `nats bench`).
-pub async fn request(
-    client: async_nats::Client,
-    subject: async_nats::Subject,
-    window: usize,
-    timeout: Duration,
-    plan: SendPlan,
-    rec: Recorder,
-    ctx: Ctx,
-) {
-    let _g = SenderGuard::new(&ctx);
-    let (fixed, mut stamped) = payload_source(&plan);
-    let size = plan.size as u64;
-    windowed(window, plan, rec, ctx, |_| {
-        let p = next_payload(&fixed, &mut stamped);
-        let c = client.clone();
-        let s = subject.clone();
-        Some(async move {
-            match tokio::time::timeout(timeout, c.request(s, p)).await {
-                Ok(Ok(_reply)) => Ok(size),
-                Ok(Err(e)) => {
-                    let kind = match e.kind() {
-                        async_nats::RequestErrorKind::NoResponders => "no_responders",
-                        async_nats::RequestErrorKind::TimedOut => "timeout",
-                        _ => "request",
-                    };
-                    Err(OpError::new(kind, e))
-                }
-                Err(_) => Err(OpError::new(
-                    "timeout",
-                    format_args!("no reply within {timeout:?}"),
-                )),
-            }
+impl Operation for CorePublish {
+    type Pending = std::future::Ready<OpResult>;
+
+    #[inline]
+    async fn send(&mut self, _k: u64) -> Option<Sent<Self::Pending>> {
+        let p = self.payloads.next_payload();
+        Some(match self.client.publish(self.subject.clone(), p).await {
+            Ok(()) => Sent::Done(self.size),
+            Err(e) => Sent::Failed(OpError::new("publish", e)),
         })
-    })
-    .await;
-}
+    }
 
-/// Responder in queue group `diskpulse`: replies with a payload of `reply_size` bytes when
-/// the message has a reply subject (request/"call"), counts it either way ("cast").
-/// Beside requesters of this run it ends 1 s after they finish; alone (`reply`) it serves
-/// until `limit` requests, --duration or Ctrl-C.
-pub async fn reply(
-    client: async_nats::Client,
-    mut sub: async_nats::Subscriber,
-    reply_size: usize,
-    limit: Option<u64>,
-    mut rec: Recorder,
-    ctx: Ctx,
-) {
-    let payload = Bytes::from(vec![b'r'; reply_size]);
-    let mut last = rec.now();
-    loop {
-        let now = rec.now();
-        let reached = !ctx.with_senders && limit.is_some_and(|l| rec.ops() >= l);
-        // Requesters' --duration ends their sending; replies to requests still in flight
-        // are served for 2 s more.
-        let grace_end = ctx
-            .end_ns
-            .map(|e| e + 2_000_000_000 * u64::from(ctx.with_senders));
-        if reached
-            || ctx.stop.load(Ordering::Relaxed)
-            || (ctx.with_senders && receiver_should_end(&ctx, false, last, now, false))
-            || grace_end.is_some_and(|e| now >= e)
-        {
-            break;
-        }
-        match tokio::time::timeout(Duration::from_millis(100), sub.next()).await {
-            Ok(Some(m)) => {
-                let now = rec.now();
-                if let Some(r) = m.reply {
-                    if let Err(e) = client.publish(r, payload.clone()).await {
-                        rec.error(now, "reply", || e.to_string());
-                        continue;
-                    }
-                }
-                rec.op(now, m.payload.len() as u64);
-                last = now;
-            }
-            Ok(None) => break,
-            Err(_) => {}
+    async fn finish(&mut self, rec: &mut Recorder) {
+        // Closing right after a flush can lose what the server has not read yet.
+        if let Err(e) = super::connect::round_trip(&self.client).await {
+            rec.error(rec.now(), "flush", || e.to_string());
         }
     }
-    let _ = super::connect::round_trip(&client).await;
-    rec.finish();
+}
+
+/// The kind of a failed request, for counting and events.
+pub fn request_error_kind(e: &async_nats::RequestError) -> &'static str {
+    match e.kind() {
+        async_nats::RequestErrorKind::NoResponders => "no_responders",
+        async_nats::RequestErrorKind::TimedOut => "timeout",
+        _ => "request",
+    }
+}
+
+/// A request of `payload` to `subject`, completed by its reply within `timeout`.
+pub fn request(
+    client: &async_nats::Client,
+    subject: async_nats::Subject,
+    payload: Bytes,
+    timeout: Duration,
+) -> impl Future<Output = Result<async_nats::Message, OpError>> + Send + 'static {
+    let c = client.clone();
+    async move {
+        match tokio::time::timeout(timeout, c.request(subject, payload)).await {
+            Ok(Ok(m)) => Ok(m),
+            Ok(Err(e)) => Err(OpError::new(request_error_kind(&e), e)),
+            Err(_) => Err(OpError::new(
+                "timeout",
+                format_args!("no reply within {timeout:?}"),
+            )),
+        }
+    }
 }
 
 /// The kind of a JetStream publish error, for counting and events.
@@ -441,64 +223,46 @@ pub fn publish_error_kind(e: &jetstream::context::PublishError) -> &'static str 
     }
 }
 
-/// JetStream publish: `window` acks in flight, sliding (1 = synchronous).
-pub async fn js_pub(
-    js: jetstream::Context,
-    subject: async_nats::Subject,
-    window: usize,
-    mut plan: SendPlan,
-    mut rec: Recorder,
-    ctx: Ctx,
-) {
-    let _g = SenderGuard::new(&ctx);
-    let (fixed, mut stamped) = payload_source(&plan);
-    let size = plan.size as u64;
-    let mut inflight = FuturesUnordered::new();
-    let mut done = 0u64;
-    let mut sending = true;
-    let window = window.max(1);
-    let mut drain_deadline: Option<tokio::time::Instant> = None;
-    let paced = plan.pacer.is_some();
-    loop {
-        if ctx.stop.load(Ordering::Relaxed) && sending {
-            // Ctrl-C: stop sending; wait at most 2 s for the acks still in flight.
-            sending = false;
-            drain_deadline = Some(tokio::time::Instant::now() + Duration::from_secs(2));
-        }
-        let can_send = sending && inflight.len() < window;
-        if !can_send && inflight.is_empty() {
-            break;
-        }
-        let deadline = drain_deadline
-            .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
-        tokio::select! {
-            biased;
-            Some((r, sent, intended)) = inflight.next(), if !inflight.is_empty() => {
-                let now = rec.now();
-                match r {
-                    Ok(_ack) => rec.op_lat(now, size, sent, intended),
-                    Err(e) => rec.error(now, publish_error_kind(&e), || e.to_string()),
-                }
-            }
-            next = plan.next(&ctx, done, &rec), if can_send => match next {
-                Some(intended) => {
-                    let p = next_payload(&fixed, &mut stamped);
-                    let sent = rec.now();
-                    let intended = if paced { intended } else { sent };
-                    match js.publish(subject.clone(), p).await {
-                        Ok(ack) => inflight.push(async move { (ack.await, sent, intended) }),
-                        Err(e) => rec.error(rec.now(), publish_error_kind(&e), || e.to_string()),
-                    }
-                    done += 1;
-                }
-                None => sending = false,
-            },
-            _ = tokio::time::sleep_until(deadline), if drain_deadline.is_some() => {
-                let n = inflight.len() as u64;
-                rec.error_n(rec.now(), "unacked_at_stop", n, || format!("{n} publishes had no ack 2 s after Ctrl-C"));
-                break;
-            }
-        }
+/// JetStream publish: the send stage hands the message to the client, the completion
+/// stage is its ack.
+pub struct JsPublish {
+    pub js: jetstream::Context,
+    pub subject: async_nats::Subject,
+    pub payloads: Payloads,
+    pub size: u64,
+}
+
+/// A publish's ack, as the bytes it stored.
+pub struct Acked {
+    ack: <jetstream::context::PublishAckFuture as std::future::IntoFuture>::IntoFuture,
+    size: u64,
+}
+
+impl Future for Acked {
+    type Output = OpResult;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OpResult> {
+        let size = self.size;
+        self.ack.as_mut().poll(cx).map(|r| match r {
+            Ok(_ack) => Ok(size),
+            Err(e) => Err(OpError::new(publish_error_kind(&e), e)),
+        })
     }
-    rec.finish();
+}
+
+impl Operation for JsPublish {
+    type Pending = Acked;
+    const UNFINISHED: (&'static str, &'static str) = ("unacked_at_stop", "publishes had no ack");
+
+    #[inline]
+    async fn send(&mut self, _k: u64) -> Option<Sent<Acked>> {
+        let p = self.payloads.next_payload();
+        Some(match self.js.publish(self.subject.clone(), p).await {
+            Ok(ack) => Sent::Pending(Acked {
+                ack: std::future::IntoFuture::into_future(ack),
+                size: self.size,
+            }),
+            Err(e) => Sent::Failed(OpError::new(publish_error_kind(&e), e)),
+        })
+    }
 }

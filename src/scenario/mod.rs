@@ -1,6 +1,8 @@
 //! Scenarios: a whole storage study from one file (`diskpulse run SCENARIO.toml`).
 
 pub mod html;
+mod matrix;
+mod phases;
 pub mod run;
 pub mod spec;
 pub mod study;

@@ -27,6 +27,8 @@ use std::ops::Range;
 use serde::Deserialize;
 use toml::Spanned;
 
+pub use super::matrix::{expand, substitute, Cell};
+
 /// A scenario as written (before matrix substitution).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -244,99 +246,6 @@ fn err_at(path: &str, text: &str, span: Range<usize>, message: String) -> SpecEr
         column,
         message,
     }
-}
-
-/// One cell of the matrix: parameter values (as strings) and its directory-safe id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cell {
-    pub params: Vec<(String, String)>,
-    pub id: String,
-}
-
-fn value_str(v: &toml::Value) -> String {
-    match v {
-        toml::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// The cartesian product of the matrix parameters, in the order of the parameter names
-/// (sorted) and of each parameter's values. No parameters: one cell, id "base".
-pub fn expand(m: &Matrix) -> Vec<Cell> {
-    let mut cells: Vec<Vec<(String, String)>> = vec![vec![]];
-    for (k, vals) in &m.params {
-        let mut next = vec![];
-        for c in &cells {
-            for v in vals {
-                let mut c2 = c.clone();
-                c2.push((k.clone(), value_str(v)));
-                next.push(c2);
-            }
-        }
-        cells = next;
-    }
-    cells
-        .into_iter()
-        .map(|params| {
-            let id = if params.is_empty() {
-                "base".to_string()
-            } else {
-                params
-                    .iter()
-                    .map(|(k, v)| format!("{k}-{}", sanitize(v)))
-                    .collect::<Vec<_>>()
-                    .join("_")
-            };
-            Cell { params, id }
-        })
-        .collect()
-}
-
-fn sanitize(v: &str) -> String {
-    v.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
-
-/// Replaces `${name}` with the cell's values; an unknown name is an error (the caller
-/// gives it a place).
-pub fn substitute(s: &str, cell: &Cell) -> Result<String, String> {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find("${") {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 2..];
-        let Some(j) = after.find('}') else {
-            return Err(format!("unclosed '${{' in '{s}'"));
-        };
-        let name = &after[..j];
-        match cell.params.iter().find(|(k, _)| k == name) {
-            Some((_, v)) => out.push_str(v),
-            None => {
-                return Err(format!(
-                    "'${{{name}}}' names no matrix parameter (parameters: {})",
-                    if cell.params.is_empty() {
-                        "none".to_string()
-                    } else {
-                        cell.params
-                            .iter()
-                            .map(|p| p.0.clone())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    }
-                ))
-            }
-        }
-        rest = &after[j + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 /// Reads and checks a scenario: TOML syntax and types, phase kinds, volume references,

@@ -1,0 +1,348 @@
+//! The load generator's flags ([`LoadArgs`]), what they mean together, and the checks
+//! made before anything starts.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use clap::{Args, ValueEnum};
+
+use super::connect;
+use super::record::Role;
+use crate::cli::{parse_duration, parse_size};
+use crate::usage;
+
+/// Default in-flight acks for async JetStream publishing.
+pub const DEFAULT_WINDOW: usize = 256;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Core publish (fire and forget); with --sub M, M subscribers receive every message.
+    Pub,
+    /// Core subscribe; end-to-end latency from the send time stamped by diskpulse publishers.
+    Sub,
+    /// Request/reply ("call"): wait for each reply; --reply M starts M responders here.
+    Request,
+    /// Responders in queue group `diskpulse` (serve until --duration or Ctrl-C).
+    Reply,
+    /// Fire-and-forget to a replying service's subject ("cast"); --reply M starts M here.
+    Cast,
+    /// JetStream publish: async with --window acks in flight (sliding), or --sync.
+    JsPub,
+    /// JetStream consume: pull fetch with --batch (shared durable), or --ordered.
+    JsConsume,
+    /// Key-value put.
+    KvPut,
+    /// Key-value get.
+    KvGet,
+    /// Object-store put (--object-size, --objects); --consumers K get them back at once.
+    ObjPut,
+    /// Object-store get with digest check.
+    ObjGet,
+}
+
+impl Mode {
+    /// The mode as the command line spells it (`js-pub`): what meta.json and events say.
+    pub fn cli_name(self) -> String {
+        self.to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_else(|| format!("{self:?}"))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Storage {
+    File,
+    Memory,
+}
+
+/// The JetStream storage type of a [`Storage`].
+pub fn storage_type(s: Storage) -> jetstream::stream::StorageType {
+    match s {
+        Storage::File => jetstream::stream::StorageType::File,
+        Storage::Memory => jetstream::stream::StorageType::Memory,
+    }
+}
+
+/// How js-consume pull consumers acknowledge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AckMode {
+    /// Ack every message (a publish the client does not wait for), as `nats bench`.
+    Explicit,
+    /// Ack policy none: no ack traffic in what is measured.
+    None,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LoadArgs {
+    /// The workload.
+    #[arg(value_enum)]
+    pub mode: Mode,
+    #[command(flatten)]
+    pub connect: connect::ConnectArgs,
+    /// Subject for core modes and js-pub.
+    #[arg(long, default_value = "diskpulse.bench")]
+    pub subject: String,
+    /// Connections (workers) of the main role.
+    #[arg(long, default_value_t = 1)]
+    pub clients: usize,
+    /// pub: subscribers that receive every message.
+    #[arg(long, default_value_t = 0)]
+    pub sub: usize,
+    /// request/cast: responders started in this process.
+    #[arg(long, default_value_t = 0)]
+    pub reply: usize,
+    /// js-pub: consumers started in this process before the publishers (pull, or --ordered).
+    #[arg(long, default_value_t = 0)]
+    pub consume: usize,
+    /// Total operations of the main role, split over the clients (js-consume pull: messages
+    /// over all clients; --ordered: per client). Default 100,000 (obj modes: --objects;
+    /// js-consume: until the stream is drained).
+    #[arg(long)]
+    pub msgs: Option<u64>,
+    /// Run for this long (with --msgs: whichever ends first).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Message payload size (128, 4k, 1MiB).
+    #[arg(long, default_value = "128", value_parser = parse_size)]
+    pub size: u64,
+    /// Total operations per second of the main role, open loop (latency also from the
+    /// intended start). Without it, clients go as fast as they can.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// js-pub: wait for each ack before the next publish.
+    #[arg(long)]
+    pub sync: bool,
+    /// In-flight operations per client (js-pub acks, requests, KV puts/gets, object PUTs/GETs).
+    /// Default: 256 for js-pub, 1 otherwise.
+    #[arg(long)]
+    pub window: Option<usize>,
+    /// Request (and KV get) timeout.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Stream name (js-pub, js-consume).
+    #[arg(long, default_value = "DISKPULSE")]
+    pub stream: String,
+    /// KV or object-store bucket.
+    #[arg(long, default_value = "diskpulse")]
+    pub bucket: String,
+    /// Replicas of a stream/bucket diskpulse creates.
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
+    /// Storage of a stream/bucket diskpulse creates.
+    #[arg(long, value_enum, default_value_t = Storage::File)]
+    pub storage: Storage,
+    /// Purge the stream/bucket before the run.
+    #[arg(long)]
+    pub purge: bool,
+    /// Max bytes of a stream/bucket diskpulse creates (discard new when full).
+    #[arg(long, value_parser = parse_size)]
+    pub max_bytes: Option<u64>,
+    /// js-consume: messages per pull fetch.
+    #[arg(long, default_value_t = 100)]
+    pub batch: usize,
+    /// js-consume: ordered consumers (each client gets every message) instead of a shared pull consumer.
+    #[arg(long)]
+    pub ordered: bool,
+    /// js-consume (pull): ack every message, or ack policy none.
+    #[arg(long, value_enum, default_value_t = AckMode::Explicit)]
+    pub ack: AckMode,
+    /// kv: number of distinct keys.
+    #[arg(long, default_value_t = 1000)]
+    pub keys: u64,
+    /// obj: object size (1k .. 1024k).
+    #[arg(long, default_value = "8k", value_parser = parse_size)]
+    pub object_size: u64,
+    /// obj: objects to put (split over --workers).
+    #[arg(long, default_value_t = 100)]
+    pub objects: u64,
+    /// obj-put: putting workers (default: --clients).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// obj-put: getting consumers started with the putters; obj-get: consumers (default: --clients).
+    #[arg(long, default_value_t = 0)]
+    pub consumers: usize,
+    /// Core publish through async-nats even where the raw protocol writer could be used.
+    #[arg(long)]
+    pub no_raw: bool,
+    /// Stamp core publishes with their send time even without subscribers in this run
+    /// (for `diskpulse load sub` elsewhere to measure end to end).
+    #[arg(long)]
+    pub stamp: bool,
+    /// Runtime threads: 0 = automatic (one thread for JetStream, KV and object modes with
+    /// one client: fewer context switches; all cores otherwise).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Statistics window of load.csv.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub stats_window: Duration,
+    /// Write natscli-compatible CSV (one row per client plus one per role) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Parses load flags from an argument vector (for commands that drive the load
+/// generator themselves, like `demo` and scenarios): `["js-pub", "--duration", "30s"]`.
+pub fn args_from<I, T>(argv: I) -> anyhow::Result<LoadArgs>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        load: LoadArgs,
+    }
+    use clap::Parser;
+    let mut v: Vec<std::ffi::OsString> = vec!["load".into()];
+    v.extend(argv.into_iter().map(Into::into));
+    Ok(Wrap::try_parse_from(v)
+        .map_err(|e| {
+            usage!(
+                "{}",
+                e.to_string().lines().next().unwrap_or("bad load flags")
+            )
+        })?
+        .load)
+}
+
+impl LoadArgs {
+    /// Threads for the tokio runtime (1 = current-thread runtime).
+    pub fn runtime_threads(&self) -> usize {
+        if self.threads > 0 {
+            return self.threads;
+        }
+        let others = self.sub + self.reply + self.consume + self.consumers;
+        let single = matches!(
+            self.mode,
+            Mode::JsPub | Mode::KvPut | Mode::KvGet | Mode::ObjPut | Mode::ObjGet
+        ) && self.main_clients() <= 1
+            && others == 0;
+        if single {
+            1
+        } else {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+        }
+    }
+
+    /// The main role of the mode.
+    pub fn main_role(&self) -> Role {
+        match self.mode {
+            Mode::Pub | Mode::Cast => Role::Pub,
+            Mode::Sub => Role::Sub,
+            Mode::Request => Role::Request,
+            Mode::Reply => Role::Reply,
+            Mode::JsPub => Role::JsPub,
+            Mode::JsConsume => Role::JsConsume,
+            Mode::KvPut => Role::KvPut,
+            Mode::KvGet => Role::KvGet,
+            Mode::ObjPut => Role::ObjPut,
+            Mode::ObjGet => Role::ObjGet,
+        }
+    }
+
+    pub fn main_clients(&self) -> usize {
+        match self.mode {
+            Mode::ObjPut => self.workers.unwrap_or(self.clients),
+            Mode::ObjGet if self.consumers > 0 => self.consumers,
+            _ => self.clients,
+        }
+    }
+
+    /// Checks flags before anything starts (exit 2, one line).
+    pub fn validate(&self) -> anyhow::Result<()> {
+        self.connect.validate()?;
+        if self.main_clients() == 0 {
+            return Err(usage!("--clients must be at least 1"));
+        }
+        if self.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+            return Err(usage!("--rate takes ops per second above 0"));
+        }
+        if self.rate.is_some() && matches!(self.mode, Mode::Sub | Mode::Reply | Mode::JsConsume) {
+            return Err(usage!(
+                "--rate paces senders; {} receives as fast as messages come",
+                self.main_role().name()
+            ));
+        }
+        if self.window == Some(0) {
+            return Err(usage!("--window must be at least 1"));
+        }
+        if self.stats_window < Duration::from_millis(1) {
+            return Err(usage!("--stats-window must be at least 1ms"));
+        }
+        if self.msgs == Some(0) {
+            return Err(usage!("--msgs must be at least 1"));
+        }
+        if self.batch == 0 {
+            return Err(usage!("--batch must be at least 1"));
+        }
+        if self.keys == 0 {
+            return Err(usage!("--keys must be at least 1"));
+        }
+        if matches!(self.mode, Mode::ObjPut | Mode::ObjGet) {
+            if !(1024..=1024 * 1024).contains(&self.object_size) {
+                return Err(usage!(
+                    "--object-size takes 1k to 1024k, got {} bytes",
+                    self.object_size
+                ));
+            }
+            if self.objects == 0 {
+                return Err(usage!("--objects must be at least 1"));
+            }
+        }
+        if self.workers == Some(0) {
+            return Err(usage!("--workers must be at least 1"));
+        }
+        if !(1..=5).contains(&self.replicas) {
+            return Err(usage!("--replicas takes 1 to 5, got {}", self.replicas));
+        }
+        if self.subject.is_empty() || self.subject.contains(char::is_whitespace) {
+            return Err(usage!(
+                "--subject '{}' is not a valid subject",
+                self.subject
+            ));
+        }
+        if let Some(p) = &self.csv {
+            // Created before the run, so a bad path fails at once, not after it.
+            std::fs::File::create(p).map_err(|e| usage!("--csv {}: {e}", p.display()))?;
+        }
+        Ok(())
+    }
+
+    /// --msgs, or unlimited with --duration, or nats bench's default of 100,000.
+    pub fn total_ops(&self) -> Option<u64> {
+        match (self.msgs, self.duration) {
+            (Some(m), _) => Some(m),
+            (None, Some(_)) => None,
+            (None, None) if matches!(self.mode, Mode::Reply | Mode::JsConsume) => None,
+            (None, None) if matches!(self.mode, Mode::ObjPut | Mode::ObjGet) => Some(self.objects),
+            (None, None) => Some(100_000),
+        }
+    }
+
+    /// Bytes per operation of the main role.
+    pub(crate) fn op_size(&self) -> usize {
+        match self.mode {
+            Mode::ObjPut | Mode::ObjGet => self.object_size as usize,
+            _ => self.size as usize,
+        }
+    }
+
+    pub(crate) fn window_for(&self, role: Role) -> usize {
+        self.window
+            .unwrap_or(match role {
+                Role::JsPub if !self.sync => DEFAULT_WINDOW,
+                _ => 1,
+            })
+            .max(1)
+            .min(if self.sync { 1 } else { usize::MAX })
+    }
+}

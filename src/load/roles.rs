@@ -1,0 +1,348 @@
+//! Roles behind one small trait: each [`Role`] has a [`RoleWorker`] that says whether it
+//! sends, opens what one client of it needs before the load starts, and hands back the
+//! worker ready to start. [`super::run`] knows no role by name: it connects, opens, starts
+//! and waits.
+//!
+//! Opening comes before the clock of the load starts, so setting up is not load time: a
+//! subscriber subscribes (and round-trips, so the server has the subscription before the
+//! first message is sent), a consumer is created, a bucket opened. Starting gives the
+//! worker its [`Recorder`], [`SendPlan`], [`Ctx`] and window; senders run the one
+//! [`send_loop`], receivers the one [`receive_loop`].
+
+use std::sync::Arc;
+
+use async_nats::Subject;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::js::{self, Limit};
+use super::obj::{self, Catalog};
+use super::raw::{RawConn, RawPublish};
+use super::receive::{receive_loop, CoreSub, Responder};
+use super::record::{Recorder, Role};
+use super::send::{send_loop, Each};
+use super::workers::{request, CorePublish, Ctx, JsPublish, Payloads, SendPlan};
+use super::{connect, js_context, kv, AckMode, LoadArgs, Mode};
+
+/// One connected client of a run.
+pub(crate) struct Conn {
+    pub role: Role,
+    /// Its index within its role, and how many clients the role has.
+    pub index: usize,
+    pub n: usize,
+    pub client: async_nats::Client,
+    /// A raw protocol connection for core publishers that need nothing async-nats offers.
+    pub raw: Option<RawConn>,
+}
+
+/// What every client of a run shares, found or made before any client opens.
+pub(crate) struct RunShared {
+    pub a: Arc<LoadArgs>,
+    pub subject: Subject,
+    /// kv-get: the bucket serves direct gets.
+    pub kv_direct: bool,
+    /// obj modes: the objects getters may read.
+    pub catalog: Arc<Catalog>,
+    /// js-consume: how many messages each consumer takes.
+    pub consume_limit: Limit,
+}
+
+/// What a worker gets when the load starts.
+pub(crate) struct Start {
+    pub rec: Recorder,
+    pub plan: SendPlan,
+    pub ctx: Ctx,
+    /// Operations in flight at once.
+    pub window: usize,
+}
+
+/// A worker that has opened what it needs, ready to start.
+pub(crate) type Ready = Box<dyn FnOnce(Start) -> BoxFuture<'static, ()> + Send>;
+
+/// What a role does with one client.
+pub(crate) trait RoleWorker: Sync {
+    /// Whether it sends: receivers of the run drain after the last sender finished.
+    fn sends(&self) -> bool;
+
+    /// Opens what this client needs before the load starts, and returns its worker.
+    fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>>;
+}
+
+/// The worker of a role.
+pub(crate) fn worker(role: Role) -> &'static dyn RoleWorker {
+    match role {
+        Role::Pub => &Publisher,
+        Role::Sub => &Subscriber,
+        Role::Request => &Requester,
+        Role::Reply => &Replier,
+        Role::JsPub => &JsPublisher,
+        Role::JsConsume => &JsConsumer,
+        Role::KvPut => &KvPutter,
+        Role::KvGet => &KvGetter,
+        Role::ObjPut => &ObjPutter,
+        Role::ObjGet => &ObjGetter,
+    }
+}
+
+fn ready<F>(f: F) -> anyhow::Result<Ready>
+where
+    F: FnOnce(Start) -> BoxFuture<'static, ()> + Send + 'static,
+{
+    Ok(Box::new(f))
+}
+
+/// Core publish: the raw protocol writer when the connection allows it, else async-nats.
+struct Publisher;
+
+impl RoleWorker for Publisher {
+    fn sends(&self) -> bool {
+        true
+    }
+
+    fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
+        let subject = s.subject.clone();
+        async move {
+            ready(move |st: Start| match c.raw {
+                Some(raw) => {
+                    let op = RawPublish::new(raw, &subject, &st.plan);
+                    send_loop(op, 1, st.plan, st.rec, st.ctx).boxed()
+                }
+                None => {
+                    let op = CorePublish {
+                        client: c.client,
+                        subject,
+                        payloads: Payloads::new(&st.plan),
+                        size: st.plan.size as u64,
+                    };
+                    send_loop(op, 1, st.plan, st.rec, st.ctx).boxed()
+                }
+            })
+        }
+        .boxed()
+    }
+}
+
+/// Core subscribe on the subject.
+struct Subscriber;
+
+impl RoleWorker for Subscriber {
+    fn sends(&self) -> bool {
+        false
+    }
+
+    fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
+        async move {
+            let sub = c.client.subscribe(s.subject.clone()).await?;
+            connect::round_trip(&c.client).await?;
+            ready(move |st: Start| receive_loop(sub, CoreSub, st.rec, st.ctx).boxed())
+        }
+        .boxed()
+    }
+}
+
+/// Requests with up to `window` in flight.
+struct Requester;
+
+impl RoleWorker for Requester {
+    fn sends(&self) -> bool {
+        true
+    }
+
+    fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
+        let (subject, timeout) = (s.subject.clone(), s.a.timeout);
+        async move {
+            ready(move |st: Start| {
+                let mut payloads = Payloads::new(&st.plan);
+                let size = st.plan.size as u64;
+                let op = Each(move |_| {
+                    let f = request(&c.client, subject.clone(), payloads.next_payload(), timeout);
+                    Some(async move { f.await.map(|_reply| size) })
+                });
+                send_loop(op, st.window, st.plan, st.rec, st.ctx).boxed()
+            })
+        }
+        .boxed()
+    }
+}
+
+/// Responders in queue group `diskpulse`.
+struct Replier;
+
+impl RoleWorker for Replier {
+    fn sends(&self) -> bool {
+        false
+    }
+
+    fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
+        async move {
+            let sub = c
+                .client
+                .queue_subscribe(s.subject.clone(), "diskpulse".into())
+                .await?;
+            connect::round_trip(&c.client).await?;
+            let inbox = Responder {
+                client: c.client,
+                payload: Bytes::from(vec![b'r'; s.a.size as usize]),
+                limit: s.a.msgs.filter(|_| s.a.mode == Mode::Reply),
+            };
+            ready(move |st: Start| receive_loop(sub, inbox, st.rec, st.ctx).boxed())
+        }
+        .boxed()
+    }
+}
+
+/// JetStream publish with `window` acks in flight.
+struct JsPublisher;
+
+impl RoleWorker for JsPublisher {
+    fn sends(&self) -> bool {
+        true
+    }
+
+    fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
+        let (subject, timeout) = (s.subject.clone(), s.a.timeout);
+        async move {
+            ready(move |st: Start| {
+                let op = JsPublish {
+                    js: js_context(c.client, st.window, timeout),
+                    subject,
+                    payloads: Payloads::new(&st.plan),
+                    size: st.plan.size as u64,
+                };
+                send_loop(op, st.window, st.plan, st.rec, st.ctx).boxed()
+            })
+        }
+        .boxed()
+    }
+}
+
+/// A JetStream consumer (shared pull, or ordered).
+struct JsConsumer;
+
+impl RoleWorker for JsConsumer {
+    fn sends(&self) -> bool {
+        false
+    }
+
+    fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
+        async move {
+            let src = js::open(&s.a, c.client, s.a.mode == Mode::JsPub).await?;
+            let (ack, limit) = (s.a.ack == AckMode::Explicit, s.consume_limit.clone());
+            ready(move |st: Start| js::consume(src, ack, limit, st.rec, st.ctx).boxed())
+        }
+        .boxed()
+    }
+}
+
+/// Key-value puts over the client's share of the key space.
+struct KvPutter;
+
+impl RoleWorker for KvPutter {
+    fn sends(&self) -> bool {
+        true
+    }
+
+    fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
+        let a = s.a.clone();
+        async move {
+            ready(move |st: Start| {
+                let js = js_context(c.client, st.window, a.timeout);
+                let space = kv::KeySpace {
+                    keys: a.keys,
+                    index: c.index,
+                    n: c.n,
+                };
+                kv::put(
+                    js,
+                    a.bucket.clone(),
+                    space,
+                    st.window,
+                    st.plan,
+                    st.rec,
+                    st.ctx,
+                )
+                .boxed()
+            })
+        }
+        .boxed()
+    }
+}
+
+/// Key-value gets of random keys, verified.
+struct KvGetter;
+
+impl RoleWorker for KvGetter {
+    fn sends(&self) -> bool {
+        true
+    }
+
+    fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
+        let (a, direct) = (s.a.clone(), s.kv_direct);
+        async move {
+            ready(move |st: Start| {
+                let space = kv::KeySpace {
+                    keys: a.keys,
+                    index: c.index,
+                    n: c.n,
+                };
+                let (bucket, timeout) = (a.bucket.clone(), a.timeout);
+                let (window, plan) = (st.window, st.plan);
+                kv::get(
+                    c.client, bucket, direct, space, window, timeout, plan, st.rec, st.ctx,
+                )
+                .boxed()
+            })
+        }
+        .boxed()
+    }
+}
+
+/// Opens the object store on a client's own connection.
+async fn open_objects(
+    s: &RunShared,
+    c: &Conn,
+) -> anyhow::Result<async_nats::jetstream::object_store::ObjectStore> {
+    obj::open(&s.a, &js_context(c.client.clone(), 1, s.a.timeout)).await
+}
+
+/// Object PUTs, named by client index and count.
+struct ObjPutter;
+
+impl RoleWorker for ObjPutter {
+    fn sends(&self) -> bool {
+        true
+    }
+
+    fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
+        async move {
+            let store = open_objects(s, &c).await?;
+            let catalog = s.catalog.clone();
+            ready(move |st: Start| {
+                let (window, plan) = (st.window, st.plan);
+                obj::put(store, c.index, c.n, catalog, window, plan, st.rec, st.ctx).boxed()
+            })
+        }
+        .boxed()
+    }
+}
+
+/// Object GETs of random objects from the catalog, verified.
+struct ObjGetter;
+
+impl RoleWorker for ObjGetter {
+    fn sends(&self) -> bool {
+        false
+    }
+
+    fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
+        async move {
+            let store = open_objects(s, &c).await?;
+            let catalog = s.catalog.clone();
+            ready(move |st: Start| {
+                obj::get(store, catalog, st.window, st.plan, st.rec, st.ctx).boxed()
+            })
+        }
+        .boxed()
+    }
+}

@@ -1,0 +1,208 @@
+//! The one sender loop: every sending role (core publish, raw publish, request, js-pub,
+//! kv put/get, obj put/get) is an [`Operation`] with a send stage and a completion stage,
+//! run by [`send_loop`].
+//!
+//! - The send stage runs in the loop, one operation at a time, when the plan says
+//!   (`--rate` open loop, or as fast as it goes): a core publish is done there
+//!   ([`Sent::Done`], counted when handed to the client); a JetStream publish hands the
+//!   message over there and gets its ack future back; a request, a KV or object
+//!   operation just starts ([`Sent::Pending`]).
+//! - Up to `window` completions are in flight (1 = closed loop, like `nats bench`). Each
+//!   is timed when it arrives, never when the sender gets round to it, from its actual
+//!   send (`lat`) and from its intended start (`co`; unpaced, the two are the same).
+//! - After the stop flag (Ctrl-C, or a server of the session died) nothing more is sent
+//!   and completions in flight get 2 s; those still missing then are one error of the
+//!   operation's [`Operation::UNFINISHED`] kind. The flag is looked at every 10 ms while
+//!   the loop waits on a full window (acks from a server that is gone only time out after
+//!   30 s), and a send stage that cannot finish (JetStream's in-flight limit) gives way
+//!   to it: that message is not sent.
+//!
+//! While nothing is in flight (fire and forget, or a closed loop between operations) the
+//! loop awaits the plan and the send stage directly, without `select!`: the core publish
+//! hot path costs what a plain loop costs.
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::task::Poll;
+use std::time::Duration;
+
+use futures::stream::FuturesUnordered;
+use futures::StreamExt;
+
+use super::record::Recorder;
+use super::workers::{Ctx, SendPlan};
+
+/// What one operation's completion reports: the bytes it moved, or why it failed.
+pub type OpResult = Result<u64, OpError>;
+
+/// A failed operation: its kind (a column of the summary, an event) and a detail for the
+/// first event of that kind.
+#[derive(Debug)]
+pub struct OpError {
+    pub kind: &'static str,
+    pub detail: String,
+}
+
+impl OpError {
+    pub fn new(kind: &'static str, detail: impl std::fmt::Display) -> OpError {
+        OpError {
+            kind,
+            detail: detail.to_string(),
+        }
+    }
+}
+
+/// What the send stage of one operation did.
+pub enum Sent<P> {
+    /// Done at the send (fire and forget): this many bytes, no latency.
+    Done(u64),
+    /// Sent; the future completes it (an ack, a reply, a value, a whole object).
+    Pending(P),
+    /// The send itself failed; it still counts as an operation started.
+    Failed(OpError),
+}
+
+/// One kind of sender's operation, in two stages.
+pub(crate) trait Operation {
+    /// The completion stage.
+    type Pending: Future<Output = OpResult> + Send + 'static;
+
+    /// Error kind, and what they are, of operations in flight 2 s after Ctrl-C.
+    const UNFINISHED: (&'static str, &'static str) =
+        ("unfinished_at_stop", "operations unfinished");
+
+    /// The send stage of operation `k` (0, 1, ...); `None` when there is nothing more.
+    async fn send(&mut self, k: u64) -> Option<Sent<Self::Pending>>;
+
+    /// Whether the send stage may wait long (a full client buffer, JetStream's in-flight
+    /// limit, while the server is gone): then it gives way to the stop flag. A stage that
+    /// cannot (the raw writer: a dead socket fails the write) skips that race.
+    const SEND_MAY_WAIT: bool = true;
+
+    /// After the last completion: a flush, a PING/PONG, an error kept for the end.
+    async fn finish(&mut self, _rec: &mut Recorder) {}
+}
+
+/// An operation made of a closure: `op(k)` starts operation `k` (or says there is none).
+pub(crate) struct Each<F>(pub F);
+
+impl<F, Fut> Operation for Each<F>
+where
+    F: FnMut(u64) -> Option<Fut>,
+    Fut: Future<Output = OpResult> + Send + 'static,
+{
+    type Pending = Fut;
+
+    async fn send(&mut self, k: u64) -> Option<Sent<Fut>> {
+        (self.0)(k).map(Sent::Pending)
+    }
+}
+
+/// Runs `op` as `plan` says, with up to `window` completions in flight; see the module.
+pub(crate) async fn send_loop<O: Operation>(
+    mut op: O,
+    window: usize,
+    mut plan: SendPlan,
+    mut rec: Recorder,
+    ctx: Ctx,
+) {
+    let mut inflight = FuturesUnordered::new();
+    let mut done = 0u64;
+    let mut sending = true;
+    let window = window.max(1);
+    let mut draining = false;
+    let paced = plan.pacer.is_some();
+    // One timer for the whole loop: while completions are awaited it wakes the loop
+    // every STOP_CHECK to look at the stop flag (a full window of acks from a server that
+    // is gone would otherwise hold it for the ack timeout); after the stop it is the
+    // drain's deadline.
+    let mut tick = std::pin::pin!(tokio::time::sleep(STOP_CHECK));
+    loop {
+        // (Not only while sending: the plan itself ends at the stop, before this sees it.)
+        if !draining && ctx.stop.load(Ordering::Relaxed) {
+            sending = false;
+            draining = true;
+            tick.as_mut()
+                .reset(tokio::time::Instant::now() + Duration::from_secs(2));
+        }
+        let in_flight = inflight.len();
+        let can_send = sending && in_flight < window;
+        if !can_send && in_flight == 0 {
+            break;
+        }
+        // The intended start of the next send, when it is time for one.
+        let next = if in_flight == 0 {
+            // Only the send stage can make progress.
+            plan.next(&ctx, done, &rec).await
+        } else {
+            tokio::select! {
+                biased;
+                Some((r, sent, intended)) = inflight.next() => {
+                    let now = rec.now();
+                    match r {
+                        Ok(bytes) => rec.op_lat(now, bytes, sent, intended),
+                        Err(OpError { kind, detail }) => rec.error(now, kind, || detail),
+                    }
+                    continue;
+                }
+                next = plan.next(&ctx, done, &rec), if can_send => next,
+                () = &mut tick => {
+                    if draining {
+                        let n = inflight.len() as u64;
+                        let (kind, what) = O::UNFINISHED;
+                        rec.error_n(rec.now(), kind, n, || format!("{n} {what} 2 s after Ctrl-C"));
+                        break;
+                    }
+                    tick.as_mut().reset(tokio::time::Instant::now() + STOP_CHECK);
+                    continue;
+                }
+            }
+        };
+        let Some(intended) = next else {
+            sending = false;
+            continue;
+        };
+        // Unpaced, `intended` is the clock read that decided to send: the send itself.
+        let sent = if paced { rec.now() } else { intended };
+        let stage = if !O::SEND_MAY_WAIT {
+            op.send(done).await
+        } else {
+            let mut stage = std::pin::pin!(op.send(done));
+            match futures::poll!(&mut stage) {
+                Poll::Ready(r) => r,
+                // A send stage that waits (JetStream's in-flight limit while the server
+                // is gone) gives way to Ctrl-C: the message was not sent.
+                Poll::Pending => tokio::select! {
+                    biased;
+                    r = &mut stage => r,
+                    _ = stopped(&ctx) => continue,
+                },
+            }
+        };
+        match stage {
+            None => {
+                sending = false;
+                continue;
+            }
+            Some(Sent::Done(bytes)) => rec.op(sent, bytes),
+            Some(Sent::Pending(p)) => {
+                let intended = if paced { intended } else { sent };
+                inflight.push(async move { (p.await, sent, intended) });
+            }
+            Some(Sent::Failed(OpError { kind, detail })) => rec.error(rec.now(), kind, || detail),
+        }
+        done += 1;
+    }
+    op.finish(&mut rec).await;
+    rec.finish();
+}
+
+/// How often a waiting sender looks at the stop flag.
+const STOP_CHECK: Duration = Duration::from_millis(10);
+
+/// Resolves once the run is told to stop (looked at every [`STOP_CHECK`]).
+async fn stopped(ctx: &Ctx) {
+    while !ctx.stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(STOP_CHECK).await;
+    }
+}

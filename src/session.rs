@@ -1,0 +1,381 @@
+//! One session pipeline: the recording, the broker, its /varz and /jsz monitor, the work
+//! (a load, a scenario's phases) and the report, started and stopped in one order for
+//! `demo`, `load` and `run` (scenarios).
+//!
+//! The order, on every exit path:
+//!
+//! ```text
+//! open:   recording (run directory, clock, events, samplers)   [Session::open]
+//! run:    broker (embedded nodes, or servers we did not start)  [Session::run]
+//!         monitor (/varz, /jsz into varz.csv, jsz.csv)
+//!         the body (load, phases), with a stop flag
+//!         monitor stopped, broker stopped (its meta kept for meta.json)
+//! close:  recording finished (meta.json complete), report       [Session::close]
+//! ```
+//!
+//! What must stay true:
+//! - Whatever happens after `open`, the recording is closed (`close`, or `Recording`'s
+//!   Drop) and every server we started is stopped (`Cluster::stop`, or its Drop).
+//! - The body gets its own stop flag, set on Ctrl-C (the caller's flag) and when a server
+//!   we started dies under it (with `watch_broker`): then the load winds down instead of
+//!   counting errors to the end of its duration, a `broker_died` event names the node
+//!   (`name`, `pid`, `status`), and [`Ran::died`] says so. A scenario does not watch:
+//!   its restart phases stop nodes on purpose.
+//! - Nothing here writes a file of its own: the files are the recording's, the
+//!   monitor's, the broker's and the report's.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use collectors::clock::Clock;
+use serde_json::{json, Value};
+
+use crate::broker::{monitor, Cluster, ClusterOptions};
+use crate::load::LoadEnv;
+use crate::recording::session::{Recording, SamplerSetup};
+use crate::recording::EventLog;
+use crate::report::{self, ReportOptions, Summary};
+use crate::usage;
+
+/// Where the session records.
+pub enum RecordTo {
+    /// Nothing recorded: a clock that starts now, no events, no run directory.
+    Nothing,
+    /// A new run directory with the disk samplers (`--record`, `demo`, each scenario run).
+    New {
+        dir: PathBuf,
+        setup: SamplerSetup,
+        argv: Vec<String>,
+    },
+    /// The run of a parent (`diskpulse record -- diskpulse load ...`, a scenario's load
+    /// phase): its directory and clock from `DISKPULSE_RUN_DIR` and
+    /// `DISKPULSE_CLOCK_ZERO_NS`, events appended to its `events.jsonl`.
+    Parent { dir: PathBuf },
+}
+
+/// The servers of a session.
+pub enum BrokerPlan {
+    /// No broker (a scenario without `[broker]`).
+    None,
+    /// Servers we did not start; `monitors` are `(name, monitor URL)` to poll (may be empty).
+    External {
+        servers: Vec<String>,
+        monitors: Vec<(String, String)>,
+    },
+    /// 1, 3 or 5 embedded nodes.
+    Embedded(ClusterOptions),
+}
+
+/// The tokio runtime of a session.
+#[derive(Debug, Clone, Copy)]
+pub enum Threads {
+    /// A multi-thread runtime with one worker per core.
+    All,
+    /// A current-thread runtime for 1, else a multi-thread runtime with this many workers.
+    Exactly(usize),
+}
+
+/// An open session: the recording runs.
+pub struct Session {
+    rec: Option<Recording>,
+    clock: Clock,
+    events: EventLog,
+    run_dir: Option<PathBuf>,
+    rt: tokio::runtime::Runtime,
+    user_stop: Arc<AtomicBool>,
+}
+
+/// What the body of [`Session::run`] works with.
+pub struct Live {
+    pub clock: Clock,
+    pub events: EventLog,
+    /// The run directory when recording (own or parent's).
+    pub run_dir: Option<PathBuf>,
+    /// Client URLs: the embedded nodes', or the external servers.
+    pub servers: Vec<String>,
+    /// The embedded nodes (scenario phases stop and start them).
+    pub cluster: Option<Cluster>,
+    /// Set on Ctrl-C and when a watched server dies: the body's stop flag.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Live {
+    /// Where and on which clock a load runs in this session; `load.csv` goes into the
+    /// run directory when there is one.
+    pub fn load_env(&self) -> LoadEnv {
+        LoadEnv {
+            clock: self.clock,
+            events: self.events.clone(),
+            stop: self.stop.clone(),
+            servers: self.servers.clone(),
+            load_csv: self.run_dir.as_ref().map(|d| d.join("load.csv")),
+        }
+    }
+}
+
+/// How [`Session::run`] went.
+pub struct Ran<T> {
+    /// The body's result, or why the broker or monitor did not start (the body did not run).
+    pub result: anyhow::Result<T>,
+    /// The embedded cluster's `meta()` (nodes, every server's meta), taken before it stopped.
+    pub cluster_meta: Option<Value>,
+    /// A watched server that died during the body: "nats-server n1 (pid 123) exited: ...".
+    pub died: Option<String>,
+}
+
+impl Session {
+    /// Starts the recording (if any) and builds the runtime. `user_stop` is the flag
+    /// Ctrl-C sets.
+    pub fn open(
+        record: RecordTo,
+        threads: Threads,
+        user_stop: Arc<AtomicBool>,
+    ) -> anyhow::Result<Session> {
+        let (rec, clock, events, run_dir) = match record {
+            RecordTo::Nothing => {
+                let c = Clock::start();
+                (None, c, EventLog::disabled(c), None)
+            }
+            RecordTo::New { dir, setup, argv } => {
+                let r = Recording::start(&dir, &setup, &argv)?;
+                let (c, e, d) = (r.clock, r.events.clone(), r.dir.clone());
+                (Some(r), c, e, Some(d))
+            }
+            RecordTo::Parent { dir } => {
+                let c = Clock::from_env().ok_or_else(|| {
+                    usage!("DISKPULSE_RUN_DIR is set but DISKPULSE_CLOCK_ZERO_NS is not")
+                })?;
+                let e = EventLog::append(&dir.join("events.jsonl"), c)?;
+                (None, c, e, Some(dir))
+            }
+        };
+        let rt = match threads {
+            Threads::Exactly(1) => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?,
+            Threads::Exactly(n) => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(n)
+                .enable_all()
+                .build()?,
+            Threads::All => tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?,
+        };
+        Ok(Session {
+            rec,
+            clock,
+            events,
+            run_dir,
+            rt,
+            user_stop,
+        })
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    pub fn events(&self) -> &EventLog {
+        &self.events
+    }
+
+    /// The run directory (own recording or parent's).
+    pub fn run_dir(&self) -> Option<&Path> {
+        self.run_dir.as_deref()
+    }
+
+    /// Whether this session has its own recording (and so `meta.json` and a report).
+    pub fn records(&self) -> bool {
+        self.rec.is_some()
+    }
+
+    /// Sets a top-level key of `meta.json`; nothing without a recording of our own.
+    pub fn set_meta(&mut self, key: &str, v: Value) -> anyhow::Result<()> {
+        match self.rec.as_mut() {
+            Some(r) => r.set_meta(key, v),
+            None => Ok(()),
+        }
+    }
+
+    /// Starts the broker and the monitor, runs `body`, then stops the monitor and the
+    /// broker, in that order, whatever the body returned. The monitor runs when there is
+    /// a run directory and something to poll, every `monitor_interval`.
+    pub fn run<T>(
+        &mut self,
+        broker: BrokerPlan,
+        monitor_interval: Duration,
+        watch_broker: bool,
+        body: impl AsyncFnOnce(&mut Live) -> anyhow::Result<T>,
+    ) -> Ran<T> {
+        let mut ran = Ran {
+            result: Err(anyhow::anyhow!("the session did not run")),
+            cluster_meta: None,
+            died: None,
+        };
+        let (clock, events, run_dir) = (self.clock, self.events.clone(), self.run_dir.clone());
+        let user_stop = self.user_stop.clone();
+        self.rt.block_on(async {
+            let (cluster, servers, targets) = match broker {
+                BrokerPlan::None => (None, vec![], vec![]),
+                BrokerPlan::External { servers, monitors } => (None, servers, monitors),
+                BrokerPlan::Embedded(opts) => match Cluster::start(opts, &events).await {
+                    Ok(c) => {
+                        let (urls, targets) = (c.client_urls(), c.monitor_targets());
+                        (Some(c), urls, targets)
+                    }
+                    Err(e) => {
+                        ran.result = Err(e);
+                        return;
+                    }
+                },
+            };
+            let mut live = Live {
+                clock,
+                events: events.clone(),
+                run_dir: run_dir.clone(),
+                servers,
+                cluster,
+                stop: Arc::new(AtomicBool::new(false)),
+            };
+            let mon_stop = Arc::new(AtomicBool::new(false));
+            let mon = match (&run_dir, targets.is_empty()) {
+                (Some(d), false) => {
+                    match monitor::start_monitor(
+                        targets,
+                        clock,
+                        d,
+                        events.clone(),
+                        mon_stop.clone(),
+                        monitor_interval,
+                    )
+                    .await
+                    {
+                        Ok(m) => Some(m),
+                        Err(e) => {
+                            ran.result = Err(e);
+                            stop_cluster(&mut live, &mut ran).await;
+                            return;
+                        }
+                    }
+                }
+                _ => None,
+            };
+            let pids = match (&live.cluster, watch_broker) {
+                (Some(c), true) => c.pids(),
+                _ => vec![],
+            };
+            let died = Arc::new(Mutex::new(None));
+            let watcher = tokio::spawn(watch(
+                user_stop,
+                live.stop.clone(),
+                pids,
+                events.clone(),
+                died.clone(),
+            ));
+            ran.result = body(&mut live).await;
+            watcher.abort();
+            ran.died = died.lock().unwrap_or_else(|p| p.into_inner()).take();
+            mon_stop.store(true, Ordering::SeqCst);
+            if let Some(m) = mon {
+                if let Ok(Err(e)) = m.await {
+                    events.error("monitor", "poller", &format!("{e:#}"));
+                }
+            }
+            stop_cluster(&mut live, &mut ran).await;
+        });
+        ran
+    }
+
+    /// Finishes the recording (meta.json complete) and, with `report`, writes the report.
+    /// Without a recording of its own, nothing.
+    pub fn close(
+        self,
+        report: Option<&ReportOptions>,
+    ) -> anyhow::Result<Option<(PathBuf, Summary)>> {
+        let Some(rec) = self.rec else {
+            return Ok(None);
+        };
+        let dir = rec.dir.clone();
+        rec.finish()?;
+        match report {
+            Some(o) => Ok(Some((dir.clone(), report::report(&dir, o)?))),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Stops the embedded nodes, keeping their meta; a stop error becomes the result's
+/// error only when the body succeeded.
+async fn stop_cluster<T>(live: &mut Live, ran: &mut Ran<T>) {
+    if let Some(mut c) = live.cluster.take() {
+        ran.cluster_meta = Some(c.meta());
+        if let Err(e) = c.stop().await {
+            if ran.result.is_ok() {
+                ran.result = Err(e);
+            }
+        }
+    }
+}
+
+/// How often the watcher looks at Ctrl-C and the servers' processes.
+const WATCH_EVERY: Duration = Duration::from_millis(20);
+
+/// Copies Ctrl-C into the body's stop flag, and sets it when a server in `pids` is gone
+/// (or a zombie: it exited and we have not reaped it yet).
+async fn watch(
+    user_stop: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    pids: Vec<(String, u32)>,
+    events: EventLog,
+    died: Arc<Mutex<Option<String>>>,
+) {
+    loop {
+        if user_stop.load(Ordering::Relaxed) {
+            stop.store(true, Ordering::SeqCst);
+            return;
+        }
+        if let Some((name, pid)) = pids.iter().find(|(_, p)| !process_alive(*p)) {
+            events.event("broker_died", json!({"name": name, "pid": pid}));
+            *died.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
+                "nats-server {name} (pid {pid}) exited during the run; its log is in the run directory"
+            ));
+            stop.store(true, Ordering::SeqCst);
+            return;
+        }
+        tokio::time::sleep(WATCH_EVERY).await;
+    }
+}
+
+/// Whether `pid` runs: its /proc entry exists and is not a zombie.
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "pid (comm) S ...": the state follows the last ')'.
+        Ok(s) => s
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X'),
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reaped_or_zombie_child_is_not_alive() {
+        assert!(process_alive(std::process::id()));
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        // Exited but not reaped: a zombie.
+        let t0 = std::time::Instant::now();
+        while process_alive(pid) && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!process_alive(pid), "pid {pid} still alive");
+        c.wait().unwrap();
+        assert!(!process_alive(pid));
+    }
+}
