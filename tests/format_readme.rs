@@ -103,8 +103,7 @@ fn meta_fields() -> BTreeSet<String> {
         duration_ns: Some(1),
         error_events: Some(0),
         devices: vec![meta::MetaDevice {
-            queue: meta::QUEUE_KEYS
-                .iter()
+            queue: meta::queue_keys()
                 .map(|k| (k.to_string(), String::new()))
                 .collect(),
             ..Default::default()

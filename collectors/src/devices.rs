@@ -310,36 +310,54 @@ impl Resolver {
         let disk = dev.parent.as_deref().unwrap_or(&dev.name);
         let sys = self.sys();
         let mut attrs = vec![];
-        for a in [
-            "write_cache",
-            "fua",
-            "rotational",
-            "scheduler",
-            "logical_block_size",
-            "physical_block_size",
-            "nr_requests",
-            "read_ahead_kb",
-            "max_sectors_kb",
-            "discard_max_bytes",
-        ] {
+        for a in QUEUE_ATTRS {
             if let Some(v) = sys.queue_attr(disk, a) {
                 attrs.push((a.to_string(), v));
             }
         }
-        for (key, rel) in [
-            ("model", "device/model"),
-            ("vendor", "device/vendor"),
-            ("loop_backing_file", "loop/backing_file"),
-        ] {
+        for (key, rel) in DEVICE_ATTRS {
             if let Some(v) = sys.attr(disk, rel) {
                 attrs.push((key.to_string(), v));
             }
         }
         if let Some(v) = sys.attr(&dev.name, "size") {
-            attrs.push(("size_sectors".into(), v));
+            attrs.push((SIZE_KEY.into(), v));
         }
         QueueInfo { attrs }
     }
+}
+
+/// The sysfs `queue/` attributes [`Resolver::queue_info`] reads (of the whole disk).
+pub const QUEUE_ATTRS: [&str; 10] = [
+    "write_cache",
+    "fua",
+    "rotational",
+    "scheduler",
+    "logical_block_size",
+    "physical_block_size",
+    "nr_requests",
+    "read_ahead_kb",
+    "max_sectors_kb",
+    "discard_max_bytes",
+];
+
+/// Identity attributes: the key [`QueueInfo`] gives them and their path under the disk.
+pub const DEVICE_ATTRS: [(&str, &str); 3] = [
+    ("model", "device/model"),
+    ("vendor", "device/vendor"),
+    ("loop_backing_file", "loop/backing_file"),
+];
+
+/// The key of the device's own size, in 512-byte sectors.
+pub const SIZE_KEY: &str = "size_sectors";
+
+/// Every key a [`QueueInfo`] may hold, in the order it is filled (an attribute the kernel
+/// lacks is absent).
+pub fn queue_keys() -> impl Iterator<Item = &'static str> {
+    QUEUE_ATTRS
+        .into_iter()
+        .chain(DEVICE_ATTRS.into_iter().map(|(k, _)| k))
+        .chain([SIZE_KEY])
 }
 
 /// Merges device lists, keeping the first reason given for each device.

@@ -20,22 +20,7 @@ pub const FILE: &str = "meta.json";
 /// The keys `queue` may hold: sysfs queue attributes of the (whole) disk, its identity,
 /// a loop device's backing file and the device's size in 512-byte sectors (written by
 /// `collectors::devices::Resolver::queue_info`; an attribute the kernel lacks is absent).
-pub const QUEUE_KEYS: [&str; 14] = [
-    "write_cache",
-    "fua",
-    "rotational",
-    "scheduler",
-    "logical_block_size",
-    "physical_block_size",
-    "nr_requests",
-    "read_ahead_kb",
-    "max_sectors_kb",
-    "discard_max_bytes",
-    "model",
-    "vendor",
-    "loop_backing_file",
-    "size_sectors",
-];
+pub use collectors::devices::queue_keys;
 
 /// A recorded device and its sysfs queue attributes (strings, as sysfs prints them).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
