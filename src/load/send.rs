@@ -141,8 +141,7 @@ pub(crate) async fn send_loop<O: Operation>(
         if !draining && ctx.stop.load(Ordering::Relaxed) {
             sending = false;
             draining = true;
-            tick.as_mut()
-                .reset(tokio::time::Instant::now() + DRAIN);
+            tick.as_mut().reset(tokio::time::Instant::now() + DRAIN);
         }
         let in_flight = inflight.len();
         let can_send = sending && in_flight < window;

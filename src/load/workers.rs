@@ -255,7 +255,11 @@ impl Operation for JsPublish {
     const UNFINISHED: (&'static str, &'static str) = ("unacked_at_stop", "publishes had no ack");
 
     fn connects(&self) -> u64 {
-        self.js.client().statistics().connects.load(Ordering::Relaxed)
+        self.js
+            .client()
+            .statistics()
+            .connects
+            .load(Ordering::Relaxed)
     }
 
     #[inline]
