@@ -358,6 +358,39 @@ pub fn run_id() -> String {
         .collect()
 }
 
+/// js-pub's reconciliation as a line, and the loud data-loss line when acked messages
+/// are missing from the stream.
+pub fn stream_check_line(c: &super::StreamCheck) -> (String, Option<String>) {
+    let Some(after) = c.msgs_after else {
+        return (
+            format!(
+                "stream {}: {} publishes acked; the server did not answer stream info after the run: not checked",
+                c.stream, c.acked
+            ),
+            None,
+        );
+    };
+    let stored = after.saturating_sub(c.msgs_before);
+    let line = format!(
+        "stream {}: holds {after} messages ({} before the run, {stored} new); {} publishes acked{}",
+        c.stream,
+        c.msgs_before,
+        c.acked,
+        if stored >= c.acked {
+            ": every acked message is there"
+        } else {
+            ""
+        }
+    );
+    let loss = c.missing().filter(|&m| m > 0).map(|m| {
+        format!(
+            "POSSIBLE DATA LOSS: {m} acked publishes are missing from stream {} ({} acked, {stored} stored during the run)",
+            c.stream, c.acked
+        )
+    });
+    (line, loss)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,37 +433,4 @@ mod tests {
         assert_eq!(r.len(), 22);
         assert!(r.chars().all(|c| c.is_ascii_alphanumeric()));
     }
-}
-
-/// js-pub's reconciliation as a line, and the loud data-loss line when acked messages
-/// are missing from the stream.
-pub fn stream_check_line(c: &super::StreamCheck) -> (String, Option<String>) {
-    let Some(after) = c.msgs_after else {
-        return (
-            format!(
-                "stream {}: {} publishes acked; the server did not answer stream info after the run: not checked",
-                c.stream, c.acked
-            ),
-            None,
-        );
-    };
-    let stored = after.saturating_sub(c.msgs_before);
-    let line = format!(
-        "stream {}: holds {after} messages ({} before the run, {stored} new); {} publishes acked{}",
-        c.stream,
-        c.msgs_before,
-        c.acked,
-        if stored >= c.acked {
-            ": every acked message is there"
-        } else {
-            ""
-        }
-    );
-    let loss = c.missing().filter(|&m| m > 0).map(|m| {
-        format!(
-            "POSSIBLE DATA LOSS: {m} acked publishes are missing from stream {} ({} acked, {stored} stored during the run)",
-            c.stream, c.acked
-        )
-    });
-    (line, loss)
 }
