@@ -193,12 +193,15 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
         print!("{}", output::human(&roles, &outcome.clients));
     }
     if let Some(c) = &outcome.stream_check {
+        // The figures are in the --json document; the loss is loud in every mode.
         let (line, loss) = output::stream_check_line(c);
+        if !a.load.json {
+            println!("{line}");
+        }
         if let Some(loss) = loss {
             session.events().error("load", "data_loss", &loss);
             eprintln!("{loss}");
         }
-        eprintln!("{line}");
     }
     if let Some(m) = ran.cluster_meta {
         session.set_meta("broker", m)?;
