@@ -191,6 +191,17 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     super::study::write_reports(&o.out)?;
     eprintln!("{}", o.out.join("report.html").display());
     println!("{}", o.out.display());
+    // Failure is loud: a failed run's error is what the study prints last (a load phase's
+    // error ends with its loud line: what failed, when, how many).
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    for r in records.iter().filter(|r| r.status == "failed") {
+        eprintln!(
+            "{} r{} failed: {}",
+            r.cell,
+            r.repeat,
+            r.error.as_deref().unwrap_or("")
+        );
+    }
     Ok(if interrupted {
         130
     } else if failed > 0 {
