@@ -415,7 +415,13 @@ fn run_recorded(
                 Ok(v) => results.push(json!({"index": i, "kind": kind, "name": label, "args": p.args, "elapsed_s": elapsed_s, "result": v})),
                 Err(e) => {
                     events.error("scenario", kind, &format!("{e:#}"));
-                    results.push(json!({"index": i, "kind": kind, "name": label, "args": p.args, "elapsed_s": elapsed_s, "error": format!("{e:#}")}));
+                    // A child that printed its result before failing (a load whose
+                    // operations failed) keeps it: the report reads its failures.
+                    let result = e
+                        .downcast_ref::<super::phases::ChildFailed>()
+                        .and_then(|c| serde_json::from_str::<serde_json::Value>(&c.stdout).ok())
+                        .unwrap_or(serde_json::Value::Null);
+                    results.push(json!({"index": i, "kind": kind, "name": label, "args": p.args, "elapsed_s": elapsed_s, "error": format!("{e:#}"), "result": result}));
                     err = Some(e);
                     break;
                 }
