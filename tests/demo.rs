@@ -81,3 +81,53 @@ fn demo_finds_bursts_at_the_sync_interval() {
         "nats-server {pid} still running"
     );
 }
+
+/// Issue 9, "failure is loud": `demo --store-dir` on a volume that fills up (a 16 MiB ext4;
+/// nats-server sizes JetStream's store from the free space, then answers
+/// `insufficient_resources`) exits 1, and the last line says what, when and how many. The
+/// same failure is in summary.json (`failures[]`) and at the top of report.html.
+#[test]
+fn a_store_that_fills_up_makes_demo_exit_1_saying_what_when_and_how_many() {
+    if !can_use_loop_devices() {
+        return;
+    }
+    if let Err(e) = diskpulse::broker::find_nats_server(None) {
+        eprintln!("skipping: {e:#}");
+        return;
+    }
+    let mut lo = LoopDev::new("16M");
+    let m = lo.mount_ext4();
+    let out = tempfile::tempdir().unwrap();
+    let run = out.path().join("run");
+    let o = diskpulse()
+        .args(["demo", "--duration", "5s", "--size", "1024", "--store-dir"])
+        .arg(m.join("js"))
+        .arg("--out")
+        .arg(&run)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let all = format!("{}\n{stderr}", String::from_utf8_lossy(&o.stdout));
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    let last = stderr.lines().last().unwrap_or("");
+    // "the store filled up at 2.4 s (insufficient resources): 1,590,189 publishes failed"
+    let rest = last
+        .strip_prefix("the store filled up at ")
+        .unwrap_or_else(|| panic!("last line: {last:?}\n{all}"));
+    let (at_s, rest) = rest.split_once(" s (insufficient resources): ").unwrap();
+    let count = rest.strip_suffix(" publishes failed").unwrap();
+    let at_s: f64 = at_s.parse().unwrap();
+    let count: u64 = count.replace(',', "").parse().unwrap();
+    assert!(count > 0 && at_s > 0.0 && at_s < 5.5, "{last}");
+
+    let s = read_json(&run.join("summary.json"));
+    let f = s["failures"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(f["line"], last, "{f:#}");
+    assert_eq!(f["kind"], "insufficient_resources");
+    assert_eq!(f["role"], "js-pub");
+    assert_eq!(f["count"].as_u64(), Some(count));
+    assert_eq!(s["load"]["js-pub"]["errors"].as_u64(), Some(count), "{s:#}");
+    assert!(f["first_s"].as_f64().unwrap() <= f["last_s"].as_f64().unwrap());
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(html.contains(&format!("<strong>{last}</strong>")));
+}

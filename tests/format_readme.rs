@@ -212,6 +212,7 @@ fn summary_fields() -> BTreeSet<String> {
             read_peak_mib_s: 1.0,
             read_burst_s: 1.0,
         }],
+        failures: vec![summary::Failure::default()],
     };
     let mut out = BTreeSet::new();
     keys(&serde_json::to_value(&s).unwrap(), &mut out);

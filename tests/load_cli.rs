@@ -249,7 +249,7 @@ fn missing_stream_is_one_line_naming_how_to_create_it() {
 }
 
 #[test]
-fn full_stream_is_one_line_and_keeps_what_was_measured() {
+fn full_stream_ends_with_what_failed_when_and_how_many_and_keeps_what_was_measured() {
     if !have_nats_server() {
         return;
     }
@@ -268,7 +268,10 @@ fn full_stream_is_one_line_and_keeps_what_was_measured() {
         d.path(),
     );
     assert_eq!(code, 1, "{out}{err}");
-    let line = one_line(&err);
+    // One error line with the hint, then the loud line last: what, when, how many.
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    let line = lines[0];
     assert!(
         line.contains("of 10000 js-pub operations failed (stream_full") && line.contains("--purge"),
         "{line}"
@@ -278,6 +281,18 @@ fn full_stream_is_one_line_and_keeps_what_was_measured() {
     let rows = csv_rows(&csv);
     let stored: u64 = rows[0][2].parse().unwrap();
     assert!(stored > 0 && stored < 10000, "{rows:?}");
+    let last = lines[1];
+    let (at, count) = last
+        .strip_prefix("the stream reached its limits at ")
+        .and_then(|r| r.strip_suffix(" publishes failed"))
+        .and_then(|r| r.split_once(" s (stream full): "))
+        .unwrap_or_else(|| panic!("last line: {last}"));
+    assert!(at.parse::<f64>().unwrap() >= 0.0, "{last}");
+    assert_eq!(
+        count.replace(',', ""),
+        (10000 - stored).to_string(),
+        "{last}"
+    );
     assert_eq!(rows[0][7], (10000 - stored).to_string(), "Errors column");
     assert_eq!(load_csv_ops(d.path(), "js-pub"), stored);
 }

@@ -180,6 +180,62 @@ drop_caches = true
     }
 }
 
+/// Issue 9, "failure is loud": a load phase whose publishes fail (a stream capped at
+/// 64 KiB, discard new) fails its run, `run` exits 1 with the load's loud line last, and
+/// the run's summary.json has the failure from the phase's kept result.
+#[test]
+fn a_load_phase_whose_publishes_fail_makes_run_exit_1_saying_what_when_and_how_many() {
+    if !can_use_loop_devices() {
+        return;
+    }
+    if let Err(e) = diskpulse::broker::find_nats_server(None) {
+        eprintln!("skipping: {e:#}");
+        return;
+    }
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let sc = d.path().join("full.toml");
+    std::fs::write(
+        &sc,
+        r#"name = "full-test"
+[[volumes]]
+name = "store"
+lab = { size = "256M", fs = "ext4" }
+[broker]
+volumes = ["store"]
+[[phases]]
+kind = "load"
+args = ["js-pub", "--max-bytes", "64k", "--msgs", "5000", "--stream", "F", "--subject", "f.x"]
+"#,
+    )
+    .unwrap();
+    let out = d.path().join("study");
+    let o = diskpulse()
+        .args(["run"])
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .args(["--lab-root", &lab_root(d.path())])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("base r1 failed: `diskpulse load js-pub")
+            && last.contains("the stream reached its limits at ")
+            && last.contains(" s (stream full): ")
+            && last.ends_with(" publishes failed"),
+        "{stderr}"
+    );
+    let s = read_json(&out.join("cells/base/r1/summary.json"));
+    let f = &s["failures"][0];
+    assert_eq!(f["kind"], "stream_full", "{s:#}");
+    let count = f["count"].as_u64().unwrap();
+    assert!(count > 0 && count < 5000, "{f:#}");
+    assert!(last.ends_with(f["line"].as_str().unwrap()), "{last}\n{f:#}");
+    assert!(leftovers(d.path()).is_empty(), "{:?}", leftovers(d.path()));
+}
+
 #[test]
 fn ctrl_c_mid_run_tears_the_lab_down() {
     if !can_use_loop_devices() {

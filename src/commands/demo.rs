@@ -114,8 +114,18 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
         eprintln!("Error: {e:#} (the recording and report are kept)");
         return Ok(1);
     }
-    if stop.load(Ordering::Relaxed) {
+    let stopped = stop.load(Ordering::Relaxed);
+    // Failure is loud: failed publishes make the exit 1, and the last line says what,
+    // when and how many (the largest count last).
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    for f in &s.failures {
+        eprintln!("{}", f.line);
+    }
+    if stopped {
         return Ok(130);
+    }
+    if !s.failures.is_empty() {
+        return Ok(1);
     }
     Ok(code)
 }

@@ -220,6 +220,10 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     }
     if let Some(line) = output::error_line(&roles) {
         eprintln!("Error: {line}");
+        // Failure is loud: the last line says what, when and how many.
+        for f in output::failures(&roles) {
+            eprintln!("{}", f.line);
+        }
         return Ok(1);
     }
     Ok(0)

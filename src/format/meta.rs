@@ -109,6 +109,8 @@ pub struct RoleMeta {
     pub mib_per_s: Option<f64>,
     pub latency_meaning: Option<String>,
     pub lat_us: Option<LatUsMeta>,
+    /// Failed operations by kind (see [`super::summary::Failure`]).
+    pub failures: Vec<super::summary::Failure>,
 }
 
 /// A latency summary of the run, µs.

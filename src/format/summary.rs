@@ -141,6 +141,26 @@ pub struct RestartSummary {
     pub read_burst_s: f64,
 }
 
+/// One kind of failed operation of one load role: what it means, when on the run clock,
+/// how many. Written by the load into meta.json (`load.roles[].failures`), copied into
+/// summary.json by `report`; `line` is what `demo`, `load` and `run` print last.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Failure {
+    /// The load role, e.g. `js-pub`.
+    pub role: String,
+    /// The error kind as the load records it, e.g. `insufficient_resources`.
+    pub kind: String,
+    /// The kind in words, e.g. `the store filled up`.
+    pub what: String,
+    pub count: u64,
+    /// First and last failure of this kind on the run clock, s.
+    pub first_s: f64,
+    pub last_s: f64,
+    /// `the store filled up at 2.4 s (insufficient resources): 1,590,189 publishes failed`.
+    pub line: String,
+}
+
 /// The document.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
@@ -162,6 +182,10 @@ pub struct Summary {
     pub error_events: usize,
     /// One per `restart` event of a scenario: the read storm of a node re-reading its store.
     pub restarts: Vec<RestartSummary>,
+    /// Failed load operations per role and kind, fewest first (the last is the one line a
+    /// command prints last); empty when nothing failed.
+    #[serde(default)]
+    pub failures: Vec<Failure>,
 }
 
 impl Summary {

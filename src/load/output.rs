@@ -13,6 +13,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::record::{ClientTotals, Role};
+use crate::format::summary::Failure;
 
 /// Latency figures in microseconds.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
@@ -92,6 +93,8 @@ pub struct RoleSummary {
     /// From the intended start (equals lat_us without --rate).
     pub co_lat_us: Option<LatUs>,
     pub latency_meaning: &'static str,
+    /// Failed operations per kind, fewest first.
+    pub failures: Vec<Failure>,
 }
 
 pub fn client_rate(c: &ClientTotals) -> f64 {
@@ -114,13 +117,27 @@ pub fn summarize(clients: &[ClientTotals]) -> Vec<RoleSummary> {
             let mut lat = latency_histogram();
             let mut co = latency_histogram();
             let mut errors_by_kind = BTreeMap::new();
+            let mut error_times_ns: BTreeMap<&'static str, [u64; 2]> = BTreeMap::new();
             for c in &cs {
                 let _ = lat.add(&c.lat);
                 let _ = co.add(&c.co);
                 for (k, v) in &c.errors_by_kind {
                     *errors_by_kind.entry(*k).or_insert(0) += v;
                 }
+                for (k, [first, last]) in &c.error_times_ns {
+                    let t = error_times_ns.entry(*k).or_insert([*first, *last]);
+                    t[0] = t[0].min(*first);
+                    t[1] = t[1].max(*last);
+                }
             }
+            let mut failures: Vec<Failure> = errors_by_kind
+                .iter()
+                .map(|(kind, count)| {
+                    let [first, last] = error_times_ns.get(kind).copied().unwrap_or_default();
+                    failure(role, kind, *count, first, last)
+                })
+                .collect();
+            failures.sort_by_key(|f| f.count);
             let active: Vec<&&ClientTotals> = cs.iter().filter(|c| c.ops > 0).collect();
             let first = active.iter().map(|c| c.first_ns).min().unwrap_or(0);
             let last = active.iter().map(|c| c.last_ns).max().unwrap_or(0);
@@ -143,6 +160,7 @@ pub fn summarize(clients: &[ClientTotals]) -> Vec<RoleSummary> {
                 lat_us: LatUs::from_hist(&lat),
                 co_lat_us: LatUs::from_hist(&co),
                 latency_meaning: role.latency_meaning(),
+                failures,
             }
         })
         .collect()
@@ -254,6 +272,67 @@ pub fn error_hint(kind: &str) -> Option<&'static str> {
         "stream_not_found" => "the stream is gone; create it with js-pub",
         _ => return None,
     })
+}
+
+/// An error kind in words: what happened (the start of the loud line) and the kind
+/// spelled for people. Unknown kinds read as themselves.
+pub fn kind_words(kind: &str) -> (&'static str, String) {
+    let what = match kind {
+        "insufficient_resources" | "storage_full" | "memory_full" => "the store filled up",
+        "stream_full" => "the stream reached its limits",
+        "account_limits" => "the account reached its JetStream limits",
+        "timeout" => "the server stopped answering",
+        "no_responders" => "nothing served the subject",
+        "not_found" => "reads asked for what was never written",
+        "mismatch" | "digest_mismatch" => "data read back differed from what was written",
+        "missing" => "messages were lost",
+        "stream_not_found" => "the stream went away",
+        "disconnected" | "connection" => "the connection broke",
+        _ => "operations failed",
+    };
+    (what, kind.replace('_', " "))
+}
+
+/// What one operation of a role is called, plural ("publishes failed").
+fn op_noun(role: Role) -> &'static str {
+    match role {
+        Role::Pub | Role::JsPub => "publishes",
+        Role::Sub | Role::JsConsume => "messages",
+        Role::Request => "requests",
+        Role::Reply => "replies",
+        Role::KvPut => "puts",
+        Role::KvGet => "gets",
+        Role::ObjPut => "object puts",
+        Role::ObjGet => "object gets",
+    }
+}
+
+/// One kind of failure of one role, with its loud line:
+/// `the store filled up at 2.4 s (insufficient resources): 1,590,189 publishes failed`.
+/// Times are on the run clock, ns.
+pub fn failure(role: Role, kind: &str, count: u64, first_ns: u64, last_ns: u64) -> Failure {
+    let (what, words) = kind_words(kind);
+    let first_s = first_ns as f64 / 1e9;
+    Failure {
+        role: role.name().to_string(),
+        kind: kind.to_string(),
+        what: what.to_string(),
+        count,
+        first_s,
+        last_s: last_ns as f64 / 1e9,
+        line: format!(
+            "{what} at {first_s:.1} s ({words}): {} {} failed",
+            commas(count as f64),
+            op_noun(role)
+        ),
+    }
+}
+
+/// Every role's failures, fewest first, so the last is the one to print last.
+pub fn failures(roles: &[RoleSummary]) -> Vec<Failure> {
+    let mut all: Vec<Failure> = roles.iter().flat_map(|r| r.failures.clone()).collect();
+    all.sort_by_key(|f| f.count);
+    all
 }
 
 /// The one error line of a run with failed operations:
@@ -419,6 +498,27 @@ mod tests {
         let s = Spread::of(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
         assert_eq!((s.min, s.avg, s.max), (2.0, 5.0, 9.0));
         assert!((s.stddev - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_full_store_reads_as_words_with_time_and_count() {
+        let f = failure(
+            Role::JsPub,
+            "insufficient_resources",
+            1_590_189,
+            2_400_000_000,
+            9e9 as u64,
+        );
+        assert_eq!(
+            f.line,
+            "the store filled up at 2.4 s (insufficient resources): 1,590,189 publishes failed"
+        );
+        assert_eq!((f.first_s, f.last_s), (2.4, 9.0));
+        let f = failure(Role::KvGet, "weird_thing", 3, 0, 0);
+        assert_eq!(
+            f.line,
+            "operations failed at 0.0 s (weird thing): 3 gets failed"
+        );
     }
 
     #[test]

@@ -122,6 +122,9 @@ pub struct ClientTotals {
     pub bytes: u64,
     pub errors: u64,
     pub errors_by_kind: BTreeMap<&'static str, u64>,
+    /// Per error kind, its first and last failure on the run clock, ns.
+    #[serde(skip)]
+    pub error_times_ns: BTreeMap<&'static str, [u64; 2]>,
     /// First and last operation on the run clock, ns.
     pub first_ns: u64,
     pub last_ns: u64,
@@ -188,6 +191,7 @@ impl Recorder {
                 bytes: 0,
                 errors: 0,
                 errors_by_kind: BTreeMap::new(),
+                error_times_ns: BTreeMap::new(),
                 first_ns: 0,
                 last_ns: 0,
                 lat: latency_histogram(),
@@ -286,11 +290,17 @@ impl Recorder {
         record_ns(&mut self.co, e2e_ns);
     }
 
+    fn error_time(&mut self, now: u64, kind: &'static str) {
+        let t = self.totals.error_times_ns.entry(kind).or_insert([now, now]);
+        t[1] = now;
+    }
+
     /// A failed operation, by kind (`timeout`, `no_responders`, ...).
     pub fn error(&mut self, now: u64, kind: &'static str, detail: impl FnOnce() -> String) {
         self.roll(now);
         self.errors += 1;
         self.totals.errors += 1;
+        self.error_time(now, kind);
         let n = self.totals.errors_by_kind.entry(kind).or_insert(0);
         *n += 1;
         if *n == 1 {
@@ -310,6 +320,7 @@ impl Recorder {
             return;
         }
         self.roll(now);
+        self.error_time(now, kind);
         self.errors += n;
         self.totals.errors += n;
         let c = self.totals.errors_by_kind.entry(kind).or_insert(0);
@@ -343,6 +354,7 @@ impl Recorder {
                 bytes: 0,
                 errors: 0,
                 errors_by_kind: BTreeMap::new(),
+                error_times_ns: BTreeMap::new(),
                 first_ns: 0,
                 last_ns: 0,
                 lat: latency_histogram(),
@@ -458,6 +470,10 @@ mod tests {
                     assert_eq!(t.ops, 100);
                     assert_eq!(t.lat.len(), 100);
                     assert_eq!(t.errors_by_kind["timeout"], 2);
+                    assert_eq!(
+                        t.error_times_ns["timeout"],
+                        [t0 + 10_000_000, t0 + 10_000_001]
+                    );
                 }
             }
         }

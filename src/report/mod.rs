@@ -90,8 +90,24 @@ pub fn analyse(
         samplers: run.meta.samplers.clone(),
         error_events: run.events.iter().filter(|e| e.kind == "error").count(),
         restarts: restarts(&run),
+        failures: failures(&run),
     };
     Ok((run, analyses, summary))
+}
+
+/// The load's failed operations, from meta.json: the run's own load and every load phase
+/// of a scenario, fewest first (the last is the loudest).
+fn failures(run: &Run) -> Vec<crate::format::summary::Failure> {
+    let loads = run
+        .meta
+        .load()
+        .into_iter()
+        .chain(run.meta.phases().into_iter().filter_map(|p| p.load()));
+    let mut all: Vec<_> = loads
+        .flat_map(|l| l.roles.into_iter().flat_map(|r| r.failures))
+        .collect();
+    all.sort_by_key(|f| f.count);
+    all
 }
 
 /// Writes summary.json, rates.csv, timeline.png/.svg and report.html into `dir`.

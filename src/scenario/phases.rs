@@ -35,6 +35,23 @@ fn sysctl_drop_caches() -> anyhow::Result<()> {
     })
 }
 
+/// A child that exited with a failure. It may still have printed its result (a load whose
+/// operations failed prints its JSON, then exits 1): the phase keeps it, so the run's
+/// summary.json has the load's `failures`.
+#[derive(Debug)]
+pub struct ChildFailed {
+    pub message: String,
+    pub stdout: String,
+}
+
+impl std::fmt::Display for ChildFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ChildFailed {}
+
 /// Runs a diskpulse subcommand as a child on the run's clock; returns its stdout.
 fn child(
     exe: &Path,
@@ -90,7 +107,11 @@ fn child(
             .find(|l| !l.trim().is_empty())
             .unwrap_or("")
             .to_string();
-        anyhow::bail!("`diskpulse {}` exited with {code}: {last}", args.join(" "));
+        return Err(ChildFailed {
+            message: format!("`diskpulse {}` exited with {code}: {last}", args.join(" ")),
+            stdout,
+        }
+        .into());
     }
     Ok((code, stdout))
 }

@@ -191,6 +191,17 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     super::study::write_reports(&o.out)?;
     eprintln!("{}", o.out.join("report.html").display());
     println!("{}", o.out.display());
+    // Failure is loud: a failed run's error is what the study prints last (a load phase's
+    // error ends with its loud line: what failed, when, how many).
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    for r in records.iter().filter(|r| r.status == "failed") {
+        eprintln!(
+            "{} r{} failed: {}",
+            r.cell,
+            r.repeat,
+            r.error.as_deref().unwrap_or("")
+        );
+    }
     Ok(if interrupted {
         130
     } else if failed > 0 {
@@ -404,7 +415,13 @@ fn run_recorded(
                 Ok(v) => results.push(json!({"index": i, "kind": kind, "name": label, "args": p.args, "elapsed_s": elapsed_s, "result": v})),
                 Err(e) => {
                     events.error("scenario", kind, &format!("{e:#}"));
-                    results.push(json!({"index": i, "kind": kind, "name": label, "args": p.args, "elapsed_s": elapsed_s, "error": format!("{e:#}")}));
+                    // A child that printed its result before failing (a load whose
+                    // operations failed) keeps it: the report reads its failures.
+                    let result = e
+                        .downcast_ref::<super::phases::ChildFailed>()
+                        .and_then(|c| serde_json::from_str::<serde_json::Value>(&c.stdout).ok())
+                        .unwrap_or(serde_json::Value::Null);
+                    results.push(json!({"index": i, "kind": kind, "name": label, "args": p.args, "elapsed_s": elapsed_s, "error": format!("{e:#}"), "result": result}));
                     err = Some(e);
                     break;
                 }

@@ -80,6 +80,16 @@ pub(super) fn headline(s: &mut String, summary: &Summary) {
 }
 
 pub(super) fn notices(s: &mut String, run: &Run, summary: &Summary) {
+    // Failed operations first and loudest, the largest count first.
+    for f in summary.failures.iter().rev() {
+        let _ = writeln!(
+            s,
+            "<p class=\"notice failure\"><strong>{}</strong> ({}, last at {:.1} s)</p>",
+            escape(&f.line),
+            escape(&f.role),
+            f.last_s
+        );
+    }
     if !run.meta.complete {
         s.push_str(
             "<p class=\"notice\">The recording did not close cleanly (crash or kill): the figures \

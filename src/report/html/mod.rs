@@ -63,6 +63,7 @@ code, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-
 .headline { border-left: 4px solid #d62728; background: #fbf3f3; padding: 6px 12px; margin: 10px 0; }
 .headline p { margin: 4px 0; font-size: 15px; }
 .notice { border-left: 4px solid #b8860b; background: #fff8e1; padding: 6px 12px; margin: 8px 0; }
+.notice.failure { border-left-color: #d62728; background: #fbf3f3; font-size: 15px; }
 .muted { color: #666; }
 figure.timeline { margin: 8px 0; }
 figure.timeline svg { display: block; width: 100%; height: auto; border: 1px solid #ddd; }
