@@ -185,11 +185,23 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
         "clients": outcome.clients,
         "js_context": outcome.js_context,
         "load_csv_rows": outcome.csv_rows,
+        "stream_check": outcome.stream_check,
     });
     if a.load.json {
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         print!("{}", output::human(&roles, &outcome.clients));
+    }
+    if let Some(c) = &outcome.stream_check {
+        // The figures are in the --json document; the loss is loud in every mode.
+        let (line, loss) = output::stream_check_line(c);
+        if !a.load.json {
+            println!("{line}");
+        }
+        if let Some(loss) = loss {
+            session.events().error("load", "data_loss", &loss);
+            eprintln!("{loss}");
+        }
     }
     if let Some(m) = ran.cluster_meta {
         session.set_meta("broker", m)?;

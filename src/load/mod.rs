@@ -61,6 +61,44 @@ pub struct LoadOutcome {
     pub csv_rows: u64,
     /// The JetStream context limits used, for meta.json.
     pub js_context: serde_json::Value,
+    /// js-pub: what the stream holds after the run beside what was acked.
+    pub stream_check: Option<StreamCheck>,
+}
+
+/// js-pub's reconciliation (issue 9): the stream's message count from the server before
+/// and after the run, beside the publishes acked. Every acked message must be there; a
+/// shortfall is possible data loss. More than acked is normal after a fault: a publish
+/// whose ack was lost may still have been stored.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StreamCheck {
+    pub stream: String,
+    pub msgs_before: u64,
+    /// `None`: the server did not answer stream info after the run.
+    pub msgs_after: Option<u64>,
+    pub acked: u64,
+}
+
+impl StreamCheck {
+    /// Messages stored during the run.
+    pub fn stored(&self) -> Option<u64> {
+        self.msgs_after.map(|a| a.saturating_sub(self.msgs_before))
+    }
+
+    /// Acked messages the stream does not hold (possible data loss), if known.
+    pub fn missing(&self) -> Option<u64> {
+        self.stored().map(|s| self.acked.saturating_sub(s))
+    }
+}
+
+/// The stream's message count, from the server.
+async fn stream_msgs(client: &async_nats::Client, stream: &str) -> anyhow::Result<u64> {
+    let js = jetstream::new(client.clone());
+    tokio::time::timeout(Duration::from_secs(10), async {
+        let mut s = js.get_stream(stream).await?;
+        anyhow::Ok(s.info().await?.state.messages)
+    })
+    .await
+    .map_err(|_| anyhow::anyhow!("stream '{stream}': no stream info within 10 s"))?
 }
 
 /// Connection capacity per client: enough that a full window never blocks on it.
@@ -166,6 +204,10 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         .connect(&server_of(0), "diskpulse-setup", 2048, &env.events)
         .await?;
     let prepared = prepare(a, &setup, &server_of(0)).await?;
+    let msgs_before = match a.mode {
+        Mode::JsPub => Some(stream_msgs(&setup, &a.stream).await?),
+        _ => None,
+    };
 
     let clock = env.clock;
     let window_ns = a.stats_window.as_nanos() as u64;
@@ -323,8 +365,29 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     if let Some(e) = panicked {
         anyhow::bail!("a load worker failed: {e}");
     }
+    let stream_check = match msgs_before {
+        Some(msgs_before) => {
+            let after = stream_msgs(&setup, &a.stream).await;
+            if let Err(e) = &after {
+                env.events.error("load", "stream_check", &format!("{e:#}"));
+            }
+            Some(StreamCheck {
+                stream: a.stream.clone(),
+                msgs_before,
+                msgs_after: after.ok(),
+                acked: collected
+                    .clients
+                    .iter()
+                    .filter(|c| c.role == Role::JsPub)
+                    .map(|c| c.ops)
+                    .sum(),
+            })
+        }
+        None => None,
+    };
     let w = a.window_for(main);
     Ok(LoadOutcome {
+        stream_check,
         clients: collected.clients,
         started_ns: start_ns,
         ended_ns,

@@ -437,9 +437,61 @@ pub fn run_id() -> String {
         .collect()
 }
 
+/// js-pub's reconciliation as a line, and the loud data-loss line when acked messages
+/// are missing from the stream.
+pub fn stream_check_line(c: &super::StreamCheck) -> (String, Option<String>) {
+    let Some(after) = c.msgs_after else {
+        return (
+            format!(
+                "stream {}: {} publishes acked; the server did not answer stream info after the run: not checked",
+                c.stream, c.acked
+            ),
+            None,
+        );
+    };
+    let stored = after.saturating_sub(c.msgs_before);
+    let line = format!(
+        "stream {}: holds {after} messages ({} before the run, {stored} new); {} publishes acked{}",
+        c.stream,
+        c.msgs_before,
+        c.acked,
+        if stored >= c.acked {
+            ": every acked message is there"
+        } else {
+            ""
+        }
+    );
+    let loss = c.missing().filter(|&m| m > 0).map(|m| {
+        format!(
+            "POSSIBLE DATA LOSS: {m} acked publishes are missing from stream {} ({} acked, {stored} stored during the run)",
+            c.stream, c.acked
+        )
+    });
+    (line, loss)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn acked_messages_missing_from_the_stream_are_called_possible_data_loss() {
+        let mut c = crate::load::StreamCheck {
+            stream: "S".into(),
+            msgs_before: 100,
+            msgs_after: Some(1_100),
+            acked: 1_000,
+        };
+        let (line, loss) = stream_check_line(&c);
+        assert!(line.contains("every acked message is there"), "{line}");
+        assert_eq!(loss, None);
+        c.msgs_after = Some(1_090);
+        let (line, loss) = stream_check_line(&c);
+        assert!(!line.contains("every acked"), "{line}");
+        assert!(loss.unwrap().starts_with("POSSIBLE DATA LOSS: 10 acked"));
+        c.msgs_after = None;
+        assert_eq!(stream_check_line(&c).1, None);
+    }
 
     #[test]
     fn spread_is_the_population_stddev() {

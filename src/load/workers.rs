@@ -254,6 +254,14 @@ impl Operation for JsPublish {
     type Pending = Acked;
     const UNFINISHED: (&'static str, &'static str) = ("unacked_at_stop", "publishes had no ack");
 
+    fn connects(&self) -> u64 {
+        self.js
+            .client()
+            .statistics()
+            .connects
+            .load(Ordering::Relaxed)
+    }
+
     #[inline]
     async fn send(&mut self, _k: u64) -> Option<Sent<Acked>> {
         let p = self.payloads.next_payload();
