@@ -265,7 +265,7 @@ pub fn error_hint(kind: &str) -> Option<&'static str> {
             "the server's JetStream storage is full; free space or raise its max_file_store/max_memory_store"
         }
         "no_responders" => "nothing serves the subject; start `diskpulse load reply` or add --reply N",
-        "timeout" => "the server did not answer within --timeout",
+        "timeout" => "the server did not answer within --timeout, or the connection dropped with acks in flight (see the nats_client events)",
         "not_found" => "reads asked for keys or objects that were never put; put them first (kv-put with the same --keys, obj-put)",
         "mismatch" | "digest_mismatch" => "data read back is not what diskpulse wrote",
         "missing" => "messages never arrived (slow consumer drops); use fewer publishers or more subscribers",
