@@ -21,16 +21,24 @@ pub fn sh(prog: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// A missing prerequisite: says why the test skips, and fails it instead under `CI=true`
+/// (CI installs everything, so CI skips nothing by construction).
+pub fn skip(why: &str) -> bool {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("CI=true and a prerequisite is missing: {why}");
+    }
+    eprintln!("skipping: {why}");
+    false
+}
+
 /// Whether loop-device tests can run here; prints why not.
 pub fn can_use_loop_devices() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping: loop device tests need root");
-        return false;
+        return skip("loop device tests need root");
     }
     if Command::new("losetup").arg("--version").output().is_err() {
-        eprintln!("skipping: losetup not found (apt-get install util-linux)");
-        return false;
+        return skip("losetup not found (apt-get install util-linux)");
     }
     true
 }
@@ -152,10 +160,7 @@ pub fn device<'a>(summary: &'a serde_json::Value, name: &str) -> &'a serde_json:
 pub fn have_nats_server() -> bool {
     match diskpulse::broker::find_nats_server(None) {
         Ok(_) => true,
-        Err(e) => {
-            eprintln!("skipping: {e:#}");
-            false
-        }
+        Err(e) => skip(&format!("{e:#}")),
     }
 }
 
