@@ -115,11 +115,12 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     // Where per-window rows go, when run inside `diskpulse record -- ...`.
     let clock = Clock::from_env().unwrap_or_else(Clock::start);
     let run_dir = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
+    let phase = crate::format::phase_from_env().map_err(|e| usage!("{e:#}"))?;
     let mut csv = match &run_dir {
         Some(d) => {
             // Windows on the recording's grid: probe.csv rows join rates.csv rows.
             r.spec.grid_zero_ns = Some(clock.zero_monotonic_ns());
-            Some(csv::ProbeCsv::create(&d.join("probe.csv"), clock, &r.spec)?)
+            Some(csv::ProbeCsv::create(d, clock, &r.spec, phase)?)
         }
         None => None,
     };
@@ -168,13 +169,19 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         disks: vec![],
     };
 
+    let mut csv_error = None;
     let result = engine::run(&r.spec, &tgt, &stop, &mut |row| {
         if let Some(c) = csv.as_mut() {
-            c.window(row);
+            if let Err(e) = c.window(row) {
+                csv_error.get_or_insert(e);
+            }
         }
     });
     if let Some(c) = csv.take() {
         c.finish()?;
+    }
+    if let Some(e) = csv_error {
+        return Err(e.context("writing probe.hlog"));
     }
     let elapsed_ns = collectors::clock::monotonic_ns() - disks_t0;
     for ((name, a), b) in disk_names
