@@ -204,6 +204,19 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         Ok(res) => res,
         Err(e) => return Err(refusal_is_usage(e)),
     };
+    if let Some(d) = &run_dir {
+        // Time 0 of --write-lat-log's files, and of the probe, on the run clock.
+        let events = crate::recording::EventLog::append(&d.join("events.jsonl"), clock)?;
+        events.event_at(
+            result.start_ns.saturating_sub(clock.zero_monotonic_ns()),
+            "probe_start",
+            serde_json::json!({
+                "phase": phase,
+                "ramp_ns": r.spec.ramp_ns,
+                "lat_log": r.spec.lat_log.as_ref().map(|p| p.display().to_string()),
+            }),
+        );
+    }
     result.interrupted = stop.load(Ordering::SeqCst) && result.error().is_none();
     let json = output::fio_json(&r, &info, &result);
     if let Some(d) = &run_dir {
