@@ -241,3 +241,50 @@ fn two_probes_of_two_phases_append_to_one_recording_without_a_second_header() {
         assert!(tags.contains(t), "{t} in {tags:?}");
     }
 }
+
+#[test]
+fn a_load_in_a_phase_writes_its_windows_histograms_beside_load_csv() {
+    if !have_nats_server() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let zero = collectors::clock::Clock::start().zero_monotonic_ns();
+    let o = diskpulse()
+        .args(["load", "js-pub", "--duration", "2s", "--rate", "1000"])
+        .env_remove("NATS_URL")
+        .env("DISKPULSE_RUN_DIR", d.path())
+        .env("DISKPULSE_CLOCK_ZERO_NS", zero.to_string())
+        .env(diskpulse::format::ENV_PHASE, "4")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let rows = diskpulse::format::load::read(d.path()).unwrap();
+    let rows = &rows["js-pub"];
+    assert!(rows.len() >= 15, "{} windows", rows.len());
+    assert!(rows.iter().all(|r| r.phase == Some(4)));
+    let intervals = hist::read(&d.path().join(hist::LOAD_FILE)).unwrap();
+    let lat: Vec<&Interval> = intervals.iter().filter(|i| i.tag == "p4:js-pub").collect();
+    let co: Vec<&Interval> = intervals
+        .iter()
+        .filter(|i| i.tag == "p4:js-pub.co")
+        .collect();
+    assert_eq!(lat.len() + co.len(), intervals.len(), "no other tags");
+    // Every acked publish once; each window's histogram is its row's percentiles.
+    let ops: u64 = rows.iter().map(|r| r.ops).sum();
+    assert_eq!(hist::merge(lat.iter().copied()).unwrap().len(), ops);
+    assert_eq!(hist::merge(co.iter().copied()).unwrap().len(), ops);
+    for r in rows.iter().filter(|r| r.ops > 0) {
+        let i = lat
+            .iter()
+            .find(|i| i.start_ns == r.t_ns)
+            .unwrap_or_else(|| panic!("no interval for the window at {} ns", r.t_ns));
+        assert_eq!(i.duration_ns, r.window_ns);
+        let p99_us = i.hist.value_at_quantile(0.99) as f64 / 1e3;
+        assert!(
+            (p99_us - r.lat_p99_us.unwrap()).abs() <= 0.051,
+            "window {}: interval p99 {p99_us} us, row {:?}",
+            r.t_ns,
+            r.lat_p99_us
+        );
+    }
+}
