@@ -96,7 +96,7 @@ struct Out {
 
 impl Out {
     fn open(csv: &Path, clock: Clock) -> anyhow::Result<Out> {
-        let phase = crate::format::phase_from_env()?;
+        let phase = crate::format::phase_from_env().map_err(|e| crate::usage!("{e:#}"))?;
         let zero_unix = crate::recording::session::clock_zero_unix_ns(clock.zero_monotonic_ns());
         Ok(Out {
             csv: open_append(csv, LOAD_CSV_HEADER)?,
