@@ -232,7 +232,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         for index in 0..n {
             let server = server_of(k);
             k += 1;
-            let name = format!("diskpulse-{}-{index}", role.name());
+            let name = record::client_name(role, index);
             let client = a
                 .connect
                 .connect(&server, &name, capacity(w), &env.events)
@@ -286,6 +286,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     };
     let ctx = Ctx {
         clock,
+        events: env.events.clone(),
         stop: env.stop.clone(),
         start_ns,
         end_ns,

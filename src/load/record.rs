@@ -101,6 +101,12 @@ impl Role {
     }
 }
 
+/// Client `index` of `role`'s connection name (what the server and `nats_client` events
+/// call it).
+pub fn client_name(role: Role, index: usize) -> String {
+    format!("diskpulse-{}-{index}", role.name())
+}
+
 /// One worker's finished window, sent to the collector.
 pub struct WindowMsg {
     pub role: Role,
@@ -209,6 +215,11 @@ impl Recorder {
     /// This worker's index within its role.
     pub fn index(&self) -> usize {
         self.totals.index
+    }
+
+    /// The client's connection name, as in `nats_client` events: `diskpulse-<role>-<index>`.
+    pub fn client_name(&self) -> String {
+        client_name(self.role, self.totals.index)
     }
 
     /// The current time on the run clock (one vDSO call).

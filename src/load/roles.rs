@@ -155,7 +155,8 @@ impl RoleWorker for Requester {
             ready(move |st: Start| {
                 let mut payloads = Payloads::new(&st.plan);
                 let size = st.plan.size as u64;
-                let op = Each(move |_| {
+                let on = c.client.clone();
+                let op = Each::on(&on, move |_| {
                     let f = request(&c.client, subject.clone(), payloads.next_payload(), timeout);
                     Some(async move { f.await.map(|_reply| size) })
                 });
@@ -299,11 +300,11 @@ impl RoleWorker for KvGetter {
 }
 
 /// Opens the object store on a client's own connection.
-async fn open_objects(
-    s: &RunShared,
-    c: &Conn,
-) -> anyhow::Result<async_nats::jetstream::object_store::ObjectStore> {
-    obj::open(&s.a, &js_context(c.client.clone(), 1, s.a.timeout)).await
+async fn open_objects(s: &RunShared, c: &Conn) -> anyhow::Result<obj::Bucket> {
+    Ok(obj::Bucket {
+        store: obj::open(&s.a, &js_context(c.client.clone(), 1, s.a.timeout)).await?,
+        client: c.client.clone(),
+    })
 }
 
 /// Object PUTs, named by client index and count.

@@ -23,6 +23,8 @@ use super::send::{OpError, OpResult, Operation, Sent};
 #[derive(Clone)]
 pub struct Ctx {
     pub clock: Clock,
+    /// The run's events (a fault's first ack after the reconnect).
+    pub events: crate::recording::EventLog,
     pub stop: Arc<AtomicBool>,
     /// The load's start on the run clock.
     pub start_ns: u64,
@@ -146,6 +148,10 @@ impl Operation for CorePublish {
         })
     }
 
+    fn connects(&self) -> u64 {
+        super::send::connects_of(&self.client)
+    }
+
     async fn finish(&mut self, rec: &mut Recorder) {
         // Closing right after a flush can lose what the server has not read yet.
         if let Err(e) = super::connect::round_trip(&self.client).await {
@@ -255,11 +261,7 @@ impl Operation for JsPublish {
     const UNFINISHED: (&'static str, &'static str) = ("unacked_at_stop", "publishes had no ack");
 
     fn connects(&self) -> u64 {
-        self.js
-            .client()
-            .statistics()
-            .connects
-            .load(Ordering::Relaxed)
+        super::send::connects_of(&self.js.client())
     }
 
     #[inline]
