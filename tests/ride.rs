@@ -1,8 +1,10 @@
 //! A load that rides through a fault (issue 9): a real nats-server with a JetStream store
-//! in a tempdir is SIGKILLed under `diskpulse load js-pub` and started again on the same
-//! port and store. The load must keep its --duration, resume publishing once the server
-//! is back, count the lost acks as timeouts, and every acked message must be in the
-//! stream. Needs `nats-server` on PATH (with `CI=true` a missing one fails the test).
+//! in a tempdir is SIGKILLed under `diskpulse load MODE` at 2 s and started again on the
+//! same port and store at 4 s. The load must keep its --duration, resume once the server
+//! is back, count the lost acks as timeouts, put the fault into summary.json (`faults`),
+//! and lose nothing it counted as done: every acked message is in the stream, every
+//! acked KV revision is readable. Needs `nats-server` on PATH (with `CI=true` a missing
+//! one fails the test).
 
 mod common;
 
@@ -57,28 +59,27 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `(t_ns, ops)` of every js-pub row of load.csv.
-fn windows(load_csv: &Path) -> Vec<(u64, u64)> {
-    let text = std::fs::read_to_string(load_csv).unwrap();
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
-    let (t, role, ops) = (col("t_ns"), col("role"), col("ops"));
-    lines
-        .map(|l| l.split(',').collect::<Vec<_>>())
-        .filter(|f| f[role] == "js-pub")
-        .map(|f| (f[t].parse().unwrap(), f[ops].parse().unwrap()))
-        .collect()
+/// What one load run through a kill at 2 s and a restart at 4 s left behind.
+struct Ridden {
+    elapsed: Duration,
+    /// The --json document.
+    json: serde_json::Value,
+    stderr: String,
+    out: std::path::PathBuf,
+    /// Status, stdout and stderr, for assertion messages.
+    ctx: String,
+    port: u16,
+    /// The restarted server (still running) and the temporary directory.
+    server: Server,
+    _tmp: tempfile::TempDir,
 }
 
-#[test]
-fn js_pub_rides_through_a_sigkilled_broker_and_loses_no_acked_message() {
+/// Runs `diskpulse load ARGS --json --record` against a server of the test that is
+/// SIGKILLed at 2 s and started again on the same port and store at 4 s. `None` (skip)
+/// without nats-server.
+fn ride(args: &[&str]) -> Option<Ridden> {
     if !common::have_nats_server() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "nats-server is needed in CI"
-        );
-        return;
+        return common::skip("nats-server not on PATH").then(|| unreachable!());
     }
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
@@ -88,9 +89,11 @@ fn js_pub_rides_through_a_sigkilled_broker_and_loses_no_acked_message() {
 
     let t0 = Instant::now();
     let mut load = common::diskpulse()
-        .args(["load", "js-pub", "--server"])
+        .arg("load")
+        .args(args)
+        .arg("--server")
         .arg(format!("nats://127.0.0.1:{port}"))
-        .args(["--duration", "8s", "--rate", "2000", "--json", "--record"])
+        .args(["--json", "--record"])
         .arg("--out")
         .arg(&out)
         .arg("--path")
@@ -116,43 +119,114 @@ fn js_pub_rides_through_a_sigkilled_broker_and_loses_no_acked_message() {
         .unwrap()
         .read_to_string(&mut stderr)
         .unwrap();
-    drop(server);
     let ctx = format!("{status:?}\nstdout:\n{stdout}\nstderr:\n{stderr}");
-
-    // --duration plus the 2 s drain, not the 30 s ack timeout.
-    assert!(elapsed < Duration::from_secs(12), "took {elapsed:?}\n{ctx}");
-
     // The --json document comes first on stdout (the run directory follows).
     let json: serde_json::Value = serde_json::Deserializer::from_str(&stdout)
         .into_iter()
         .next()
         .unwrap_or_else(|| panic!("no JSON\n{ctx}"))
         .unwrap();
-    let client = &json["clients"][0];
+    Some(Ridden {
+        elapsed,
+        json,
+        stderr,
+        out,
+        ctx,
+        port,
+        server,
+        _tmp: tmp,
+    })
+}
+
+/// `(t_ns, ops)` of every `role` row of load.csv.
+fn role_windows(load_csv: &Path, role_name: &str) -> Vec<(u64, u64)> {
+    let text = std::fs::read_to_string(load_csv).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (t, role, ops) = (col("t_ns"), col("role"), col("ops"));
+    lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f[role] == role_name)
+        .map(|f| (f[t].parse().unwrap(), f[ops].parse().unwrap()))
+        .collect()
+}
+
+/// Operations of `rows` in windows starting in `[from_s, to_s)` of the load's own clock
+/// (`load_start_ns` is when the load started on the run clock).
+fn ops_in(rows: &[(u64, u64)], load_start_ns: u64, from_s: f64, to_s: f64) -> u64 {
+    rows.iter()
+        .filter(|(t, _)| {
+            let s = t.saturating_sub(load_start_ns) as f64 / 1e9;
+            s >= from_s && s < to_s
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// The `load_start` event's `t_ns`.
+fn load_start_ns(out: &Path) -> u64 {
+    let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+    events
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["kind"] == "load_start")
+        .and_then(|e| e["t_ns"].as_u64())
+        .expect("a load_start event")
+}
+
+/// summary.json's `faults`, checked against the client's timeouts: one fault, the first
+/// ack after the broker is back within `bound_s`, and lost ops == timeouts.
+fn one_fault(r: &Ridden, timeouts: u64, bound_s: f64) -> serde_json::Value {
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.out.join("summary.json")).unwrap()).unwrap();
+    let faults = summary["faults"].as_array().expect("summary.json faults[]");
+    assert_eq!(faults.len(), 1, "one fault: {faults:?}\n{}", r.ctx);
+    let f = faults[0].clone();
+    let ttfa = f["time_to_first_ack_ms"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("time to first ack: {f}"));
+    assert!(
+        ttfa > 0.0 && ttfa < bound_s * 1e3,
+        "time to first ack in (0, {bound_s} s): {f}"
+    );
+    // The outage is where the test put it: killed at ~2 s, back at ~4 s.
+    let down = f["end_s"].as_f64().unwrap() - f["start_s"].as_f64().unwrap();
+    assert!((1.0..4.0).contains(&down), "outage of ~2 s: {f}");
+    assert_eq!(f["ops_lost"].as_u64(), Some(timeouts), "lost == timeouts: {f}");
+    assert_eq!(f["timeouts"].as_u64(), Some(timeouts), "{f}");
+    f
+}
+
+#[test]
+fn js_pub_rides_through_a_sigkilled_broker_and_loses_no_acked_message() {
+    let Some(r) = ride(&["js-pub", "--duration", "8s", "--rate", "2000"]) else {
+        return;
+    };
+    let ctx = &r.ctx;
+    // --duration plus the 2 s drain, not the 30 s ack timeout.
+    assert!(r.elapsed < Duration::from_secs(12), "took {:?}\n{ctx}", r.elapsed);
+
+    let client = &r.json["clients"][0];
     let timeouts = client["errors_by_kind"]["timeout"].as_u64().unwrap_or(0);
     assert!(timeouts > 0, "lost acks counted as timeouts\n{ctx}");
 
     // The fault is on the timeline: no acks while the server is gone, acks again after.
-    let rows = windows(&out.join("load.csv"));
-    let ops_in = |from_s: f64, to_s: f64| -> u64 {
-        rows.iter()
-            .filter(|(t, _)| (*t as f64) >= from_s * 1e9 && (*t as f64) < to_s * 1e9)
-            .map(|(_, n)| n)
-            .sum()
-    };
-    assert!(ops_in(0.0, 1.8) > 0, "acks before the kill: {rows:?}");
+    let rows = role_windows(&r.out.join("load.csv"), "js-pub");
+    let t0 = load_start_ns(&r.out);
+    assert!(ops_in(&rows, t0, 0.0, 1.8) > 0, "acks before the kill: {rows:?}");
     assert_eq!(
-        ops_in(2.5, 3.5),
+        ops_in(&rows, t0, 2.5, 3.5),
         0,
         "no acks while the server is gone: {rows:?}"
     );
     assert!(
-        ops_in(4.5, 8.0) > 0,
+        ops_in(&rows, t0, 4.5, 8.0) > 0,
         "acks/s back above zero after the restart: {rows:?}\n{ctx}"
     );
 
     // Disconnect and reconnect are events.
-    let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+    let events = std::fs::read_to_string(r.out.join("events.jsonl")).unwrap();
     let client_event = |what: &str| {
         events.lines().any(|l| {
             l.contains("\"diskpulse-js-pub-0\"") && l.contains(&format!("\"event\":\"{what}\""))
@@ -169,7 +243,7 @@ fn js_pub_rides_through_a_sigkilled_broker_and_loses_no_acked_message() {
     );
 
     // Every acked message is in the stream.
-    let check = &json["stream_check"];
+    let check = &r.json["stream_check"];
     let acked = check["acked"].as_u64().unwrap();
     assert_eq!(acked, client["ops"].as_u64().unwrap());
     assert!(acked > 2_000, "{check}");
@@ -178,5 +252,73 @@ fn js_pub_rides_through_a_sigkilled_broker_and_loses_no_acked_message() {
         .expect("stream info after the run")
         - check["msgs_before"].as_u64().unwrap();
     assert!(stored >= acked, "acked messages missing: {check}\n{ctx}");
-    assert!(!stderr.contains("POSSIBLE DATA LOSS"), "{ctx}");
+    assert!(!r.stderr.contains("POSSIBLE DATA LOSS"), "{ctx}");
+
+    one_fault(&r, timeouts, 2.0);
+}
+
+#[test]
+fn kv_put_rides_through_and_every_acked_revision_is_readable() {
+    let Some(r) = ride(&[
+        "kv-put", "--duration", "8s", "--rate", "500", "--keys", "100000", "--bucket", "ride",
+    ]) else {
+        return;
+    };
+    let ctx = &r.ctx;
+    assert!(r.elapsed < Duration::from_secs(12), "took {:?}\n{ctx}", r.elapsed);
+    let client = &r.json["clients"][0];
+    let timeouts = client["errors_by_kind"]["timeout"].as_u64().unwrap_or(0);
+    assert!(timeouts > 0, "lost acks counted as timeouts\n{ctx}");
+    let rows = role_windows(&r.out.join("load.csv"), "kv-put");
+    let t0 = load_start_ns(&r.out);
+    assert!(ops_in(&rows, t0, 0.0, 1.8) > 0, "puts before the kill: {rows:?}");
+    assert!(
+        ops_in(&rows, t0, 4.5, 8.0) > 0,
+        "puts acked after the restart: {rows:?}\n{ctx}"
+    );
+    one_fault(&r, timeouts, 2.0);
+
+    // Every acked put is readable. Keys are put in order (k0000000, k0000001, ...; one
+    // client, more keys than puts, so each key once): read every key that was attempted.
+    // Each one there holds what kv-put wrote; at least the acked ones are there, at most
+    // those plus the ones whose ack was lost.
+    let acked = client["ops"].as_u64().unwrap();
+    let attempted = acked + client["errors"].as_u64().unwrap();
+    let (present, wrong) = kv_keys_present(r.port, "ride", attempted);
+    assert_eq!(wrong, 0, "values that are not what kv-put wrote\n{ctx}");
+    assert!(
+        present >= acked && present <= acked + timeouts,
+        "{present} keys there, {acked} acked, {timeouts} lost\n{ctx}"
+    );
+    drop(r.server);
+}
+
+/// Of keys 0..n of bucket `bucket`, how many are there, and how many of those hold a value
+/// other than what kv-put writes.
+fn kv_keys_present(port: u16, bucket: &str, n: u64) -> (u64, u64) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        let kv = async_nats::jetstream::new(client)
+            .get_key_value(bucket)
+            .await
+            .unwrap();
+        let (mut present, mut wrong) = (0, 0);
+        for i in 0..n {
+            let key = diskpulse::load::content::key_name(i);
+            if let Some(v) = kv.get(key.as_str()).await.unwrap() {
+                present += 1;
+                let seed = diskpulse::load::content::kv_seed(i, v.len());
+                if !diskpulse::load::content::matches(seed, 0, &v) {
+                    wrong += 1;
+                }
+            }
+        }
+        (present, wrong)
+    })
 }
