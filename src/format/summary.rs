@@ -157,7 +157,8 @@ pub struct Failure {
     /// First and last failure of this kind on the run clock, s.
     pub first_s: f64,
     pub last_s: f64,
-    /// `the store filled up at 2.4 s (insufficient resources): 1,590,189 publishes failed`.
+    /// `the store filled up at 2.4 s into the load (insufficient resources): 1,590,189
+    /// publishes failed` (its time from the load's start; `first_s`/`last_s` on the run clock).
     pub line: String,
 }
 

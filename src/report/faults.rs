@@ -205,11 +205,7 @@ mod tests {
     }
 
     fn client(t_ms: u64, name: &str, what: &str) -> Event {
-        ev(
-            t_ms,
-            "nats_client",
-            json!({"client": name, "event": what}),
-        )
+        ev(t_ms, "nats_client", json!({"client": name, "event": what}))
     }
 
     fn first_ack(t_ms: u64, reconnect_ms: u64, failed: u64, timeouts: u64) -> Event {
@@ -238,7 +234,10 @@ mod tests {
         assert_eq!(f.start_s, 2.0);
         assert_eq!(f.end_s, Some(4.1));
         assert_eq!(f.first_ack_s, Some(4.15));
-        assert!((f.time_to_first_ack_ms.unwrap() - 50.0).abs() < 1e-6, "{f:?}");
+        assert!(
+            (f.time_to_first_ack_ms.unwrap() - 50.0).abs() < 1e-6,
+            "{f:?}"
+        );
         assert_eq!((f.ops_lost, f.timeouts), (7, 6));
         assert_eq!(f.clients, vec!["diskpulse-kv-put-0", "diskpulse-setup"]);
     }
