@@ -105,7 +105,7 @@ impl RoleWorker for Publisher {
         async move {
             ready(move |st: Start| match c.raw {
                 Some(raw) => {
-                    let op = RawPublish::new(raw, &subject, &st.plan);
+                    let op = RawPublish::new(raw, &subject, &st.plan, &st.ctx);
                     send_loop(op, 1, st.plan, st.rec, st.ctx).boxed()
                 }
                 None => {
@@ -135,7 +135,8 @@ impl RoleWorker for Subscriber {
         async move {
             let sub = c.client.subscribe(s.subject.clone()).await?;
             connect::round_trip(&c.client).await?;
-            ready(move |st: Start| receive_loop(sub, CoreSub, st.rec, st.ctx).boxed())
+            let inbox = CoreSub { client: c.client };
+            ready(move |st: Start| receive_loop(sub, inbox, st.rec, st.ctx).boxed())
         }
         .boxed()
     }
@@ -228,9 +229,9 @@ impl RoleWorker for JsConsumer {
 
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         async move {
-            let src = js::open(&s.a, c.client, s.a.mode == Mode::JsPub).await?;
+            let src = js::open(&s.a, c.client.clone(), s.a.mode == Mode::JsPub).await?;
             let (ack, limit) = (s.a.ack == AckMode::Explicit, s.consume_limit.clone());
-            ready(move |st: Start| js::consume(src, ack, limit, st.rec, st.ctx).boxed())
+            ready(move |st: Start| js::consume(src, c.client, ack, limit, st.rec, st.ctx).boxed())
         }
         .boxed()
     }

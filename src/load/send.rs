@@ -148,16 +148,17 @@ where
 /// One fault as this client's send loop sees it: from the reconnect to the first
 /// operation that succeeds again; see the module.
 #[derive(Default)]
-struct FaultWatch {
+pub(crate) struct FaultWatch {
     /// When the loop saw the new connection (run clock), while no operation succeeded since.
-    reconnect_ns: Option<u64>,
+    pub reconnect_ns: Option<u64>,
     /// Operations failed since the last success, and how many of them were timeouts.
     failed: u64,
     timeouts: u64,
 }
 
 impl FaultWatch {
-    fn failed(&mut self, kind: &str, n: u64) {
+    /// `n` operations failed (of `kind`).
+    pub fn failed(&mut self, kind: &str, n: u64) {
         self.failed += n;
         if kind == "timeout" {
             self.timeouts += n;
@@ -165,7 +166,7 @@ impl FaultWatch {
     }
 
     /// An operation succeeded at `now`: the event, if it is the first after a reconnect.
-    fn ok(&mut self, now: u64, rec: &Recorder, ctx: &Ctx) {
+    pub fn ok(&mut self, now: u64, rec: &Recorder, ctx: &Ctx) {
         if let Some(r) = self.reconnect_ns.take() {
             ctx.events.event_at(
                 now,
@@ -186,7 +187,7 @@ impl FaultWatch {
     }
 
     /// The run ended: a fault no operation recovered from is an event too.
-    fn end(&self, now: u64, rec: &Recorder, ctx: &Ctx) {
+    pub fn end(&self, now: u64, rec: &Recorder, ctx: &Ctx) {
         if let Some(r) = self.reconnect_ns {
             ctx.events
                 .event_at(now, "no_ack_after_reconnect", self.detail(r, rec, None));
