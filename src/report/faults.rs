@@ -95,7 +95,7 @@ pub fn faults(events: &[Event]) -> Vec<Fault> {
         }
     }
 
-    let mut out: Vec<(u64, u64, Fault)> = groups.iter().map(fault_of).collect();
+    let mut out: Vec<(u64, u64, Fault)> = groups.iter().map(|g| fault_of(g)).collect();
     // The load's own view: the first success after each reconnect, and what it lost.
     for e in events {
         let first = e.kind == "first_ack_after_reconnect";
@@ -135,7 +135,7 @@ pub fn faults(events: &[Event]) -> Vec<Fault> {
 }
 
 /// One group of overlapping spans as a fault: `(start_ns, reach_ns, fault)`.
-fn fault_of(g: &Vec<Span>) -> (u64, u64, Fault) {
+fn fault_of(g: &[Span]) -> (u64, u64, Fault) {
     let start_ns = g.iter().map(|s| s.start_ns).min().unwrap_or(0);
     let reach_ns = g
         .iter()
