@@ -522,3 +522,69 @@ fn js_consume_beside_js_pub_rides_through() {
     };
     every_role_resumes(&r, &["js-pub", "js-consume"]);
 }
+
+#[test]
+fn js_pub_with_msg_id_reconciles_exactly_after_a_kill() {
+    let Some(r) = ride(&[
+        "js-pub",
+        "--msg-id",
+        "--duration",
+        "8s",
+        "--rate",
+        "2000",
+        "--stream",
+        "RIDEID",
+        "--subject",
+        "ride.id",
+    ]) else {
+        return;
+    };
+    let ctx = &r.ctx;
+    ends_by_duration_and_drain(&r, 8.0);
+    let client = &r.json["clients"][0];
+    let errors = client["errors"].as_u64().unwrap();
+    assert!(errors > 0, "acks lost at the kill\n{ctx}");
+    let check = &r.json["stream_check"];
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{check}"));
+    let (before, after, acked) = (
+        n(&check["msgs_before"]),
+        n(&check["msgs_after"]),
+        n(&check["acked"]),
+    );
+    let m = &check["msg_id"];
+    eprintln!("stream_check: {check}");
+    // Every publish whose ack never came was remembered and sent again.
+    assert_eq!(n(&m["lost"]), errors, "{check}\n{ctx}");
+    assert_eq!(n(&m["retry_failed"]), 0, "{check}");
+    assert_eq!(
+        n(&m["lost_stored"]) + n(&m["republished"]),
+        errors,
+        "{check}"
+    );
+    // Exact: stored during the run = acked + the lost ones the server did store.
+    assert_eq!(
+        after - before,
+        acked + n(&m["lost_stored"]),
+        "{check}\n{ctx}"
+    );
+    // After the retry every message of the run is there exactly once.
+    assert_eq!(n(&m["msgs_final"]) - before, acked + errors, "{check}");
+    drop(r.server);
+}
+
+#[test]
+fn msg_id_outside_js_pub_is_a_usage_error_naming_the_flag() {
+    let o = common::diskpulse()
+        .args([
+            "load",
+            "kv-put",
+            "--msg-id",
+            "--server",
+            "nats://127.0.0.1:1",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--msg-id is for js-pub"), "{err}");
+}

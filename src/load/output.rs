@@ -470,6 +470,29 @@ pub fn stream_check_line(c: &super::StreamCheck) -> (String, Option<String>) {
             ""
         }
     );
+    let line = match &c.msg_id {
+        None => line,
+        Some(r) => format!(
+            "{line}\n--msg-id: {} publishes lost their ack; sent again with their id: {} were already stored (duplicate), {} stored now, {} not acked again; {}",
+            r.lost,
+            r.lost_stored,
+            r.republished,
+            r.retry_failed,
+            match c.exact() {
+                Some(true) => format!(
+                    "exact: {stored} stored = {} acked + {} lost but stored; the stream now holds {} messages",
+                    c.acked,
+                    r.lost_stored,
+                    r.msgs_final.map(|m| m.to_string()).unwrap_or("?".into())
+                ),
+                Some(false) => format!(
+                    "NOT EXACT: {stored} stored != {} acked + {} lost but stored",
+                    c.acked, r.lost_stored
+                ),
+                None => "not reconciled (some retries got no ack)".into(),
+            }
+        ),
+    };
     let loss = c.missing().filter(|&m| m > 0).map(|m| {
         format!(
             "POSSIBLE DATA LOSS: {m} acked publishes are missing from stream {} ({} acked, {stored} stored during the run)",
@@ -490,6 +513,7 @@ mod tests {
             msgs_before: 100,
             msgs_after: Some(1_100),
             acked: 1_000,
+            msg_id: None,
         };
         let (line, loss) = stream_check_line(&c);
         assert!(line.contains("every acked message is there"), "{line}");

@@ -46,6 +46,8 @@ pub(crate) struct RunShared {
     pub catalog: Arc<Catalog>,
     /// js-consume: how many messages each consumer takes.
     pub consume_limit: Limit,
+    /// js-pub --msg-id: the ids of publishes whose ack has not come.
+    pub msg_ids: Option<super::reconcile::MsgIds>,
 }
 
 /// What a worker gets when the load starts.
@@ -204,6 +206,7 @@ impl RoleWorker for JsPublisher {
 
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         let (subject, timeout) = (s.subject.clone(), s.a.timeout);
+        let msg_ids = s.msg_ids.clone().map(|ids| (ids, c.index));
         async move {
             ready(move |st: Start| {
                 let op = JsPublish {
@@ -211,6 +214,7 @@ impl RoleWorker for JsPublisher {
                     subject,
                     payloads: Payloads::new(&st.plan),
                     size: st.plan.size as u64,
+                    msg_ids,
                 };
                 send_loop(op, st.window, st.plan, st.rec, st.ctx).boxed()
             })

@@ -16,6 +16,7 @@ use bytes::Bytes;
 use collectors::clock::Clock;
 
 use super::pace::Pacer;
+use super::reconcile::MsgIds;
 use super::record::{Recorder, StampedPayloads};
 use super::send::{OpError, OpResult, Operation, Sent};
 
@@ -230,18 +231,23 @@ pub fn publish_error_kind(e: &jetstream::context::PublishError) -> &'static str 
 }
 
 /// JetStream publish: the send stage hands the message to the client, the completion
-/// stage is its ack.
+/// stage is its ack. With `--msg-id` each publish carries its `Nats-Msg-Id` and is
+/// remembered until its ack (or a definite error) comes ([`super::reconcile`]).
 pub struct JsPublish {
     pub js: jetstream::Context,
     pub subject: async_nats::Subject,
     pub payloads: Payloads,
     pub size: u64,
+    /// `--msg-id`: the run's ids and this client's index.
+    pub msg_ids: Option<(MsgIds, usize)>,
 }
 
 /// A publish's ack, as the bytes it stored.
 pub struct Acked {
     ack: <jetstream::context::PublishAckFuture as std::future::IntoFuture>::IntoFuture,
     size: u64,
+    /// `--msg-id`: forget publish `k` of this client once its ack or a definite error came.
+    settle: Option<(MsgIds, usize, u64)>,
 }
 
 impl Future for Acked {
@@ -249,10 +255,15 @@ impl Future for Acked {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OpResult> {
         let size = self.size;
-        self.ack.as_mut().poll(cx).map(|r| match r {
-            Ok(_ack) => Ok(size),
-            Err(e) => Err(OpError::new(publish_error_kind(&e), e)),
-        })
+        let r = std::task::ready!(self.ack.as_mut().poll(cx)).map(|_ack| size);
+        let r = r.map_err(|e| OpError::new(publish_error_kind(&e), e));
+        // A timeout may still have been stored: it stays remembered for the retry.
+        if let (Some((ids, c, k)), false) =
+            (&self.settle, matches!(&r, Err(e) if e.kind == "timeout"))
+        {
+            ids.settled(*c, *k);
+        }
+        Poll::Ready(r)
     }
 }
 
@@ -265,14 +276,33 @@ impl Operation for JsPublish {
     }
 
     #[inline]
-    async fn send(&mut self, _k: u64) -> Option<Sent<Acked>> {
+    async fn send(&mut self, k: u64) -> Option<Sent<Acked>> {
         let p = self.payloads.next_payload();
-        Some(match self.js.publish(self.subject.clone(), p).await {
+        let sent = match &self.msg_ids {
+            None => self.js.publish(self.subject.clone(), p).await,
+            Some((ids, c)) => {
+                let mut h = async_nats::HeaderMap::new();
+                h.insert(async_nats::header::NATS_MESSAGE_ID, ids.id(*c, k).as_str());
+                ids.sent(*c, k);
+                self.js
+                    .publish_with_headers(self.subject.clone(), h, p)
+                    .await
+            }
+        };
+        let settle = self.msg_ids.as_ref().map(|(ids, c)| (ids.clone(), *c, k));
+        Some(match sent {
             Ok(ack) => Sent::Pending(Acked {
                 ack: std::future::IntoFuture::into_future(ack),
                 size: self.size,
+                settle,
             }),
-            Err(e) => Sent::Failed(OpError::new(publish_error_kind(&e), e)),
+            Err(e) => {
+                // Not sent (or refused at once): nothing to retry.
+                if let Some((ids, c, k)) = settle {
+                    ids.settled(c, k);
+                }
+                Sent::Failed(OpError::new(publish_error_kind(&e), e))
+            }
         })
     }
 }
