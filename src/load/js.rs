@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use super::receive::{receive_loop, receiver_should_end, record_receipt, Inbox, Taken};
 use super::record::Recorder;
+use super::send::Connects;
 use super::workers::Ctx;
 use super::{AckMode, LoadArgs};
 use async_nats::jetstream::{self, consumer};
@@ -210,7 +211,7 @@ fn ordered_error_kind(e: &consumer::pull::OrderedError) -> &'static str {
 /// time, riding through a fault (the server gone for longer than the idle second).
 pub async fn consume(
     source: Source,
-    client: async_nats::Client,
+    connects: Connects,
     ack: bool,
     limit: Limit,
     rec: Recorder,
@@ -222,7 +223,7 @@ pub async fn consume(
                 kind_of: pull_error_kind,
                 ack,
                 limit,
-                client,
+                connects: connects.clone(),
             };
             receive_loop(s, inbox, rec, ctx).await
         }
@@ -231,7 +232,7 @@ pub async fn consume(
                 kind_of: ordered_error_kind,
                 ack: false,
                 limit,
-                client,
+                connects: connects.clone(),
             };
             receive_loop(s, inbox, rec, ctx).await
         }
@@ -243,7 +244,7 @@ struct Consumer<E> {
     kind_of: fn(&E) -> &'static str,
     ack: bool,
     limit: Limit,
-    client: async_nats::Client,
+    connects: Connects,
 }
 
 impl<E: std::fmt::Display> Inbox for Consumer<E> {
@@ -255,7 +256,7 @@ impl<E: std::fmt::Display> Inbox for Consumer<E> {
     }
 
     fn connects(&self) -> u64 {
-        super::send::connects_of(&self.client)
+        self.connects.get()
     }
 
     async fn take(&mut self, item: Self::Item, now: u64, rec: &mut Recorder) -> Taken {

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use super::record::{read_stamp, realtime_ns, Recorder};
-use super::send::{connects_of, FaultWatch};
+use super::send::{Connects, FaultWatch};
 use super::workers::Ctx;
 
 /// How long a receiver waits without a message before it calls its source drained.
@@ -142,14 +142,14 @@ pub fn record_receipt(rec: &mut Recorder, now: u64, payload: &[u8]) {
 /// --duration says how long to listen). Messages it expected but never got (core NATS
 /// drops what a slow subscriber cannot take) are counted as `missing`.
 pub struct CoreSub {
-    pub client: async_nats::Client,
+    pub connects: Connects,
 }
 
 impl Inbox for CoreSub {
     type Item = async_nats::Message;
 
     fn connects(&self) -> u64 {
-        connects_of(&self.client)
+        self.connects.get()
     }
 
     fn should_end(&self, ctx: &Ctx, _rec: &Recorder, got: u64, last: u64, now: u64) -> bool {
@@ -182,6 +182,7 @@ impl Inbox for CoreSub {
 /// requests, --duration or Ctrl-C.
 pub struct Responder {
     pub client: async_nats::Client,
+    pub connects: Connects,
     pub payload: Bytes,
     pub limit: Option<u64>,
 }
@@ -190,7 +191,7 @@ impl Inbox for Responder {
     type Item = async_nats::Message;
 
     fn connects(&self) -> u64 {
-        connects_of(&self.client)
+        self.connects.get()
     }
 
     fn should_end(&self, ctx: &Ctx, rec: &Recorder, _got: u64, last: u64, now: u64) -> bool {

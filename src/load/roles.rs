@@ -21,7 +21,7 @@ use super::obj::{self, Catalog};
 use super::raw::{RawConn, RawPublish};
 use super::receive::{receive_loop, CoreSub, Responder};
 use super::record::{Recorder, Role};
-use super::send::{send_loop, Each};
+use super::send::{send_loop, Connects, Each};
 use super::workers::{request, CorePublish, Ctx, JsPublish, Payloads, SendPlan};
 use super::{connect, js_context, kv, AckMode, LoadArgs, Mode};
 
@@ -112,6 +112,7 @@ impl RoleWorker for Publisher {
                 }
                 None => {
                     let op = CorePublish {
+                        connects: Connects::of(&c.client),
                         client: c.client,
                         subject,
                         payloads: Payloads::new(&st.plan),
@@ -137,7 +138,9 @@ impl RoleWorker for Subscriber {
         async move {
             let sub = c.client.subscribe(s.subject.clone()).await?;
             connect::round_trip(&c.client).await?;
-            let inbox = CoreSub { client: c.client };
+            let inbox = CoreSub {
+                connects: Connects::of(&c.client),
+            };
             ready(move |st: Start| receive_loop(sub, inbox, st.rec, st.ctx).boxed())
         }
         .boxed()
@@ -186,6 +189,7 @@ impl RoleWorker for Replier {
                 .await?;
             connect::round_trip(&c.client).await?;
             let inbox = Responder {
+                connects: Connects::of(&c.client),
                 client: c.client,
                 payload: Bytes::from(vec![b'r'; s.a.size as usize]),
                 limit: s.a.msgs.filter(|_| s.a.mode == Mode::Reply),
@@ -210,6 +214,7 @@ impl RoleWorker for JsPublisher {
         async move {
             ready(move |st: Start| {
                 let op = JsPublish {
+                    connects: Connects::of(&c.client),
                     js: js_context(c.client, st.window, timeout),
                     subject,
                     payloads: Payloads::new(&st.plan),
@@ -235,7 +240,9 @@ impl RoleWorker for JsConsumer {
         async move {
             let src = js::open(&s.a, c.client.clone(), s.a.mode == Mode::JsPub).await?;
             let (ack, limit) = (s.a.ack == AckMode::Explicit, s.consume_limit.clone());
-            ready(move |st: Start| js::consume(src, c.client, ack, limit, st.rec, st.ctx).boxed())
+            ready(move |st: Start| {
+                js::consume(src, Connects::of(&c.client), ack, limit, st.rec, st.ctx).boxed()
+            })
         }
         .boxed()
     }

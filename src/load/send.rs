@@ -108,22 +108,34 @@ pub(crate) trait Operation {
     }
 }
 
-/// How many times `client` has connected (1 until a reconnect): see [`Operation::connects`].
-pub fn connects_of(client: &async_nats::Client) -> u64 {
-    client.statistics().connects.load(Ordering::Relaxed)
+/// A client's connect counter (how many times it has connected, 1 until a reconnect; see
+/// [`Operation::connects`]), held so that reading it costs one atomic load (asking the
+/// client clones an `Arc` each time): looked at before every send.
+#[derive(Clone)]
+pub struct Connects(std::sync::Arc<async_nats::Statistics>);
+
+impl Connects {
+    pub fn of(client: &async_nats::Client) -> Connects {
+        Connects(client.statistics())
+    }
+
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.0.connects.load(Ordering::Relaxed)
+    }
 }
 
 /// An operation made of a closure on one client: `op(k)` starts operation `k` (or says
 /// there is none). The client is watched for reconnects (riding through a fault).
 pub(crate) struct Each<F> {
-    client: async_nats::Client,
+    connects: Connects,
     op: F,
 }
 
 impl<F> Each<F> {
     pub fn on(client: &async_nats::Client, op: F) -> Each<F> {
         Each {
-            client: client.clone(),
+            connects: Connects::of(client),
             op,
         }
     }
@@ -141,7 +153,7 @@ where
     }
 
     fn connects(&self) -> u64 {
-        connects_of(&self.client)
+        self.connects.get()
     }
 }
 

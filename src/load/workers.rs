@@ -18,7 +18,7 @@ use collectors::clock::Clock;
 use super::pace::Pacer;
 use super::reconcile::MsgIds;
 use super::record::{Recorder, StampedPayloads};
-use super::send::{OpError, OpResult, Operation, Sent};
+use super::send::{Connects, OpError, OpResult, Operation, Sent};
 
 /// What every worker shares.
 #[derive(Clone)]
@@ -132,6 +132,7 @@ impl Payloads {
 /// Core publish through async-nats: fire and forget, counted when handed to the client.
 pub struct CorePublish {
     pub client: async_nats::Client,
+    pub connects: Connects,
     pub subject: async_nats::Subject,
     pub payloads: Payloads,
     pub size: u64,
@@ -150,7 +151,7 @@ impl Operation for CorePublish {
     }
 
     fn connects(&self) -> u64 {
-        super::send::connects_of(&self.client)
+        self.connects.get()
     }
 
     async fn finish(&mut self, rec: &mut Recorder) {
@@ -240,6 +241,7 @@ pub struct JsPublish {
     pub size: u64,
     /// `--msg-id`: the run's ids and this client's index.
     pub msg_ids: Option<(MsgIds, usize)>,
+    pub connects: Connects,
 }
 
 /// A publish's ack, as the bytes it stored.
@@ -272,7 +274,7 @@ impl Operation for JsPublish {
     const UNFINISHED: (&'static str, &'static str) = ("unacked_at_stop", "publishes had no ack");
 
     fn connects(&self) -> u64 {
-        super::send::connects_of(&self.js.client())
+        self.connects.get()
     }
 
     #[inline]
