@@ -288,6 +288,17 @@ fn js_pub_rides_through_a_sigkilled_broker_and_loses_no_acked_message() {
     assert!(!r.stderr.contains("POSSIBLE DATA LOSS"), "{ctx}");
 
     one_fault(&r, timeouts, 2.0);
+
+    // The failure line says when the server stopped answering (the kill, ~2 s after the
+    // command started, so a little less into the load), not when the loss was counted
+    // (the reconnect, after 4 s).
+    let last = r.stderr.lines().last().unwrap_or("");
+    let at_s: f64 = last
+        .strip_prefix("the server stopped answering at ")
+        .and_then(|x| x.split_once(" s into the load (timeout)"))
+        .map(|(t, _)| t.parse().unwrap())
+        .unwrap_or_else(|| panic!("last line: {last}\n{ctx}"));
+    assert!((1.0..2.5).contains(&at_s), "{last}\n{ctx}");
 }
 
 #[test]

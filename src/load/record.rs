@@ -319,6 +319,26 @@ impl Recorder {
         }
     }
 
+    /// `n` operations in flight since `since_ns` that failed at once at `now` (acks lost
+    /// at a reconnect): their first failure time is `since_ns` (the last success before
+    /// the fault: when the server stopped answering), so failure lines say when it began.
+    pub fn error_n_since(
+        &mut self,
+        now: u64,
+        since_ns: u64,
+        kind: &'static str,
+        n: u64,
+        detail: impl FnOnce() -> String,
+    ) {
+        if n == 0 {
+            return;
+        }
+        self.error_n(now, kind, n, detail);
+        if let Some(t) = self.totals.error_times_ns.get_mut(kind) {
+            t[0] = t[0].min(since_ns.min(now));
+        }
+    }
+
     /// `n` failures of one kind at once (messages that never arrived, acks lost at stop).
     pub fn error_n(
         &mut self,

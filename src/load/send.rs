@@ -26,7 +26,10 @@
 //!   kind `timeout` and its window slot is free at once, so sending resumes as soon as a
 //!   server answers instead of after the 30 s ack timeout. This errs on the safe side: an
 //!   ack that did come back on the new connection is dropped and counted lost, so what is
-//!   counted acked is never more than what the server stored.
+//!   counted acked is never more than what the server stored. Their failure time is
+//!   when the server stopped answering (the loop saw the client disconnected, looked at
+//!   every 10 ms while waiting; else the last success before), not the reconnect, so a
+//!   failure line says when the fault began.
 //! - Each fault is visible per client: the first operation that completes after a
 //!   reconnect is a `first_ack_after_reconnect` event (`t_ns` = its completion on the run
 //!   clock, `reconnect_ns` = when the loop saw the new connection, `failed` and `timeouts`
@@ -106,22 +109,33 @@ pub(crate) trait Operation {
     fn connects(&self) -> u64 {
         0
     }
+
+    /// Whether the client is connected (to time a fault's start; see the module).
+    fn connected(&self) -> bool {
+        true
+    }
 }
 
 /// A client's connect counter (how many times it has connected, 1 until a reconnect; see
 /// [`Operation::connects`]), held so that reading it costs one atomic load (asking the
 /// client clones an `Arc` each time): looked at before every send.
 #[derive(Clone)]
-pub struct Connects(std::sync::Arc<async_nats::Statistics>);
+pub struct Connects(std::sync::Arc<async_nats::Statistics>, async_nats::Client);
 
 impl Connects {
     pub fn of(client: &async_nats::Client) -> Connects {
-        Connects(client.statistics())
+        Connects(client.statistics(), client.clone())
     }
 
     #[inline]
     pub fn get(&self) -> u64 {
         self.0.connects.load(Ordering::Relaxed)
+    }
+
+    /// Whether the client is connected now (looked at every 10 ms while waiting, not per
+    /// operation).
+    pub fn connected(&self) -> bool {
+        self.1.connection_state() == async_nats::connection::State::Connected
     }
 }
 
@@ -155,6 +169,10 @@ where
     fn connects(&self) -> u64 {
         self.connects.get()
     }
+
+    fn connected(&self) -> bool {
+        self.connects.connected()
+    }
 }
 
 /// One fault as this client's send loop sees it: from the reconnect to the first
@@ -163,6 +181,10 @@ where
 pub(crate) struct FaultWatch {
     /// When the loop saw the new connection (run clock), while no operation succeeded since.
     pub reconnect_ns: Option<u64>,
+    /// The last operation that succeeded (run clock; the loop's start before any).
+    pub last_ok_ns: u64,
+    /// When the loop first saw the client disconnected, while waiting (run clock).
+    pub down_ns: Option<u64>,
     /// Operations failed since the last success, and how many of them were timeouts.
     failed: u64,
     timeouts: u64,
@@ -188,6 +210,7 @@ impl FaultWatch {
         }
         self.failed = 0;
         self.timeouts = 0;
+        self.last_ok_ns = now;
     }
 
     fn detail(&self, reconnect_ns: u64, rec: &Recorder, after: Option<u64>) -> serde_json::Value {
@@ -227,14 +250,20 @@ pub(crate) async fn send_loop<O: Operation>(
     // drain's deadline.
     let mut tick = std::pin::pin!(tokio::time::sleep(STOP_CHECK));
     let mut connects = op.connects();
-    let mut fault = FaultWatch::default();
+    let mut fault = FaultWatch {
+        last_ok_ns: rec.now(),
+        ..Default::default()
+    };
     loop {
         let c = op.connects();
         if c != connects {
             connects = c;
             let now = rec.now();
             let n = inflight.len() as u64;
-            rec.error_n(now, "timeout", n, || {
+            // The lost ones failed when the server stopped answering: when the loop saw
+            // the client disconnected, else the last success before.
+            let since = fault.down_ns.take().unwrap_or(fault.last_ok_ns);
+            rec.error_n_since(now, since, "timeout", n, || {
                 format!("{n} in flight when the connection dropped: lost (reconnected)")
             });
             fault.failed("timeout", n);
@@ -276,6 +305,9 @@ pub(crate) async fn send_loop<O: Operation>(
                 next = plan.next(&ctx, done, &rec), if can_send => next,
                 () = &mut tick => {
                     let now = rec.now();
+                    if fault.down_ns.is_none() && !op.connected() {
+                        fault.down_ns = Some(now);
+                    }
                     if draining {
                         let n = inflight.len() as u64;
                         let (kind, what) = O::UNFINISHED;

@@ -154,6 +154,10 @@ impl Operation for CorePublish {
         self.connects.get()
     }
 
+    fn connected(&self) -> bool {
+        self.connects.connected()
+    }
+
     async fn finish(&mut self, rec: &mut Recorder) {
         // Closing right after a flush can lose what the server has not read yet.
         if let Err(e) = super::connect::round_trip(&self.client).await {
@@ -275,6 +279,10 @@ impl Operation for JsPublish {
 
     fn connects(&self) -> u64 {
         self.connects.get()
+    }
+
+    fn connected(&self) -> bool {
+        self.connects.connected()
     }
 
     #[inline]
