@@ -25,8 +25,9 @@
 //!   while completions are awaited), every completion still in flight is one error of
 //!   kind `timeout` and its window slot is free at once, so sending resumes as soon as a
 //!   server answers instead of after the 30 s ack timeout. This errs on the safe side: an
-//!   ack that did come back on the new connection is dropped and counted lost, so what is
-//!   counted acked is never more than what the server stored. Their failure time is
+//!   ack that comes back on the new connection after the loop saw the reconnect is dropped
+//!   and counted lost (one that came before is a real ack), so what is counted acked is
+//!   never more than what the server stored. Their failure time is
 //!   when the server stopped answering (the loop saw the client disconnected, looked at
 //!   every 10 ms while waiting; else the last success before), not the reconnect, so a
 //!   failure line says when the fault began.
