@@ -221,7 +221,7 @@ args = ["js-pub", "--max-bytes", "64k", "--msgs", "5000", "--stream", "F", "--su
     assert!(
         last.starts_with("base r1 failed: `diskpulse load js-pub")
             && last.contains("the stream reached its limits at ")
-            && last.contains(" s (stream full): ")
+            && last.contains(" s into the load (stream full): ")
             && last.ends_with(" publishes failed"),
         "{stderr}"
     );
