@@ -64,6 +64,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                     if let Some(n) = &p.nodes {
                         s.push_str(&format!(" nodes {n}"));
                     }
+                    if let Some(d) = &p.down_for {
+                        s.push_str(&format!(" down_for {d}"));
+                    }
                     if !p.args.is_empty() {
                         s.push(' ');
                         s.push_str(&p.args.join(" "));
