@@ -42,9 +42,16 @@ pub(super) fn phase_label(p: &spec::PhaseDecl) -> String {
         })
 }
 
-fn sysctl_drop_caches() -> anyhow::Result<()> {
-    // SAFETY: sync has no preconditions.
-    unsafe { libc::sync() };
+/// Writes back the file systems that hold `dirs` (syncfs: not every file system of the
+/// machine, whose dirty pages, e.g. other builds', can take many seconds) and drops the
+/// page cache, so a restarted node re-reads its store from the device.
+fn sysctl_drop_caches(dirs: &[PathBuf]) -> anyhow::Result<()> {
+    for d in dirs {
+        if let Ok(f) = std::fs::File::open(d) {
+            // SAFETY: syncfs on a descriptor we own.
+            unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) };
+        }
+    }
     std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| {
         anyhow::anyhow!("cannot drop the page cache (/proc/sys/vm/drop_caches): {e}; run as root")
     })
@@ -384,8 +391,20 @@ async fn node_phase(
         return Ok(json!({"nodes": names}));
     }
     if kind == "restart" && p.drop_caches {
-        sysctl_drop_caches()?;
-        events.event("drop_caches", json!({}));
+        let stores: Vec<PathBuf> = {
+            let g = cx.cluster.lock().await;
+            let c = g.as_ref().ok_or_else(no_broker)?;
+            nodes
+                .iter()
+                .map(|&n| c.node(n).store_dir().to_path_buf())
+                .collect()
+        };
+        let t0 = Instant::now();
+        tokio::task::spawn_blocking(move || sysctl_drop_caches(&stores)).await??;
+        events.event(
+            "drop_caches",
+            json!({"ms": t0.elapsed().as_secs_f64() * 1e3}),
+        );
     }
     if kind != "start" {
         if let Some(d) = &p.down_for {

@@ -17,6 +17,11 @@
 //! kind = "probe"                 # check | probe | fsync | load | sleep | restart | stop | start | kill
 //! volume = "vol"
 //! args = ["--preset", "array-check", "--runtime", "10s"]
+//! name = "array check"
+//! [[phases]]                     # timing keys (see `schedule.rs`): with/after = "NAME",
+//! kind = "kill"                  # at = "5s", during = "NAME"; none: after the previous
+//! nodes = [1]
+//! after = "array check"
 //! ```
 //! `${name}` in any string is replaced by the cell's value of matrix parameter `name`;
 //! every matrix parameter must be used somewhere, and every `${..}` must name one.
