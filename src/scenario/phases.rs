@@ -223,6 +223,8 @@ pub(super) struct PhaseCtx<'a> {
     pub zero_ns: u64,
     /// The diskpulse binary for the children.
     pub exe: &'a Path,
+    /// Per node (n1 first): the cgroup of the throttled lab volume its store is on.
+    pub node_cgroups: &'a [Option<PathBuf>],
 }
 
 /// Sleeps `d` or until `stop`; returns how long it slept.
@@ -431,6 +433,13 @@ async fn node_phase(
         }
         let t0 = Instant::now();
         c.start_nodes(&nodes).await?;
+        // A throttled volume limits the started process too, as it did the first (from
+        // the moment it answers: its recovery reads before that are not throttled).
+        for &n in &nodes {
+            if let Some(Some(cg)) = cx.node_cgroups.get(n - 1) {
+                let _ = std::fs::write(cg.join("cgroup.procs"), c.node(n).pid().to_string());
+            }
+        }
         let monitors: Vec<String> = nodes.iter().map(|&n| c.node(n).monitor_url()).collect();
         (t0, t0.elapsed(), monitors)
     };

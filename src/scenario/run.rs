@@ -406,6 +406,7 @@ fn run_recorded(
             events: &live.events.clone(),
             zero_ns: clock.zero_monotonic_ns(),
             exe: &o.exe,
+            node_cgroups: &node_cgroups,
         };
         let (results, err) = run_schedule(&s.phases, &schedule, &cx, clock, &o.stop).await;
         // Back to the session, which stops the nodes.
