@@ -229,11 +229,18 @@ fn refused(toml: &str) -> String {
     let d = tempfile::tempdir().unwrap();
     let sc = d.path().join("bad.toml");
     std::fs::write(&sc, toml).unwrap();
-    let o = diskpulse().args(["run"]).arg(&sc).output().unwrap();
+    let out = d.path().join("study");
+    let o = diskpulse()
+        .args(["run"])
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(!d.path().join("study").exists());
+    assert!(!out.exists(), "a refused scenario wrote {}", out.display());
     err
 }
 
