@@ -124,6 +124,7 @@ args = ["--rw", "randrw", "--rwmixread", "70", "--bs", "8k", "--iodepth", "8", "
     }
     let load_end = event(&ev, "phase_end", 0)["t_ns"].as_u64().unwrap();
     let probe_end = event(&ev, "phase_end", 1);
+    assert_eq!(probe_end["detail"]["name"], "probe", "{probe_end}");
     assert_eq!(probe_end["detail"]["stopped"], true, "{probe_end}");
     assert_eq!(probe_end["detail"]["ok"], true, "{probe_end}");
     let probe_end = probe_end["t_ns"].as_u64().unwrap();

@@ -3,8 +3,9 @@
 //! its offset has come, so phases overlap as the file says.
 //!
 //! What must stay true:
-//! - every start and end is an event on the run clock: `phase_start` (`phase`, `index`,
-//!   `kind`, `args`) and `phase_end` (`phase`, `index`, `kind`, `ok`, `stopped`);
+//! - every start and end is an event on the run clock: `phase_start` (`phase` and `name`:
+//!   the label, `index`, `kind`, `args`) and `phase_end` (the same but `args`, and `ok`,
+//!   `stopped`);
 //! - Ctrl-C (the study's stop flag) and a failing phase stop every running phase (children
 //!   get SIGINT, then SIGKILL after [`super::phases::STOP_GRACE`]) and start no new one;
 //!   the first failure is the run's error;
@@ -78,14 +79,14 @@ pub(super) async fn run_schedule(
             started[i] = Some(now);
             events.event(
                 "phase_start",
-                json!({"phase": label, "index": i, "kind": kind, "args": p.args}),
+                json!({"phase": label, "name": label, "index": i, "kind": kind, "args": p.args}),
             );
             if let Some(d) = slot.during.filter(|&d| ended[d].is_some()) {
                 // What it runs during is over already: nothing to run beside.
                 ended[i] = Some(now);
                 events.event(
                     "phase_end",
-                    json!({"phase": label, "index": i, "kind": kind, "ok": true, "stopped": true}),
+                    json!({"phase": label, "name": label, "index": i, "kind": kind, "ok": true, "stopped": true}),
                 );
                 records.push((
                     i,
@@ -116,7 +117,7 @@ pub(super) async fn run_schedule(
         let stopped = stops[i].load(Ordering::Relaxed);
         events.event(
             "phase_end",
-            json!({"phase": label, "index": i, "kind": kind, "ok": r.is_ok(), "stopped": stopped}),
+            json!({"phase": label, "name": label, "index": i, "kind": kind, "ok": r.is_ok(), "stopped": stopped}),
         );
         match r {
             Ok(v) => records.push((
