@@ -388,3 +388,62 @@ args = ["--rw", "randread", "--bs", "4k", "--rate-iops", "200", "--time-based", 
     assert!(ph[1]["result"]["jobs"].is_array(), "{:#}", ph[1]["result"]);
     assert_eq!(read_json(&out.join("study.json"))["status"], "interrupted");
 }
+
+/// The schedule on the run clock, with sleeps only (no root, no broker): `during` ends a
+/// 1 h sleep with the phase it runs beside, `after` + `at` waits for the end plus the
+/// offset, and a phase whose `during` partner ended before its moment is skipped.
+#[test]
+fn sleeps_start_and_stop_on_their_anchors() {
+    let d = tempfile::tempdir().unwrap();
+    let o = run(
+        d.path(),
+        &format!(
+            r#"name = "sleeps"
+[[volumes]]
+name = "v"
+path = "{}"
+[[phases]]
+name = "a"
+kind = "sleep"
+duration = "1s"
+[[phases]]
+name = "beside"
+kind = "sleep"
+duration = "1h"
+during = "a"
+[[phases]]
+name = "later"
+kind = "sleep"
+duration = "200ms"
+after = "a"
+at = "300ms"
+[[phases]]
+name = "too late"
+kind = "sleep"
+duration = "1s"
+during = "a"
+with = "a"
+at = "2s"
+"#,
+            d.path().join("dir").display()
+        ),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let meta = read_json(&d.path().join("study/cells/base/r1/meta.json"));
+    let ph = meta["phases"].as_array().unwrap();
+    let f = |i: usize, k: &str| ph[i][k].as_f64().unwrap();
+    assert!((f(1, "start_s") - f(0, "start_s")).abs() < 0.05, "{ph:#?}");
+    assert!(
+        (f(1, "elapsed_s") - f(0, "elapsed_s")).abs() < 0.1,
+        "{ph:#?}"
+    );
+    assert_eq!(ph[1]["stopped"], true);
+    let a_end = f(0, "start_s") + f(0, "elapsed_s");
+    assert!((f(2, "start_s") - a_end - 0.3).abs() < 0.05, "{ph:#?}");
+    assert_eq!(ph[2]["stopped"], false);
+    assert_eq!(
+        ph[3]["skipped"], "phase #0 a had ended before this one's start",
+        "{ph:#?}"
+    );
+    assert_eq!(f(3, "elapsed_s"), 0.0);
+}
