@@ -1,8 +1,9 @@
 //! Phases at the same time (issue 9 point 1), with a real nats-server on lab volumes: a
 //! probe `during` a load lies inside the load's span and ends with it, a node SIGKILLed at
 //! an offset while js-pub runs comes back and the load acks again, a schedule that cannot
-//! work is refused with its line and column, and Ctrl-C during two phases stops both
-//! children and keeps both phases.
+//! work is refused with its line and column, Ctrl-C during two phases stops both
+//! children and keeps both phases, and (sleeps only, no root) phases start and stop on
+//! their anchors.
 
 mod common;
 use common::*;
