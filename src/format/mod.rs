@@ -43,6 +43,10 @@ pub mod summary;
 /// rates.csv.
 pub const FORMAT_VERSION: u32 = 2;
 
+/// The environment variable a scenario phase's child gets: the phase's index (meta.json
+/// `phases[].index`), so rows that concurrent phases append to one file say whose they are.
+pub const ENV_PHASE: &str = "DISKPULSE_PHASE";
+
 /// `Ok` for a recording this diskpulse reads; otherwise an error that names both versions.
 pub fn check_version(found: u64) -> anyhow::Result<()> {
     if found == FORMAT_VERSION as u64 {
