@@ -213,6 +213,7 @@ fn summary_fields() -> BTreeSet<String> {
             read_burst_s: 1.0,
         }],
         failures: vec![summary::Failure::default()],
+        faults: vec![summary::Fault::default()],
     };
     let mut out = BTreeSet::new();
     keys(&serde_json::to_value(&s).unwrap(), &mut out);

@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod charts_build;
 pub mod derive;
+pub mod faults;
 pub mod html;
 pub mod rates;
 pub mod run;
@@ -91,6 +92,7 @@ pub fn analyse(
         error_events: run.events.iter().filter(|e| e.kind == "error").count(),
         restarts: restarts(&run),
         failures: failures(&run),
+        faults: faults::faults(&run.events),
     };
     Ok((run, analyses, summary))
 }

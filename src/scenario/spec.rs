@@ -14,9 +14,14 @@
 //! volumes = ["vol"]
 //! sync = "always"
 //! [[phases]]
-//! kind = "probe"                 # check | probe | fsync | load | sleep | restart | stop | start
+//! kind = "probe"                 # check | probe | fsync | load | sleep | restart | stop | start | kill
 //! volume = "vol"
 //! args = ["--preset", "array-check", "--runtime", "10s"]
+//! name = "array check"
+//! [[phases]]                     # timing keys (see `schedule.rs`): with/after = "NAME",
+//! kind = "kill"                  # at = "5s", during = "NAME"; none: after the previous
+//! nodes = [1]
+//! after = "array check"
 //! ```
 //! `${name}` in any string is replaced by the cell's value of matrix parameter `name`;
 //! every matrix parameter must be used somewhere, and every `${..}` must name one.
@@ -181,8 +186,19 @@ fn ms250() -> String {
 #[serde(deny_unknown_fields)]
 pub struct PhaseDecl {
     pub kind: Spanned<String>,
-    /// Name shown on the timeline (default: the kind and its first argument).
-    pub name: Option<String>,
+    /// Name shown on the timeline (default: the kind and its first argument); what
+    /// `with`, `after` and `during` refer to.
+    pub name: Option<Spanned<String>>,
+    /// Starts when the phase of this name starts (plus `at`).
+    pub with: Option<Spanned<String>>,
+    /// Starts when the phase of this name ends (plus `at`).
+    pub after: Option<Spanned<String>>,
+    /// An offset like "10s": from `with`/`after`'s moment, alone from the start of the
+    /// phases.
+    pub at: Option<Spanned<String>>,
+    /// Stopped (its child interrupted, a sleep ended) when the phase of this name ends;
+    /// alone it also starts with that phase.
+    pub during: Option<Spanned<String>>,
     /// Arguments of the `diskpulse` subcommand (load: mode first; probe/fsync/check: flags).
     #[serde(default)]
     pub args: Vec<String>,
@@ -190,18 +206,27 @@ pub struct PhaseDecl {
     pub volume: Option<Spanned<String>>,
     /// sleep: how long.
     pub duration: Option<String>,
-    /// restart/stop/start: node numbers (1-based) or "all".
+    /// restart/stop/start/kill: node numbers (1-based) or "all".
     pub nodes: Option<toml::Value>,
     /// restart: drop the page cache between stop and start, so re-reads hit the device.
     #[serde(default)]
     pub drop_caches: bool,
-    /// restart: pause between stop and start.
+    /// restart: pause between stop and start; kill: start the nodes again after this
+    /// (without it a killed node stays down).
     pub down_for: Option<String>,
+    /// load: error kinds the study provokes on purpose (e.g. `["timeout"]` beside a `kill`
+    /// phase): a load whose failures are all of these kinds does not fail its run; its
+    /// failures stay in the run's summary and report.
+    #[serde(default)]
+    pub expect_failures: Vec<Spanned<String>>,
 }
 
-pub const PHASE_KINDS: [&str; 8] = [
-    "check", "probe", "fsync", "load", "sleep", "restart", "stop", "start",
+pub const PHASE_KINDS: [&str; 9] = [
+    "check", "probe", "fsync", "load", "sleep", "restart", "stop", "start", "kill",
 ];
+
+/// The kinds that stop or start broker nodes: two of them on one node must be ordered.
+pub const NODE_KINDS: [&str; 4] = ["restart", "stop", "start", "kill"];
 
 /// An error in a scenario file, with its place.
 #[derive(Debug)]
@@ -238,7 +263,7 @@ pub fn line_col(text: &str, pos: usize) -> (usize, usize) {
     (line, col)
 }
 
-fn err_at(path: &str, text: &str, span: Range<usize>, message: String) -> SpecError {
+pub(super) fn err_at(path: &str, text: &str, span: Range<usize>, message: String) -> SpecError {
     let (line, column) = line_col(text, span.start);
     SpecError {
         path: path.to_string(),
@@ -358,7 +383,7 @@ fn parse_inner(path: &str, text: &str, check_matrix: bool) -> Result<Scenario, S
         if let Some(v) = &ph.volume {
             check_vol(v)?;
         }
-        let needs_broker = matches!(kind, "restart" | "stop" | "start");
+        let needs_broker = NODE_KINDS.contains(&kind);
         if needs_broker && sc.broker.is_none() {
             return Err(err_at(
                 path,
@@ -380,6 +405,29 @@ fn parse_inner(path: &str, text: &str, check_matrix: bool) -> Result<Scenario, S
                 ph.kind.span(),
                 format!("a '{kind}' phase needs volume = \"name\" (or --dir/--filename in args)"),
             ));
+        }
+        if let Some(k) = ph.expect_failures.first() {
+            if kind != "load" {
+                return Err(err_at(
+                    path,
+                    text,
+                    k.span(),
+                    format!("expect_failures is for a 'load' phase, not '{kind}'"),
+                ));
+            }
+        }
+        for k in &ph.expect_failures {
+            let s = k.get_ref();
+            if s.is_empty() || !s.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                return Err(err_at(
+                    path,
+                    text,
+                    k.span(),
+                    format!(
+                        "expect_failures: '{s}' is not an error kind; write them as a load's failures[].kind spells them, e.g. \"timeout\", \"no_responders\""
+                    ),
+                ));
+            }
         }
         if kind == "load" && ph.args.is_empty() {
             return Err(err_at(
@@ -430,6 +478,7 @@ fn parse_inner(path: &str, text: &str, check_matrix: bool) -> Result<Scenario, S
         }
         pos = end;
     }
+    super::schedule::Schedule::build(path, text, &sc.phases)?;
     Ok(sc)
 }
 
@@ -509,5 +558,18 @@ args = ["js-pub", "--size", "${size}"]
         let e = err("name = \"x\"\n[[phases]\n");
         assert_eq!(e.line, 2, "{e}");
         assert_eq!(e.to_string().split(':').next(), Some("s.toml"));
+    }
+
+    #[test]
+    fn expect_failures_is_for_loads_and_names_kinds() {
+        let e = err("name = \"x\"\n[[phases]]\nkind = \"sleep\"\nduration = \"1s\"\nexpect_failures = [\"timeout\"]\n");
+        assert_eq!((e.line, e.column), (5, 20), "{e}");
+        assert!(e.message.contains("for a 'load' phase"), "{e}");
+        let e = err("name = \"x\"\n[[phases]]\nkind = \"load\"\nargs = [\"js-pub\"]\nexpect_failures = [\"Time out\"]\n");
+        assert_eq!((e.line, e.column), (5, 20), "{e}");
+        assert!(e.message.contains("not an error kind"), "{e}");
+        let ok = "name = \"x\"\n[[phases]]\nkind = \"load\"\nargs = [\"js-pub\"]\nexpect_failures = [\"timeout\", \"stream_not_found\"]\n";
+        let sc = parse("s.toml", ok).unwrap();
+        assert_eq!(sc.phases[0].get_ref().expect_failures.len(), 2);
     }
 }

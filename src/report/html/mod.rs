@@ -180,6 +180,7 @@ pub fn run_section(run: &Run, summary: &Summary, timeline: &Timeline) -> String 
     devices::windows(&mut s, summary);
     devices::bursts(&mut s, summary);
     results::load(&mut s, run, summary);
+    results::faults(&mut s, summary);
     results::fsync(&mut s, &run.fsync);
     if let Some(p) = &run.probe {
         results::probe(&mut s, p);
