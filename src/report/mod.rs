@@ -92,7 +92,11 @@ pub fn analyse(
         error_events: run.events.iter().filter(|e| e.kind == "error").count(),
         restarts: restarts(&run),
         failures: failures(&run),
-        faults: faults::faults(&run.events),
+        faults: {
+            let mut f = faults::faults(&run.events);
+            faults::add_window_losses(&mut f, &run.load);
+            f
+        },
     };
     Ok((run, analyses, summary))
 }
