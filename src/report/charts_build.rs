@@ -5,7 +5,7 @@
 //! latency panels under the broker's; a run without them simply has no such panels. The finest series the recording
 //! holds go in as they are; the charts crate keeps min/max envelopes per pixel column.
 
-use charts::{Marker, Panel, Series, Style, Timeline};
+use charts::{Marker, Panel, Series, Shade, Style, Timeline};
 use collectors::diskstats as ds;
 
 use super::analysis::{self, UiAverage, MIB};
@@ -71,6 +71,7 @@ fn scaled(mut s: (Vec<f64>, Vec<f64>), k: f64) -> (Vec<f64>, Vec<f64>) {
 }
 
 pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Timeline {
+    let shades = burst_shades(analyses);
     let end_s = run.duration_ns as f64 / 1e9;
     let ui_label = format!("{:.0} s UI average", o.ui_window_ns as f64 / 1e9);
     let mut panels = vec![];
@@ -297,9 +298,23 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
         x_range_s: (0.0, end_s),
         panels,
         events,
+        shades,
         width_px: 1600,
         panel_height_px: 170,
     }
+}
+
+/// Every device's write bursts (summary.json `devices[].write.bursts.list`), shaded on
+/// every panel: what the interference table calls "inside a burst".
+pub fn burst_shades(analyses: &[DeviceAnalysis]) -> Vec<Shade> {
+    analyses
+        .iter()
+        .flat_map(|a| &a.summary.write.bursts.list)
+        .map(|b| Shade {
+            t0_s: b.start_s,
+            t1_s: b.start_s + b.duration_ms / 1e3,
+        })
+        .collect()
 }
 
 /// A probe latency quantile of a row: `p50`, `p90`, `p99`, `p999`, `max`, `mean`
