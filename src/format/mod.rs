@@ -29,6 +29,7 @@ pub mod csv;
 pub mod diskstats;
 pub mod events;
 pub mod fsync;
+pub mod hist;
 pub mod load;
 pub mod meta;
 pub mod monitor;
@@ -37,6 +38,25 @@ pub mod procfs;
 pub mod rates;
 pub mod study;
 pub mod summary;
+
+/// The scenario phase a writer runs in (its index), set by the scenario runner on the
+/// phase's child process; `load.csv`/`probe.csv` put it in their `phase` column and the
+/// `.hlog` files in their tags (`p3:write`). Unset outside a scenario.
+pub const ENV_PHASE: &str = "DISKPULSE_PHASE";
+
+/// The phase index from [`ENV_PHASE`]: `None` when unset or empty; an error naming the
+/// variable when it is not a number.
+pub fn phase_from_env() -> anyhow::Result<Option<u32>> {
+    match std::env::var(ENV_PHASE) {
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => v.trim().parse::<u32>().map(Some).map_err(|_| {
+            anyhow::anyhow!(
+                "{ENV_PHASE} takes a phase index like 3; got '{v}' (unset it outside a scenario)"
+            )
+        }),
+        Err(_) => Ok(None),
+    }
+}
 
 /// The run directory's format. 2: windowed rows stamped with the window start,
 /// `active_ns` in load.csv/probe.csv, `clock_zero_unix_ns` in meta.json, `unix_ms` in
