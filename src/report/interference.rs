@@ -129,7 +129,7 @@ pub fn burst_spans(d: &DeviceSummary) -> Vec<Span> {
 
 /// Percentiles of a merged histogram (ns) in µs.
 pub fn percentiles(h: Option<&Histogram<u64>>) -> Percentiles {
-    let Some(h) = h.filter(|h| h.len() > 0) else {
+    let Some(h) = h.filter(|h| !h.is_empty()) else {
         return Percentiles::default();
     };
     let q = |q: f64| Some(h.value_at_quantile(q) as f64 / 1e3);
