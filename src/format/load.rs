@@ -13,6 +13,13 @@
 //! - `co_p50_us`, `co_p99_us`, `co_max_us`: latency from the intended start (µs).
 //! - `active_ns`: the part of the window the load ran (shorter than `window_ns` in the
 //!   first and last window), so `ops / active_ns` is the rate while it ran.
+//! - `phase`: the scenario phase the load ran in (`DISKPULSE_PHASE`, see
+//!   [`super::ENV_PHASE`]); empty outside a scenario. Absent in format version 2 (read
+//!   as empty).
+//!
+//! Loads of overlapping scenario phases append to one `load.csv` (one header, whole
+//! rows), so rows are not in time order: [`read`] sorts each role's rows by `t_ns`, then
+//! `phase`. Each window's latency histograms also go to `load.hlog` ([`super::hist`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,7 +29,7 @@ use super::csv::{line, read_rows};
 pub const FILE: &str = "load.csv";
 
 /// The header: every column, in file order (the one list writers and readers use).
-pub const HEADER: &str = "t_ns,window_ns,role,ops,bytes,errors,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,co_p50_us,co_p99_us,co_max_us,active_ns";
+pub const HEADER: &str = "t_ns,window_ns,role,ops,bytes,errors,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,co_p50_us,co_p99_us,co_max_us,active_ns,phase";
 
 /// The columns of [`HEADER`].
 pub fn columns() -> Vec<&'static str> {
@@ -47,6 +54,9 @@ pub struct LoadRow {
     pub co_p99_us: Option<f64>,
     pub co_max_us: Option<f64>,
     pub active_ns: u64,
+    /// The scenario phase (`DISKPULSE_PHASE`); `None` outside a scenario and in format
+    /// version 2.
+    pub phase: Option<u32>,
 }
 
 fn us(x: Option<f64>) -> String {
@@ -72,6 +82,7 @@ impl LoadRow {
             us(self.co_p99_us),
             us(self.co_max_us),
             self.active_ns.to_string(),
+            self.phase.map(|p| p.to_string()).unwrap_or_default(),
         ])
     }
 
@@ -81,7 +92,8 @@ impl LoadRow {
     }
 }
 
-/// Reads `load.csv` (nothing when the run has none), split by role, rows in file order.
+/// Reads `load.csv` (nothing when the run has none), split by role, each role's rows
+/// sorted by `t_ns` then `phase`.
 pub fn read(dir: &Path) -> anyhow::Result<BTreeMap<String, Vec<LoadRow>>> {
     let mut out: BTreeMap<String, Vec<LoadRow>> = BTreeMap::new();
     read_rows(&dir.join(FILE), |c| {
@@ -104,9 +116,13 @@ pub fn read(dir: &Path) -> anyhow::Result<BTreeMap<String, Vec<LoadRow>>> {
             co_p99_us: c.f64("co_p99_us"),
             co_max_us: c.f64("co_max_us"),
             active_ns: c.u64("active_ns").unwrap_or(window_ns),
+            phase: c.u64("phase").map(|p| p as u32),
         };
         out.entry(row.role.clone()).or_default().push(row);
     })?;
+    for rows in out.values_mut() {
+        rows.sort_by_key(|r| (r.t_ns, r.phase));
+    }
     Ok(out)
 }
 
@@ -127,16 +143,32 @@ mod tests {
             lat_p50_us: Some(101.5),
             lat_p99_us: Some(350.0),
             active_ns: 40_000_000,
+            phase: Some(4),
             ..Default::default()
         };
-        let text = format!("{}\n{}", HEADER, r.to_line());
+        let earlier = LoadRow {
+            t_ns: 100_000_000,
+            phase: None,
+            ..r.clone()
+        };
+        let text = format!("{}\n{}{}", HEADER, r.to_line(), earlier.to_line());
         assert_eq!(
             text.lines().nth(1).unwrap().split(',').count(),
             columns().len()
         );
         std::fs::write(d.path().join(FILE), text).unwrap();
         let back = read(d.path()).unwrap();
-        assert_eq!(back["js-pub"], vec![r.clone()]);
+        assert_eq!(back["js-pub"], vec![earlier, r.clone()]);
+        // Version 2: no phase column.
+        let v2 = format!(
+            "{}\n{}",
+            HEADER.strip_suffix(",phase").unwrap(),
+            r.to_line().trim_end().strip_suffix(",4").unwrap()
+        );
+        std::fs::write(d.path().join(FILE), v2 + "\n").unwrap();
+        let back = read(d.path()).unwrap();
+        assert_eq!(back["js-pub"][0].phase, None);
+        assert_eq!(back["js-pub"][0].ops, 12);
         assert_eq!(r.ops_per_s(), 300.0);
     }
 }

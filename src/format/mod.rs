@@ -20,9 +20,12 @@
 //! `fsync.csv` rows are spans, not windows: `t_ns` (start) and `t_end_ns` (end).
 //!
 //! ## Versions
-//! `meta.json` carries [`FORMAT_VERSION`]. Readers refuse, with a message that says so,
-//! a recording of another version: version 1 stamped `load.csv` and `probe.csv` rows
-//! with the window END, and reading it as version 2 would shift every join by a window.
+//! `meta.json` carries [`FORMAT_VERSION`]. Readers read version 3 and version 2 (the
+//! same files without the `phase` column of `load.csv`/`probe.csv`, which reads as
+//! empty, and without `load.hlog`/`probe.hlog`: readers check that they exist). They
+//! refuse, with a message that says so, version 1 (it stamped `load.csv` and `probe.csv`
+//! rows with the window END, and reading it as version 2 would shift every join by a
+//! window) and newer versions.
 
 pub mod check;
 pub mod csv;
@@ -60,12 +63,16 @@ pub fn phase_from_env() -> anyhow::Result<Option<u32>> {
 
 /// The run directory's format. 2: windowed rows stamped with the window start,
 /// `active_ns` in load.csv/probe.csv, `clock_zero_unix_ns` in meta.json, `unix_ms` in
-/// rates.csv.
-pub const FORMAT_VERSION: u32 = 2;
+/// rates.csv. 3: `phase` in load.csv/probe.csv (rows of overlapping phases appended to
+/// one file), `load.hlog`/`probe.hlog`.
+pub const FORMAT_VERSION: u32 = 3;
+
+/// The oldest version this diskpulse still reads.
+pub const OLDEST_READABLE_VERSION: u32 = 2;
 
 /// `Ok` for a recording this diskpulse reads; otherwise an error that names both versions.
 pub fn check_version(found: u64) -> anyhow::Result<()> {
-    if found == FORMAT_VERSION as u64 {
+    if (OLDEST_READABLE_VERSION as u64..=FORMAT_VERSION as u64).contains(&found) {
         return Ok(());
     }
     let why = if found < FORMAT_VERSION as u64 {
@@ -74,7 +81,7 @@ pub fn check_version(found: u64) -> anyhow::Result<()> {
         "a newer diskpulse wrote it"
     };
     Err(anyhow::anyhow!(
-        "recording format_version {found}, this diskpulse reads version {FORMAT_VERSION}: {why}; report it with the diskpulse that recorded it"
+        "recording format_version {found}, this diskpulse reads versions {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}: {why}; report it with the diskpulse that recorded it"
     ))
 }
 

@@ -19,6 +19,14 @@
 //! - `ramp`: 1 for windows inside `--ramp` (not in the summary's totals), else 0.
 //! - `active_ns`: the part of the window the probe ran (the first window from the
 //!   probe's start, the last up to its last completion).
+//! - `phase`: the scenario phase the probe ran in (`DISKPULSE_PHASE`, see
+//!   [`super::ENV_PHASE`]); empty outside a scenario. Absent in format version 2 (read
+//!   as empty).
+//!
+//! Several probes of one run (overlapping scenario phases) append to one `probe.csv`
+//! (one header, whole rows), so rows of different phases interleave and are not in
+//! time order: [`read`] sorts each direction's rows by `t_ns`, then `phase`. Each
+//! window's latency histograms also go to `probe.hlog` ([`super::hist`]).
 //!
 //! The row writer formats into a reused buffer with itoa (no allocation per row).
 //!
@@ -40,7 +48,7 @@ pub const FILE: &str = "probe.csv";
 pub const JSON_FILE: &str = "probe.json";
 
 /// The header: every column, in file order (the one list writers and readers use).
-pub const HEADER: &str = "t_ns,window_ns,direction,ios,bytes,short_ios,clat_mean_us,clat_p50_us,clat_p90_us,clat_p99_us,clat_p999_us,clat_max_us,lat_co_p50_us,lat_co_p99_us,lat_co_p999_us,lat_co_max_us,ramp,active_ns";
+pub const HEADER: &str = "t_ns,window_ns,direction,ios,bytes,short_ios,clat_mean_us,clat_p50_us,clat_p90_us,clat_p99_us,clat_p999_us,clat_max_us,lat_co_p50_us,lat_co_p99_us,lat_co_p999_us,lat_co_max_us,ramp,active_ns,phase";
 
 /// The columns of [`HEADER`].
 pub fn columns() -> Vec<&'static str> {
@@ -61,6 +69,8 @@ pub struct Window {
     pub window_ns: u64,
     pub active_ns: u64,
     pub ramp: bool,
+    /// The scenario phase (`DISKPULSE_PHASE`), `None` outside a scenario.
+    pub phase: Option<u32>,
 }
 
 /// Appends one `probe.csv` row (with its newline) to `b`.
@@ -128,6 +138,10 @@ pub fn format_row(b: &mut Vec<u8>, w: &Window, name: &str, kind: Kind, s: &Windo
     }
     b.extend_from_slice(if w.ramp { b",1," } else { b",0," });
     put_u64(b, w.active_ns);
+    b.push(b',');
+    if let Some(p) = w.phase {
+        put_u64(b, p as u64);
+    }
     b.push(b'\n');
 }
 
@@ -160,9 +174,14 @@ pub struct ProbeRow {
     pub lat_co_max_us: Option<f64>,
     pub ramp: bool,
     pub active_ns: u64,
+    /// The scenario phase that wrote the row; `None` outside a scenario (and in format
+    /// version 2).
+    pub phase: Option<u32>,
 }
 
-/// Reads `probe.csv`, split by direction; `None` when the run has no probe rows.
+/// Reads `probe.csv`, split by direction, each direction's rows sorted by `t_ns` then
+/// `phase` (probes of overlapping phases append to one file); `None` when the run has no
+/// probe rows.
 pub fn read(dir: &Path) -> anyhow::Result<Option<BTreeMap<String, Vec<ProbeRow>>>> {
     let mut out: BTreeMap<String, Vec<ProbeRow>> = BTreeMap::new();
     read_rows(&dir.join(FILE), |c| {
@@ -188,9 +207,13 @@ pub fn read(dir: &Path) -> anyhow::Result<Option<BTreeMap<String, Vec<ProbeRow>>
             lat_co_max_us: c.f64("lat_co_max_us"),
             ramp: c.str("ramp") == "1",
             active_ns: c.u64("active_ns").unwrap_or(window_ns),
+            phase: c.u64("phase").map(|p| p as u32),
         };
         out.entry(row.direction.clone()).or_default().push(row);
     })?;
+    for rows in out.values_mut() {
+        rows.sort_by_key(|r| (r.t_ns, r.phase));
+    }
     Ok((!out.is_empty()).then_some(out))
 }
 
@@ -271,12 +294,17 @@ mod tests {
             window_ns: 100_000_000,
             active_ns: 60_000_000,
             ramp: false,
+            phase: None,
         };
         let mut b = vec![];
         format_row(&mut b, &w, "read", Kind::Dir(READ), &s);
         format_row(
             &mut b,
-            &Window { ramp: true, ..w },
+            &Window {
+                ramp: true,
+                phase: Some(2),
+                ..w
+            },
             "write",
             Kind::Dir(WRITE),
             &s,
@@ -291,13 +319,13 @@ mod tests {
             rows[0]
         );
         assert!(
-            rows[0].ends_with(",81.0,81.0,81.0,81.0,0,60000000"),
+            rows[0].ends_with(",81.0,81.0,81.0,81.0,0,60000000,"),
             "{}",
             rows[0]
         );
         assert_eq!(
             rows[1],
-            "5000000,100000000,write,0,0,0,,,,,,,,,,,1,60000000"
+            "5000000,100000000,write,0,0,0,,,,,,,,,,,1,60000000,2"
         );
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join(FILE), format!("{}\n{text}", HEADER)).unwrap();
@@ -306,6 +334,32 @@ mod tests {
         assert_eq!(back["read"][0].clat_max_us, Some(80.0));
         assert_eq!(back["read"][0].lat_co_max_us, Some(81.0));
         assert!(back["write"][0].ramp && back["write"][0].clat_p50_us.is_none());
+        assert_eq!(back["read"][0].phase, None);
+        assert_eq!(back["write"][0].phase, Some(2));
+    }
+
+    #[test]
+    fn rows_of_two_phases_read_in_time_order_and_version_2_rows_have_no_phase() {
+        let d = tempfile::tempdir().unwrap();
+        let v3 = format!(
+            "{HEADER}\n\
+             200,100,write,1,8,0,,,,,,,,,,,0,100,2\n\
+             100,100,write,1,8,0,,,,,,,,,,,0,100,1\n\
+             100,100,write,1,8,0,,,,,,,,,,,0,100,\n"
+        );
+        std::fs::write(d.path().join(FILE), v3).unwrap();
+        let back = read(d.path()).unwrap().unwrap();
+        let order: Vec<_> = back["write"].iter().map(|r| (r.t_ns, r.phase)).collect();
+        assert_eq!(order, vec![(100, None), (100, Some(1)), (200, Some(2))]);
+        let v2_header = HEADER.strip_suffix(",phase").unwrap();
+        std::fs::write(
+            d.path().join(FILE),
+            format!("{v2_header}\n100,100,read,3,24,0,,,,,,,,,,,0,100\n"),
+        )
+        .unwrap();
+        let back = read(d.path()).unwrap().unwrap();
+        assert_eq!(back["read"][0].ios, 3);
+        assert_eq!(back["read"][0].phase, None);
     }
 
     #[test]

@@ -3,12 +3,17 @@
 //!
 //! `load.csv` (its columns, units and reader: [`crate::format::load`]): one row per
 //! window (aligned on the run clock, stamped with the window's start) and role that saw
-//! anything. Rows are written once a window is 300 ms old (late workers' windows still
-//! fit) and flushed at once.
+//! anything, with the scenario phase (`DISKPULSE_PHASE`) in its `phase` column. Beside
+//! it, `load.hlog` ([`crate::format::hist`]): per window and role, the merged latency
+//! histogram (tag = the role, from the actual send) and the corrected one (`ROLE.co`,
+//! from the intended start), phase-prefixed inside a scenario; a window without any
+//! latency (core publish, a broker that is down) has no interval. Rows and intervals are
+//! written once a window is 300 ms old (late workers' windows still fit), each batch
+//! one locked append (loads of overlapping phases share both files).
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::path::Path;
 
 use collectors::clock::Clock;
 use hdrhistogram::Histogram;
@@ -17,8 +22,10 @@ use tokio::sync::mpsc;
 use super::record::{ClientTotals, Msg, Role};
 use crate::recording::EventLog;
 
+use crate::format::hist::{self, LineWriter};
 use crate::format::load::LoadRow;
 pub use crate::format::load::HEADER as LOAD_CSV_HEADER;
+use crate::recording::writer::{append_locked, open_append};
 
 /// How long after its end a window is written.
 const GRACE_NS: u64 = 300_000_000;
@@ -49,7 +56,14 @@ fn us(h: &Histogram<u64>, q: f64) -> Option<f64> {
 
 /// One load.csv row: the window `[t_ns, t_ns + window_ns)` of which the load ran
 /// `active_ns`.
-fn row(t_ns: u64, window_ns: u64, active_ns: u64, role: Role, a: &Acc) -> LoadRow {
+fn row(
+    t_ns: u64,
+    window_ns: u64,
+    active_ns: u64,
+    role: Role,
+    a: &Acc,
+    phase: Option<u32>,
+) -> LoadRow {
     LoadRow {
         t_ns,
         window_ns,
@@ -66,6 +80,64 @@ fn row(t_ns: u64, window_ns: u64, active_ns: u64, role: Role, a: &Acc) -> LoadRo
         co_p99_us: us(&a.co, 0.99),
         co_max_us: us(&a.co, 1.0),
         active_ns,
+        phase,
+    }
+}
+
+/// Where the collector writes: `load.csv` and `load.hlog`, both appended to.
+struct Out {
+    csv: File,
+    hlog: File,
+    lines: LineWriter,
+    phase: Option<u32>,
+    csv_buf: Vec<u8>,
+    hlog_buf: Vec<u8>,
+}
+
+impl Out {
+    fn open(csv: &Path, clock: Clock) -> anyhow::Result<Out> {
+        let phase = crate::format::phase_from_env()?;
+        let zero_unix = crate::recording::session::clock_zero_unix_ns(clock.zero_monotonic_ns());
+        Ok(Out {
+            csv: open_append(csv, LOAD_CSV_HEADER)?,
+            hlog: open_append(
+                &csv.with_file_name(hist::LOAD_FILE),
+                &hist::header("load.hlog", zero_unix),
+            )?,
+            lines: LineWriter::new(),
+            phase,
+            csv_buf: vec![],
+            hlog_buf: vec![],
+        })
+    }
+
+    fn add(
+        &mut self,
+        t_ns: u64,
+        window_ns: u64,
+        active_ns: u64,
+        role: Role,
+        a: &Acc,
+    ) -> anyhow::Result<()> {
+        let r = row(t_ns, window_ns, active_ns, role, a, self.phase);
+        self.csv_buf.extend_from_slice(r.to_line().as_bytes());
+        for (h, co) in [(&a.lat, false), (&a.co, true)] {
+            if !h.is_empty() {
+                let tag = hist::tag(self.phase, role.name(), co);
+                self.lines
+                    .line(&mut self.hlog_buf, &tag, t_ns, window_ns, h)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One locked append per file for what `add` gathered.
+    fn flush(&mut self) -> anyhow::Result<()> {
+        append_locked(&self.csv, &self.csv_buf)?;
+        append_locked(&self.hlog, &self.hlog_buf)?;
+        self.csv_buf.clear();
+        self.hlog_buf.clear();
+        Ok(())
     }
 }
 
@@ -80,19 +152,7 @@ pub async fn collect(
     events: EventLog,
 ) -> anyhow::Result<Collected> {
     let mut out = match csv.as_deref() {
-        Some(p) => {
-            let f = File::options()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", p.display()))?;
-            let mut w = BufWriter::new(f);
-            if std::fs::metadata(p).map(|m| m.len() == 0).unwrap_or(true) {
-                writeln!(w, "{LOAD_CSV_HEADER}")?;
-                w.flush()?;
-            }
-            Some(w)
-        }
+        Some(p) => Some(Out::open(p, clock)?),
         None => None,
     };
     let mut pending: BTreeMap<(u64, Role), Acc> = BTreeMap::new();
@@ -120,7 +180,7 @@ pub async fn collect(
             let a = pending.remove(&k).expect("key just listed");
             if let Some(o) = out.as_mut() {
                 let (t, active) = clip(k.0, end);
-                o.write_all(row(t, window_ns, active, k.1, &a).to_line().as_bytes())?;
+                o.add(t, window_ns, active, k.1, &a)?;
                 *rows += 1;
             }
         }

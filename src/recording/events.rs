@@ -19,15 +19,12 @@ pub struct EventLog {
 }
 
 impl EventLog {
-    /// Creates (truncates) `path`.
+    /// Creates (truncates) `path`, then writes in O_APPEND mode like [`EventLog::append`]:
+    /// a child's events (`diskpulse record -- diskpulse probe`) land between ours instead
+    /// of being overwritten by our next line.
     pub fn create(path: &Path, clock: Clock) -> anyhow::Result<EventLog> {
-        let f = File::create(path)
-            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
-        Ok(EventLog {
-            inner: Arc::new(Mutex::new(Some(BufWriter::new(f)))),
-            clock,
-            errors: Default::default(),
-        })
+        File::create(path).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+        Self::append(path, clock)
     }
 
     /// Appends to an existing `path` (a child of `diskpulse record` adding its events to

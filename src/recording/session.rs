@@ -85,7 +85,7 @@ fn unix_now_ns() -> u64 {
 /// The run's zero (`zero_monotonic_ns` on CLOCK_MONOTONIC) on the wall clock, ns since
 /// the epoch: CLOCK_REALTIME read on both sides of a CLOCK_MONOTONIC read, the
 /// tightest of three tries (off by less than a microsecond here).
-fn clock_zero_unix_ns(zero_monotonic_ns: u64) -> u64 {
+pub fn clock_zero_unix_ns(zero_monotonic_ns: u64) -> u64 {
     let mut best = (u64::MAX, 0u64);
     for _ in 0..3 {
         let r0 = unix_now_ns();

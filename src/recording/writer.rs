@@ -13,9 +13,18 @@
 //! always a complete gzip file, even after `kill -9`, never a stream cut inside a member
 //! (which `zcat` and Python reject). Starting a member costs ~20 bytes and the
 //! compressor's history; at 5 members a second that is a few percent of a 1 ms recording.
+//!
+//! ## Append mode ([`ChunkSink::append`], [`open_append`], [`append_locked`])
+//! Files that several processes of one run write at once (`load.csv`, `probe.csv` and
+//! their `.hlog` files when scenario phases overlap): the file is opened with `O_APPEND`;
+//! whoever finds it empty writes the header, under an exclusive `flock` held while
+//! checking and writing, so two writers starting together never write two headers; each
+//! chunk (whole rows) is then one `write` under the same lock, so rows of two writers
+//! never interleave mid-row.
 
 use std::fs::File;
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::thread::JoinHandle;
@@ -54,6 +63,10 @@ impl ChunkSink {
         out.write_all(header.as_bytes())?;
         out.write_all(b"\n")?;
         out.flush()?;
+        Self::start(path, out)
+    }
+
+    fn start(path: &Path, out: Out) -> anyhow::Result<ChunkSink> {
         let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(64);
         let (free_tx, free) = mpsc::sync_channel::<Vec<u8>>(64);
         for _ in 0..4 {
@@ -73,6 +86,13 @@ impl ChunkSink {
             writer: Some(writer),
             path: path.to_path_buf(),
         })
+    }
+
+    /// Appends to `path` (plain text), writing `header` only when the file is new or
+    /// empty; every chunk is one locked `write` (see the module doc).
+    pub fn append(path: &Path, header: &str) -> anyhow::Result<ChunkSink> {
+        let file = open_append(path, header)?;
+        Self::start(path, Out::Append(file))
     }
 
     /// The buffer to append one row to (the row must end with `\n`).
@@ -132,9 +152,69 @@ impl Drop for ChunkSink {
     }
 }
 
-/// Where the writer thread puts rows: a plain file, or a gzip file written member by member.
+/// Holds an exclusive `flock` on a file until dropped.
+struct Locked<'a>(&'a File);
+
+impl<'a> Locked<'a> {
+    fn new(f: &'a File) -> std::io::Result<Locked<'a>> {
+        // SAFETY: flock on a file descriptor this File owns.
+        loop {
+            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(Locked(f));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        // SAFETY: as above; closing the file would release it too.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// Opens `path` for appending (created when missing); writes `header` and a newline
+/// when the file is empty, under an exclusive lock, so of several writers starting
+/// together exactly one writes it.
+pub fn open_append(path: &Path, header: &str) -> anyhow::Result<File> {
+    let f = File::options()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| anyhow::anyhow!("cannot open {} to append: {e}", path.display()))?;
+    let lock =
+        Locked::new(&f).map_err(|e| anyhow::anyhow!("cannot lock {}: {e}", path.display()))?;
+    let empty = f.metadata().map(|m| m.len() == 0)?;
+    if empty {
+        let mut line = Vec::with_capacity(header.len() + 1);
+        line.extend_from_slice(header.as_bytes());
+        line.push(b'\n');
+        (&f).write_all(&line)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    drop(lock);
+    Ok(f)
+}
+
+/// Appends `bytes` (whole rows) to a file from [`open_append`] in one locked write.
+pub fn append_locked(f: &File, bytes: &[u8]) -> std::io::Result<()> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let _lock = Locked::new(f)?;
+    let mut w = f;
+    w.write_all(bytes)
+}
+
+/// Where the writer thread puts rows: a plain file, a file shared with other writers
+/// (append mode), or a gzip file written member by member.
 enum Out {
     Plain(File),
+    Append(File),
     Gzip {
         file: File,
         /// The member being compressed since the last flush (in memory).
@@ -148,6 +228,7 @@ impl Out {
     fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match self {
             Out::Plain(f) => f.write_all(bytes),
+            Out::Append(f) => append_locked(f, bytes),
             Out::Gzip { member, spare, .. } => member
                 .get_or_insert_with(|| {
                     flate2::write::GzEncoder::new(
@@ -163,7 +244,7 @@ impl Out {
     /// member and appends it whole.
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
-            Out::Plain(f) => f.flush(),
+            Out::Plain(f) | Out::Append(f) => f.flush(),
             Out::Gzip {
                 file,
                 member,
@@ -271,6 +352,49 @@ mod tests {
         let members = raw.windows(3).filter(|w| w == &[0x1f, 0x8b, 8]).count();
         assert!(members >= 4, "{members} members");
         s.finish().unwrap();
+    }
+
+    #[test]
+    fn writers_appending_together_write_one_header_and_whole_rows() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.csv");
+        let threads: Vec<_> = (0..4u64)
+            .map(|w| {
+                let p = p.clone();
+                std::thread::spawn(move || {
+                    let mut s = ChunkSink::append(&p, "t_ns,writer").unwrap();
+                    for i in 0..20_000u64 {
+                        let b = s.buf();
+                        put_u64(b, i);
+                        b.push(b',');
+                        put_u64(b, w);
+                        b.push(b'\n');
+                        // Hand over often so chunks of the four writers race.
+                        s.row_done(i * HANDOFF_NS);
+                    }
+                    s.finish().unwrap();
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.iter().filter(|l| **l == "t_ns,writer").count(), 1);
+        assert_eq!(lines[0], "t_ns,writer");
+        assert_eq!(lines.len(), 1 + 4 * 20_000);
+        let mut per = [0u64; 4];
+        for l in &lines[1..] {
+            let (i, w) = l.split_once(',').expect("a whole row");
+            let w: usize = w.parse().unwrap();
+            assert_eq!(
+                i.parse::<u64>().unwrap(),
+                per[w],
+                "rows of writer {w} in order"
+            );
+            per[w] += 1;
+        }
     }
 
     #[test]

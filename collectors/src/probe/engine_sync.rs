@@ -77,6 +77,9 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
         c.win
             .stats
             .record_io(op.dir, op.len, r as u64, intended, t0, t0, t1, false);
+        if let Some(l) = c.lat_log.as_mut() {
+            l.io(t1, t1 - t0, op.dir, op.len, op.offset);
+        }
         c.win.last_done_ns = t1;
         now = t1;
         if op.sync_after {

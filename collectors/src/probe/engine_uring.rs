@@ -349,6 +349,15 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
             c.win.stats.record_io(
                 s.dir, s.len, res as u64, s.intended, s.start, s.issue, t_done, true,
             );
+            if let Some(l) = c.lat_log.as_mut() {
+                l.io(
+                    t_done,
+                    t_done.saturating_sub(s.issue),
+                    s.dir,
+                    s.len,
+                    s.offset,
+                );
+            }
             if s.sync_after && err.is_none() {
                 pending_syncs += 1;
             }

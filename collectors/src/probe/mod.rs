@@ -17,6 +17,7 @@
 //! interleaved), and latency is also recorded from the intended start (`lat_co`).
 
 pub mod error;
+pub mod latlog;
 pub mod pace;
 pub mod rng;
 pub mod spec;
@@ -279,6 +280,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) end_ns: u64,
     pub(crate) stop: &'a AtomicBool,
     pub(crate) win: WindowCursor,
+    /// `--write-lat-log`: this job's raw completion latencies.
+    pub(crate) lat_log: Option<latlog::LatLog>,
 }
 
 impl Ctx<'_> {
@@ -311,8 +314,13 @@ pub fn run(
     let n = spec.numjobs.max(1) as usize;
     let writes = spec.writes() || spec.fsync.is_some();
     let mut files = Vec::with_capacity(n);
+    let mut lat_logs = Vec::with_capacity(n);
     for job in 0..n {
         files.push(target.open(target.open_flags(writes, spec.direct, spec.sync), job == 0)?);
+        lat_logs.push(match &spec.lat_log {
+            Some(prefix) => Some(latlog::LatLog::create(prefix, job as u32, spec.log_offset)?),
+            None => None,
+        });
     }
     let (tx, rx) = mpsc::sync_channel::<Msg>(4096);
     let setup = Arc::new(Barrier::new(n + 1));
@@ -324,7 +332,7 @@ pub fn run(
 
     let result = std::thread::scope(|s| {
         let mut handles = vec![];
-        for (job, file) in files.iter().enumerate() {
+        for ((job, file), mut lat_log) in files.iter().enumerate().zip(lat_logs) {
             let (ftx, frx) = mpsc::sync_channel::<Box<WindowStats>>(16);
             for _ in 0..2 {
                 let _ = ftx.try_send(Box::new(WindowStats::new()));
@@ -365,6 +373,9 @@ pub fn run(
                     let start = start_cell.load(Ordering::SeqCst);
                     let meas = start + spec.ramp_ns;
                     let end = spec.runtime_ns.map(|r| meas + r).unwrap_or(u64::MAX);
+                    if let Some(l) = lat_log.as_mut() {
+                        l.set_start(start, meas);
+                    }
                     let idx = window_index(start, meas, w);
                     let win = WindowCursor {
                         job: job as u32,
@@ -408,6 +419,7 @@ pub fn run(
                         end_ns: end,
                         stop,
                         win,
+                        lat_log,
                     };
                     let r = match ring.as_mut() {
                         Some(ring) => engine_uring::run(&mut c, ring),
@@ -417,7 +429,8 @@ pub fn run(
                         stop.store(true, Ordering::SeqCst);
                     }
                     let missed = c.missed();
-                    c.win.finish(missed, r.err());
+                    let logged = c.lat_log.take().map(|l| l.finish()).unwrap_or(Ok(()));
+                    c.win.finish(missed, r.err().or(logged.err()));
                 })
                 .expect("spawn probe job thread");
             handles.push(h);

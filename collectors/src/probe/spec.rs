@@ -119,6 +119,11 @@ pub struct ProbeSpec {
     /// multiple of `window_ns` from it (up to one window later), so the probe's windows
     /// are the recording's windows (probe.csv joins rates.csv row for row).
     pub grid_zero_ns: Option<u64>,
+    /// fio's `--write_lat_log`: each job's per-I/O completion latencies go to
+    /// `PREFIX_clat.N.log` (see `latlog`).
+    pub lat_log: Option<std::path::PathBuf>,
+    /// fio's `log_offset`: the lat log has each I/O's offset.
+    pub log_offset: bool,
 }
 
 impl ProbeSpec {

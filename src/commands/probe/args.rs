@@ -2,7 +2,7 @@
 //! [`Resolved`] job (explicit flag > preset > default), validated before anything is
 //! written.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
@@ -115,6 +115,14 @@ pub struct ProbeArgs {
     /// Seed of the offset and mix generator (same seed, same offsets).
     #[arg(long, default_value_t = 0x5EED_D15C)]
     pub seed: u64,
+    /// fio's --write_lat_log: each job's per-I/O completion latencies go to
+    /// PREFIX_clat.N.log (N = job from 1), fio 3.33's lines "time_ms, clat_ns, direction,
+    /// bs, prio"; time 0 is the probe's start (the `probe_start` event in a recording).
+    #[arg(long, value_name = "PREFIX")]
+    pub write_lat_log: Option<PathBuf>,
+    /// fio's --log_offset: the latency log also has each I/O's offset (before prio).
+    #[arg(long, requires = "write_lat_log")]
+    pub log_offset: bool,
 }
 
 /// A preset's values: each applies where the flag was not given.
@@ -323,6 +331,25 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             ));
         }
     }
+    if let Some(prefix) = &a.write_lat_log {
+        let dir = match prefix.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if prefix.file_name().is_none() || prefix.as_os_str().to_string_lossy().ends_with('/') {
+            return Err(usage!(
+                "--write-lat-log takes a file name prefix like /tmp/run/probe (files PREFIX_clat.1.log, ...); got '{}'",
+                prefix.display()
+            ));
+        }
+        if !dir.is_dir() {
+            return Err(usage!(
+                "--write-lat-log {}: the directory {} does not exist; create it or pass another prefix",
+                prefix.display(),
+                dir.display()
+            ));
+        }
+    }
     let filename = a
         .filename
         .clone()
@@ -346,6 +373,8 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             window_ns: window.as_nanos() as u64,
             seed: a.seed,
             grid_zero_ns: None,
+            lat_log: a.write_lat_log.clone(),
+            log_offset: a.log_offset,
         },
         filename,
         size,

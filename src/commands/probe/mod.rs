@@ -115,11 +115,12 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     // Where per-window rows go, when run inside `diskpulse record -- ...`.
     let clock = Clock::from_env().unwrap_or_else(Clock::start);
     let run_dir = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
+    let phase = crate::format::phase_from_env().map_err(|e| usage!("{e:#}"))?;
     let mut csv = match &run_dir {
         Some(d) => {
             // Windows on the recording's grid: probe.csv rows join rates.csv rows.
             r.spec.grid_zero_ns = Some(clock.zero_monotonic_ns());
-            Some(csv::ProbeCsv::create(&d.join("probe.csv"), clock, &r.spec)?)
+            Some(csv::ProbeCsv::create(d, clock, &r.spec, phase)?)
         }
         None => None,
     };
@@ -168,13 +169,19 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         disks: vec![],
     };
 
+    let mut csv_error = None;
     let result = engine::run(&r.spec, &tgt, &stop, &mut |row| {
         if let Some(c) = csv.as_mut() {
-            c.window(row);
+            if let Err(e) = c.window(row) {
+                csv_error.get_or_insert(e);
+            }
         }
     });
     if let Some(c) = csv.take() {
         c.finish()?;
+    }
+    if let Some(e) = csv_error {
+        return Err(e.context("writing probe.hlog"));
     }
     let elapsed_ns = collectors::clock::monotonic_ns() - disks_t0;
     for ((name, a), b) in disk_names
@@ -197,6 +204,19 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         Ok(res) => res,
         Err(e) => return Err(refusal_is_usage(e)),
     };
+    if let Some(d) = &run_dir {
+        // Time 0 of --write-lat-log's files, and of the probe, on the run clock.
+        let events = crate::recording::EventLog::append(&d.join("events.jsonl"), clock)?;
+        events.event_at(
+            result.start_ns.saturating_sub(clock.zero_monotonic_ns()),
+            "probe_start",
+            serde_json::json!({
+                "phase": phase,
+                "ramp_ns": r.spec.ramp_ns,
+                "lat_log": r.spec.lat_log.as_ref().map(|p| p.display().to_string()),
+            }),
+        );
+    }
     result.interrupted = stop.load(Ordering::SeqCst) && result.error().is_none();
     let json = output::fio_json(&r, &info, &result);
     if let Some(d) = &run_dir {
