@@ -110,8 +110,8 @@ pub struct Figures {
     pub restart_read_peak_mib_s: Option<f64>,
     pub restart_read_s: Option<f64>,
     pub restart_healthy_ms: Option<f64>,
-    /// summary.json `interference`: the probe's write p99 outside and inside the busiest
-    /// writer's bursts (µs) and inside / outside.
+    /// summary.json `interference`: the probe's write p99 outside and inside the bursts of
+    /// the broker's busiest device (µs) and inside / outside.
     pub probe_write_p99_outside_bursts_us: Option<f64>,
     pub probe_write_p99_inside_bursts_us: Option<f64>,
     pub probe_write_p99_burst_ratio: Option<f64>,

@@ -221,10 +221,12 @@ pub struct RestartInterference {
 pub struct Interference {
     /// The rule that puts a window inside a span, in words.
     pub rule: String,
+    /// Per device with write bursts (the broker's devices first: meta.json `broker_nodes`,
+    /// else those that hold a volume; busiest writer first) and series.
     pub bursts: Vec<BurstInterference>,
     pub restarts: Vec<RestartInterference>,
     /// The quotable sentences: every series (not the co-corrected twins) against the
-    /// busiest writer's bursts, then every restart's.
+    /// bursts of the first device of `bursts` (the broker's busiest), then every restart's.
     pub lines: Vec<String>,
 }
 

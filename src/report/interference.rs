@@ -289,24 +289,53 @@ fn rule(series: &[Series]) -> String {
     )
 }
 
+/// The devices whose bursts are "the broker's": those of meta.json `broker_nodes`, else
+/// those that hold a volume (`why` "holds ..." or "btrfs member ..."). A loop device's
+/// backing disk also carries everything else on the machine, so it is not one of them.
+pub fn broker_devices(meta: &crate::format::meta::Meta, devices: &[DeviceSummary]) -> Vec<String> {
+    let nodes: Vec<String> = meta
+        .broker_nodes()
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|n| n.devices)
+        .collect();
+    if !nodes.is_empty() {
+        return nodes;
+    }
+    devices
+        .iter()
+        .filter(|d| {
+            d.why
+                .as_deref()
+                .is_some_and(|w| w.starts_with("holds") || w.starts_with("btrfs member"))
+        })
+        .map(|d| d.name.clone())
+        .collect()
+}
+
 /// summary.json's `interference` from the run's histograms, devices and restarts; None
-/// when the run has no latency histograms.
+/// when the run has no latency histograms. `preferred` ([`broker_devices`]) come first
+/// and give the quotable lines; among them and among the rest, the busiest writer first.
 pub fn interference(
     probe: &[Interval],
     load: &[Interval],
     devices: &[DeviceSummary],
+    preferred: &[String],
     restarts: &[RestartSummary],
 ) -> Option<Interference> {
     let all = series(probe, load);
     if all.is_empty() {
         return None;
     }
-    // Busiest writer first, as in the headline.
     let mut devs: Vec<&DeviceSummary> = devices
         .iter()
         .filter(|d| !d.write.bursts.list.is_empty())
         .collect();
-    devs.sort_by(|a, b| b.write.bytes.total_cmp(&a.write.bytes));
+    devs.sort_by(|a, b| {
+        let pa = preferred.contains(&a.name);
+        let pb = preferred.contains(&b.name);
+        pb.cmp(&pa).then(b.write.bytes.total_cmp(&a.write.bytes))
+    });
     let mut out = Interference {
         rule: rule(&all),
         ..Default::default()
@@ -423,7 +452,7 @@ mod tests {
             iv.push(window("write", k, &[(slow, 99), (slow * 2, 1)]));
         }
         let d = device("vdb", &[(0.33, 30.0), (0.45, 10.0)]);
-        let x = interference(&iv, &[], &[d], &[]).unwrap();
+        let x = interference(&iv, &[], &[d], &[], &[]).unwrap();
         let b = &x.bursts[0];
         assert_eq!((b.windows_inside, b.windows_outside), (2, 8));
         assert_eq!((b.inside.count, b.outside.count), (200, 800));
@@ -451,7 +480,7 @@ mod tests {
             window("p0:js-pub.co", 0, &[(900, 1)]),
         ];
         let d = device("vdb", &[(0.0, 10.0)]);
-        let x = interference(&probe, &load, &[d], &[]).unwrap();
+        let x = interference(&probe, &load, &[d], &[], &[]).unwrap();
         let names: Vec<&str> = x.bursts.iter().map(|b| b.series.as_str()).collect();
         assert_eq!(
             names,
@@ -487,7 +516,7 @@ mod tests {
             read_burst_s: 0.3,
             read_burst_start_s: Some(1.2),
         };
-        let x = interference(&[], &load, &[], &[r]).unwrap();
+        let x = interference(&[], &load, &[], &[], &[r]).unwrap();
         let y = &x.restarts[0];
         assert_eq!((y.before.count, y.during.count), (100, 30));
         assert!((y.before.p99_us.unwrap() - 1000.0).abs() < 1.0, "{y:?}");
@@ -500,7 +529,20 @@ mod tests {
     }
 
     #[test]
+    fn the_brokers_devices_come_first_and_give_the_lines() {
+        let iv = vec![window("write", 0, &[(100, 1)])];
+        let mut backing = device("vda", &[(0.0, 10.0)]);
+        backing.write.bytes = 1e9;
+        let store = device("loop0", &[(0.0, 10.0)]);
+        let x = interference(&iv, &[], &[backing, store], &["loop0".into()], &[]).unwrap();
+        let devs: Vec<&str> = x.bursts.iter().map(|b| b.device.as_str()).collect();
+        assert_eq!(devs, ["loop0", "vda"]);
+        assert_eq!(x.lines.len(), 1);
+        assert!(x.lines[0].contains("loop0's"), "{:?}", x.lines);
+    }
+
+    #[test]
     fn no_histograms_no_section() {
-        assert!(interference(&[], &[], &[device("vdb", &[(0.0, 10.0)])], &[]).is_none());
+        assert!(interference(&[], &[], &[device("vdb", &[(0.0, 10.0)])], &[], &[]).is_none());
     }
 }

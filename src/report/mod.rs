@@ -80,8 +80,13 @@ pub fn analyse(
         .collect();
     let devices: Vec<DeviceSummary> = analyses.iter().map(|a| a.summary.clone()).collect();
     let restarts = restarts(&run);
-    let interference =
-        interference::interference(&run.probe_hist, &run.load_hist, &devices, &restarts);
+    let interference = interference::interference(
+        &run.probe_hist,
+        &run.load_hist,
+        &devices,
+        &interference::broker_devices(&run.meta, &devices),
+        &restarts,
+    );
     let summary = Summary {
         format_version: crate::format::FORMAT_VERSION,
         run: dir.display().to_string(),

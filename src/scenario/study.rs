@@ -128,8 +128,8 @@ pub fn figures(run_dir: &Path) -> Figures {
     x
 }
 
-/// The interference columns from summary.json: the probe's writes against the busiest
-/// writer's bursts (its first entry: the bursts list that device first), and the acks
+/// The interference columns from summary.json: the probe's writes against the bursts of
+/// the broker's busiest device (the first entry: `bursts` lists that device first), and the acks
 /// of the load's acked roles before and during the worst restart re-read.
 fn interference_figures(x: &mut Figures, summary: &Summary) {
     let Some(i) = &summary.interference else {
@@ -350,7 +350,7 @@ mod tests {
         });
         std::fs::write(dir.path().join("summary.json"), s.to_string()).unwrap();
         let x = figures(dir.path());
-        // The probe's writes, not the corrected twin, against the busiest writer (first).
+        // The probe's writes, not the corrected twin, against the first device (the broker's).
         assert_eq!(x.probe_write_p99_outside_bursts_us, Some(1200.0));
         assert_eq!(x.probe_write_p99_inside_bursts_us, Some(38000.0));
         assert!((x.probe_write_p99_burst_ratio.unwrap() - 38000.0 / 1200.0).abs() < 1e-9);
