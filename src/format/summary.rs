@@ -188,7 +188,7 @@ pub struct BurstInterference {
     pub line: String,
 }
 
-/// A load series during a restart's read burst versus before the restart.
+/// A load series during a restart's read burst versus before the node went down.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RestartInterference {
     /// `restarts[].node`.
@@ -200,7 +200,8 @@ pub struct RestartInterference {
     pub name: String,
     pub phase: Option<u32>,
     pub co: bool,
-    /// Before: from the series' first window to the restart, s.
+    /// Before: from the series' first window to when the node went down (its
+    /// `node_stop`/`node_kill` event; the restart without one), s.
     pub before_from_s: f64,
     pub before_to_s: f64,
     /// During: the node's read burst (first to last busy 10 ms bin after the restart;

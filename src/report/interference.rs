@@ -12,7 +12,9 @@
 //! - **Restart read bursts.** Per restart (summary.json `restarts[]`) and load series: the
 //!   windows that overlap the node's read burst (its first to its last busy 10 ms bin
 //!   after the restart; from the restart to healthy when it read nothing) are *during*,
-//!   the windows that end by the restart (from the series' first window) are *before*.
+//!   the windows that end by the time the node went down (its `node_stop`/`node_kill`
+//!   event before the `restart`; the restart itself without one), from the series' first
+//!   window, are *before*: the outage and a page-cache drop are in neither.
 //!
 //! # The rule, and what it costs
 //! A window counts as inside a span when `[start, start + window)` overlaps the span's
@@ -30,6 +32,7 @@ use std::collections::BTreeMap;
 
 use hdrhistogram::Histogram;
 
+use crate::format::events::Event;
 use crate::format::hist::{self, Interval, Tag};
 use crate::format::summary::{
     BurstInterference, DeviceSummary, Interference, Percentiles, RestartInterference,
@@ -221,9 +224,27 @@ pub fn reread_span(r: &RestartSummary) -> Span {
     }
 }
 
-/// One load series during a restart's re-read versus before the restart.
-pub fn against_restart(s: &Series, r: &RestartSummary) -> RestartInterference {
+/// When the restarted node went down: its last `node_stop` or `node_kill` event at or
+/// before the `restart` event (a scenario's restart stops the node, may drop the page
+/// cache, then starts it); the restart itself when there is none.
+pub fn went_down_ns(events: &[Event], r: &RestartSummary) -> u64 {
     let restart_ns = (r.t_s * 1e9).round() as u64;
+    events
+        .iter()
+        .filter(|e| {
+            matches!(e.kind.as_str(), "node_stop" | "node_kill")
+                && e.t_ns <= restart_ns
+                && e.detail_str("node") == Some(r.node.as_str())
+        })
+        .map(|e| e.t_ns)
+        .max()
+        .unwrap_or(restart_ns)
+}
+
+/// One load series during a restart's re-read versus before the node went down
+/// (`down_ns`, see [`went_down_ns`]).
+pub fn against_restart(s: &Series, r: &RestartSummary, down_ns: u64) -> RestartInterference {
+    let restart_ns = down_ns;
     let during_span = reread_span(r);
     let before: Vec<&Interval> = s
         .windows
@@ -247,7 +268,7 @@ pub fn against_restart(s: &Series, r: &RestartSummary) -> RestartInterference {
         .unwrap_or(restart_ns) as f64
         / 1e9;
     let line = format!(
-        "{} p99 {} before {}'s restart at {} s, {} during its re-read{}",
+        "{} p99 {} before {} went down for its restart at {} s, {} during its re-read{}",
         s.label(),
         lat(pb.p99_us),
         r.node,
@@ -263,7 +284,7 @@ pub fn against_restart(s: &Series, r: &RestartSummary) -> RestartInterference {
         phase: s.tag.phase,
         co: s.tag.co,
         before_from_s: from_s,
-        before_to_s: r.t_s,
+        before_to_s: down_ns as f64 / 1e9,
         during_from_s: during_span.0 as f64 / 1e9,
         during_to_s: during_span.1 as f64 / 1e9,
         before: pb,
@@ -284,7 +305,8 @@ fn rule(series: &[Series]) -> String {
         "a window counts as inside a burst when it overlaps the burst's [start, start + duration) \
          by any amount (bursts are found on 10 ms bins); the series' own windows are the unit \
          ({}), so a 30 ms burst claims a whole 100 ms window; before a restart: windows that end \
-         by the restart; during its re-read: windows that overlap the node's read burst",
+         by the time the node went down; during its re-read: windows that overlap the node's \
+         read burst",
         w.join(", ")
     )
 }
@@ -322,6 +344,7 @@ pub fn interference(
     devices: &[DeviceSummary],
     preferred: &[String],
     restarts: &[RestartSummary],
+    events: &[Event],
 ) -> Option<Interference> {
     let all = series(probe, load);
     if all.is_empty() {
@@ -351,8 +374,9 @@ pub fn interference(
         }
     }
     for r in restarts {
+        let down_ns = went_down_ns(events, r);
         for s in all.iter().filter(|s| s.source == "load") {
-            let x = against_restart(s, r);
+            let x = against_restart(s, r, down_ns);
             if !s.tag.co {
                 out.lines.push(x.line.clone());
             }
@@ -452,7 +476,7 @@ mod tests {
             iv.push(window("write", k, &[(slow, 99), (slow * 2, 1)]));
         }
         let d = device("vdb", &[(0.33, 30.0), (0.45, 10.0)]);
-        let x = interference(&iv, &[], &[d], &[], &[]).unwrap();
+        let x = interference(&iv, &[], &[d], &[], &[], &[]).unwrap();
         let b = &x.bursts[0];
         assert_eq!((b.windows_inside, b.windows_outside), (2, 8));
         assert_eq!((b.inside.count, b.outside.count), (200, 800));
@@ -480,7 +504,7 @@ mod tests {
             window("p0:js-pub.co", 0, &[(900, 1)]),
         ];
         let d = device("vdb", &[(0.0, 10.0)]);
-        let x = interference(&probe, &load, &[d], &[], &[]).unwrap();
+        let x = interference(&probe, &load, &[d], &[], &[], &[]).unwrap();
         let names: Vec<&str> = x.bursts.iter().map(|b| b.series.as_str()).collect();
         assert_eq!(
             names,
@@ -496,11 +520,16 @@ mod tests {
     }
 
     #[test]
-    fn a_restart_compares_its_read_burst_with_the_time_before_it() {
-        // Acks at 1 ms before the restart at 1.0 s, 50 ms in 1.2..1.5 s, 1 ms after.
+    fn a_restart_compares_its_read_burst_with_the_time_before_the_node_went_down() {
+        // Acks at 1 ms until n2 stops at 0.6 s, 5 ms while it is down, n2 starts again at
+        // 1.0 s, 50 ms during its re-read at 1.2..1.5 s, 1 ms after.
         let load: Vec<Interval> = (0..20)
             .map(|k| {
-                let us = if (12..15).contains(&k) { 50_000 } else { 1_000 };
+                let us = match k {
+                    6..=9 => 5_000,
+                    12..=14 => 50_000,
+                    _ => 1_000,
+                };
                 window("js-pub", k, &[(us, 10)])
             })
             .collect();
@@ -516,15 +545,25 @@ mod tests {
             read_burst_s: 0.3,
             read_burst_start_s: Some(1.2),
         };
-        let x = interference(&[], &load, &[], &[], &[r]).unwrap();
+        let ev = |t_ns: u64, kind: &str, node: &str| Event {
+            t_ns,
+            kind: kind.into(),
+            detail: serde_json::json!({ "node": node }),
+        };
+        let events = [
+            ev(200_000_000, "node_stop", "n1"),
+            ev(600_000_000, "node_stop", "n2"),
+            ev(1_000_000_000, "restart", "n2"),
+        ];
+        let x = interference(&[], &load, &[], &[], &[r], &events).unwrap();
         let y = &x.restarts[0];
-        assert_eq!((y.before.count, y.during.count), (100, 30));
+        assert_eq!((y.before.count, y.during.count), (60, 30));
+        assert_eq!((y.before_from_s, y.before_to_s), (0.0, 0.6));
         assert!((y.before.p99_us.unwrap() - 1000.0).abs() < 1.0, "{y:?}");
         assert!((y.during.p99_us.unwrap() - 50_000.0).abs() < 50.0, "{y:?}");
-        assert_eq!(y.before_from_s, 0.0);
         assert_eq!(
             y.line,
-            "js-pub latency p99 1.0 ms before n2's restart at 1.0 s, 50 ms during its re-read (50x)"
+            "js-pub latency p99 1.0 ms before n2 went down for its restart at 1.0 s, 50 ms during its re-read (50x)"
         );
     }
 
@@ -534,7 +573,7 @@ mod tests {
         let mut backing = device("vda", &[(0.0, 10.0)]);
         backing.write.bytes = 1e9;
         let store = device("loop0", &[(0.0, 10.0)]);
-        let x = interference(&iv, &[], &[backing, store], &["loop0".into()], &[]).unwrap();
+        let x = interference(&iv, &[], &[backing, store], &["loop0".into()], &[], &[]).unwrap();
         let devs: Vec<&str> = x.bursts.iter().map(|b| b.device.as_str()).collect();
         assert_eq!(devs, ["loop0", "vda"]);
         assert_eq!(x.lines.len(), 1);
@@ -543,6 +582,6 @@ mod tests {
 
     #[test]
     fn no_histograms_no_section() {
-        assert!(interference(&[], &[], &[device("vdb", &[(0.0, 10.0)])], &[], &[]).is_none());
+        assert!(interference(&[], &[], &[device("vdb", &[(0.0, 10.0)])], &[], &[], &[]).is_none());
     }
 }

@@ -86,6 +86,7 @@ pub fn analyse(
         &devices,
         &interference::broker_devices(&run.meta, &devices),
         &restarts,
+        &run.events,
     );
     let summary = Summary {
         format_version: crate::format::FORMAT_VERSION,
