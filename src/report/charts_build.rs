@@ -71,7 +71,7 @@ fn scaled(mut s: (Vec<f64>, Vec<f64>), k: f64) -> (Vec<f64>, Vec<f64>) {
 }
 
 pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Timeline {
-    let shades = burst_shades(analyses);
+    let shades = burst_shades(run, analyses);
     let end_s = run.duration_ns as f64 / 1e9;
     let ui_label = format!("{:.0} s UI average", o.ui_window_ns as f64 / 1e9);
     let mut panels = vec![];
@@ -304,11 +304,16 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
     }
 }
 
-/// Every device's write bursts (summary.json `devices[].write.bursts.list`), shaded on
-/// every panel: what the interference table calls "inside a burst".
-pub fn burst_shades(analyses: &[DeviceAnalysis]) -> Vec<Shade> {
+/// The write bursts (summary.json `devices[].write.bursts.list`) of the broker's devices
+/// ([`super::interference::broker_devices`]; every device's when the run does not say),
+/// shaded on every panel: what the interference sentences call "inside a burst". A loop
+/// device's backing disk is left out: it also carries the rest of the machine's writes.
+pub fn burst_shades(run: &Run, analyses: &[DeviceAnalysis]) -> Vec<Shade> {
+    let summaries: Vec<_> = analyses.iter().map(|a| a.summary.clone()).collect();
+    let broker = super::interference::broker_devices(&run.meta, &summaries);
     analyses
         .iter()
+        .filter(|a| broker.is_empty() || broker.contains(&a.summary.name))
         .flat_map(|a| &a.summary.write.bursts.list)
         .map(|b| Shade {
             t0_s: b.start_s,

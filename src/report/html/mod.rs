@@ -173,8 +173,8 @@ pub fn run_section(run: &Run, summary: &Summary, timeline: &Timeline) -> String 
         s,
         "\n<figcaption>One time axis (seconds since the run's start). Light bands are each pixel \
          column's min..max, so a 1 ms burst stays visible; lines are means. Dashed over throughput: \
-         the {} UI average. Dashed vertical lines: events. Shaded spans: every device's write \
-         bursts.</figcaption>\n</figure>\n",
+         the {} UI average. Dashed vertical lines: events. Shaded spans: the write bursts of \
+         the broker's devices (of every device when the run does not say which).</figcaption>\n</figure>\n",
         escape(&secs(summary.ui_window_s))
     );
     head::check_findings(&mut s, &run.dir);
