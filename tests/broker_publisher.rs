@@ -132,7 +132,7 @@ async fn publishes_exactly_n_and_writes_load_csv() {
     let (mut acked, mut last_t, mut rows) = (0u64, 0u64, 0);
     for line in lines {
         let f: Vec<&str> = line.split(',').collect();
-        assert_eq!(f.len(), 15, "{line}");
+        assert_eq!(f.len(), LOAD_CSV_HEADER.split(',').count(), "{line}");
         let t: u64 = f[0].parse().unwrap();
         let window_ns: u64 = f[1].parse().unwrap();
         assert!(t > last_t || rows == 0, "t_ns not increasing: {line}");

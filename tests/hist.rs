@@ -92,6 +92,9 @@ fn raw_latencies_and_the_merged_intervals_give_the_same_percentiles_for_the_run_
             "4k",
             "--numjobs",
             "2",
+            // io_uring at depth 4 (sync at depth 1 where the kernel refuses io_uring).
+            "--iodepth",
+            "4",
             "--rate-iops",
             "2000",
             "--runtime",
@@ -287,4 +290,46 @@ fn a_load_in_a_phase_writes_its_windows_histograms_beside_load_csv() {
             r.lat_p99_us
         );
     }
+}
+
+#[test]
+fn a_lat_log_prefix_in_a_missing_directory_or_a_bad_phase_is_a_usage_error() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("f");
+    let o = diskpulse()
+        .args([
+            "probe",
+            "--size",
+            "1M",
+            "--write-lat-log",
+            "/nonexistent-dir/lat",
+            "--filename",
+        ])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(
+            "--write-lat-log /nonexistent-dir/lat: the directory /nonexistent-dir does not exist"
+        ),
+        "{err}"
+    );
+    assert!(!f.exists(), "nothing is written on bad input");
+
+    let o = diskpulse()
+        .args(["probe", "--size", "1M", "--runtime", "100ms", "--filename"])
+        .arg(&f)
+        .env("DISKPULSE_RUN_DIR", d.path())
+        .env("DISKPULSE_CLOCK_ZERO_NS", "1")
+        .env(diskpulse::format::ENV_PHASE, "third")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("DISKPULSE_PHASE takes a phase index like 3; got 'third'"),
+        "{err}"
+    );
 }

@@ -81,7 +81,7 @@ pub fn check_version(found: u64) -> anyhow::Result<()> {
         "a newer diskpulse wrote it"
     };
     Err(anyhow::anyhow!(
-        "recording format_version {found}, this diskpulse reads versions {OLDEST_READABLE_VERSION} to {FORMAT_VERSION}: {why}; report it with the diskpulse that recorded it"
+        "recording format_version {found}, this diskpulse reads version {FORMAT_VERSION} (and back to {OLDEST_READABLE_VERSION}): {why}; report it with the diskpulse that recorded it"
     ))
 }
 

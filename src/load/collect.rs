@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use collectors::clock::Clock;
 use hdrhistogram::Histogram;
@@ -88,6 +88,8 @@ fn row(
 struct Out {
     csv: File,
     hlog: File,
+    csv_path: PathBuf,
+    hlog_path: PathBuf,
     lines: LineWriter,
     phase: Option<u32>,
     csv_buf: Vec<u8>,
@@ -96,14 +98,14 @@ struct Out {
 
 impl Out {
     fn open(csv: &Path, clock: Clock) -> anyhow::Result<Out> {
-        let phase = crate::format::phase_from_env()?;
+        let phase = crate::format::phase_from_env().map_err(|e| crate::usage!("{e:#}"))?;
         let zero_unix = crate::recording::session::clock_zero_unix_ns(clock.zero_monotonic_ns());
+        let hlog_path = csv.with_file_name(hist::LOAD_FILE);
         Ok(Out {
             csv: open_append(csv, LOAD_CSV_HEADER)?,
-            hlog: open_append(
-                &csv.with_file_name(hist::LOAD_FILE),
-                &hist::header("load.hlog", zero_unix),
-            )?,
+            hlog: open_append(&hlog_path, &hist::header("load.hlog", zero_unix))?,
+            csv_path: csv.to_path_buf(),
+            hlog_path,
             lines: LineWriter::new(),
             phase,
             csv_buf: vec![],
@@ -133,8 +135,10 @@ impl Out {
 
     /// One locked append per file for what `add` gathered.
     fn flush(&mut self) -> anyhow::Result<()> {
-        append_locked(&self.csv, &self.csv_buf)?;
-        append_locked(&self.hlog, &self.hlog_buf)?;
+        append_locked(&self.csv, &self.csv_buf)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", self.csv_path.display()))?;
+        append_locked(&self.hlog, &self.hlog_buf)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", self.hlog_path.display()))?;
         self.csv_buf.clear();
         self.hlog_buf.clear();
         Ok(())

@@ -68,6 +68,7 @@ fn disk_counters(names: &[String]) -> Vec<Option<collectors::diskstats::DiskCoun
 
 pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     let mut r = resolve(&a)?;
+    let phase = crate::format::phase_from_env().map_err(|e| usage!("{e:#}"))?;
     let mut warnings = vec![];
     if r.spec.engine == Engine::IoUring {
         if let Err(e) = engine::uring_available() {
@@ -115,7 +116,6 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     // Where per-window rows go, when run inside `diskpulse record -- ...`.
     let clock = Clock::from_env().unwrap_or_else(Clock::start);
     let run_dir = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
-    let phase = crate::format::phase_from_env().map_err(|e| usage!("{e:#}"))?;
     let mut csv = match &run_dir {
         Some(d) => {
             // Windows on the recording's grid: probe.csv rows join rates.csv rows.
