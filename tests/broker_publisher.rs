@@ -41,7 +41,7 @@ async fn js_publish(
         load_csv: csv.map(|p| p.to_path_buf()),
     };
     let out = load::run(&a, &env).await?;
-    Ok(summarize(&out.clients).remove(0))
+    Ok(summarize(&out.clients, out.started_ns).remove(0))
 }
 
 fn broker_opts(dir: &Path, sync: SyncMode) -> BrokerOptions {

@@ -108,11 +108,14 @@ fn a_store_that_fills_up_makes_demo_exit_1_saying_what_when_and_how_many() {
     let all = format!("{}\n{stderr}", String::from_utf8_lossy(&o.stdout));
     assert_eq!(o.status.code(), Some(1), "{all}");
     let last = stderr.lines().last().unwrap_or("");
-    // "the store filled up at 2.4 s (insufficient resources): 1,590,189 publishes failed"
+    // "the store filled up at 2.4 s into the load (insufficient resources): 1,590,189
+    // publishes failed": on the load's clock, from its start (not the broker's start-up).
     let rest = last
         .strip_prefix("the store filled up at ")
         .unwrap_or_else(|| panic!("last line: {last:?}\n{all}"));
-    let (at_s, rest) = rest.split_once(" s (insufficient resources): ").unwrap();
+    let (at_s, rest) = rest
+        .split_once(" s into the load (insufficient resources): ")
+        .unwrap();
     let count = rest.strip_suffix(" publishes failed").unwrap();
     let at_s: f64 = at_s.parse().unwrap();
     let count: u64 = count.replace(',', "").parse().unwrap();
@@ -126,6 +129,20 @@ fn a_store_that_fills_up_makes_demo_exit_1_saying_what_when_and_how_many() {
     assert_eq!(f["count"].as_u64(), Some(count));
     assert_eq!(s["load"]["js-pub"]["errors"].as_u64(), Some(count), "{s:#}");
     assert!(f["first_s"].as_f64().unwrap() <= f["last_s"].as_f64().unwrap());
+    // first_s is on the run clock; the line counts from the load_start event.
+    let events = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
+    let load_start_s = events
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["kind"] == "load_start")
+        .and_then(|e| e["t_ns"].as_f64())
+        .expect("a load_start event")
+        / 1e9;
+    let into_load = f["first_s"].as_f64().unwrap() - load_start_s;
+    assert!(
+        (into_load - at_s).abs() <= 0.051,
+        "{at_s} vs {into_load}: {f:#}"
+    );
     let html = std::fs::read_to_string(run.join("report.html")).unwrap();
     assert!(html.contains(&format!("<strong>{last}</strong>")));
 }

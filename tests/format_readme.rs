@@ -232,6 +232,7 @@ fn summary_fields() -> BTreeSet<String> {
             lines: vec![],
         }),
         failures: vec![summary::Failure::default()],
+        faults: vec![summary::Fault::default()],
     };
     let mut out = BTreeSet::new();
     keys(&serde_json::to_value(&s).unwrap(), &mut out);

@@ -111,7 +111,7 @@ async fn load(url: &str, args: &[&str]) -> anyhow::Result<Run> {
     };
     let out = load::run(&a, &env).await?;
     Ok(Run {
-        roles: summarize(&out.clients),
+        roles: summarize(&out.clients, out.started_ns),
         clients: out.clients,
         events: std::fs::read_to_string(&events_path).unwrap_or_default(),
     })

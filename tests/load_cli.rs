@@ -285,7 +285,7 @@ fn full_stream_ends_with_what_failed_when_and_how_many_and_keeps_what_was_measur
     let (at, count) = last
         .strip_prefix("the stream reached its limits at ")
         .and_then(|r| r.strip_suffix(" publishes failed"))
-        .and_then(|r| r.split_once(" s (stream full): "))
+        .and_then(|r| r.split_once(" s into the load (stream full): "))
         .unwrap_or_else(|| panic!("last line: {last}"));
     assert!(at.parse::<f64>().unwrap() >= 0.0, "{last}");
     assert_eq!(

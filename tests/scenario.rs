@@ -41,6 +41,9 @@ fn shipped_scenarios_expand() {
         ("scenarios/raid0-vs-raid1.toml", 6),
         ("scenarios/restart.toml", 1),
         ("scenarios/demo.toml", 1),
+        ("scenarios/probe-beside-load.toml", 4),
+        ("scenarios/restart-under-load.toml", 1),
+        ("scenarios/kill-under-load.toml", 1),
     ] {
         let o = diskpulse().args(["run", f, "--dry-run"]).output().unwrap();
         let out = String::from_utf8_lossy(&o.stdout);
@@ -63,6 +66,26 @@ fn shipped_scenarios_expand() {
     );
     assert!(
         out.contains("--object-size 1024k") && out.contains("--replicas 3"),
+        "{out}"
+    );
+    // The schedule: when each phase starts and what stops it.
+    let dry = |f: &str| {
+        let o = diskpulse().args(["run", f, "--dry-run"]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let out = dry("scenarios/restart.toml");
+    assert!(
+        out.contains("#2 restart nodes [1]: after #1 sleep"),
+        "{out}"
+    );
+    let out = dry("scenarios/probe-beside-load.toml");
+    assert!(
+        out.contains(": with #0 'load', stopped when #0 'load' ends"),
+        "{out}"
+    );
+    let out = dry("scenarios/kill-under-load.toml");
+    assert!(
+        out.contains("#1 kill 'kill n2' nodes [2] down_for 5s: with #0 'load' + 10s"),
         "{out}"
     );
 }
@@ -221,7 +244,7 @@ args = ["js-pub", "--max-bytes", "64k", "--msgs", "5000", "--stream", "F", "--su
     assert!(
         last.starts_with("base r1 failed: `diskpulse load js-pub")
             && last.contains("the stream reached its limits at ")
-            && last.contains(" s (stream full): ")
+            && last.contains(" s into the load (stream full): ")
             && last.ends_with(" publishes failed"),
         "{stderr}"
     );

@@ -14,7 +14,8 @@
 //! `stop_node(1)`); `nodes()[0]` is n1 too. [`Cluster::stop_node`] and
 //! [`Cluster::start_node`] stop one node and start it again with its data in place, on
 //! its previous ports when they are still free (fresh ports otherwise; the other nodes
-//! still reach it, because it dials them). `start_node` returns once the node answers
+//! still reach it, because it dials them). [`Cluster::kill_node`] is `stop_node` without
+//! the clean shutdown (SIGKILL). `start_node` returns once the node answers
 //! and the meta leader sees it current again; a stream's own replicas catch up after
 //! that, in the background.
 //!
@@ -409,6 +410,13 @@ impl Cluster {
     pub async fn stop_node(&mut self, n: usize) -> anyhow::Result<()> {
         let i = self.index(n)?;
         self.nodes[i].stop().await
+    }
+
+    /// Kills node `n` with SIGKILL, no clean shutdown; its data stays. Idempotent.
+    pub fn kill_node(&mut self, n: usize) -> anyhow::Result<()> {
+        let i = self.index(n)?;
+        self.nodes[i].kill();
+        Ok(())
     }
 
     /// Starts a stopped node `n` again with its data and returns once it answers

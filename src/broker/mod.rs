@@ -504,6 +504,18 @@ impl Broker {
         Ok(())
     }
 
+    /// SIGKILL at once, no clean shutdown (what a crash leaves on the store); the data
+    /// stays for [`Broker::start_again`]. Records `broker_stop` with `how: "sigkill"`.
+    /// Idempotent.
+    pub fn kill(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let t0 = Instant::now();
+        let status = kill_and_reap(&mut child);
+        self.stopped("sigkill", status, t0);
+    }
+
     fn stopped(&self, how: &str, status: Option<ExitStatus>, t0: Instant) {
         self.events.event(
             "broker_stop",

@@ -185,7 +185,7 @@ fn run_recorded(
             if let Some(m) = ran.cluster_meta {
                 session.set_meta("broker", m["servers"][0].clone())?;
             }
-            let roles = output::summarize(&s.clients);
+            let roles = output::summarize(&s.clients, s.started_ns);
             session.set_meta(
                 "load",
                 serde_json::json!({

@@ -170,7 +170,7 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
             return Err(e);
         }
     };
-    let roles = output::summarize(&outcome.clients);
+    let roles = output::summarize(&outcome.clients, outcome.started_ns);
     let run_id = output::run_id();
     if let Some(p) = &a.load.csv {
         std::fs::write(p, output::csv(&run_id, &roles, &outcome.clients))

@@ -42,12 +42,31 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             let t = srun::cell_text(&text, c);
             let cs = spec::parse_cell(&format!("{path} (cell {})", c.id), &t)
                 .map_err(|e| usage!("{e}"))?;
-            let phases: Vec<String> = cs
+            let schedule =
+                crate::scenario::schedule::Schedule::of(&cs.phases).map_err(|e| usage!("{e:#}"))?;
+            let labels: Vec<String> = cs
+                .phases
+                .iter()
+                .map(|p| match &p.get_ref().name {
+                    Some(n) => format!("'{}'", n.get_ref()),
+                    None => p.get_ref().kind.get_ref().clone(),
+                })
+                .collect();
+            let lines: Vec<String> = cs
                 .phases
                 .iter()
                 .map(|p| {
                     let p = p.get_ref();
                     let mut s = p.kind.get_ref().clone();
+                    if let Some(n) = &p.name {
+                        s.push_str(&format!(" '{}'", n.get_ref()));
+                    }
+                    if let Some(n) = &p.nodes {
+                        s.push_str(&format!(" nodes {n}"));
+                    }
+                    if let Some(d) = &p.down_for {
+                        s.push_str(&format!(" down_for {d}"));
+                    }
                     if !p.args.is_empty() {
                         s.push(' ');
                         s.push_str(&p.args.join(" "));
@@ -56,7 +75,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                 })
                 .collect();
             println!("  {}", c.id);
-            println!("    phases: {}", phases.join(" | "));
+            for l in schedule.describe(&labels, &lines) {
+                println!("    {l}");
+            }
         }
         return Ok(0);
     }

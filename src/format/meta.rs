@@ -149,13 +149,23 @@ pub struct NodeDevices {
 }
 
 /// meta.json `phases[]`: a scenario phase that ran and its result (the child's JSON).
+/// Phases may overlap: `start_s` is on the run clock (s since the zero).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct Phase {
     pub index: usize,
     pub kind: String,
     pub name: Option<String>,
+    pub args: Vec<String>,
+    pub start_s: Option<f64>,
     pub elapsed_s: Option<f64>,
+    /// Stopped before it ended on its own (Ctrl-C, the end of the phase it ran `during`,
+    /// another phase failing).
+    pub stopped: bool,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Why it did not run (what it was to run `during` had ended).
+    pub skipped: Option<String>,
     pub result: Value,
 }
 

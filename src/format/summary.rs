@@ -247,8 +247,42 @@ pub struct Failure {
     /// First and last failure of this kind on the run clock, s.
     pub first_s: f64,
     pub last_s: f64,
-    /// `the store filled up at 2.4 s (insufficient resources): 1,590,189 publishes failed`.
+    /// `the store filled up at 2.4 s into the load (insufficient resources): 1,590,189
+    /// publishes failed` (its time from the load's start; `first_s`/`last_s` on the run clock).
     pub line: String,
+}
+
+/// One fault under the load (issue 9): the broker gone and back, from `events.jsonl`. A
+/// fault is a span in which a node was stopped or killed (`node_stop` / `node_kill` until
+/// its `restart_ready`) and/or the load's clients lost their server (`nats_client`
+/// `disconnected` until `connected`); overlapping spans are one fault. Times on the run
+/// clock, s; durations ms.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Fault {
+    /// `node_kill`, `node_stop`, or `disconnect` (clients lost their server, no node
+    /// event says why: a server that is not the run's own).
+    pub cause: String,
+    /// The node stopped or killed, when a node event says so.
+    pub node: Option<String>,
+    /// The node stop/kill or the first client disconnect, whichever came first.
+    pub start_s: f64,
+    /// The broker back: the first client reconnect of the fault, else the node's
+    /// `restart_ready`; `None` when the run ended first.
+    pub end_s: Option<f64>,
+    pub outage_ms: Option<f64>,
+    /// The clients that lost their server in it.
+    pub clients: Vec<String>,
+    /// The first load operation that succeeded after the broker was back (exact, from
+    /// the load's `first_ack_after_reconnect` events); `None`: none did before the end.
+    pub first_ack_s: Option<f64>,
+    /// From `end_s` to `first_ack_s`.
+    pub time_to_first_ack_ms: Option<f64>,
+    /// Load operations that failed from each client's last success before the fault to
+    /// its first success after it (an ack lost at the reconnect, a request timed out).
+    pub ops_lost: u64,
+    /// Of those, the ones that timed out (kind `timeout`).
+    pub timeouts: u64,
 }
 
 /// The document.
@@ -280,6 +314,9 @@ pub struct Summary {
     /// command prints last); empty when nothing failed.
     #[serde(default)]
     pub failures: Vec<Failure>,
+    /// Every fault under the load, in time order; empty without one.
+    #[serde(default)]
+    pub faults: Vec<Fault>,
 }
 
 impl Summary {

@@ -113,6 +113,11 @@ pub struct LoadArgs {
     /// js-pub: wait for each ack before the next publish.
     #[arg(long)]
     pub sync: bool,
+    /// js-pub: set Nats-Msg-Id on every publish; after the run the publishes whose ack was
+    /// lost are sent again with their id (the stream de-duplicates), so the stream check
+    /// is exact.
+    #[arg(long)]
+    pub msg_id: bool,
     /// In-flight operations per client (js-pub acks, requests, KV puts/gets, object PUTs/GETs).
     /// Default: 256 for js-pub, 1 otherwise.
     #[arg(long)]
@@ -270,6 +275,12 @@ impl LoadArgs {
             return Err(usage!(
                 "--rate paces senders; {} receives as fast as messages come",
                 self.main_role().name()
+            ));
+        }
+        if self.msg_id && self.mode != Mode::JsPub {
+            return Err(usage!(
+                "--msg-id is for js-pub (a stream's duplicate window de-duplicates by it); {} has no use for it",
+                self.mode.cli_name()
             ));
         }
         if self.window == Some(0) {

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use super::receive::{receive_loop, receiver_should_end, record_receipt, Inbox, Taken};
 use super::record::Recorder;
+use super::send::Connects;
 use super::workers::Ctx;
 use super::{AckMode, LoadArgs};
 use async_nats::jetstream::{self, consumer};
@@ -204,16 +205,25 @@ fn ordered_error_kind(e: &consumer::pull::OrderedError) -> &'static str {
     }
 }
 
-/// A consumer client: receives until its limit, --duration, Ctrl-C, or the stream is
-/// drained (no message for 1 s: after the publishers finished when there are any, from
-/// the start otherwise).
-pub async fn consume(source: Source, ack: bool, limit: Limit, rec: Recorder, ctx: Ctx) {
+/// A consumer client: receives until its limit, --duration, Ctrl-C, or, without
+/// --duration, the stream is drained (no message for 1 s: after the publishers finished
+/// when there are any, from the start otherwise). With --duration it listens the whole
+/// time, riding through a fault (the server gone for longer than the idle second).
+pub async fn consume(
+    source: Source,
+    connects: Connects,
+    ack: bool,
+    limit: Limit,
+    rec: Recorder,
+    ctx: Ctx,
+) {
     match source {
         Source::Pull(s) => {
             let inbox = Consumer {
                 kind_of: pull_error_kind,
                 ack,
                 limit,
+                connects: connects.clone(),
             };
             receive_loop(s, inbox, rec, ctx).await
         }
@@ -222,6 +232,7 @@ pub async fn consume(source: Source, ack: bool, limit: Limit, rec: Recorder, ctx
                 kind_of: ordered_error_kind,
                 ack: false,
                 limit,
+                connects: connects.clone(),
             };
             receive_loop(s, inbox, rec, ctx).await
         }
@@ -233,13 +244,19 @@ struct Consumer<E> {
     kind_of: fn(&E) -> &'static str,
     ack: bool,
     limit: Limit,
+    connects: Connects,
 }
 
 impl<E: std::fmt::Display> Inbox for Consumer<E> {
     type Item = Result<jetstream::Message, E>;
 
     fn should_end(&self, ctx: &Ctx, _rec: &Recorder, got: u64, last: u64, now: u64) -> bool {
-        receiver_should_end(ctx, self.limit.reached(got), last, now, true)
+        let idle_ends = ctx.end_ns.is_none();
+        receiver_should_end(ctx, self.limit.reached(got), last, now, idle_ends)
+    }
+
+    fn connects(&self) -> u64 {
+        self.connects.get()
     }
 
     async fn take(&mut self, item: Self::Item, now: u64, rec: &mut Recorder) -> Taken {

@@ -102,8 +102,9 @@ pub async fn put(
     let mut subjects = SubjectArena::new(format!("$KV.{bucket}."));
     let mut values = ValueArena::new();
     let (i0, n, keys) = (space.index as u64, space.n as u64, space.keys.max(1));
+    let client = js.client();
     send_loop(
-        Each(|k| {
+        Each::on(&client, |k| {
             let i = (i0 + k * n) % keys;
             let subject = subjects.subject(b'k', i);
             let value = values.value(kv_seed(i, size), size);
@@ -162,8 +163,9 @@ pub async fn get(
             "$JS.API.DIRECT.GET.{}.$KV.{bucket}.",
             stream_name(&bucket)
         ));
+        let on = client.clone();
         send_loop(
-            Each(|_| {
+            Each::on(&on, |_| {
                 let i = rng.below(keys);
                 let subject = subjects.subject(b'k', i);
                 let c = client.clone();
@@ -215,7 +217,7 @@ pub async fn get(
         )
         .await;
     } else {
-        let js = jetstream::new(client);
+        let js = jetstream::new(client.clone());
         let store = match js.get_key_value(bucket.clone()).await {
             Ok(s) => Arc::new(s),
             Err(e) => {
@@ -226,7 +228,7 @@ pub async fn get(
             }
         };
         send_loop(
-            Each(|_| {
+            Each::on(&client, |_| {
                 let i = rng.below(keys);
                 let store = store.clone();
                 Some(async move {

@@ -20,12 +20,14 @@ pub mod output;
 pub mod pace;
 pub mod raw;
 pub mod receive;
+pub mod reconcile;
 pub mod record;
 mod roles;
 pub mod send;
 pub mod workers;
 
 pub use args::{args_from, storage_type, AckMode, LoadArgs, Mode, Storage, DEFAULT_WINDOW};
+pub use reconcile::StreamCheck;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -63,42 +65,6 @@ pub struct LoadOutcome {
     pub js_context: serde_json::Value,
     /// js-pub: what the stream holds after the run beside what was acked.
     pub stream_check: Option<StreamCheck>,
-}
-
-/// js-pub's reconciliation (issue 9): the stream's message count from the server before
-/// and after the run, beside the publishes acked. Every acked message must be there; a
-/// shortfall is possible data loss. More than acked is normal after a fault: a publish
-/// whose ack was lost may still have been stored.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct StreamCheck {
-    pub stream: String,
-    pub msgs_before: u64,
-    /// `None`: the server did not answer stream info after the run.
-    pub msgs_after: Option<u64>,
-    pub acked: u64,
-}
-
-impl StreamCheck {
-    /// Messages stored during the run.
-    pub fn stored(&self) -> Option<u64> {
-        self.msgs_after.map(|a| a.saturating_sub(self.msgs_before))
-    }
-
-    /// Acked messages the stream does not hold (possible data loss), if known.
-    pub fn missing(&self) -> Option<u64> {
-        self.stored().map(|s| self.acked.saturating_sub(s))
-    }
-}
-
-/// The stream's message count, from the server.
-async fn stream_msgs(client: &async_nats::Client, stream: &str) -> anyhow::Result<u64> {
-    let js = jetstream::new(client.clone());
-    tokio::time::timeout(Duration::from_secs(10), async {
-        let mut s = js.get_stream(stream).await?;
-        anyhow::Ok(s.info().await?.state.messages)
-    })
-    .await
-    .map_err(|_| anyhow::anyhow!("stream '{stream}': no stream info within 10 s"))?
 }
 
 /// Connection capacity per client: enough that a full window never blocks on it.
@@ -205,7 +171,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         .await?;
     let prepared = prepare(a, &setup, &server_of(0)).await?;
     let msgs_before = match a.mode {
-        Mode::JsPub => Some(stream_msgs(&setup, &a.stream).await?),
+        Mode::JsPub => Some(reconcile::stream_msgs(&setup, &a.stream).await?),
         _ => None,
     };
 
@@ -232,7 +198,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         for index in 0..n {
             let server = server_of(k);
             k += 1;
-            let name = format!("diskpulse-{}-{index}", role.name());
+            let name = record::client_name(role, index);
             let client = a
                 .connect
                 .connect(&server, &name, capacity(w), &env.events)
@@ -261,7 +227,9 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         (Mode::JsConsume, Some(m)) => js::Limit::Shared(Arc::new(AtomicU64::new(0)), m),
         _ => js::Limit::None,
     };
+    let msg_ids = a.msg_id.then(reconcile::MsgIds::new);
     let shared = RunShared {
+        msg_ids: msg_ids.clone(),
         a: Arc::new(a.clone()),
         subject: async_nats::Subject::from(a.subject.as_str()),
         kv_direct: prepared.kv_direct,
@@ -286,6 +254,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     };
     let ctx = Ctx {
         clock,
+        events: env.events.clone(),
         stop: env.stop.clone(),
         start_ns,
         end_ns,
@@ -367,10 +336,21 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     }
     let stream_check = match msgs_before {
         Some(msgs_before) => {
-            let after = stream_msgs(&setup, &a.stream).await;
+            let after = reconcile::stream_msgs(&setup, &a.stream).await;
             if let Err(e) = &after {
                 env.events.error("load", "stream_check", &format!("{e:#}"));
             }
+            // --msg-id: the lost publishes again, after the count (see reconcile).
+            let msg_id = match &msg_ids {
+                Some(ids) if after.is_ok() => {
+                    let mut r =
+                        reconcile::retry_lost(&setup, &a.subject, ids, a.size as usize).await;
+                    r.msgs_final = reconcile::stream_msgs(&setup, &a.stream).await.ok();
+                    env.events.event("msg_id_retry", serde_json::to_value(&r)?);
+                    Some(r)
+                }
+                _ => None,
+            };
             Some(StreamCheck {
                 stream: a.stream.clone(),
                 msgs_before,
@@ -381,6 +361,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
                     .filter(|c| c.role == Role::JsPub)
                     .map(|c| c.ops)
                     .sum(),
+                msg_id,
             })
         }
         None => None,

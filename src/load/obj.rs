@@ -164,10 +164,18 @@ fn put_error_kind(e: &object_store::PutError) -> &'static str {
     }
 }
 
+/// The object store of one client, and that client (watched for reconnects: a put cut
+/// mid-object by a fault is one failed operation, and the next put goes on after the
+/// reconnect; see [`super::send`]).
+pub struct Bucket {
+    pub store: object_store::ObjectStore,
+    pub client: async_nats::Client,
+}
+
 /// An obj-put worker: `--object-size` objects named by worker index and count.
 #[allow(clippy::too_many_arguments)]
 pub async fn put(
-    store: object_store::ObjectStore,
+    bucket: Bucket,
     index: usize,
     n: usize,
     catalog: Arc<Catalog>,
@@ -176,11 +184,11 @@ pub async fn put(
     rec: Recorder,
     ctx: Ctx,
 ) {
-    let store = Arc::new(store);
+    let store = Arc::new(bucket.store);
     let size = plan.size;
     let (i0, n) = (index as u64, n as u64);
     send_loop(
-        Each(|k| {
+        Each::on(&bucket.client, |k| {
             let i = i0 + k * n;
             let store = store.clone();
             let catalog = catalog.clone();
@@ -281,7 +289,7 @@ async fn get_verified(store: &object_store::ObjectStore, i: u64) -> Result<u64, 
 /// An obj-get consumer: random objects from the catalog, each verified. Beside putters it
 /// waits for the first object (a wait that is not measured).
 pub async fn get(
-    store: object_store::ObjectStore,
+    bucket: Bucket,
     catalog: Arc<Catalog>,
     window: usize,
     plan: SendPlan,
@@ -298,9 +306,9 @@ pub async fn get(
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let store = Arc::new(store);
+    let store = Arc::new(bucket.store);
     send_loop(
-        Each(|_| {
+        Each::on(&bucket.client, |_| {
             let i = catalog.pick(&mut rng)?;
             let store = store.clone();
             Some(async move { get_acknowledged(&store, i).await })

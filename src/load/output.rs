@@ -106,8 +106,9 @@ pub fn client_rate(c: &ClientTotals) -> f64 {
     }
 }
 
-/// Aggregates the clients of each role, in role order.
-pub fn summarize(clients: &[ClientTotals]) -> Vec<RoleSummary> {
+/// Aggregates the clients of each role, in role order. `load_start_ns`: the load's start
+/// on the run clock (its `load_start` event), which the failure lines count from.
+pub fn summarize(clients: &[ClientTotals], load_start_ns: u64) -> Vec<RoleSummary> {
     let mut by: BTreeMap<Role, Vec<&ClientTotals>> = BTreeMap::new();
     for c in clients {
         by.entry(c.role).or_default().push(c);
@@ -134,7 +135,7 @@ pub fn summarize(clients: &[ClientTotals]) -> Vec<RoleSummary> {
                 .iter()
                 .map(|(kind, count)| {
                     let [first, last] = error_times_ns.get(kind).copied().unwrap_or_default();
-                    failure(role, kind, *count, first, last)
+                    failure(role, kind, *count, [first, last], load_start_ns)
                 })
                 .collect();
             failures.sort_by_key(|f| f.count);
@@ -308,20 +309,28 @@ fn op_noun(role: Role) -> &'static str {
 }
 
 /// One kind of failure of one role, with its loud line:
-/// `the store filled up at 2.4 s (insufficient resources): 1,590,189 publishes failed`.
-/// Times are on the run clock, ns.
-pub fn failure(role: Role, kind: &str, count: u64, first_ns: u64, last_ns: u64) -> Failure {
+/// `the store filled up at 2.4 s into the load (insufficient resources): 1,590,189
+/// publishes failed`. `[first_ns, last_ns]` and `load_start_ns` are on the run clock;
+/// `first_s`/`last_s` stay on it, the line counts from the load's start (the broker's
+/// start-up before the load is not in it), so `demo`, `load` and `run` say the same.
+pub fn failure(
+    role: Role,
+    kind: &str,
+    count: u64,
+    [first_ns, last_ns]: [u64; 2],
+    load_start_ns: u64,
+) -> Failure {
     let (what, words) = kind_words(kind);
-    let first_s = first_ns as f64 / 1e9;
+    let into_load_s = first_ns.saturating_sub(load_start_ns) as f64 / 1e9;
     Failure {
         role: role.name().to_string(),
         kind: kind.to_string(),
         what: what.to_string(),
         count,
-        first_s,
+        first_s: first_ns as f64 / 1e9,
         last_s: last_ns as f64 / 1e9,
         line: format!(
-            "{what} at {first_s:.1} s ({words}): {} {} failed",
+            "{what} at {into_load_s:.1} s into the load ({words}): {} {} failed",
             commas(count as f64),
             op_noun(role)
         ),
@@ -461,6 +470,29 @@ pub fn stream_check_line(c: &super::StreamCheck) -> (String, Option<String>) {
             ""
         }
     );
+    let line = match &c.msg_id {
+        None => line,
+        Some(r) => format!(
+            "{line}\n--msg-id: {} publishes lost their ack; sent again with their id: {} were already stored (duplicate), {} stored now, {} not acked again; {}",
+            r.lost,
+            r.lost_stored,
+            r.republished,
+            r.retry_failed,
+            match c.exact() {
+                Some(true) => format!(
+                    "exact: {stored} stored = {} acked + {} lost but stored; the stream now holds {} messages",
+                    c.acked,
+                    r.lost_stored,
+                    r.msgs_final.map(|m| m.to_string()).unwrap_or("?".into())
+                ),
+                Some(false) => format!(
+                    "NOT EXACT: {stored} stored != {} acked + {} lost but stored",
+                    c.acked, r.lost_stored
+                ),
+                None => "not reconciled (some retries got no ack)".into(),
+            }
+        ),
+    };
     let loss = c.missing().filter(|&m| m > 0).map(|m| {
         format!(
             "POSSIBLE DATA LOSS: {m} acked publishes are missing from stream {} ({} acked, {stored} stored during the run)",
@@ -481,6 +513,7 @@ mod tests {
             msgs_before: 100,
             msgs_after: Some(1_100),
             acked: 1_000,
+            msg_id: None,
         };
         let (line, loss) = stream_check_line(&c);
         assert!(line.contains("every acked message is there"), "{line}");
@@ -502,22 +535,23 @@ mod tests {
 
     #[test]
     fn a_full_store_reads_as_words_with_time_and_count() {
+        // The load started 0.5 s after the run's zero (the broker's start-up).
         let f = failure(
             Role::JsPub,
             "insufficient_resources",
             1_590_189,
-            2_400_000_000,
-            9e9 as u64,
+            [2_900_000_000, 9e9 as u64],
+            500_000_000,
         );
         assert_eq!(
             f.line,
-            "the store filled up at 2.4 s (insufficient resources): 1,590,189 publishes failed"
+            "the store filled up at 2.4 s into the load (insufficient resources): 1,590,189 publishes failed"
         );
-        assert_eq!((f.first_s, f.last_s), (2.4, 9.0));
-        let f = failure(Role::KvGet, "weird_thing", 3, 0, 0);
+        assert_eq!((f.first_s, f.last_s), (2.9, 9.0), "run clock");
+        let f = failure(Role::KvGet, "weird_thing", 3, [0, 0], 0);
         assert_eq!(
             f.line,
-            "operations failed at 0.0 s (weird thing): 3 gets failed"
+            "operations failed at 0.0 s into the load (weird thing): 3 gets failed"
         );
     }
 

@@ -11,6 +11,13 @@
 //! URL fall back to async-nats). The server's `PING`s are answered, `-ERR` ends the run
 //! with the server's words, and the run ends with `PING`/`PONG`, so every message was
 //! read by the server before the publisher counts itself done.
+//!
+//! Riding through a fault (issue 9): a connection the server closed (the reader sees its
+//! end) or a write that fails is connected again, an attempt every 250 ms until the run's
+//! --duration or Ctrl-C; the publish whose write failed is one error of kind
+//! `disconnected` (with `--rate` each publish is written at once, so that is exactly the
+//! one lost; unpaced, the messages of the buffer already counted are lost unseen, as core
+//! NATS loses what a server that is gone never read: subscribers count them `missing`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,8 +26,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 use super::record::{realtime_ns, stamp, Recorder};
-use super::send::{OpResult, Operation, Sent};
-use super::workers::SendPlan;
+use super::send::{OpError, OpResult, Operation, Sent};
+use super::workers::{Ctx, SendPlan};
 
 const BUF: usize = 64 * 1024;
 
@@ -30,6 +37,10 @@ pub struct RawConn {
     pongs: tokio::sync::mpsc::UnboundedReceiver<()>,
     need_pong: Arc<AtomicBool>,
     error: Arc<Mutex<Option<String>>>,
+    /// The server closed the connection (the reader saw its end).
+    closed: Arc<AtomicBool>,
+    url: String,
+    name: String,
 }
 
 /// `nats://host:port` (or `host:port`) without user info.
@@ -89,13 +100,17 @@ impl RawConn {
         let (pong_tx, pongs) = tokio::sync::mpsc::unbounded_channel();
         let need_pong = Arc::new(AtomicBool::new(false));
         let error = Arc::new(Mutex::new(None));
-        let (np, er) = (need_pong.clone(), error.clone());
+        let closed = Arc::new(AtomicBool::new(false));
+        let (np, er, cl) = (need_pong.clone(), error.clone(), closed.clone());
         tokio::spawn(async move {
             let mut line = String::new();
             loop {
                 line.clear();
                 match r.read_line(&mut line).await {
-                    Ok(0) | Err(_) => break,
+                    Ok(0) | Err(_) => {
+                        cl.store(true, Ordering::Release);
+                        break;
+                    }
                     Ok(_) => {}
                 }
                 let l = line.trim_end();
@@ -114,7 +129,30 @@ impl RawConn {
             pongs,
             need_pong,
             error,
+            closed,
+            url: url.to_string(),
+            name: name.to_string(),
         }))
+    }
+
+    /// Connects again to the same server: an attempt every 250 ms until `ctx` is over
+    /// (--duration, Ctrl-C). False when it gave up.
+    async fn reconnect(&mut self, ctx: &Ctx) -> bool {
+        let mut wait = std::time::Duration::from_millis(50);
+        while !ctx.over(ctx.clock.now_ns()) {
+            tokio::time::sleep(wait).await;
+            wait = std::time::Duration::from_millis(250);
+            let again = tokio::time::timeout(
+                std::time::Duration::from_secs(1),
+                RawConn::connect(&self.url, &self.name),
+            )
+            .await;
+            if let Ok(Ok(Some(c))) = again {
+                *self = c;
+                return true;
+            }
+        }
+        false
     }
 
     fn server_error(&self) -> Option<String> {
@@ -125,11 +163,15 @@ impl RawConn {
 /// Core publish over a raw connection, run by [`super::send::send_loop`] like
 /// [`super::workers::CorePublish`]: each send appends one `PUB` to the buffer (counted
 /// there), which goes to the socket when full, or at once when paced (its send time is
-/// the point). The first write error or `-ERR` ends the sending; [`Operation::finish`]
+/// the point). `-ERR` ends the sending, a connection that is gone is made again (see
+/// the module); [`Operation::finish`]
 /// sends `PING` and waits for the `PONG`, so every counted message was read by the
 /// server, and records what failed.
 pub struct RawPublish {
     conn: RawConn,
+    ctx: Ctx,
+    /// Connections made (1 until a reconnect).
+    connects: u64,
     head: Vec<u8>,
     body: Vec<u8>,
     stamp: bool,
@@ -139,11 +181,13 @@ pub struct RawPublish {
 }
 
 impl RawPublish {
-    pub fn new(conn: RawConn, subject: &str, plan: &SendPlan) -> RawPublish {
+    pub fn new(conn: RawConn, subject: &str, plan: &SendPlan, ctx: &Ctx) -> RawPublish {
         let size = plan.size;
         let head = format!("PUB {subject} {size}\r\n").into_bytes();
         RawPublish {
             conn,
+            ctx: ctx.clone(),
+            connects: 1,
             buf: Vec::with_capacity(BUF + head.len() + size + 2),
             head,
             body: vec![b'x'; size],
@@ -175,15 +219,39 @@ impl Operation for RawPublish {
             if self.conn.need_pong.swap(false, Ordering::AcqRel) {
                 buf.extend_from_slice(b"PONG\r\n");
             }
-            if let Err(e) = self.conn.write.write_all(buf).await {
-                self.failed = Some(e.to_string());
-            }
+            let lost = if self.conn.closed.load(Ordering::Acquire) {
+                Some("the server closed the connection".to_string())
+            } else {
+                self.conn
+                    .write
+                    .write_all(buf)
+                    .await
+                    .err()
+                    .map(|e| e.to_string())
+            };
             buf.clear();
             if let Some(e) = self.conn.server_error() {
-                self.failed.get_or_insert(e);
+                self.failed = Some(e);
+                return Some(Sent::Done(self.body.len() as u64));
+            }
+            if let Some(e) = lost {
+                // Ride through: connect again (until --duration or Ctrl-C).
+                if self.conn.reconnect(&self.ctx).await {
+                    self.connects += 1;
+                } else {
+                    self.failed = Some(e.clone());
+                }
+                return Some(Sent::Failed(OpError::new(
+                    "disconnected",
+                    format_args!("raw publisher: {e}"),
+                )));
             }
         }
         Some(Sent::Done(self.body.len() as u64))
+    }
+
+    fn connects(&self) -> u64 {
+        self.connects
     }
 
     async fn finish(&mut self, rec: &mut Recorder) {

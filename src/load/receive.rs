@@ -6,6 +6,12 @@
 //! next item (so those rules are looked at even when nothing comes), and hands each item
 //! to [`Inbox::take`] with the time it arrived. What an inbox counts is `got`; `last` is
 //! when it last counted one, for the idle rules.
+//!
+//! Riding through a fault (issue 9): async-nats connects again and subscribes again by
+//! itself. The loop watches [`Inbox::connects`]: a reconnect restarts the idle clock (a
+//! receiver does not call its source drained because the server was gone), and the first
+//! message after it is a `first_ack_after_reconnect` event, as for senders
+//! ([`super::send`]).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -14,6 +20,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use super::record::{read_stamp, realtime_ns, Recorder};
+use super::send::{Connects, FaultWatch};
 use super::workers::Ctx;
 
 /// How long a receiver waits without a message before it calls its source drained.
@@ -41,6 +48,9 @@ pub(crate) trait Inbox {
 
     /// After the loop: what is missing, a last round trip.
     async fn finish(&mut self, _got: u64, _rec: &mut Recorder, _ctx: &Ctx) {}
+
+    /// How many times the receiving client has connected (see [`super::send::Operation::connects`]).
+    fn connects(&self) -> u64;
 }
 
 /// Receives from `msgs` into `inbox` until it says to end or the stream ends.
@@ -51,20 +61,30 @@ where
 {
     let mut got = 0u64;
     let mut last = rec.now();
+    let mut connects = inbox.connects();
+    let mut fault = FaultWatch::default();
     loop {
         let now = rec.now();
+        let c = inbox.connects();
+        if c != connects {
+            connects = c;
+            fault.reconnect_ns = Some(now);
+            last = last.max(now);
+        }
         if inbox.should_end(&ctx, &rec, got, last, now) {
             break;
         }
         match tokio::time::timeout(Duration::from_millis(100), msgs.next()).await {
             Ok(Some(m)) => {
                 let now = rec.now();
+                let errors = rec.errors();
                 match inbox.take(m, now, &mut rec).await {
                     Taken::Counted => {
                         got += 1;
                         last = now;
+                        fault.ok(now, &rec, &ctx);
                     }
-                    Taken::NotCounted => {}
+                    Taken::NotCounted => fault.failed("receive", rec.errors() - errors),
                     Taken::End => break,
                 }
             }
@@ -72,6 +92,7 @@ where
             Err(_) => {}
         }
     }
+    fault.end(rec.now(), &rec, &ctx);
     inbox.finish(got, &mut rec, &ctx).await;
     rec.finish();
 }
@@ -120,10 +141,16 @@ pub fn record_receipt(rec: &mut Recorder, now: u64, payload: &[u8]) {
 /// Alone, it waits for its first message, then ends 1 s after the last one (unless
 /// --duration says how long to listen). Messages it expected but never got (core NATS
 /// drops what a slow subscriber cannot take) are counted as `missing`.
-pub struct CoreSub;
+pub struct CoreSub {
+    pub connects: Connects,
+}
 
 impl Inbox for CoreSub {
     type Item = async_nats::Message;
+
+    fn connects(&self) -> u64 {
+        self.connects.get()
+    }
 
     fn should_end(&self, ctx: &Ctx, _rec: &Recorder, got: u64, last: u64, now: u64) -> bool {
         let idle_ends = got > 0 && ctx.end_ns.is_none();
@@ -155,12 +182,17 @@ impl Inbox for CoreSub {
 /// requests, --duration or Ctrl-C.
 pub struct Responder {
     pub client: async_nats::Client,
+    pub connects: Connects,
     pub payload: Bytes,
     pub limit: Option<u64>,
 }
 
 impl Inbox for Responder {
     type Item = async_nats::Message;
+
+    fn connects(&self) -> u64 {
+        self.connects.get()
+    }
 
     fn should_end(&self, ctx: &Ctx, rec: &Recorder, _got: u64, last: u64, now: u64) -> bool {
         let reached = !ctx.with_senders && self.limit.is_some_and(|l| rec.ops() >= l);

@@ -101,6 +101,12 @@ impl Role {
     }
 }
 
+/// Client `index` of `role`'s connection name (what the server and `nats_client` events
+/// call it).
+pub fn client_name(role: Role, index: usize) -> String {
+    format!("diskpulse-{}-{index}", role.name())
+}
+
 /// One worker's finished window, sent to the collector.
 pub struct WindowMsg {
     pub role: Role,
@@ -211,6 +217,11 @@ impl Recorder {
         self.totals.index
     }
 
+    /// The client's connection name, as in `nats_client` events: `diskpulse-<role>-<index>`.
+    pub fn client_name(&self) -> String {
+        client_name(self.role, self.totals.index)
+    }
+
     /// The current time on the run clock (one vDSO call).
     #[inline]
     pub fn now(&self) -> u64 {
@@ -305,6 +316,26 @@ impl Recorder {
         *n += 1;
         if *n == 1 {
             let _ = self.tx.send(Msg::ErrorKind(self.role, kind, detail()));
+        }
+    }
+
+    /// `n` operations in flight since `since_ns` that failed at once at `now` (acks lost
+    /// at a reconnect): their first failure time is `since_ns` (the last success before
+    /// the fault: when the server stopped answering), so failure lines say when it began.
+    pub fn error_n_since(
+        &mut self,
+        now: u64,
+        since_ns: u64,
+        kind: &'static str,
+        n: u64,
+        detail: impl FnOnce() -> String,
+    ) {
+        if n == 0 {
+            return;
+        }
+        self.error_n(now, kind, n, detail);
+        if let Some(t) = self.totals.error_times_ns.get_mut(kind) {
+            t[0] = t[0].min(since_ns.min(now));
         }
     }
 

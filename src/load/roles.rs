@@ -21,7 +21,7 @@ use super::obj::{self, Catalog};
 use super::raw::{RawConn, RawPublish};
 use super::receive::{receive_loop, CoreSub, Responder};
 use super::record::{Recorder, Role};
-use super::send::{send_loop, Each};
+use super::send::{send_loop, Connects, Each};
 use super::workers::{request, CorePublish, Ctx, JsPublish, Payloads, SendPlan};
 use super::{connect, js_context, kv, AckMode, LoadArgs, Mode};
 
@@ -46,6 +46,8 @@ pub(crate) struct RunShared {
     pub catalog: Arc<Catalog>,
     /// js-consume: how many messages each consumer takes.
     pub consume_limit: Limit,
+    /// js-pub --msg-id: the ids of publishes whose ack has not come.
+    pub msg_ids: Option<super::reconcile::MsgIds>,
 }
 
 /// What a worker gets when the load starts.
@@ -105,11 +107,12 @@ impl RoleWorker for Publisher {
         async move {
             ready(move |st: Start| match c.raw {
                 Some(raw) => {
-                    let op = RawPublish::new(raw, &subject, &st.plan);
+                    let op = RawPublish::new(raw, &subject, &st.plan, &st.ctx);
                     send_loop(op, 1, st.plan, st.rec, st.ctx).boxed()
                 }
                 None => {
                     let op = CorePublish {
+                        connects: Connects::of(&c.client),
                         client: c.client,
                         subject,
                         payloads: Payloads::new(&st.plan),
@@ -135,7 +138,10 @@ impl RoleWorker for Subscriber {
         async move {
             let sub = c.client.subscribe(s.subject.clone()).await?;
             connect::round_trip(&c.client).await?;
-            ready(move |st: Start| receive_loop(sub, CoreSub, st.rec, st.ctx).boxed())
+            let inbox = CoreSub {
+                connects: Connects::of(&c.client),
+            };
+            ready(move |st: Start| receive_loop(sub, inbox, st.rec, st.ctx).boxed())
         }
         .boxed()
     }
@@ -155,7 +161,8 @@ impl RoleWorker for Requester {
             ready(move |st: Start| {
                 let mut payloads = Payloads::new(&st.plan);
                 let size = st.plan.size as u64;
-                let op = Each(move |_| {
+                let on = c.client.clone();
+                let op = Each::on(&on, move |_| {
                     let f = request(&c.client, subject.clone(), payloads.next_payload(), timeout);
                     Some(async move { f.await.map(|_reply| size) })
                 });
@@ -182,6 +189,7 @@ impl RoleWorker for Replier {
                 .await?;
             connect::round_trip(&c.client).await?;
             let inbox = Responder {
+                connects: Connects::of(&c.client),
                 client: c.client,
                 payload: Bytes::from(vec![b'r'; s.a.size as usize]),
                 limit: s.a.msgs.filter(|_| s.a.mode == Mode::Reply),
@@ -202,13 +210,16 @@ impl RoleWorker for JsPublisher {
 
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         let (subject, timeout) = (s.subject.clone(), s.a.timeout);
+        let msg_ids = s.msg_ids.clone().map(|ids| (ids, c.index));
         async move {
             ready(move |st: Start| {
                 let op = JsPublish {
+                    connects: Connects::of(&c.client),
                     js: js_context(c.client, st.window, timeout),
                     subject,
                     payloads: Payloads::new(&st.plan),
                     size: st.plan.size as u64,
+                    msg_ids,
                 };
                 send_loop(op, st.window, st.plan, st.rec, st.ctx).boxed()
             })
@@ -227,9 +238,11 @@ impl RoleWorker for JsConsumer {
 
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         async move {
-            let src = js::open(&s.a, c.client, s.a.mode == Mode::JsPub).await?;
+            let src = js::open(&s.a, c.client.clone(), s.a.mode == Mode::JsPub).await?;
             let (ack, limit) = (s.a.ack == AckMode::Explicit, s.consume_limit.clone());
-            ready(move |st: Start| js::consume(src, ack, limit, st.rec, st.ctx).boxed())
+            ready(move |st: Start| {
+                js::consume(src, Connects::of(&c.client), ack, limit, st.rec, st.ctx).boxed()
+            })
         }
         .boxed()
     }
@@ -299,11 +312,11 @@ impl RoleWorker for KvGetter {
 }
 
 /// Opens the object store on a client's own connection.
-async fn open_objects(
-    s: &RunShared,
-    c: &Conn,
-) -> anyhow::Result<async_nats::jetstream::object_store::ObjectStore> {
-    obj::open(&s.a, &js_context(c.client.clone(), 1, s.a.timeout)).await
+async fn open_objects(s: &RunShared, c: &Conn) -> anyhow::Result<obj::Bucket> {
+    Ok(obj::Bucket {
+        store: obj::open(&s.a, &js_context(c.client.clone(), 1, s.a.timeout)).await?,
+        client: c.client.clone(),
+    })
 }
 
 /// Object PUTs, named by client index and count.

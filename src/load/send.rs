@@ -17,14 +17,25 @@
 //!   30 s), and a send stage that cannot finish (JetStream's in-flight limit) gives way
 //!   to it: that message is not sent.
 //!
-//! - Riding through a fault (issue 9): an operation whose connection dropped before its
-//!   completion came will never complete (the server that would have answered is gone,
-//!   or answers on a connection that no longer exists). When the client has connected
-//!   again ([`Operation::connects`] changed), every completion still in flight is one
-//!   error of kind `timeout` and its window slot is free at once, so sending resumes as
-//!   soon as a server answers instead of after the 30 s ack timeout. This errs on the
-//!   safe side: an ack that did come back on the new connection is dropped and counted
-//!   lost, so what is counted acked is never more than what the server stored.
+//! - Riding through a fault (issue 9, every sending mode): an operation whose connection
+//!   dropped before its completion came will never complete (the server that would have
+//!   answered is gone, or answers on a connection that no longer exists; an object put
+//!   cut mid-object waits for chunk acks that never come). When the client has connected
+//!   again ([`Operation::connects`] changed, looked at before every send and every 10 ms
+//!   while completions are awaited), every completion still in flight is one error of
+//!   kind `timeout` and its window slot is free at once, so sending resumes as soon as a
+//!   server answers instead of after the 30 s ack timeout. This errs on the safe side: an
+//!   ack that comes back on the new connection after the loop saw the reconnect is dropped
+//!   and counted lost (one that came before is a real ack), so what is counted acked is
+//!   never more than what the server stored. Their failure time is
+//!   when the server stopped answering (the loop saw the client disconnected, looked at
+//!   every 10 ms while waiting; else the last success before), not the reconnect, so a
+//!   failure line says when the fault began.
+//! - Each fault is visible per client: the first operation that completes after a
+//!   reconnect is a `first_ack_after_reconnect` event (`t_ns` = its completion on the run
+//!   clock, `reconnect_ns` = when the loop saw the new connection, `failed` and `timeouts`
+//!   = the operations that failed from the last success before the fault to this one);
+//!   a run that ends before any succeeds again has `no_ack_after_reconnect` instead.
 //! - `--duration` is kept: when it ends (looked at every 10 ms while completions are
 //!   awaited) the same 2 s drain as after Ctrl-C starts.
 //!
@@ -95,14 +106,55 @@ pub(crate) trait Operation {
 
     /// How many times the client has connected (1 until a reconnect). A change means
     /// the completions in flight were sent on a connection that is gone; see the module.
-    /// 0 (never changes) for operations that do not ride through faults yet.
+    /// 0 (never changes) for an operation without an async-nats client.
     fn connects(&self) -> u64 {
         0
     }
+
+    /// Whether the client is connected (to time a fault's start; see the module).
+    fn connected(&self) -> bool {
+        true
+    }
 }
 
-/// An operation made of a closure: `op(k)` starts operation `k` (or says there is none).
-pub(crate) struct Each<F>(pub F);
+/// A client's connect counter (how many times it has connected, 1 until a reconnect; see
+/// [`Operation::connects`]), held so that reading it costs one atomic load (asking the
+/// client clones an `Arc` each time): looked at before every send.
+#[derive(Clone)]
+pub struct Connects(std::sync::Arc<async_nats::Statistics>, async_nats::Client);
+
+impl Connects {
+    pub fn of(client: &async_nats::Client) -> Connects {
+        Connects(client.statistics(), client.clone())
+    }
+
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.0.connects.load(Ordering::Relaxed)
+    }
+
+    /// Whether the client is connected now (looked at every 10 ms while waiting, not per
+    /// operation).
+    pub fn connected(&self) -> bool {
+        self.1.connection_state() == async_nats::connection::State::Connected
+    }
+}
+
+/// An operation made of a closure on one client: `op(k)` starts operation `k` (or says
+/// there is none). The client is watched for reconnects (riding through a fault).
+pub(crate) struct Each<F> {
+    connects: Connects,
+    op: F,
+}
+
+impl<F> Each<F> {
+    pub fn on(client: &async_nats::Client, op: F) -> Each<F> {
+        Each {
+            connects: Connects::of(client),
+            op,
+        }
+    }
+}
 
 impl<F, Fut> Operation for Each<F>
 where
@@ -112,7 +164,70 @@ where
     type Pending = Fut;
 
     async fn send(&mut self, k: u64) -> Option<Sent<Fut>> {
-        (self.0)(k).map(Sent::Pending)
+        (self.op)(k).map(Sent::Pending)
+    }
+
+    fn connects(&self) -> u64 {
+        self.connects.get()
+    }
+
+    fn connected(&self) -> bool {
+        self.connects.connected()
+    }
+}
+
+/// One fault as this client's send loop sees it: from the reconnect to the first
+/// operation that succeeds again; see the module.
+#[derive(Default)]
+pub(crate) struct FaultWatch {
+    /// When the loop saw the new connection (run clock), while no operation succeeded since.
+    pub reconnect_ns: Option<u64>,
+    /// The last operation that succeeded (run clock; the loop's start before any).
+    pub last_ok_ns: u64,
+    /// When the loop first saw the client disconnected, while waiting (run clock).
+    pub down_ns: Option<u64>,
+    /// Operations failed since the last success, and how many of them were timeouts.
+    failed: u64,
+    timeouts: u64,
+}
+
+impl FaultWatch {
+    /// `n` operations failed (of `kind`).
+    pub fn failed(&mut self, kind: &str, n: u64) {
+        self.failed += n;
+        if kind == "timeout" {
+            self.timeouts += n;
+        }
+    }
+
+    /// An operation succeeded at `now`: the event, if it is the first after a reconnect.
+    pub fn ok(&mut self, now: u64, rec: &Recorder, ctx: &Ctx) {
+        if let Some(r) = self.reconnect_ns.take() {
+            ctx.events.event_at(
+                now,
+                "first_ack_after_reconnect",
+                self.detail(r, rec, Some(now.saturating_sub(r))),
+            );
+        }
+        self.failed = 0;
+        self.timeouts = 0;
+        self.last_ok_ns = now;
+    }
+
+    fn detail(&self, reconnect_ns: u64, rec: &Recorder, after: Option<u64>) -> serde_json::Value {
+        serde_json::json!({
+            "client": rec.client_name(), "role": rec.role.name(),
+            "reconnect_ns": reconnect_ns, "after_reconnect_ns": after,
+            "failed": self.failed, "timeouts": self.timeouts,
+        })
+    }
+
+    /// The run ended: a fault no operation recovered from is an event too.
+    pub fn end(&self, now: u64, rec: &Recorder, ctx: &Ctx) {
+        if let Some(r) = self.reconnect_ns {
+            ctx.events
+                .event_at(now, "no_ack_after_reconnect", self.detail(r, rec, None));
+        }
     }
 }
 
@@ -136,7 +251,26 @@ pub(crate) async fn send_loop<O: Operation>(
     // drain's deadline.
     let mut tick = std::pin::pin!(tokio::time::sleep(STOP_CHECK));
     let mut connects = op.connects();
+    let mut fault = FaultWatch {
+        last_ok_ns: rec.now(),
+        ..Default::default()
+    };
     loop {
+        let c = op.connects();
+        if c != connects {
+            connects = c;
+            let now = rec.now();
+            let n = inflight.len() as u64;
+            // The lost ones failed when the server stopped answering: when the loop saw
+            // the client disconnected, else the last success before.
+            let since = fault.down_ns.take().unwrap_or(fault.last_ok_ns);
+            rec.error_n_since(now, since, "timeout", n, || {
+                format!("{n} in flight when the connection dropped: lost (reconnected)")
+            });
+            fault.failed("timeout", n);
+            fault.reconnect_ns = Some(now);
+            inflight.clear();
+        }
         // (Not only while sending: the plan itself ends at the stop, before this sees it.)
         if !draining && ctx.stop.load(Ordering::Relaxed) {
             sending = false;
@@ -158,29 +292,28 @@ pub(crate) async fn send_loop<O: Operation>(
                 Some((r, sent, intended)) = inflight.next() => {
                     let now = rec.now();
                     match r {
-                        Ok(bytes) => rec.op_lat(now, bytes, sent, intended),
-                        Err(OpError { kind, detail }) => rec.error(now, kind, || detail),
+                        Ok(bytes) => {
+                            rec.op_lat(now, bytes, sent, intended);
+                            fault.ok(now, &rec, &ctx);
+                        }
+                        Err(OpError { kind, detail }) => {
+                            rec.error(now, kind, || detail);
+                            fault.failed(kind, 1);
+                        }
                     }
                     continue;
                 }
                 next = plan.next(&ctx, done, &rec), if can_send => next,
                 () = &mut tick => {
                     let now = rec.now();
+                    if fault.down_ns.is_none() && !op.connected() {
+                        fault.down_ns = Some(now);
+                    }
                     if draining {
                         let n = inflight.len() as u64;
                         let (kind, what) = O::UNFINISHED;
                         rec.error_n(now, kind, n, || format!("{n} {what} 2 s after the stop"));
                         break;
-                    }
-                    let c = op.connects();
-                    if c != connects {
-                        connects = c;
-                        let n = inflight.len() as u64;
-                        rec.error_n(now, "timeout", n, || {
-                            format!("{n} in flight when the connection dropped: lost (reconnected)")
-                        });
-                        inflight.clear();
-                        continue;
                     }
                     if ctx.end_ns.is_some_and(|e| now >= e) {
                         // --duration is over: drain like after Ctrl-C, never for the
@@ -221,15 +354,24 @@ pub(crate) async fn send_loop<O: Operation>(
                 sending = false;
                 continue;
             }
-            Some(Sent::Done(bytes)) => rec.op(sent, bytes),
+            Some(Sent::Done(bytes)) => {
+                rec.op(sent, bytes);
+                if fault.reconnect_ns.is_some() || fault.failed > 0 {
+                    fault.ok(sent, &rec, &ctx);
+                }
+            }
             Some(Sent::Pending(p)) => {
                 let intended = if paced { intended } else { sent };
                 inflight.push(async move { (p.await, sent, intended) });
             }
-            Some(Sent::Failed(OpError { kind, detail })) => rec.error(rec.now(), kind, || detail),
+            Some(Sent::Failed(OpError { kind, detail })) => {
+                rec.error(rec.now(), kind, || detail);
+                fault.failed(kind, 1);
+            }
         }
         done += 1;
     }
+    fault.end(rec.now(), &rec, &ctx);
     op.finish(&mut rec).await;
     rec.finish();
 }

@@ -16,13 +16,16 @@ use bytes::Bytes;
 use collectors::clock::Clock;
 
 use super::pace::Pacer;
+use super::reconcile::MsgIds;
 use super::record::{Recorder, StampedPayloads};
-use super::send::{OpError, OpResult, Operation, Sent};
+use super::send::{Connects, OpError, OpResult, Operation, Sent};
 
 /// What every worker shares.
 #[derive(Clone)]
 pub struct Ctx {
     pub clock: Clock,
+    /// The run's events (a fault's first ack after the reconnect).
+    pub events: crate::recording::EventLog,
     pub stop: Arc<AtomicBool>,
     /// The load's start on the run clock.
     pub start_ns: u64,
@@ -129,6 +132,7 @@ impl Payloads {
 /// Core publish through async-nats: fire and forget, counted when handed to the client.
 pub struct CorePublish {
     pub client: async_nats::Client,
+    pub connects: Connects,
     pub subject: async_nats::Subject,
     pub payloads: Payloads,
     pub size: u64,
@@ -144,6 +148,14 @@ impl Operation for CorePublish {
             Ok(()) => Sent::Done(self.size),
             Err(e) => Sent::Failed(OpError::new("publish", e)),
         })
+    }
+
+    fn connects(&self) -> u64 {
+        self.connects.get()
+    }
+
+    fn connected(&self) -> bool {
+        self.connects.connected()
     }
 
     async fn finish(&mut self, rec: &mut Recorder) {
@@ -224,18 +236,24 @@ pub fn publish_error_kind(e: &jetstream::context::PublishError) -> &'static str 
 }
 
 /// JetStream publish: the send stage hands the message to the client, the completion
-/// stage is its ack.
+/// stage is its ack. With `--msg-id` each publish carries its `Nats-Msg-Id` and is
+/// remembered until its ack (or a definite error) comes ([`super::reconcile`]).
 pub struct JsPublish {
     pub js: jetstream::Context,
     pub subject: async_nats::Subject,
     pub payloads: Payloads,
     pub size: u64,
+    /// `--msg-id`: the run's ids and this client's index.
+    pub msg_ids: Option<(MsgIds, usize)>,
+    pub connects: Connects,
 }
 
 /// A publish's ack, as the bytes it stored.
 pub struct Acked {
     ack: <jetstream::context::PublishAckFuture as std::future::IntoFuture>::IntoFuture,
     size: u64,
+    /// `--msg-id`: forget publish `k` of this client once its ack or a definite error came.
+    settle: Option<(MsgIds, usize, u64)>,
 }
 
 impl Future for Acked {
@@ -243,10 +261,15 @@ impl Future for Acked {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OpResult> {
         let size = self.size;
-        self.ack.as_mut().poll(cx).map(|r| match r {
-            Ok(_ack) => Ok(size),
-            Err(e) => Err(OpError::new(publish_error_kind(&e), e)),
-        })
+        let r = std::task::ready!(self.ack.as_mut().poll(cx)).map(|_ack| size);
+        let r = r.map_err(|e| OpError::new(publish_error_kind(&e), e));
+        // A timeout may still have been stored: it stays remembered for the retry.
+        if let (Some((ids, c, k)), false) =
+            (&self.settle, matches!(&r, Err(e) if e.kind == "timeout"))
+        {
+            ids.settled(*c, *k);
+        }
+        Poll::Ready(r)
     }
 }
 
@@ -255,22 +278,41 @@ impl Operation for JsPublish {
     const UNFINISHED: (&'static str, &'static str) = ("unacked_at_stop", "publishes had no ack");
 
     fn connects(&self) -> u64 {
-        self.js
-            .client()
-            .statistics()
-            .connects
-            .load(Ordering::Relaxed)
+        self.connects.get()
+    }
+
+    fn connected(&self) -> bool {
+        self.connects.connected()
     }
 
     #[inline]
-    async fn send(&mut self, _k: u64) -> Option<Sent<Acked>> {
+    async fn send(&mut self, k: u64) -> Option<Sent<Acked>> {
         let p = self.payloads.next_payload();
-        Some(match self.js.publish(self.subject.clone(), p).await {
+        let sent = match &self.msg_ids {
+            None => self.js.publish(self.subject.clone(), p).await,
+            Some((ids, c)) => {
+                let mut h = async_nats::HeaderMap::new();
+                h.insert(async_nats::header::NATS_MESSAGE_ID, ids.id(*c, k).as_str());
+                ids.sent(*c, k);
+                self.js
+                    .publish_with_headers(self.subject.clone(), h, p)
+                    .await
+            }
+        };
+        let settle = self.msg_ids.as_ref().map(|(ids, c)| (ids.clone(), *c, k));
+        Some(match sent {
             Ok(ack) => Sent::Pending(Acked {
                 ack: std::future::IntoFuture::into_future(ack),
                 size: self.size,
+                settle,
             }),
-            Err(e) => Sent::Failed(OpError::new(publish_error_kind(&e), e)),
+            Err(e) => {
+                // Not sent (or refused at once): nothing to retry.
+                if let Some((ids, c, k)) = settle {
+                    ids.settled(c, k);
+                }
+                Sent::Failed(OpError::new(publish_error_kind(&e), e))
+            }
         })
     }
 }

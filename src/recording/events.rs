@@ -19,12 +19,19 @@ pub struct EventLog {
 }
 
 impl EventLog {
-    /// Creates (truncates) `path`, then writes in O_APPEND mode like [`EventLog::append`]:
-    /// a child's events (`diskpulse record -- diskpulse probe`) land between ours instead
-    /// of being overwritten by our next line.
+    /// Creates (truncates) `path`, then writes it in O_APPEND mode like its children: a
+    /// writer at its own offset would overwrite the lines a child appended meanwhile.
     pub fn create(path: &Path, clock: Clock) -> anyhow::Result<EventLog> {
         File::create(path).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
-        Self::append(path, clock)
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+        Ok(EventLog {
+            inner: Arc::new(Mutex::new(Some(BufWriter::new(f)))),
+            clock,
+            errors: Default::default(),
+        })
     }
 
     /// Appends to an existing `path` (a child of `diskpulse record` adding its events to
@@ -93,5 +100,37 @@ impl EventLog {
     /// How many `error` events were recorded.
     pub fn error_count(&self) -> u64 {
         self.errors.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_childs_appended_lines_survive_the_parents_next_event() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("events.jsonl");
+        let clock = Clock::start();
+        let parent = EventLog::create(&p, clock).unwrap();
+        parent.event("phase_start", serde_json::json!({"index": 0}));
+        let child = EventLog::append(&p, clock).unwrap();
+        child.event("load_start", serde_json::json!({}));
+        child.event("load_stop", serde_json::json!({}));
+        parent.event("phase_end", serde_json::json!({"index": 0}));
+        let text = std::fs::read_to_string(&p).unwrap();
+        let kinds: Vec<String> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["kind"].to_string())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "\"phase_start\"",
+                "\"load_start\"",
+                "\"load_stop\"",
+                "\"phase_end\""
+            ]
+        );
     }
 }

@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod charts_build;
 pub mod derive;
+pub mod faults;
 pub mod html;
 pub mod interference;
 pub mod rates;
@@ -103,6 +104,7 @@ pub fn analyse(
         restarts,
         interference,
         failures: failures(&run),
+        faults: faults::faults(&run.events),
     };
     Ok((run, analyses, summary))
 }

@@ -92,6 +92,9 @@ pub fn table(s: &Summary) -> String {
             r.healthy_ms.map(|h| format!("{h:.0}")).unwrap_or("-".into())
         );
     }
+    for f in &s.faults {
+        let _ = writeln!(out, "{}", super::faults::line(f));
+    }
     for h in &s.headline {
         let _ = writeln!(out, "{h}");
     }

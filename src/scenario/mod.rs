@@ -1,8 +1,10 @@
 //! Scenarios: a whole storage study from one file (`diskpulse run SCENARIO.toml`).
 
+mod executor;
 pub mod html;
 mod matrix;
 mod phases;
 pub mod run;
+pub mod schedule;
 pub mod spec;
 pub mod study;

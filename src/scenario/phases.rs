@@ -1,35 +1,57 @@
 //! A scenario's phases: `sleep`, `load`, `probe`, `fsync` and `check` (diskpulse
-//! subcommands run as children on the run's clock), and `restart`, `stop`, `start` of
-//! broker nodes (with the time to current and healthy, and the store recovery lines of
-//! the server's log as events).
+//! subcommands run as children on the run's clock, each told its phase index in
+//! `DISKPULSE_PHASE`), and `restart`, `stop`, `start`, `kill` of broker nodes (with the
+//! time to current and healthy, and the store recovery lines of the server's log as
+//! events).
+//!
+//! Phases may run at the same time ([`super::executor`]): each has its own stop flag
+//! (Ctrl-C, the end of the phase it runs `during`, or another phase failing). A child is
+//! then sent SIGINT, and SIGKILL after [`STOP_GRACE`]; a sleep ends. The cluster is shared:
+//! a node phase locks it only while it stops, kills or starts nodes, a load phase only to
+//! read the client URLs.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::run::{vol_cgroup, vol_dir, StudyOptions};
+use super::run::{vol_cgroup, vol_dir};
 use super::spec;
 use crate::broker::{monitor, Cluster};
 use crate::cli::parse_duration;
 use crate::lab::Volume;
 use crate::recording::EventLog;
 
+/// How long a stopped phase's child has between SIGINT and SIGKILL (a probe or load
+/// prints what it measured on SIGINT, which takes well under a second).
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
 pub(super) fn phase_label(p: &spec::PhaseDecl) -> String {
-    p.name.clone().unwrap_or_else(|| {
-        let k = p.kind.get_ref();
-        match p.args.first() {
-            Some(a) if k == "load" => format!("load {a}"),
-            _ => k.clone(),
-        }
-    })
+    p.name
+        .as_ref()
+        .map(|n| n.get_ref().clone())
+        .unwrap_or_else(|| {
+            let k = p.kind.get_ref();
+            match p.args.first() {
+                Some(a) if k == "load" => format!("load {a}"),
+                _ => k.clone(),
+            }
+        })
 }
 
-fn sysctl_drop_caches() -> anyhow::Result<()> {
-    // SAFETY: sync has no preconditions.
-    unsafe { libc::sync() };
+/// Writes back the file systems that hold `dirs` (syncfs: not every file system of the
+/// machine, whose dirty pages, e.g. other builds', can take many seconds) and drops the
+/// page cache, so a restarted node re-reads its store from the device.
+fn sysctl_drop_caches(dirs: &[PathBuf]) -> anyhow::Result<()> {
+    for d in dirs {
+        if let Ok(f) = std::fs::File::open(d) {
+            // SAFETY: syncfs on a descriptor we own.
+            unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) };
+        }
+    }
     std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| {
         anyhow::anyhow!("cannot drop the page cache (/proc/sys/vm/drop_caches): {e}; run as root")
     })
@@ -52,12 +74,14 @@ impl std::fmt::Display for ChildFailed {
 
 impl std::error::Error for ChildFailed {}
 
-/// Runs a diskpulse subcommand as a child on the run's clock; returns its stdout.
+/// Runs a diskpulse subcommand as a child on the run's clock, as phase `phase`; returns
+/// its stdout. When `stop` is set the child gets SIGINT, and SIGKILL after [`STOP_GRACE`].
 fn child(
     exe: &Path,
     args: &[String],
     run_dir: &Path,
     zero_ns: u64,
+    phase: usize,
     cgroup: Option<&Path>,
     stop: &AtomicBool,
 ) -> anyhow::Result<(i32, String)> {
@@ -65,6 +89,7 @@ fn child(
         .args(args)
         .env(collectors::clock::ENV_ZERO, zero_ns.to_string())
         .env("DISKPULSE_RUN_DIR", run_dir)
+        .env(crate::format::ENV_PHASE, phase.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -85,15 +110,21 @@ fn child(
         let _ = std::io::Read::read_to_string(&mut err, &mut s);
         s
     });
-    let mut signalled = false;
+    let mut signalled: Option<Instant> = None;
     let status = loop {
         if let Some(st) = c.try_wait()? {
             break st;
         }
-        if stop.load(Ordering::Relaxed) && !signalled {
-            // SAFETY: our own child.
-            unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
-            signalled = true;
+        match signalled {
+            None if stop.load(Ordering::Relaxed) => {
+                // SAFETY: our own child, not reaped yet.
+                unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+                signalled = Some(Instant::now());
+            }
+            Some(t) if t.elapsed() >= STOP_GRACE => {
+                let _ = c.kill();
+            }
+            _ => {}
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -180,27 +211,50 @@ fn log_recovery_events(log: &Path, from_byte: u64, node: &str, events: &EventLog
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The broker nodes, shared by phases that run at the same time.
+pub(super) type SharedCluster = tokio::sync::Mutex<Option<Cluster>>;
+
+/// What every phase of a run sees.
+pub(super) struct PhaseCtx<'a> {
+    pub dir: &'a Path,
+    pub vols: &'a [(String, PathBuf, Option<Volume>)],
+    pub cluster: &'a SharedCluster,
+    pub events: &'a EventLog,
+    pub zero_ns: u64,
+    /// The diskpulse binary for the children.
+    pub exe: &'a Path,
+    /// Per node (n1 first): the cgroup of the throttled lab volume its store is on.
+    pub node_cgroups: &'a [Option<PathBuf>],
+}
+
+/// Sleeps `d` or until `stop`; returns how long it slept.
+async fn sleep_unless(d: Duration, stop: &AtomicBool) -> Duration {
+    let t0 = Instant::now();
+    while t0.elapsed() < d && !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(20).min(d - t0.elapsed())).await;
+    }
+    t0.elapsed()
+}
+
+/// Runs phase `index` until it ends or `stop` is set; returns its result for meta.json.
 pub(super) async fn run_phase(
     p: &spec::PhaseDecl,
     index: usize,
-    kind: &str,
-    dir: &Path,
-    vols: &[(String, PathBuf, Option<Volume>)],
-    cluster: Option<&mut Cluster>,
-    events: &EventLog,
-    zero_ns: u64,
-    o: &StudyOptions,
+    cx: &PhaseCtx<'_>,
+    stop: Arc<AtomicBool>,
 ) -> anyhow::Result<Value> {
+    let kind = p.kind.get_ref().as_str();
+    let (dir, vols) = (cx.dir, cx.vols);
     let target = p.volume.as_ref().map(|v| v.get_ref().as_str());
     let cg = target.and_then(|t| vol_cgroup(vols, t));
     let run_child = |args: Vec<String>, cg: Option<PathBuf>| {
-        let exe = o.exe.clone();
+        let exe = cx.exe.to_path_buf();
         let dir = dir.to_path_buf();
-        let stop = o.stop.clone();
+        let stop = stop.clone();
+        let zero_ns = cx.zero_ns;
         async move {
             tokio::task::spawn_blocking(move || {
-                child(&exe, &args, &dir, zero_ns, cg.as_deref(), &stop)
+                child(&exe, &args, &dir, zero_ns, index, cg.as_deref(), &stop)
             })
             .await?
         }
@@ -211,20 +265,23 @@ pub(super) async fn run_phase(
         "sleep" => {
             let d = parse_duration(p.duration.as_deref().unwrap_or("0s"))
                 .map_err(anyhow::Error::msg)?;
-            let t0 = Instant::now();
-            while t0.elapsed() < d && !o.stop.load(Ordering::Relaxed) {
-                tokio::time::sleep(Duration::from_millis(50).min(d)).await;
-            }
-            Ok(json!({"slept_s": t0.elapsed().as_secs_f64()}))
+            let slept = sleep_unless(d, &stop).await;
+            Ok(json!({"slept_s": slept.as_secs_f64()}))
         }
         "load" => {
-            let c = cluster.ok_or_else(|| {
-                anyhow::anyhow!("a load phase needs a [broker] (or --server in its args)")
-            });
             let mut args = vec!["load".to_string()];
             args.extend(p.args.iter().cloned());
             if !p.args.iter().any(|a| a == "--server") {
-                for u in c?.client_urls() {
+                let urls = cx
+                    .cluster
+                    .lock()
+                    .await
+                    .as_ref()
+                    .map(Cluster::client_urls)
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("a load phase needs a [broker] (or --server in its args)")
+                    })?;
+                for u in urls {
                     args.push("--server".into());
                     args.push(u);
                 }
@@ -275,7 +332,7 @@ pub(super) async fn run_phase(
             args.extend(p.args.iter().cloned());
             args.push("--json".into());
             // check exits 1 on FAIL findings: that is a finding, not a failed phase.
-            let exe = o.exe.clone();
+            let exe = cx.exe.to_path_buf();
             let out = tokio::task::spawn_blocking(move || {
                 Command::new(&exe)
                     .args(&args)
@@ -287,54 +344,115 @@ pub(super) async fn run_phase(
             std::fs::write(dir.join("check.json"), &text)?;
             Ok(json_or_text(&text))
         }
-        "restart" | "stop" | "start" => {
-            let c = cluster.ok_or_else(|| anyhow::anyhow!("a {kind} phase needs a [broker]"))?;
-            let nodes = phase_nodes(p, c.size())?;
-            let mut res = vec![];
-            if kind != "start" {
-                for &n in &nodes {
-                    events.event("node_stop", json!({"node": c.node(n).name()}));
-                    c.stop_node(n).await?;
-                }
-            }
-            if kind == "restart" {
-                if p.drop_caches {
-                    sysctl_drop_caches()?;
-                    events.event("drop_caches", json!({}));
-                }
-                if let Some(d) = &p.down_for {
-                    tokio::time::sleep(parse_duration(d).map_err(anyhow::Error::msg)?).await;
-                }
-            }
-            if kind != "stop" {
-                let mut logs = vec![];
-                for &n in &nodes {
-                    let name = c.node(n).name().to_string();
-                    let log = c.node(n).log_path().to_path_buf();
-                    let log_len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
-                    events.event(
-                        "restart",
-                        json!({"node": name, "drop_caches": p.drop_caches}),
-                    );
-                    logs.push((n, name, log, log_len));
-                }
-                let t0 = Instant::now();
-                c.start_nodes(&nodes).await?;
-                let current = t0.elapsed();
-                for (n, name, log, log_len) in logs {
-                    let healthy =
-                        wait_healthy(&c.node(n).monitor_url(), Duration::from_secs(120)).await;
-                    let healthy_ms = healthy.map(|_| t0.elapsed().as_secs_f64() * 1e3);
-                    events.event(
-                        "restart_ready",
-                        json!({"node": name, "current_ms": current.as_secs_f64() * 1e3, "healthy_ms": healthy_ms}),
-                    );
-                    log_recovery_events(&log, log_len, &name, events);
-                    res.push(json!({"node": name, "current_ms": current.as_secs_f64() * 1e3, "healthy_ms": healthy_ms}));
-                }
-            }
-            Ok(json!({"nodes": res}))
-        }
+        "restart" | "stop" | "start" | "kill" => node_phase(p, kind, cx, &stop).await,
         other => anyhow::bail!("unknown phase kind {other}"),
     }
+}
+
+/// `restart`, `stop`, `start` and `kill`: the cluster is locked only while nodes stop,
+/// die or start, so loads running beside keep their URLs and other node phases wait
+/// only for that.
+async fn node_phase(
+    p: &spec::PhaseDecl,
+    kind: &str,
+    cx: &PhaseCtx<'_>,
+    stop: &AtomicBool,
+) -> anyhow::Result<Value> {
+    let events = cx.events;
+    let no_broker = || anyhow::anyhow!("a {kind} phase needs a [broker]");
+    let (nodes, names) = {
+        let g = cx.cluster.lock().await;
+        let c = g.as_ref().ok_or_else(no_broker)?;
+        let nodes = phase_nodes(p, c.size())?;
+        let names: Vec<String> = nodes
+            .iter()
+            .map(|&n| c.node(n).name().to_string())
+            .collect();
+        (nodes, names)
+    };
+    match kind {
+        "restart" | "stop" => {
+            let mut g = cx.cluster.lock().await;
+            let c = g.as_mut().ok_or_else(no_broker)?;
+            for (&n, name) in nodes.iter().zip(&names) {
+                events.event("node_stop", json!({"node": name}));
+                c.stop_node(n).await?;
+            }
+        }
+        "kill" => {
+            let mut g = cx.cluster.lock().await;
+            let c = g.as_mut().ok_or_else(no_broker)?;
+            for (&n, name) in nodes.iter().zip(&names) {
+                events.event("node_kill", json!({"node": name, "pid": c.node(n).pid()}));
+                c.kill_node(n)?;
+            }
+        }
+        _ => {}
+    }
+    if kind == "stop" || (kind == "kill" && p.down_for.is_none()) {
+        return Ok(json!({"nodes": names}));
+    }
+    if kind == "restart" && p.drop_caches {
+        let stores: Vec<PathBuf> = {
+            let g = cx.cluster.lock().await;
+            let c = g.as_ref().ok_or_else(no_broker)?;
+            nodes
+                .iter()
+                .map(|&n| c.node(n).store_dir().to_path_buf())
+                .collect()
+        };
+        let t0 = Instant::now();
+        tokio::task::spawn_blocking(move || sysctl_drop_caches(&stores)).await??;
+        events.event(
+            "drop_caches",
+            json!({"ms": t0.elapsed().as_secs_f64() * 1e3}),
+        );
+    }
+    if kind != "start" {
+        if let Some(d) = &p.down_for {
+            let d = parse_duration(d).map_err(anyhow::Error::msg)?;
+            if sleep_unless(d, stop).await < d {
+                // Stopped while the nodes were down: the run is ending, the session stops
+                // the rest.
+                return Ok(json!({"nodes": names, "interrupted": true}));
+            }
+        }
+    }
+    let mut logs = vec![];
+    let (t0, current, monitors) = {
+        let mut g = cx.cluster.lock().await;
+        let c = g.as_mut().ok_or_else(no_broker)?;
+        for (&n, name) in nodes.iter().zip(&names) {
+            let log = c.node(n).log_path().to_path_buf();
+            let log_len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+            events.event(
+                "restart",
+                json!({"node": name, "drop_caches": p.drop_caches, "after": kind}),
+            );
+            logs.push((name.clone(), log, log_len));
+        }
+        let t0 = Instant::now();
+        c.start_nodes(&nodes).await?;
+        // A throttled volume limits the started process too, as it did the first (from
+        // the moment it answers: its recovery reads before that are not throttled).
+        for &n in &nodes {
+            if let Some(Some(cg)) = cx.node_cgroups.get(n - 1) {
+                let _ = std::fs::write(cg.join("cgroup.procs"), c.node(n).pid().to_string());
+            }
+        }
+        let monitors: Vec<String> = nodes.iter().map(|&n| c.node(n).monitor_url()).collect();
+        (t0, t0.elapsed(), monitors)
+    };
+    let mut res = vec![];
+    for ((name, log, log_len), url) in logs.into_iter().zip(monitors) {
+        let healthy = wait_healthy(&url, Duration::from_secs(120)).await;
+        let healthy_ms = healthy.map(|_| t0.elapsed().as_secs_f64() * 1e3);
+        events.event(
+            "restart_ready",
+            json!({"node": name, "current_ms": current.as_secs_f64() * 1e3, "healthy_ms": healthy_ms}),
+        );
+        log_recovery_events(&log, log_len, &name, events);
+        res.push(json!({"node": name, "current_ms": current.as_secs_f64() * 1e3, "healthy_ms": healthy_ms}));
+    }
+    Ok(json!({"nodes": res}))
 }

@@ -1,5 +1,5 @@
 //! Running a scenario: for every matrix cell and repeat, lab volumes up, a recording, the
-//! broker, the phases in order, then everything down and the run reported; at the end the
+//! broker, the phases on their schedule ([`super::executor`]), then everything down and the run reported; at the end the
 //! study report.
 //!
 //! Layout of a study directory:
@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 use collectors::devices::{self, Resolver};
 use serde_json::json;
 
-use super::phases::{phase_label, run_phase};
+use super::executor::run_schedule;
+use super::phases::{PhaseCtx, SharedCluster};
+use super::schedule::Schedule;
 use super::spec::{self, Cell, Scenario};
 use crate::broker::{ClusterOptions, SyncMode};
 use crate::cli::parse_duration;
@@ -386,6 +388,7 @@ fn run_recorded(
         }
     };
     let clock = session.clock();
+    let schedule = Schedule::of(&s.phases)?;
     // A scenario's restart phases stop nodes on purpose: no broker watch.
     let ran = session.run(broker, monitor_interval, false, async |live| {
         if let Some(c) = &live.cluster {
@@ -396,37 +399,18 @@ fn run_recorded(
                 }
             }
         }
-        let events = live.events.clone();
-        let mut results = vec![];
-        let mut err = None;
-        for (i, p) in s.phases.iter().enumerate() {
-            if o.stop.load(Ordering::Relaxed) {
-                break;
-            }
-            let p = p.get_ref();
-            let label = phase_label(p);
-            let kind = p.kind.get_ref().as_str();
-            events.event("phase_start", json!({"phase": label, "index": i, "kind": kind, "args": p.args}));
-            let t0 = clock.now_ns();
-            let r = run_phase(p, i, kind, dir, vols, live.cluster.as_mut(), &events, clock.zero_monotonic_ns(), o).await;
-            let elapsed_s = (clock.now_ns() - t0) as f64 / 1e9;
-            events.event("phase_end", json!({"phase": label, "index": i, "kind": kind, "ok": r.is_ok()}));
-            match r {
-                Ok(v) => results.push(json!({"index": i, "kind": kind, "name": label, "args": p.args, "elapsed_s": elapsed_s, "result": v})),
-                Err(e) => {
-                    events.error("scenario", kind, &format!("{e:#}"));
-                    // A child that printed its result before failing (a load whose
-                    // operations failed) keeps it: the report reads its failures.
-                    let result = e
-                        .downcast_ref::<super::phases::ChildFailed>()
-                        .and_then(|c| serde_json::from_str::<serde_json::Value>(&c.stdout).ok())
-                        .unwrap_or(serde_json::Value::Null);
-                    results.push(json!({"index": i, "kind": kind, "name": label, "args": p.args, "elapsed_s": elapsed_s, "error": format!("{e:#}"), "result": result}));
-                    err = Some(e);
-                    break;
-                }
-            }
-        }
+        let cx = PhaseCtx {
+            dir,
+            vols,
+            cluster: &SharedCluster::new(live.cluster.take()),
+            events: &live.events.clone(),
+            zero_ns: clock.zero_monotonic_ns(),
+            exe: &o.exe,
+            node_cgroups: &node_cgroups,
+        };
+        let (results, err) = run_schedule(&s.phases, &schedule, &cx, clock, &o.stop).await;
+        // Back to the session, which stops the nodes.
+        live.cluster = cx.cluster.lock().await.take();
         Ok((results, err))
     });
     // The phases that ran go into meta.json even when one failed.

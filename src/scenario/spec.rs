@@ -14,9 +14,14 @@
 //! volumes = ["vol"]
 //! sync = "always"
 //! [[phases]]
-//! kind = "probe"                 # check | probe | fsync | load | sleep | restart | stop | start
+//! kind = "probe"                 # check | probe | fsync | load | sleep | restart | stop | start | kill
 //! volume = "vol"
 //! args = ["--preset", "array-check", "--runtime", "10s"]
+//! name = "array check"
+//! [[phases]]                     # timing keys (see `schedule.rs`): with/after = "NAME",
+//! kind = "kill"                  # at = "5s", during = "NAME"; none: after the previous
+//! nodes = [1]
+//! after = "array check"
 //! ```
 //! `${name}` in any string is replaced by the cell's value of matrix parameter `name`;
 //! every matrix parameter must be used somewhere, and every `${..}` must name one.
@@ -181,8 +186,19 @@ fn ms250() -> String {
 #[serde(deny_unknown_fields)]
 pub struct PhaseDecl {
     pub kind: Spanned<String>,
-    /// Name shown on the timeline (default: the kind and its first argument).
-    pub name: Option<String>,
+    /// Name shown on the timeline (default: the kind and its first argument); what
+    /// `with`, `after` and `during` refer to.
+    pub name: Option<Spanned<String>>,
+    /// Starts when the phase of this name starts (plus `at`).
+    pub with: Option<Spanned<String>>,
+    /// Starts when the phase of this name ends (plus `at`).
+    pub after: Option<Spanned<String>>,
+    /// An offset like "10s": from `with`/`after`'s moment, alone from the start of the
+    /// phases.
+    pub at: Option<Spanned<String>>,
+    /// Stopped (its child interrupted, a sleep ended) when the phase of this name ends;
+    /// alone it also starts with that phase.
+    pub during: Option<Spanned<String>>,
     /// Arguments of the `diskpulse` subcommand (load: mode first; probe/fsync/check: flags).
     #[serde(default)]
     pub args: Vec<String>,
@@ -190,18 +206,22 @@ pub struct PhaseDecl {
     pub volume: Option<Spanned<String>>,
     /// sleep: how long.
     pub duration: Option<String>,
-    /// restart/stop/start: node numbers (1-based) or "all".
+    /// restart/stop/start/kill: node numbers (1-based) or "all".
     pub nodes: Option<toml::Value>,
     /// restart: drop the page cache between stop and start, so re-reads hit the device.
     #[serde(default)]
     pub drop_caches: bool,
-    /// restart: pause between stop and start.
+    /// restart: pause between stop and start; kill: start the nodes again after this
+    /// (without it a killed node stays down).
     pub down_for: Option<String>,
 }
 
-pub const PHASE_KINDS: [&str; 8] = [
-    "check", "probe", "fsync", "load", "sleep", "restart", "stop", "start",
+pub const PHASE_KINDS: [&str; 9] = [
+    "check", "probe", "fsync", "load", "sleep", "restart", "stop", "start", "kill",
 ];
+
+/// The kinds that stop or start broker nodes: two of them on one node must be ordered.
+pub const NODE_KINDS: [&str; 4] = ["restart", "stop", "start", "kill"];
 
 /// An error in a scenario file, with its place.
 #[derive(Debug)]
@@ -238,7 +258,7 @@ pub fn line_col(text: &str, pos: usize) -> (usize, usize) {
     (line, col)
 }
 
-fn err_at(path: &str, text: &str, span: Range<usize>, message: String) -> SpecError {
+pub(super) fn err_at(path: &str, text: &str, span: Range<usize>, message: String) -> SpecError {
     let (line, column) = line_col(text, span.start);
     SpecError {
         path: path.to_string(),
@@ -358,7 +378,7 @@ fn parse_inner(path: &str, text: &str, check_matrix: bool) -> Result<Scenario, S
         if let Some(v) = &ph.volume {
             check_vol(v)?;
         }
-        let needs_broker = matches!(kind, "restart" | "stop" | "start");
+        let needs_broker = NODE_KINDS.contains(&kind);
         if needs_broker && sc.broker.is_none() {
             return Err(err_at(
                 path,
@@ -430,6 +450,7 @@ fn parse_inner(path: &str, text: &str, check_matrix: bool) -> Result<Scenario, S
         }
         pos = end;
     }
+    super::schedule::Schedule::build(path, text, &sc.phases)?;
     Ok(sc)
 }
 

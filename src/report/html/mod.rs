@@ -183,6 +183,7 @@ pub fn run_section(run: &Run, summary: &Summary, timeline: &Timeline) -> String 
     devices::bursts(&mut s, summary);
     interference::interference(&mut s, summary);
     results::load(&mut s, run, summary);
+    results::faults(&mut s, summary);
     results::fsync(&mut s, &run.fsync);
     if let Some(p) = &run.probe {
         results::probe(&mut s, p);

@@ -68,6 +68,51 @@ pub(super) fn load(s: &mut String, run: &Run, summary: &Summary) {
     );
 }
 
+/// Faults under the load (issue 9): one row each, from summary.json's `faults`.
+pub(super) fn faults(s: &mut String, summary: &Summary) {
+    if summary.faults.is_empty() {
+        return;
+    }
+    s.push_str("<h3>Faults under the load</h3>\n");
+    let ms = |x: Option<f64>| x.map(|v| num(v, 0)).unwrap_or_else(|| NONE.into());
+    let rows: Vec<_> = summary
+        .faults
+        .iter()
+        .map(|f| {
+            (
+                None,
+                vec![
+                    t(match &f.node {
+                        Some(node) => format!("{} {node}", f.cause),
+                        None => f.cause.clone(),
+                    }),
+                    n(num(f.start_s, 2)),
+                    n(f.end_s.map(|e| num(e, 2)).unwrap_or_else(|| NONE.into())),
+                    n(ms(f.outage_ms)),
+                    n(ms(f.time_to_first_ack_ms)),
+                    n(num(f.ops_lost as f64, 0)),
+                    n(num(f.timeouts as f64, 0)),
+                    t(f.clients.join(", ")),
+                ],
+            )
+        })
+        .collect();
+    table(
+        s,
+        &[
+            "fault",
+            "#down at (s)",
+            "#back at (s)",
+            "#outage (ms)",
+            "#first ack after (ms)",
+            "#ops lost",
+            "#of which timeouts",
+            "clients",
+        ],
+        &rows,
+    );
+}
+
 pub(super) fn fsync(s: &mut String, rows: &[FsyncRow]) {
     if rows.is_empty() {
         return;

@@ -1,0 +1,288 @@
+//! Faults under the load (issue 9): when the broker was gone, when it was back, how long
+//! the load took to get its first ack after that, and how many operations it lost. Pure
+//! functions of `events.jsonl` (run clock, ns in, s and ms out):
+//!
+//! - A node span runs from a scenario's `node_stop` or `node_kill` to that node's
+//!   `restart_ready` (or its `restart` when no ready came).
+//! - A client span runs from a `nats_client` `disconnected` to that client's next
+//!   `connected` (async-nats's own events, for every connection of the load).
+//! - Spans that overlap are one fault. Its end (the broker back) is the first client
+//!   reconnect in it, else the node's ready: what the load could see.
+//! - The load's send loops emit `first_ack_after_reconnect` (`t_ns` = the first
+//!   operation that succeeded after the reconnect, `reconnect_ns`, `failed`, `timeouts`)
+//!   or `no_ack_after_reconnect` when the run ended first: the fault holding the
+//!   `reconnect_ns` takes the earliest `t_ns` and the sums.
+
+use crate::format::events::Event;
+use crate::format::summary::Fault;
+
+/// A span of one cause, before spans are merged.
+struct Span {
+    start_ns: u64,
+    end_ns: Option<u64>,
+    node: Option<(String, &'static str)>,
+    client: Option<String>,
+}
+
+/// The faults of a run, in time order.
+pub fn faults(events: &[Event]) -> Vec<Fault> {
+    let mut spans: Vec<Span> = vec![];
+    for e in events {
+        match e.kind.as_str() {
+            "node_stop" | "node_kill" => {
+                let node = e.detail_str("node").unwrap_or("?").to_string();
+                let cause = if e.kind == "node_kill" {
+                    "node_kill"
+                } else {
+                    "node_stop"
+                };
+                spans.push(Span {
+                    start_ns: e.t_ns,
+                    end_ns: None,
+                    node: Some((node, cause)),
+                    client: None,
+                });
+            }
+            "restart" | "restart_ready" => {
+                let node = e.detail_str("node");
+                if let Some(s) = spans.iter_mut().rev().find(|s| {
+                    s.node.as_ref().map(|n| n.0.as_str()) == node
+                        && (s.end_ns.is_none() || e.kind == "restart_ready")
+                }) {
+                    // restart_ready comes after restart and wins.
+                    if s.end_ns.is_none() || e.kind == "restart_ready" {
+                        s.end_ns = Some(e.t_ns);
+                    }
+                }
+            }
+            "nats_client" => {
+                let (Some(client), Some(what)) = (e.detail_str("client"), e.detail_str("event"))
+                else {
+                    continue;
+                };
+                let open = spans
+                    .iter_mut()
+                    .rev()
+                    .find(|s| s.client.as_deref() == Some(client) && s.end_ns.is_none());
+                match (what, open) {
+                    ("disconnected", None) => spans.push(Span {
+                        start_ns: e.t_ns,
+                        end_ns: None,
+                        node: None,
+                        client: Some(client.to_string()),
+                    }),
+                    ("connected", Some(s)) => s.end_ns = Some(e.t_ns),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    spans.sort_by_key(|s| s.start_ns);
+
+    // Merge overlapping spans (an open span reaches to the end of the run).
+    let mut groups: Vec<Vec<Span>> = vec![];
+    let mut reach = 0u64;
+    for s in spans {
+        let overlaps = groups.last().is_some() && s.start_ns <= reach;
+        let end = s.end_ns.unwrap_or(u64::MAX);
+        if overlaps {
+            reach = reach.max(end);
+            groups.last_mut().unwrap().push(s);
+        } else {
+            reach = end;
+            groups.push(vec![s]);
+        }
+    }
+
+    let mut out: Vec<(u64, u64, Fault)> = groups.iter().map(|g| fault_of(g)).collect();
+    // The load's own view: the first success after each reconnect, and what it lost.
+    for e in events {
+        let first = e.kind == "first_ack_after_reconnect";
+        if !first && e.kind != "no_ack_after_reconnect" {
+            continue;
+        }
+        let Some(r) = e.detail.get("reconnect_ns").and_then(|v| v.as_u64()) else {
+            continue;
+        };
+        // The fault that holds the reconnect (the loop sees it up to 10 ms late).
+        let Some((_, _, f)) = out
+            .iter_mut()
+            .rev()
+            .find(|(start, reach, _)| *start <= r && r <= reach.saturating_add(1_000_000_000))
+        else {
+            continue;
+        };
+        let n = |k: &str| e.detail.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+        f.ops_lost += n("failed");
+        f.timeouts += n("timeouts");
+        if first {
+            let t = e.t_ns as f64 / 1e9;
+            if f.first_ack_s.is_none_or(|x| t < x) {
+                f.first_ack_s = Some(t);
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(_, _, mut f)| {
+            f.time_to_first_ack_ms = match (f.first_ack_s, f.end_s) {
+                (Some(a), Some(b)) => Some(((a - b) * 1e3).max(0.0)),
+                _ => None,
+            };
+            f
+        })
+        .collect()
+}
+
+/// One group of overlapping spans as a fault: `(start_ns, reach_ns, fault)`.
+fn fault_of(g: &[Span]) -> (u64, u64, Fault) {
+    let start_ns = g.iter().map(|s| s.start_ns).min().unwrap_or(0);
+    let reach_ns = g
+        .iter()
+        .map(|s| s.end_ns.unwrap_or(u64::MAX))
+        .max()
+        .unwrap_or(start_ns);
+    let node = g.iter().find_map(|s| s.node.clone());
+    let reconnect = g
+        .iter()
+        .filter(|s| s.client.is_some())
+        .filter_map(|s| s.end_ns)
+        .min();
+    let node_back = g.iter().filter(|s| s.node.is_some()).find_map(|s| s.end_ns);
+    let end_ns = reconnect.or(node_back);
+    let mut clients: Vec<String> = g.iter().filter_map(|s| s.client.clone()).collect();
+    clients.sort();
+    clients.dedup();
+    let s = |ns: u64| ns as f64 / 1e9;
+    let fault = Fault {
+        cause: node
+            .as_ref()
+            .map(|n| n.1)
+            .unwrap_or("disconnect")
+            .to_string(),
+        node: node.map(|n| n.0),
+        start_s: s(start_ns),
+        end_s: end_ns.map(s),
+        outage_ms: end_ns.map(|e| e.saturating_sub(start_ns) as f64 / 1e6),
+        clients,
+        ..Default::default()
+    };
+    (start_ns, reach_ns, fault)
+}
+
+/// One line per fault, for `report`'s table and the commands' output.
+pub fn line(f: &Fault) -> String {
+    let what = match (&f.node, f.cause.as_str()) {
+        (Some(n), "node_kill") => format!("{n} killed"),
+        (Some(n), _) => format!("{n} stopped"),
+        (None, _) => "clients lost their server".to_string(),
+    };
+    let back = match (f.end_s, f.outage_ms) {
+        (Some(e), Some(o)) => format!("back at {e:.2} s ({o:.0} ms down)"),
+        _ => "not back before the end".to_string(),
+    };
+    let first = match f.time_to_first_ack_ms {
+        Some(ms) => format!("first ack {ms:.0} ms after"),
+        None => "no ack after it".to_string(),
+    };
+    format!(
+        "fault at {:.2} s: {what}, {back}, {first}; {} operations lost ({} timed out)",
+        f.start_s, f.ops_lost, f.timeouts
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(t_ms: u64, kind: &str, detail: serde_json::Value) -> Event {
+        Event {
+            t_ns: t_ms * 1_000_000,
+            kind: kind.into(),
+            detail,
+        }
+    }
+
+    fn client(t_ms: u64, name: &str, what: &str) -> Event {
+        ev(t_ms, "nats_client", json!({"client": name, "event": what}))
+    }
+
+    fn first_ack(t_ms: u64, reconnect_ms: u64, failed: u64, timeouts: u64) -> Event {
+        ev(
+            t_ms,
+            "first_ack_after_reconnect",
+            json!({"client": "diskpulse-kv-put-0", "reconnect_ns": reconnect_ms * 1_000_000,
+                "failed": failed, "timeouts": timeouts}),
+        )
+    }
+
+    #[test]
+    fn a_disconnect_and_reconnect_is_one_fault_with_the_time_to_the_first_ack() {
+        let events = vec![
+            client(100, "diskpulse-kv-put-0", "connected"),
+            client(2_000, "diskpulse-kv-put-0", "disconnected"),
+            client(2_001, "diskpulse-setup", "disconnected"),
+            client(4_100, "diskpulse-setup", "connected"),
+            client(4_120, "diskpulse-kv-put-0", "connected"),
+            first_ack(4_150, 4_125, 7, 6),
+        ];
+        let f = faults(&events);
+        assert_eq!(f.len(), 1, "{f:?}");
+        let f = &f[0];
+        assert_eq!(f.cause, "disconnect");
+        assert_eq!(f.start_s, 2.0);
+        assert_eq!(f.end_s, Some(4.1));
+        assert_eq!(f.first_ack_s, Some(4.15));
+        assert!(
+            (f.time_to_first_ack_ms.unwrap() - 50.0).abs() < 1e-6,
+            "{f:?}"
+        );
+        assert_eq!((f.ops_lost, f.timeouts), (7, 6));
+        assert_eq!(f.clients, vec!["diskpulse-kv-put-0", "diskpulse-setup"]);
+    }
+
+    #[test]
+    fn a_node_kill_merges_with_the_disconnects_it_caused_and_two_faults_stay_two() {
+        let events = vec![
+            ev(1_000, "node_kill", json!({"node": "n1"})),
+            client(1_001, "diskpulse-js-pub-0", "disconnected"),
+            ev(2_000, "restart", json!({"node": "n1"})),
+            client(2_300, "diskpulse-js-pub-0", "connected"),
+            ev(2_500, "restart_ready", json!({"node": "n1"})),
+            first_ack(2_310, 2_305, 3, 3),
+            ev(5_000, "node_stop", json!({"node": "n2"})),
+            ev(6_000, "restart", json!({"node": "n2"})),
+        ];
+        let f = faults(&events);
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert_eq!(f[0].cause, "node_kill");
+        assert_eq!(f[0].node.as_deref(), Some("n1"));
+        assert_eq!(f[0].end_s, Some(2.3), "the client's reconnect: {f:?}");
+        assert!((f[0].time_to_first_ack_ms.unwrap() - 10.0).abs() < 1e-6);
+        assert_eq!(f[0].ops_lost, 3);
+        // No client saw the second: it ends at the node's restart, no first ack.
+        assert_eq!(f[1].cause, "node_stop");
+        assert_eq!(f[1].end_s, Some(6.0));
+        assert_eq!(f[1].time_to_first_ack_ms, None);
+        assert_eq!(f[1].ops_lost, 0);
+        assert!(line(&f[0]).contains("n1 killed"), "{}", line(&f[0]));
+    }
+
+    #[test]
+    fn a_server_that_never_came_back_is_a_fault_without_an_end() {
+        let events = vec![
+            client(2_000, "diskpulse-pub-0", "disconnected"),
+            ev(
+                9_000,
+                "no_ack_after_reconnect",
+                json!({"reconnect_ns": 8_000_000_000u64, "failed": 4, "timeouts": 4}),
+            ),
+        ];
+        let f = faults(&events);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].end_s, None);
+        assert_eq!(f[0].ops_lost, 4);
+        assert!(line(&f[0]).contains("not back"), "{}", line(&f[0]));
+    }
+}
