@@ -1,9 +1,10 @@
 //! Issue 9's "Done means" for interference: the probe and the load overlap in one
 //! recording on one loop device, and summary.json's inside/outside-burst percentiles
 //! (merged per-window histograms of probe.hlog) agree with the same percentiles computed
-//! from the probe's raw per-I/O latencies (`--write-lat-log`).
+//! from the probe's raw per-I/O latencies (`--write-lat-log`); and a node of three killed
+//! under js-pub: the load's latency before the kill versus during the node's re-read.
 //!
-//! Needs root and losetup (a loop device the recording has to itself) and nats-server.
+//! Needs root and losetup (loop devices the runs have to themselves) and nats-server.
 
 mod common;
 
@@ -195,5 +196,111 @@ fn probe_beside_the_load_measured_inside_and_outside_the_brokers_write_bursts() 
         shades >= spans.len(),
         "{shades} shaded spans for {} bursts",
         spans.len()
+    );
+}
+
+/// One node of three (R3) killed under js-pub and started again: summary.json's restart
+/// entry compares the load's latency before the node went down (its `node_kill` event)
+/// with the time of its re-read, while the other two keep acking; each side holds
+/// exactly the acks load.csv counts in those windows.
+#[test]
+fn a_restart_under_load_is_measured_before_the_kill_and_during_the_reread() {
+    if !can_use_loop_devices() || !have_nats_server() {
+        return;
+    }
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let sc = d.path().join("s.toml");
+    std::fs::write(
+        &sc,
+        r#"name = "kill"
+[[volumes]]
+name = "a"
+lab = { size = "256M", fs = "ext4" }
+[[volumes]]
+name = "b"
+lab = { size = "256M", fs = "ext4" }
+[[volumes]]
+name = "c"
+lab = { size = "256M", fs = "ext4" }
+[broker]
+nodes = "3"
+volumes = ["a", "b", "c"]
+sync = "1s"
+[[phases]]
+name = "load"
+kind = "load"
+args = ["js-pub", "--rate", "1000", "--duration", "7s", "--size", "4k", "--replicas", "3",
+        "--stream", "K", "--subject", "k.x"]
+[[phases]]
+kind = "kill"
+nodes = [2]
+with = "load"
+at = "3s"
+down_for = "1s"
+"#,
+    )
+    .unwrap();
+    let o = diskpulse()
+        .arg("run")
+        .arg(&sc)
+        .arg("--out")
+        .arg(d.path().join("study"))
+        .arg("--lab-root")
+        .arg(d.path().join("lab"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    // Acks in flight at the kill are lost: the load may fail, loudly.
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{stderr}");
+    let run = d.path().join("study/cells/base/r1");
+    let s = Summary::read(&run).unwrap().expect("summary.json");
+    assert_eq!(s.restarts.len(), 1, "{:#?}", s.restarts);
+    let x = s.interference.as_ref().expect("interference");
+    let r = x
+        .restarts
+        .iter()
+        .find(|r| r.name == "js-pub" && !r.co)
+        .unwrap_or_else(|| panic!("{x:#?}"));
+    assert!(x.restarts.iter().any(|r| r.name == "js-pub" && r.co));
+    let kill_ns = events::read(&run)
+        .unwrap()
+        .iter()
+        .find(|e| e.kind == "node_kill")
+        .expect("node_kill event")
+        .t_ns;
+    assert!(
+        (r.before_to_s - kill_ns as f64 / 1e9).abs() < 1e-6,
+        "{r:#?}"
+    );
+    assert!(r.during_from_s >= r.before_to_s, "{r:#?}");
+
+    // Each side holds the acks load.csv counts in its windows: before, the windows that
+    // end by the kill; during, those that overlap the re-read.
+    let rows = &load::read(&run).unwrap()["js-pub"];
+    let (from_ns, to_ns) = (
+        (r.during_from_s * 1e9).round() as u64,
+        (r.during_to_s * 1e9).round() as u64,
+    );
+    let before: u64 = rows
+        .iter()
+        .filter(|w| w.t_ns + w.window_ns <= kill_ns)
+        .map(|w| w.ops)
+        .sum();
+    let during: u64 = rows
+        .iter()
+        .filter(|w| w.t_ns < to_ns && from_ns < w.t_ns + w.window_ns)
+        .map(|w| w.ops)
+        .sum();
+    assert!(before >= 1000, "{before} acks before the kill");
+    // The other two nodes keep acking while n2 re-reads its store.
+    assert!(during > 0, "no acks during the re-read: {r:#?}");
+    assert_eq!((r.before.count, r.during.count), (before, during), "{r:#?}");
+    assert!(r.before.p99_us.is_some() && r.before.p50_us <= r.before.p99_us);
+    eprintln!("{}", r.line);
+    assert!(x.lines.contains(&r.line), "{:?}", x.lines);
+    assert!(
+        r.line.contains("before n2 went down for its restart"),
+        "{}",
+        r.line
     );
 }
