@@ -192,6 +192,7 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     } else {
         print!("{}", output::human(&roles, &outcome.clients));
     }
+    let mut data_loss = None;
     if let Some(c) = &outcome.stream_check {
         // The figures are in the --json document; the loss is loud in every mode.
         let (line, loss) = output::stream_check_line(c);
@@ -201,6 +202,7 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
         if let Some(loss) = loss {
             session.events().error("load", "data_loss", &loss);
             eprintln!("{loss}");
+            data_loss = Some(loss);
         }
     }
     if let Some(m) = ran.cluster_meta {
@@ -224,6 +226,15 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
         for f in output::failures(&roles) {
             eprintln!("{}", f.line);
         }
+        if let Some(loss) = &data_loss {
+            eprintln!("{loss}");
+        }
+        return Ok(1);
+    }
+    if let Some(loss) = data_loss {
+        // An acked message missing from the stream fails the run even when no
+        // operation failed.
+        eprintln!("Error: {loss}");
         return Ok(1);
     }
     Ok(0)

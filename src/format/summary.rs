@@ -283,6 +283,14 @@ pub struct Fault {
     pub ops_lost: u64,
     /// Of those, the ones that timed out (kind `timeout`).
     pub timeouts: u64,
+    /// Every client's failed operations (load.csv `errors`, all roles) in the windows
+    /// from the fault's start until the load recovered: also the clients that never lost
+    /// their server but were refused meanwhile (a stream electing a new leader).
+    pub errors_all_clients: u64,
+    /// The start of the first load.csv window after the broker was back with successful
+    /// operations and no errors: the load recovered (s, run clock); `None` if it did not
+    /// before the end.
+    pub recovered_s: Option<f64>,
 }
 
 /// The document.

@@ -13,7 +13,10 @@
 //!   or `no_ack_after_reconnect` when the run ended first: the fault holding the
 //!   `reconnect_ns` takes the earliest `t_ns` and the sums.
 
+use std::collections::BTreeMap;
+
 use crate::format::events::Event;
+use crate::format::load::LoadRow;
 use crate::format::summary::Fault;
 
 /// A span of one cause, before spans are merged.
@@ -170,6 +173,35 @@ fn fault_of(g: &[Span]) -> (u64, u64, Fault) {
     (start_ns, reach_ns, fault)
 }
 
+/// Adds what every client lost to each fault from load.csv's windows (all roles summed):
+/// the errors from the window holding the fault's start to the first window after the
+/// broker was back with operations and no errors (the load recovered).
+pub fn add_window_losses(faults: &mut [Fault], load: &BTreeMap<String, Vec<LoadRow>>) {
+    let mut windows: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
+    for r in load.values().flatten() {
+        let w = windows.entry(r.t_ns).or_insert((0, 0, r.window_ns));
+        w.0 += r.ops;
+        w.1 += r.errors;
+    }
+    for f in faults.iter_mut() {
+        let start = (f.start_s * 1e9) as u64;
+        let back = (f.end_s.unwrap_or(f.start_s) * 1e9) as u64;
+        let mut errors = 0;
+        f.recovered_s = None;
+        for (&t, &(ops, errs, len)) in windows.range(..) {
+            if t + len <= start {
+                continue;
+            }
+            if t >= back && ops > 0 && errs == 0 {
+                f.recovered_s = Some(t as f64 / 1e9);
+                break;
+            }
+            errors += errs;
+        }
+        f.errors_all_clients = errors;
+    }
+}
+
 /// One line per fault, for `report`'s table and the commands' output.
 pub fn line(f: &Fault) -> String {
     let what = match (&f.node, f.cause.as_str()) {
@@ -185,9 +217,13 @@ pub fn line(f: &Fault) -> String {
         Some(ms) => format!("first ack {ms:.0} ms after"),
         None => "no ack after it".to_string(),
     };
+    let recovered = match f.recovered_s {
+        Some(r) => format!("; the load recovered at {r:.2} s"),
+        None => String::new(),
+    };
     format!(
-        "fault at {:.2} s: {what}, {back}, {first}; {} operations lost ({} timed out)",
-        f.start_s, f.ops_lost, f.timeouts
+        "fault at {:.2} s: {what}, {back}, {first}; {} operations lost ({} timed out), {} failed on all clients{recovered}",
+        f.start_s, f.ops_lost, f.timeouts, f.errors_all_clients
     )
 }
 
@@ -284,5 +320,41 @@ mod tests {
         assert_eq!(f[0].end_s, None);
         assert_eq!(f[0].ops_lost, 4);
         assert!(line(&f[0]).contains("not back"), "{}", line(&f[0]));
+    }
+
+    fn row(t_ms: u64, ops: u64, errors: u64) -> LoadRow {
+        LoadRow {
+            t_ns: t_ms * 1_000_000,
+            window_ns: 100_000_000,
+            role: "js-pub".into(),
+            ops,
+            errors,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_clients_errors_count_until_the_load_recovers() {
+        let mut f = vec![Fault {
+            start_s: 1.05,
+            end_s: Some(1.2),
+            ..Default::default()
+        }];
+        // Clean before, errors from 1.0 (the window holding the start) to 1.4, clean at 1.5.
+        let rows = vec![
+            row(900, 100, 0),
+            row(1_000, 50, 3),
+            row(1_100, 0, 40),
+            row(1_200, 0, 40),
+            row(1_300, 10, 5),
+            row(1_400, 60, 1),
+            row(1_500, 100, 0),
+            row(1_600, 100, 7),
+        ];
+        let mut load = BTreeMap::new();
+        load.insert("js-pub".to_string(), rows);
+        add_window_losses(&mut f, &load);
+        assert_eq!(f[0].errors_all_clients, 89);
+        assert_eq!(f[0].recovered_s, Some(1.5));
     }
 }

@@ -104,7 +104,11 @@ pub fn analyse(
         restarts,
         interference,
         failures: failures(&run),
-        faults: faults::faults(&run.events),
+        faults: {
+            let mut f = faults::faults(&run.events);
+            faults::add_window_losses(&mut f, &run.load);
+            f
+        },
     };
     Ok((run, analyses, summary))
 }

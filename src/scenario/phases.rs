@@ -57,6 +57,41 @@ fn sysctl_drop_caches(dirs: &[PathBuf]) -> anyhow::Result<()> {
     })
 }
 
+/// A load child that failed only with the error kinds its phase expects (`expect_failures`,
+/// e.g. timeouts beside a `kill`): its result, marked `failures_expected`, else None.
+fn expected_failures(e: &anyhow::Error, expected: &[toml::Spanned<String>]) -> Option<Value> {
+    let c = e.downcast_ref::<ChildFailed>()?;
+    let mut v: Value = serde_json::from_str(&c.stdout).ok()?;
+    let failures: Vec<&Value> = v
+        .get("roles")?
+        .as_array()?
+        .iter()
+        .filter_map(|r| r["failures"].as_array())
+        .flatten()
+        .collect();
+    let all_expected = !failures.is_empty()
+        && failures.iter().all(|f| {
+            f["kind"]
+                .as_str()
+                .is_some_and(|k| expected.iter().any(|x| x.get_ref() == k))
+        });
+    // Never an acked message missing from the stream: that is data loss, not the fault.
+    let sc = &v["stream_check"];
+    let lost_acked = match (
+        sc["msgs_after"].as_u64(),
+        sc["msgs_before"].as_u64(),
+        sc["acked"].as_u64(),
+    ) {
+        (Some(after), Some(before), Some(acked)) => after.saturating_sub(before) < acked,
+        _ => false,
+    };
+    if !all_expected || lost_acked {
+        return None;
+    }
+    v["failures_expected"] = Value::Bool(true);
+    Some(v)
+}
+
 /// A child that exited with a failure. It may still have printed its result (a load whose
 /// operations failed prints its JSON, then exits 1): the phase keeps it, so the run's
 /// summary.json has the load's `failures`.
@@ -287,8 +322,13 @@ pub(super) async fn run_phase(
                 }
             }
             args.extend(["--quiet".into(), "--json".into()]);
-            let (_, out) = run_child(args, None).await?;
-            Ok(json_or_text(&out))
+            match run_child(args, None).await {
+                Ok((_, out)) => Ok(json_or_text(&out)),
+                Err(e) => match expected_failures(&e, &p.expect_failures) {
+                    Some(v) => Ok(v),
+                    None => Err(e),
+                },
+            }
         }
         "probe" => {
             let mut args = vec!["probe".to_string()];

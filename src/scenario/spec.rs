@@ -214,6 +214,11 @@ pub struct PhaseDecl {
     /// restart: pause between stop and start; kill: start the nodes again after this
     /// (without it a killed node stays down).
     pub down_for: Option<String>,
+    /// load: error kinds the study provokes on purpose (e.g. `["timeout"]` beside a `kill`
+    /// phase): a load whose failures are all of these kinds does not fail its run; its
+    /// failures stay in the run's summary and report.
+    #[serde(default)]
+    pub expect_failures: Vec<Spanned<String>>,
 }
 
 pub const PHASE_KINDS: [&str; 9] = [
@@ -401,6 +406,29 @@ fn parse_inner(path: &str, text: &str, check_matrix: bool) -> Result<Scenario, S
                 format!("a '{kind}' phase needs volume = \"name\" (or --dir/--filename in args)"),
             ));
         }
+        if let Some(k) = ph.expect_failures.first() {
+            if kind != "load" {
+                return Err(err_at(
+                    path,
+                    text,
+                    k.span(),
+                    format!("expect_failures is for a 'load' phase, not '{kind}'"),
+                ));
+            }
+        }
+        for k in &ph.expect_failures {
+            let s = k.get_ref();
+            if s.is_empty() || !s.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                return Err(err_at(
+                    path,
+                    text,
+                    k.span(),
+                    format!(
+                        "expect_failures: '{s}' is not an error kind; write them as a load's failures[].kind spells them, e.g. \"timeout\", \"no_responders\""
+                    ),
+                ));
+            }
+        }
         if kind == "load" && ph.args.is_empty() {
             return Err(err_at(
                 path,
@@ -530,5 +558,18 @@ args = ["js-pub", "--size", "${size}"]
         let e = err("name = \"x\"\n[[phases]\n");
         assert_eq!(e.line, 2, "{e}");
         assert_eq!(e.to_string().split(':').next(), Some("s.toml"));
+    }
+
+    #[test]
+    fn expect_failures_is_for_loads_and_names_kinds() {
+        let e = err("name = \"x\"\n[[phases]]\nkind = \"sleep\"\nduration = \"1s\"\nexpect_failures = [\"timeout\"]\n");
+        assert_eq!((e.line, e.column), (5, 20), "{e}");
+        assert!(e.message.contains("for a 'load' phase"), "{e}");
+        let e = err("name = \"x\"\n[[phases]]\nkind = \"load\"\nargs = [\"js-pub\"]\nexpect_failures = [\"Time out\"]\n");
+        assert_eq!((e.line, e.column), (5, 20), "{e}");
+        assert!(e.message.contains("not an error kind"), "{e}");
+        let ok = "name = \"x\"\n[[phases]]\nkind = \"load\"\nargs = [\"js-pub\"]\nexpect_failures = [\"timeout\", \"stream_not_found\"]\n";
+        let sc = parse("s.toml", ok).unwrap();
+        assert_eq!(sc.phases[0].get_ref().expect_failures.len(), 2);
     }
 }

@@ -92,6 +92,10 @@ pub(super) fn faults(s: &mut String, summary: &Summary) {
                     n(ms(f.time_to_first_ack_ms)),
                     n(num(f.ops_lost as f64, 0)),
                     n(num(f.timeouts as f64, 0)),
+                    n(num(f.errors_all_clients as f64, 0)),
+                    n(f.recovered_s
+                        .map(|r| num(r, 2))
+                        .unwrap_or_else(|| NONE.into())),
                     t(f.clients.join(", ")),
                 ],
             )
@@ -107,6 +111,8 @@ pub(super) fn faults(s: &mut String, summary: &Summary) {
             "#first ack after (ms)",
             "#ops lost",
             "#of which timeouts",
+            "#failed on all clients",
+            "#recovered at (s)",
             "clients",
         ],
         &rows,
