@@ -42,9 +42,10 @@ pub mod rates;
 pub mod study;
 pub mod summary;
 
-/// The scenario phase a writer runs in (its index), set by the scenario runner on the
-/// phase's child process; `load.csv`/`probe.csv` put it in their `phase` column and the
-/// `.hlog` files in their tags (`p3:write`). Unset outside a scenario.
+/// The environment variable a scenario phase's child gets: the phase's index (meta.json
+/// `phases[].index`), so rows that concurrent phases append to one file say whose they
+/// are: `load.csv`/`probe.csv` put it in their `phase` column and the `.hlog` files in
+/// their tags (`p3:write`). Unset outside a scenario.
 pub const ENV_PHASE: &str = "DISKPULSE_PHASE";
 
 /// The phase index from [`ENV_PHASE`]: `None` when unset or empty; an error naming the

@@ -20,7 +20,7 @@
 //! ## What must stay true
 //! Logging must not slow the probe: the job thread formats each line with `itoa` into a
 //! buffer allocated once (no allocation per I/O) and writes the buffer to the file when
-//! it is nearly full (one `write` per ~30,000 lines) and at the end. A write error stops
+//! it is nearly full (one `write` per ~40,000 lines of ~25 bytes) and at the end. A write error stops
 //! logging and is reported when the job ends.
 
 use std::fs::File;
