@@ -211,7 +211,26 @@ fn summary_fields() -> BTreeSet<String> {
             read_bytes: 1.0,
             read_peak_mib_s: 1.0,
             read_burst_s: 1.0,
+            read_burst_start_s: Some(1.0),
         }],
+        interference: Some(summary::Interference {
+            rule: String::new(),
+            bursts: vec![summary::BurstInterference {
+                phase: Some(1),
+                inside: summary::Percentiles {
+                    p50_us: Some(1.0),
+                    ..Default::default()
+                },
+                p99_ratio: Some(1.0),
+                ..Default::default()
+            }],
+            restarts: vec![summary::RestartInterference {
+                phase: Some(1),
+                p99_ratio: Some(1.0),
+                ..Default::default()
+            }],
+            lines: vec![],
+        }),
         failures: vec![summary::Failure::default()],
         faults: vec![summary::Fault::default()],
     };

@@ -96,6 +96,7 @@ fn demo_timeline() -> Timeline {
     Timeline {
         title: "demo: 3-node JetStream, file storage, sync 2m".into(),
         x_range_s: (0.0, 600.0),
+        shades: vec![],
         panels: vec![
             Panel {
                 title: "vda write MiB/s".into(),

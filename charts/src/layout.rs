@@ -9,7 +9,7 @@
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::Ranged;
 
-use crate::{Marker, Timeline};
+use crate::{Marker, Shade, Timeline};
 
 pub(crate) const MARGIN_LEFT: u32 = 66;
 pub(crate) const MARGIN_RIGHT: u32 = 16;
@@ -35,6 +35,8 @@ pub(crate) struct Layout<'a> {
     pub range: (f64, f64),
     /// In-range events in time order, with their label rows.
     pub markers: Vec<PlacedMarker<'a>>,
+    /// The timeline's shaded spans (every panel draws them under its data).
+    pub shades: &'a [Shade],
 }
 
 impl<'a> Layout<'a> {
@@ -55,6 +57,7 @@ impl<'a> Layout<'a> {
             plot_w,
             range,
             markers,
+            shades: &t.shades,
         }
     }
 
@@ -62,6 +65,11 @@ impl<'a> Layout<'a> {
     /// first and the last pixel the time range maps to.
     pub fn columns(&self) -> usize {
         self.plot_w as usize - 1
+    }
+
+    /// The pixel column of time `ts` (plotters' own mapping, see [`x_px`]).
+    pub fn x_px(&self, ts: f64) -> i32 {
+        x_px(self.range, self.plot_w, ts)
     }
 }
 

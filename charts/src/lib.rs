@@ -86,6 +86,9 @@ pub struct Timeline {
     pub panels: Vec<Panel>,
     /// Vertical dashed lines across all panels, labelled above the first panel.
     pub events: Vec<Marker>,
+    /// Spans of time shaded in every panel, under the data (e.g. a device's write
+    /// bursts), so one can see what else happened inside them.
+    pub shades: Vec<Shade>,
     /// Image width; at least 200 is used.
     pub width_px: u32,
     /// Height of each panel including its title strip; at least 60 is used.
@@ -99,6 +102,7 @@ impl Default for Timeline {
             x_range_s: (0.0, 0.0),
             panels: Vec::new(),
             events: Vec::new(),
+            shades: Vec::new(),
             width_px: 1600,
             panel_height_px: 180,
         }
@@ -168,6 +172,15 @@ pub struct Marker {
     pub t_s: f64,
     /// Short text, e.g. "restart n2".
     pub label: String,
+}
+
+/// A span of time shaded across every panel: `[t0_s, t1_s]`, seconds since run start.
+/// A span outside the time range is clipped to it; one that is not finite or not
+/// increasing is left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Shade {
+    pub t0_s: f64,
+    pub t1_s: f64,
 }
 
 /// What can go wrong turning a chart into PNG bytes. (SVG rendering cannot fail.)

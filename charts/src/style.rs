@@ -28,6 +28,9 @@ pub(crate) const MUTED: RGBColor = RGBColor(0x66, 0x66, 0x66);
 pub(crate) const GRID: RGBColor = RGBColor(0xe6, 0xe6, 0xe6);
 pub(crate) const FRAME: RGBColor = RGBColor(0xb0, 0xb0, 0xb0);
 pub(crate) const MARKER: RGBColor = RGBColor(0x55, 0x55, 0x55);
+/// Shaded time spans ([`crate::Shade`]): a pale orange under the data.
+pub(crate) const SHADE: RGBColor = RGBColor(0xff, 0xa5, 0x00);
+pub(crate) const SHADE_OPACITY: f64 = 0.18;
 /// How strongly a min..max band is tinted: light enough for the mean line to read
 /// on top of it, dark enough for a 1-px spike to show.
 pub(crate) const BAND_OPACITY: f64 = 0.4;

@@ -4,7 +4,7 @@
 
 mod common;
 
-use charts::{render_png, render_svg, Marker, Panel, Style, Timeline};
+use charts::{render_png, render_svg, Marker, Panel, Shade, Style, Timeline};
 use common::*;
 use resvg::usvg;
 
@@ -366,4 +366,64 @@ fn legends_name_their_series_and_a_dashed_series_is_drawn_in_dashes() {
     // The unlabelled third series has a line and no legend entry.
     assert_eq!(legend_y("#2CA02C"), 0);
     assert_eq!(plot_lines(&svg, "#2CA02C").len(), 1);
+}
+
+#[test]
+fn shaded_spans_cover_their_time_in_every_panel_under_the_data() {
+    let (t, v) = flat(1000, 10.0, 5.0);
+    let tl = Timeline {
+        x_range_s: (0.0, 10.0),
+        shades: vec![
+            Shade {
+                t0_s: 2.0,
+                t1_s: 3.0,
+            },
+            // A span past the end is clipped to the axis; a reversed one is left out.
+            Shade {
+                t0_s: 9.5,
+                t1_s: 99.0,
+            },
+            Shade {
+                t0_s: 5.0,
+                t1_s: 4.0,
+            },
+        ],
+        ..timeline(vec![
+            panel("a", vec![series("a", t.clone(), v.clone(), Style::Line)]),
+            panel("b", vec![series("b", t, v, Style::Line)]),
+        ])
+    };
+    let svg = render_svg(&tl);
+    let doc = usvg::roxmltree::Document::parse(&svg).unwrap();
+    let shades: Vec<(f64, f64, f64, f64)> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some("#FFA500"))
+        .map(|n| {
+            let f = |a: &str| n.attribute(a).unwrap().parse::<f64>().unwrap();
+            (f("x"), f("y"), f("width"), f("height"))
+        })
+        .collect();
+    assert_eq!(
+        shades.len(),
+        4,
+        "two spans in each of two panels: {shades:?}"
+    );
+    let fr = frames(&svg);
+    let px = |ts: f64| fr[0].left as f64 + ts / 10.0 * (fr[0].right - fr[0].left) as f64;
+    // 2..3 s in the first panel, within a pixel of the time axis's mapping.
+    assert!((shades[0].0 - px(2.0)).abs() <= 1.0, "{shades:?} {fr:?}");
+    assert!(
+        (shades[0].0 + shades[0].2 - px(3.0)).abs() <= 1.5,
+        "{shades:?}"
+    );
+    assert!(
+        shades[1].0 + shades[1].2 <= fr[0].right as f64 + 1.0,
+        "clipped: {shades:?}"
+    );
+    // Each panel's spans lie inside its own plot.
+    assert!(shades[2].1 >= fr[1].top as f64 - 1.0, "{shades:?} {fr:?}");
+    // Under the data: the shade comes before the panel's line in the document.
+    let first_shade = svg.find("#FFA500").unwrap();
+    let first_line = svg.find("<polyline").unwrap();
+    assert!(first_shade < first_line);
 }

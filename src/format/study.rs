@@ -110,10 +110,21 @@ pub struct Figures {
     pub restart_read_peak_mib_s: Option<f64>,
     pub restart_read_s: Option<f64>,
     pub restart_healthy_ms: Option<f64>,
+    /// summary.json `interference`: the probe's write p99 outside and inside the bursts of
+    /// the broker's busiest device (µs) and inside / outside.
+    pub probe_write_p99_outside_bursts_us: Option<f64>,
+    pub probe_write_p99_inside_bursts_us: Option<f64>,
+    pub probe_write_p99_burst_ratio: Option<f64>,
+    /// The load's ack p99 before a restart and during its re-read (µs), during / before.
+    pub ack_p99_before_restart_us: Option<f64>,
+    pub ack_p99_during_reread_us: Option<f64>,
+    pub ack_p99_reread_ratio: Option<f64>,
+    /// Failed load operations (summary.json `failures[]`, all kinds); 0 when none failed.
+    pub failures: Option<f64>,
 }
 
 /// The figures' names (study.csv's columns) and how tables title them, in order.
-pub const FIGURES: [(&str, &str); 16] = [
+pub const FIGURES: [(&str, &str); 23] = [
     ("put_obj_per_s", "Avg Put Obj/s"),
     ("get_obj_per_s", "Avg Get Obj/s"),
     ("msgs_per_s", "msgs/s"),
@@ -130,6 +141,19 @@ pub const FIGURES: [(&str, &str); 16] = [
     ("restart_read_peak_mib_s", "restart read peak MiB/s"),
     ("restart_read_s", "restart read s"),
     ("restart_healthy_ms", "restart to healthy ms"),
+    (
+        "probe_write_p99_outside_bursts_us",
+        "probe write p99 us outside bursts",
+    ),
+    (
+        "probe_write_p99_inside_bursts_us",
+        "probe write p99 us inside bursts",
+    ),
+    ("probe_write_p99_burst_ratio", "probe write p99 in/out"),
+    ("ack_p99_before_restart_us", "p99 ack us before restart"),
+    ("ack_p99_during_reread_us", "p99 ack us during re-read"),
+    ("ack_p99_reread_ratio", "p99 ack during/before"),
+    ("failures", "failed ops"),
 ];
 
 impl Figures {
@@ -152,6 +176,13 @@ impl Figures {
             "restart_read_peak_mib_s" => self.restart_read_peak_mib_s,
             "restart_read_s" => self.restart_read_s,
             "restart_healthy_ms" => self.restart_healthy_ms,
+            "probe_write_p99_outside_bursts_us" => self.probe_write_p99_outside_bursts_us,
+            "probe_write_p99_inside_bursts_us" => self.probe_write_p99_inside_bursts_us,
+            "probe_write_p99_burst_ratio" => self.probe_write_p99_burst_ratio,
+            "ack_p99_before_restart_us" => self.ack_p99_before_restart_us,
+            "ack_p99_during_reread_us" => self.ack_p99_during_reread_us,
+            "ack_p99_reread_ratio" => self.ack_p99_reread_ratio,
+            "failures" => self.failures,
             _ => None,
         };
         v.filter(|x| x.is_finite())

@@ -139,6 +139,96 @@ pub struct RestartSummary {
     pub read_peak_mib_s: f64,
     /// From the first to the last 10 ms bin reading faster than max(1 MiB/s, 10% of the peak bin).
     pub read_burst_s: f64,
+    /// Where that read burst starts on the run clock, s (None: no bin was that busy).
+    #[serde(default)]
+    pub read_burst_start_s: Option<f64>,
+}
+
+/// Latency percentiles of a set of operations, from the merged HDR histograms of the
+/// windows in a span (never an average of per-window percentiles), µs; `None` without
+/// operations. HDR precision: 3 significant digits (0.1%).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Percentiles {
+    /// Operations in the span's windows.
+    pub count: u64,
+    pub p50_us: Option<f64>,
+    pub p90_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub p999_us: Option<f64>,
+    pub max_us: Option<f64>,
+}
+
+/// One latency series (a `load.hlog` / `probe.hlog` tag) inside a device's write bursts
+/// versus outside them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct BurstInterference {
+    /// The series in words: `probe write`, `p3 probe write`, `js-pub`, `js-pub (co)`.
+    pub series: String,
+    /// `probe` (probe.hlog) or `load` (load.hlog).
+    pub source: String,
+    /// The tag's name: `read`, `write`, `sync` or a load role.
+    pub name: String,
+    /// The scenario phase that wrote the series (None outside a scenario).
+    pub phase: Option<u32>,
+    /// Latency from the intended start (coordinated omission corrected).
+    pub co: bool,
+    /// The device whose write bursts (`devices[].write.bursts.list`) are the spans.
+    pub device: String,
+    /// The series' window length (the probe's `--window` / the load's `--stats-window`), ms.
+    pub window_ms: f64,
+    pub windows_inside: usize,
+    pub windows_outside: usize,
+    pub inside: Percentiles,
+    pub outside: Percentiles,
+    /// inside p99 / outside p99.
+    pub p99_ratio: Option<f64>,
+    /// Share of the series' operations that fell in windows inside bursts.
+    pub share_in_bursts: f64,
+    /// The sentence one can quote.
+    pub line: String,
+}
+
+/// A load series during a restart's read burst versus before the node went down.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RestartInterference {
+    /// `restarts[].node`.
+    pub node: String,
+    /// The restart on the run clock (`restarts[].t_s`), s.
+    pub restart_s: f64,
+    /// As in [`BurstInterference`].
+    pub series: String,
+    pub name: String,
+    pub phase: Option<u32>,
+    pub co: bool,
+    /// Before: from the series' first window to when the node went down (its
+    /// `node_stop`/`node_kill` event; the restart without one), s.
+    pub before_from_s: f64,
+    pub before_to_s: f64,
+    /// During: the node's read burst (first to last busy 10 ms bin after the restart;
+    /// the restart to healthy when it read nothing), s.
+    pub during_from_s: f64,
+    pub during_to_s: f64,
+    pub before: Percentiles,
+    pub during: Percentiles,
+    /// during p99 / before p99.
+    pub p99_ratio: Option<f64>,
+    pub line: String,
+}
+
+/// How much one thing that ran at the same time hurt another: latency series from
+/// `load.hlog`/`probe.hlog` measured inside versus outside each device's write bursts,
+/// and a load's latency during a restart's read burst versus before it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Interference {
+    /// The rule that puts a window inside a span, in words.
+    pub rule: String,
+    /// Per device with write bursts (the broker's devices first: meta.json `broker_nodes`,
+    /// else those that hold a volume; busiest writer first) and series.
+    pub bursts: Vec<BurstInterference>,
+    pub restarts: Vec<RestartInterference>,
+    /// The quotable sentences: every series (not the co-corrected twins) against the
+    /// bursts of the first device of `bursts` (the broker's busiest), then every restart's.
+    pub lines: Vec<String>,
 }
 
 /// One kind of failed operation of one load role: what it means, when on the run clock,
@@ -224,6 +314,10 @@ pub struct Summary {
     pub error_events: usize,
     /// One per `restart` event of a scenario: the read storm of a node re-reading its store.
     pub restarts: Vec<RestartSummary>,
+    /// Latency inside versus outside write bursts and restart read bursts; None when the
+    /// run has no latency histograms (`load.hlog` / `probe.hlog`).
+    #[serde(default)]
+    pub interference: Option<Interference>,
     /// Failed load operations per role and kind, fewest first (the last is the one line a
     /// command prints last); empty when nothing failed.
     #[serde(default)]

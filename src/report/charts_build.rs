@@ -5,7 +5,7 @@
 //! latency panels under the broker's; a run without them simply has no such panels. The finest series the recording
 //! holds go in as they are; the charts crate keeps min/max envelopes per pixel column.
 
-use charts::{Marker, Panel, Series, Style, Timeline};
+use charts::{Marker, Panel, Series, Shade, Style, Timeline};
 use collectors::diskstats as ds;
 
 use super::analysis::{self, UiAverage, MIB};
@@ -71,6 +71,7 @@ fn scaled(mut s: (Vec<f64>, Vec<f64>), k: f64) -> (Vec<f64>, Vec<f64>) {
 }
 
 pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Timeline {
+    let shades = burst_shades(run, analyses);
     let end_s = run.duration_ns as f64 / 1e9;
     let ui_label = format!("{:.0} s UI average", o.ui_window_ns as f64 / 1e9);
     let mut panels = vec![];
@@ -297,9 +298,28 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
         x_range_s: (0.0, end_s),
         panels,
         events,
+        shades,
         width_px: 1600,
         panel_height_px: 170,
     }
+}
+
+/// The write bursts (summary.json `devices[].write.bursts.list`) of the broker's devices
+/// ([`super::interference::broker_devices`]; every device's when the run does not say),
+/// shaded on every panel: what the interference sentences call "inside a burst". A loop
+/// device's backing disk is left out: it also carries the rest of the machine's writes.
+pub fn burst_shades(run: &Run, analyses: &[DeviceAnalysis]) -> Vec<Shade> {
+    let summaries: Vec<_> = analyses.iter().map(|a| a.summary.clone()).collect();
+    let broker = super::interference::broker_devices(&run.meta, &summaries);
+    analyses
+        .iter()
+        .filter(|a| broker.is_empty() || broker.contains(&a.summary.name))
+        .flat_map(|a| &a.summary.write.bursts.list)
+        .map(|b| Shade {
+            t0_s: b.start_s,
+            t1_s: b.start_s + b.duration_ms / 1e3,
+        })
+        .collect()
 }
 
 /// A probe latency quantile of a row: `p50`, `p90`, `p99`, `p999`, `max`, `mean`

@@ -72,6 +72,7 @@ pub fn restarts(run: &Run) -> Vec<RestartSummary> {
                 (Some(a), Some(b)) => (b - a + 1) as f64 * 0.01,
                 _ => 0.0,
             },
+            read_burst_start_s: first.map(|a| a as f64 * 0.01),
         });
     }
     out

@@ -8,6 +8,7 @@ pub mod charts_build;
 pub mod derive;
 pub mod faults;
 pub mod html;
+pub mod interference;
 pub mod rates;
 pub mod run;
 pub mod table;
@@ -78,19 +79,30 @@ pub fn analyse(
         .filter(|s| s.write.bytes > 0.0)
         .map(|s| headline(s, ui_s))
         .collect();
+    let devices: Vec<DeviceSummary> = analyses.iter().map(|a| a.summary.clone()).collect();
+    let restarts = restarts(&run);
+    let interference = interference::interference(
+        &run.probe_hist,
+        &run.load_hist,
+        &devices,
+        &interference::broker_devices(&run.meta, &devices),
+        &restarts,
+        &run.events,
+    );
     let summary = Summary {
         format_version: crate::format::FORMAT_VERSION,
         run: dir.display().to_string(),
         duration_s: dur as f64 / 1e9,
         ui_window_s: ui_s,
         headline,
-        devices: analyses.iter().map(|a| a.summary.clone()).collect(),
+        devices,
         memory: derive::memory_summary(&run),
         cpu: derive::cpu_summary(&run),
         load: derive::load_summary(&run),
         samplers: run.meta.samplers.clone(),
         error_events: run.events.iter().filter(|e| e.kind == "error").count(),
-        restarts: restarts(&run),
+        restarts,
+        interference,
         failures: failures(&run),
         faults: {
             let mut f = faults::faults(&run.events);

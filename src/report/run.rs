@@ -10,6 +10,7 @@ use crate::format::diskstats;
 pub use crate::format::diskstats::DiskRows;
 use crate::format::events::{self, Event};
 use crate::format::fsync::{self, FsyncRow};
+use crate::format::hist;
 use crate::format::load::{self, LoadRow};
 use crate::format::meta::{Meta, MetaError};
 use crate::format::probe::{self, ProbeRow};
@@ -30,6 +31,9 @@ pub struct Run {
     pub probe: Option<BTreeMap<String, Vec<ProbeRow>>>,
     /// fsync.csv; empty without `diskpulse fsync`.
     pub fsync: Vec<FsyncRow>,
+    /// probe.hlog and load.hlog: every window's latency histogram; empty without them.
+    pub probe_hist: Vec<hist::Interval>,
+    pub load_hist: Vec<hist::Interval>,
     pub events: Vec<Event>,
     /// End of the recording: meta's duration, or the last timestamp seen if cut off.
     pub duration_ns: u64,
@@ -67,6 +71,15 @@ impl Run {
         // the report stands.
         let probe = probe::read(dir).ok().flatten();
         let fsync = fsync::read(dir).unwrap_or_default();
+        // Likewise a histogram log that cannot be read leaves the interference out.
+        let hlog = |name: &str| {
+            let p = dir.join(name);
+            if p.exists() {
+                hist::read(&p).unwrap_or_default()
+            } else {
+                vec![]
+            }
+        };
         let last_seen = disks
             .iter()
             .filter_map(|d| d.t_ns.last().copied())
@@ -82,6 +95,8 @@ impl Run {
             load: load::read(dir)?,
             probe,
             fsync,
+            probe_hist: hlog(hist::PROBE_FILE),
+            load_hist: hlog(hist::LOAD_FILE),
             events: events::read(dir)?,
             duration_ns,
             meta,

@@ -98,5 +98,9 @@ pub fn table(s: &Summary) -> String {
     for h in &s.headline {
         let _ = writeln!(out, "{h}");
     }
+    // What ran at the same time did to each other: the sentences one can quote.
+    for l in s.interference.iter().flat_map(|i| &i.lines) {
+        let _ = writeln!(out, "{l}");
+    }
     out
 }

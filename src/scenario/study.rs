@@ -1,7 +1,8 @@
 //! The study report: per run the figures of the reference study's tables (avg put obj/s,
 //! avg get obj/s, msgs/s, MiB/s) and what it could not see (write burst period and peak,
 //! hidden factor, p99 ack latency, p99 fsync latency, probe write latency, restart read
-//! burst); per cell mean and spread over repeats; a table per matrix axis. Written as
+//! burst, probe write p99 outside/inside write bursts, ack p99 before/during a restart's
+//! re-read, failed operations); per cell mean and spread over repeats; a table per matrix axis. Written as
 //! `study.json`, `study.csv`, `study.md` and `report.html` in the study directory.
 //!
 //! Every figure is read, typed, from a file in the run directory ([`crate::format`]):
@@ -35,7 +36,22 @@ fn finite(x: Option<f64>) -> Option<f64> {
 /// does not parse gives no figures of its own; the others stand).
 pub fn figures(run_dir: &Path) -> Figures {
     let mut x = Figures::default();
-    let phases = Meta::read(run_dir).map(|m| m.phases()).unwrap_or_default();
+    let meta = Meta::read(run_dir).ok();
+    let phases = meta.as_ref().map(|m| m.phases()).unwrap_or_default();
+    // Failed operations from meta.json (the run's own load and every load phase), so a
+    // run without summary.json still shows them; summary.json's `failures[]` is the same.
+    if let Some(m) = &meta {
+        let loads = m
+            .load()
+            .into_iter()
+            .chain(phases.iter().filter_map(|p| p.load()));
+        let n: u64 = loads
+            .flat_map(|l| l.roles)
+            .flat_map(|r| r.failures)
+            .map(|f| f.count)
+            .sum();
+        x.failures = Some(n as f64);
+    }
     for ph in &phases {
         match ph.kind.as_str() {
             "load" => {
@@ -105,7 +121,38 @@ pub fn figures(run_dir: &Path) -> Figures {
         x.restart_read_s = max_opt(x.restart_read_s, Some(r.read_burst_s));
         x.restart_healthy_ms = max_opt(x.restart_healthy_ms, r.healthy_ms);
     }
+    interference_figures(&mut x, &summary);
+    if x.failures.is_none() {
+        x.failures = Some(summary.failures.iter().map(|f| f.count as f64).sum());
+    }
     x
+}
+
+/// The interference columns from summary.json: the probe's writes against the bursts of
+/// the broker's busiest device (the first entry: `bursts` lists that device first), and the acks
+/// of the load's acked roles before and during the worst restart re-read.
+fn interference_figures(x: &mut Figures, summary: &Summary) {
+    let Some(i) = &summary.interference else {
+        return;
+    };
+    if let Some(b) = i
+        .bursts
+        .iter()
+        .find(|b| b.source == "probe" && b.name == "write" && !b.co)
+    {
+        x.probe_write_p99_outside_bursts_us = finite(b.outside.p99_us);
+        x.probe_write_p99_inside_bursts_us = finite(b.inside.p99_us);
+        x.probe_write_p99_burst_ratio = finite(b.p99_ratio);
+    }
+    for r in i
+        .restarts
+        .iter()
+        .filter(|r| !r.co && matches!(r.name.as_str(), "js-pub" | "kv-put" | "obj-put" | "request"))
+    {
+        x.ack_p99_before_restart_us = max_opt(x.ack_p99_before_restart_us, finite(r.before.p99_us));
+        x.ack_p99_during_reread_us = max_opt(x.ack_p99_during_reread_us, finite(r.during.p99_us));
+        x.ack_p99_reread_ratio = max_opt(x.ack_p99_reread_ratio, finite(r.p99_ratio));
+    }
 }
 
 /// Mean, min and max of the values present.
@@ -267,4 +314,56 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
         super::html::study_page(study, &md, &sj.runs),
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interference_and_failures_reach_the_study_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let pct = |p99: f64| json!({"count": 10, "p50_us": 1.0, "p90_us": 1.0, "p99_us": p99, "p999_us": p99, "max_us": p99});
+        let burst = |name: &str, co: bool, out: f64, inside: f64| {
+            json!({"series": name, "source": "probe", "name": name, "phase": null, "co": co,
+                   "device": "vdb", "window_ms": 100.0, "windows_inside": 1, "windows_outside": 9,
+                   "inside": pct(inside), "outside": pct(out), "p99_ratio": inside / out,
+                   "share_in_bursts": 0.1, "line": ""})
+        };
+        let restart = |name: &str, before: f64, during: f64| {
+            json!({"node": "n2", "restart_s": 5.0, "series": name, "name": name, "phase": 1,
+                   "co": false, "before_from_s": 0.0, "before_to_s": 5.0, "during_from_s": 5.1,
+                   "during_to_s": 5.5, "before": pct(before), "during": pct(during),
+                   "p99_ratio": during / before, "line": ""})
+        };
+        let s = json!({
+            "format_version": crate::format::FORMAT_VERSION, "run": "r", "duration_s": 10.0,
+            "ui_window_s": 30.0, "headline": [], "devices": [], "memory": null, "cpu": null,
+            "load": {}, "samplers": {}, "error_events": 0, "restarts": [],
+            "interference": {"rule": "", "lines": [],
+                "bursts": [burst("read", false, 5.0, 6.0), burst("write", true, 7.0, 700.0),
+                           burst("write", false, 1200.0, 38000.0), burst("write", false, 1.0, 2.0)],
+                "restarts": [restart("js-pub", 1000.0, 45000.0), restart("sub", 1.0, 1e6),
+                             restart("js-pub", 2000.0, 4000.0)]},
+            "failures": [{"role": "js-pub", "kind": "timeout", "count": 256},
+                         {"role": "js-pub", "kind": "insufficient_resources", "count": 1000}]
+        });
+        std::fs::write(dir.path().join("summary.json"), s.to_string()).unwrap();
+        let x = figures(dir.path());
+        // The probe's writes, not the corrected twin, against the first device (the broker's).
+        assert_eq!(x.probe_write_p99_outside_bursts_us, Some(1200.0));
+        assert_eq!(x.probe_write_p99_inside_bursts_us, Some(38000.0));
+        assert!((x.probe_write_p99_burst_ratio.unwrap() - 38000.0 / 1200.0).abs() < 1e-9);
+        // Acked roles only, the worst restart.
+        assert_eq!(x.ack_p99_before_restart_us, Some(2000.0));
+        assert_eq!(x.ack_p99_during_reread_us, Some(45000.0));
+        assert_eq!(x.ack_p99_reread_ratio, Some(45.0));
+        // No meta.json here: failures come from summary.json.
+        assert_eq!(x.failures, Some(1256.0));
+        let row = fmt::csv_row(&StudyRun::default(), &[], &x);
+        assert!(
+            row.contains(",1256,") || row.trim_end().ends_with(",1256"),
+            "{row}"
+        );
+    }
 }

@@ -73,7 +73,12 @@ pub(super) fn headline(s: &mut String, summary: &Summary) {
         return;
     }
     s.push_str("<div class=\"headline\">\n");
-    for h in &summary.headline {
+    // The device sentences, then what ran at the same time did to each other.
+    for h in summary
+        .headline
+        .iter()
+        .chain(summary.interference.iter().flat_map(|i| &i.lines))
+    {
         let _ = writeln!(s, "<p>{}</p>", escape(h));
     }
     s.push_str("</div>\n");

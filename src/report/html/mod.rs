@@ -20,6 +20,7 @@ mod devices;
 mod events;
 mod format;
 mod head;
+mod interference;
 mod results;
 
 use super::charts_build;
@@ -152,7 +153,7 @@ pub fn run_page(run: &Run, summary: &Summary, timeline: &Timeline) -> String {
 
 /// One run as an HTML fragment: header, headline, the timeline (inline SVG), check
 /// findings (when the run directory has `check.json`), devices, per-window figures,
-/// bursts, broker load, fsync and probe results (when recorded), memory and CPU, events
+/// bursts, interference (latency inside versus outside the bursts), broker load, fsync and probe results (when recorded), memory and CPU, events
 /// and sampler health. Reads `check.json`, `fsync.csv` and `probe.csv` from the run
 /// directory if they are there.
 pub fn run_section(run: &Run, summary: &Summary, timeline: &Timeline) -> String {
@@ -172,13 +173,15 @@ pub fn run_section(run: &Run, summary: &Summary, timeline: &Timeline) -> String 
         s,
         "\n<figcaption>One time axis (seconds since the run's start). Light bands are each pixel \
          column's min..max, so a 1 ms burst stays visible; lines are means. Dashed over throughput: \
-         the {} UI average. Dashed vertical lines: events.</figcaption>\n</figure>\n",
+         the {} UI average. Dashed vertical lines: events. Shaded spans: the write bursts of \
+         the broker's devices (of every device when the run does not say which).</figcaption>\n</figure>\n",
         escape(&secs(summary.ui_window_s))
     );
     head::check_findings(&mut s, &run.dir);
     devices::devices(&mut s, run, summary);
     devices::windows(&mut s, summary);
     devices::bursts(&mut s, summary);
+    interference::interference(&mut s, summary);
     results::load(&mut s, run, summary);
     results::faults(&mut s, summary);
     results::fsync(&mut s, &run.fsync);

@@ -1,0 +1,587 @@
+//! Interference: how much one thing that ran at the same time hurt another, measured on
+//! the run clock from the per-window latency histograms of `load.hlog` and `probe.hlog`
+//! ([`crate::format::hist`]). Written into summary.json's `interference`.
+//!
+//! Two comparisons:
+//! - **Write bursts.** Per device with write bursts (summary.json
+//!   `devices[].write.bursts.list`, found on 10 ms bins) and per latency series (a tag:
+//!   the probe's `read`/`write`/`sync` per phase, each load role, and each one's `.co`
+//!   twin, latency from the intended start), the windows that overlap a burst are
+//!   *inside*, every other window is *outside*. Each side's histograms are merged and its
+//!   percentiles read from the merge, never averaged from per-window percentiles.
+//! - **Restart read bursts.** Per restart (summary.json `restarts[]`) and load series: the
+//!   windows that overlap the node's read burst (its first to its last busy 10 ms bin
+//!   after the restart; from the restart to healthy when it read nothing) are *during*,
+//!   the windows that end by the time the node went down (its `node_stop`/`node_kill`
+//!   event before the `restart`; the restart itself without one), from the series' first
+//!   window, are *before*: the outage and a page-cache drop are in neither.
+//!
+//! # The rule, and what it costs
+//! A window counts as inside a span when `[start, start + window)` overlaps the span's
+//! `[start, end)` by any amount. The series' own windows are the unit: the probe's
+//! `--window` and the load's `--stats-window` (both 100 ms by default). So a 30 ms burst
+//! claims a whole 100 ms window, and "inside" holds the burst plus up to one window of
+//! what surrounds it: the inside figures are diluted by up to `window / burst` of quiet
+//! time, never inflated, and an operation counts where it completed (the probe) or where
+//! its window closed it (the load). A finer `--window` sharpens the split.
+//!
+//! Units: times on the run clock in ns inside, s and ms in the summary; latency µs in
+//! the summary (the histograms hold ns).
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+
+use crate::format::events::Event;
+use crate::format::hist::{self, Interval, Tag};
+use crate::format::summary::{
+    BurstInterference, DeviceSummary, Interference, Percentiles, RestartInterference,
+    RestartSummary,
+};
+use crate::units::{num, sig};
+
+/// One latency series: the windows of one tag of one file.
+pub struct Series<'a> {
+    /// `probe` or `load`.
+    pub source: &'static str,
+    pub tag: Tag,
+    pub windows: Vec<&'a Interval>,
+}
+
+impl Series<'_> {
+    /// The series in words: `probe write`, `phase 3 probe write`, `js-pub latency`,
+    /// `js-pub latency from intended start`.
+    pub fn label(&self) -> String {
+        let mut s = match self.tag.phase {
+            Some(p) => format!("phase {p} "),
+            None => String::new(),
+        };
+        if self.source == "probe" {
+            s.push_str(&format!("probe {}", self.tag.name));
+        } else {
+            s.push_str(&format!("{} latency", self.tag.name));
+        }
+        if self.tag.co {
+            s.push_str(" from intended start");
+        }
+        s
+    }
+
+    /// What one operation of the series is called, plural.
+    fn ops_noun(&self) -> &'static str {
+        match (self.source, self.tag.name.as_str()) {
+            ("probe", "read") => "reads",
+            ("probe", "write") => "writes",
+            ("probe", "sync") => "syncs",
+            _ => "operations",
+        }
+    }
+
+    fn window_ms(&self) -> f64 {
+        self.windows
+            .iter()
+            .map(|w| w.duration_ns)
+            .max()
+            .unwrap_or(0) as f64
+            / 1e6
+    }
+}
+
+/// The series of the probe's and the load's intervals, grouped by tag: the probe's first,
+/// each in tag order (phase, name, corrected last).
+pub fn series<'a>(probe: &'a [Interval], load: &'a [Interval]) -> Vec<Series<'a>> {
+    let mut out = vec![];
+    for (source, iv) in [("probe", probe), ("load", load)] {
+        let mut by_tag: BTreeMap<(Option<u32>, String, bool), Vec<&Interval>> = BTreeMap::new();
+        for i in iv {
+            let t = hist::parse_tag(&i.tag);
+            by_tag.entry((t.phase, t.name, t.co)).or_default().push(i);
+        }
+        for ((phase, name, co), windows) in by_tag {
+            out.push(Series {
+                source,
+                tag: Tag { phase, name, co },
+                windows,
+            });
+        }
+    }
+    out
+}
+
+/// A span `[start, end)` on the run clock, ns.
+pub type Span = (u64, u64);
+
+/// Whether window `w` overlaps any of `spans` (the module's rule).
+pub fn overlaps(w: &Interval, spans: &[Span]) -> bool {
+    let (a, b) = (w.start_ns, w.start_ns + w.duration_ns.max(1));
+    spans.iter().any(|&(s, e)| a < e && s < b)
+}
+
+/// A device's write bursts as spans.
+pub fn burst_spans(d: &DeviceSummary) -> Vec<Span> {
+    d.write
+        .bursts
+        .list
+        .iter()
+        .map(|b| {
+            let s = (b.start_s * 1e9).round() as u64;
+            (s, s + (b.duration_ms * 1e6).round() as u64)
+        })
+        .collect()
+}
+
+/// Percentiles of a merged histogram (ns) in µs.
+pub fn percentiles(h: Option<&Histogram<u64>>) -> Percentiles {
+    let Some(h) = h.filter(|h| !h.is_empty()) else {
+        return Percentiles::default();
+    };
+    let q = |q: f64| Some(h.value_at_quantile(q) as f64 / 1e3);
+    Percentiles {
+        count: h.len(),
+        p50_us: q(0.50),
+        p90_us: q(0.90),
+        p99_us: q(0.99),
+        p999_us: q(0.999),
+        max_us: Some(h.max() as f64 / 1e3),
+    }
+}
+
+fn ratio(num: &Percentiles, den: &Percentiles) -> Option<f64> {
+    match (num.p99_us, den.p99_us) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+/// A figure for a sentence: one decimal below 10, none above (`1.2`, `38`, `1,250`).
+fn short(x: f64) -> String {
+    num(x, if x.abs() < 10.0 { 1 } else { 0 })
+}
+
+/// A latency in µs as a person reads it: `850 µs`, `1.2 ms`, `38 ms`, `2.3 s`.
+pub fn lat(us: Option<f64>) -> String {
+    match us {
+        None => crate::units::NONE.into(),
+        Some(u) if u < 1e3 => format!("{} µs", short(u)),
+        Some(u) if u < 1e6 => format!("{} ms", short(u / 1e3)),
+        Some(u) => format!("{} s", short(u / 1e6)),
+    }
+}
+
+fn times(r: Option<f64>) -> String {
+    r.map(|r| format!(" ({}x)", short(r))).unwrap_or_default()
+}
+
+/// One series inside versus outside one device's write bursts.
+pub fn against_bursts(s: &Series, device: &str, spans: &[Span]) -> BurstInterference {
+    let (inside, outside): (Vec<&Interval>, Vec<&Interval>) =
+        s.windows.iter().partition(|w| overlaps(w, spans));
+    let pin = percentiles(hist::merge(inside.iter().copied()).as_ref());
+    let pout = percentiles(hist::merge(outside.iter().copied()).as_ref());
+    let total = pin.count + pout.count;
+    let share = if total > 0 {
+        pin.count as f64 / total as f64
+    } else {
+        0.0
+    };
+    let p99_ratio = ratio(&pin, &pout);
+    let line = format!(
+        "{} p99 {} outside {device}'s write bursts, {} inside{}, {}% of its {} fell in bursts",
+        s.label(),
+        lat(pout.p99_us),
+        lat(pin.p99_us),
+        times(p99_ratio),
+        num(100.0 * share, 1),
+        s.ops_noun()
+    );
+    BurstInterference {
+        series: s.label(),
+        source: s.source.into(),
+        name: s.tag.name.clone(),
+        phase: s.tag.phase,
+        co: s.tag.co,
+        device: device.into(),
+        window_ms: s.window_ms(),
+        windows_inside: inside.len(),
+        windows_outside: outside.len(),
+        inside: pin,
+        outside: pout,
+        p99_ratio,
+        share_in_bursts: share,
+        line,
+    }
+}
+
+/// The span a restart's re-read covers: its read burst, or the restart to healthy.
+pub fn reread_span(r: &RestartSummary) -> Span {
+    let ns = |s: f64| (s * 1e9).round().max(0.0) as u64;
+    match r.read_burst_start_s {
+        Some(a) => (ns(a), ns(a + r.read_burst_s.max(0.01))),
+        None => {
+            let to = r.t_s + r.healthy_ms.or(r.current_ms).unwrap_or(0.0) / 1e3;
+            (ns(r.t_s), ns(to).max(ns(r.t_s) + 1))
+        }
+    }
+}
+
+/// When the restarted node went down: its last `node_stop` or `node_kill` event at or
+/// before the `restart` event (a scenario's restart stops the node, may drop the page
+/// cache, then starts it); the restart itself when there is none.
+pub fn went_down_ns(events: &[Event], r: &RestartSummary) -> u64 {
+    let restart_ns = (r.t_s * 1e9).round() as u64;
+    events
+        .iter()
+        .filter(|e| {
+            matches!(e.kind.as_str(), "node_stop" | "node_kill")
+                && e.t_ns <= restart_ns
+                && e.detail_str("node") == Some(r.node.as_str())
+        })
+        .map(|e| e.t_ns)
+        .max()
+        .unwrap_or(restart_ns)
+}
+
+/// One load series during a restart's re-read versus before the node went down
+/// (`down_ns`, see [`went_down_ns`]).
+pub fn against_restart(s: &Series, r: &RestartSummary, down_ns: u64) -> RestartInterference {
+    let restart_ns = down_ns;
+    let during_span = reread_span(r);
+    let before: Vec<&Interval> = s
+        .windows
+        .iter()
+        .copied()
+        .filter(|w| w.start_ns + w.duration_ns <= restart_ns)
+        .collect();
+    let during: Vec<&Interval> = s
+        .windows
+        .iter()
+        .copied()
+        .filter(|w| overlaps(w, &[during_span]))
+        .collect();
+    let pb = percentiles(hist::merge(before.iter().copied()).as_ref());
+    let pd = percentiles(hist::merge(during.iter().copied()).as_ref());
+    let p99_ratio = ratio(&pd, &pb);
+    let from_s = before
+        .iter()
+        .map(|w| w.start_ns)
+        .min()
+        .unwrap_or(restart_ns) as f64
+        / 1e9;
+    let line = format!(
+        "{} p99 {} before {} went down for its restart at {} s, {} during its re-read{}",
+        s.label(),
+        lat(pb.p99_us),
+        r.node,
+        num(r.t_s, 1),
+        lat(pd.p99_us),
+        times(p99_ratio)
+    );
+    RestartInterference {
+        node: r.node.clone(),
+        restart_s: r.t_s,
+        series: s.label(),
+        name: s.tag.name.clone(),
+        phase: s.tag.phase,
+        co: s.tag.co,
+        before_from_s: from_s,
+        before_to_s: down_ns as f64 / 1e9,
+        during_from_s: during_span.0 as f64 / 1e9,
+        during_to_s: during_span.1 as f64 / 1e9,
+        before: pb,
+        during: pd,
+        p99_ratio,
+        line,
+    }
+}
+
+/// The rule in words, with the windows the series used.
+fn rule(series: &[Series]) -> String {
+    let mut w: Vec<String> = series
+        .iter()
+        .map(|s| format!("{} {} ms", s.source, sig(s.window_ms())))
+        .collect();
+    w.dedup();
+    format!(
+        "a window counts as inside a burst when it overlaps the burst's [start, start + duration) \
+         by any amount (bursts are found on 10 ms bins); the series' own windows are the unit \
+         ({}), so a 30 ms burst claims a whole 100 ms window; before a restart: windows that end \
+         by the time the node went down; during its re-read: windows that overlap the node's \
+         read burst",
+        w.join(", ")
+    )
+}
+
+/// The devices whose bursts are "the broker's": those of meta.json `broker_nodes`, else
+/// those that hold a volume (`why` "holds ..." or "btrfs member ..."). A loop device's
+/// backing disk also carries everything else on the machine, so it is not one of them.
+pub fn broker_devices(meta: &crate::format::meta::Meta, devices: &[DeviceSummary]) -> Vec<String> {
+    let nodes: Vec<String> = meta
+        .broker_nodes()
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|n| n.devices)
+        .collect();
+    if !nodes.is_empty() {
+        return nodes;
+    }
+    devices
+        .iter()
+        .filter(|d| {
+            d.why
+                .as_deref()
+                .is_some_and(|w| w.starts_with("holds") || w.starts_with("btrfs member"))
+        })
+        .map(|d| d.name.clone())
+        .collect()
+}
+
+/// summary.json's `interference` from the run's histograms, devices and restarts; None
+/// when the run has no latency histograms. `preferred` ([`broker_devices`]) come first
+/// and give the quotable lines; among them and among the rest, the busiest writer first.
+pub fn interference(
+    probe: &[Interval],
+    load: &[Interval],
+    devices: &[DeviceSummary],
+    preferred: &[String],
+    restarts: &[RestartSummary],
+    events: &[Event],
+) -> Option<Interference> {
+    let all = series(probe, load);
+    if all.is_empty() {
+        return None;
+    }
+    let mut devs: Vec<&DeviceSummary> = devices
+        .iter()
+        .filter(|d| !d.write.bursts.list.is_empty())
+        .collect();
+    devs.sort_by(|a, b| {
+        let pa = preferred.contains(&a.name);
+        let pb = preferred.contains(&b.name);
+        pb.cmp(&pa).then(b.write.bytes.total_cmp(&a.write.bytes))
+    });
+    let mut out = Interference {
+        rule: rule(&all),
+        ..Default::default()
+    };
+    for (k, d) in devs.iter().enumerate() {
+        let spans = burst_spans(d);
+        for s in &all {
+            let b = against_bursts(s, &d.name, &spans);
+            if k == 0 && !s.tag.co {
+                out.lines.push(b.line.clone());
+            }
+            out.bursts.push(b);
+        }
+    }
+    for r in restarts {
+        let down_ns = went_down_ns(events, r);
+        for s in all.iter().filter(|s| s.source == "load") {
+            let x = against_restart(s, r, down_ns);
+            if !s.tag.co {
+                out.lines.push(x.line.clone());
+            }
+            out.restarts.push(x);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::summary::{Burst, Bursts, Direction, Peaks};
+
+    /// A 100 ms window at `k * 100 ms` holding `n` values of `us` µs each.
+    fn window(tag: &str, k: u64, us: &[(u64, u64)]) -> Interval {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+        for &(v, n) in us {
+            h.record_n(v * 1000, n).unwrap();
+        }
+        Interval {
+            tag: tag.into(),
+            start_ns: k * 100_000_000,
+            duration_ns: 100_000_000,
+            hist: h,
+        }
+    }
+
+    fn device(name: &str, bursts: &[(f64, f64)]) -> DeviceSummary {
+        let list: Vec<Burst> = bursts
+            .iter()
+            .map(|&(start_s, duration_ms)| Burst {
+                start_s,
+                duration_ms,
+                bytes: 1.0,
+                peak_mib_s: 1.0,
+            })
+            .collect();
+        let bursts = Bursts {
+            bin_ms: 10.0,
+            threshold_mib_s: 1.0,
+            count: list.len(),
+            period_s: None,
+            period_cv: None,
+            regular: false,
+            mean_bytes: None,
+            mean_duration_ms: None,
+            share_of_bytes: 0.0,
+            list,
+        };
+        let dir = Direction {
+            bytes: 1e6,
+            ios: 1.0,
+            mean_mib_s: 1.0,
+            peak_mib_s: Peaks {
+                p1ms: 0.0,
+                p10ms: 0.0,
+                p100ms: 0.0,
+                p1s: 0.0,
+            },
+            peak_iops_10ms: 0.0,
+            await_ms: None,
+            ui_average_mib_s: 0.0,
+            hidden_factor: None,
+            bursts,
+        };
+        DeviceSummary {
+            name: name.into(),
+            why: None,
+            write: dir.clone(),
+            read: dir,
+            flushes: None,
+            peak_flushes_per_s_100ms: None,
+            max_in_flight: 0.0,
+            util_pct: 0.0,
+            rows: 0,
+        }
+    }
+
+    #[test]
+    fn a_30ms_burst_claims_the_whole_100ms_window_it_touches() {
+        let w = window("write", 2, &[(100, 1)]);
+        // 230..260 ms overlaps the window 200..300 ms.
+        assert!(overlaps(&w, &[(230_000_000, 260_000_000)]));
+        // Ending exactly at the window's start does not.
+        assert!(!overlaps(&w, &[(150_000_000, 200_000_000)]));
+        assert!(!overlaps(&w, &[(300_000_000, 330_000_000)]));
+    }
+
+    #[test]
+    fn inside_and_outside_come_from_merged_windows_not_averaged_percentiles() {
+        // Ten windows of 99 fast writes (100 µs) and one slow one; the burst covers
+        // windows 3 and 4, whose writes are 10 ms.
+        let mut iv = vec![];
+        for k in 0..10 {
+            let slow = if k == 3 || k == 4 { 10_000 } else { 100 };
+            iv.push(window("write", k, &[(slow, 99), (slow * 2, 1)]));
+        }
+        let d = device("vdb", &[(0.33, 30.0), (0.45, 10.0)]);
+        let x = interference(&iv, &[], &[d], &[], &[], &[]).unwrap();
+        let b = &x.bursts[0];
+        assert_eq!((b.windows_inside, b.windows_outside), (2, 8));
+        assert_eq!((b.inside.count, b.outside.count), (200, 800));
+        // p99 of 800 values, 792 of 100 µs and 8 of 200 µs: 100 µs.
+        assert!((b.outside.p99_us.unwrap() - 100.0).abs() < 0.1, "{b:?}");
+        assert!((b.inside.p99_us.unwrap() - 10_000.0).abs() < 10.0, "{b:?}");
+        assert!((b.inside.max_us.unwrap() - 20_000.0).abs() < 20.0, "{b:?}");
+        assert!((b.share_in_bursts - 0.2).abs() < 1e-9);
+        assert!((b.p99_ratio.unwrap() - 100.0).abs() < 0.2);
+        assert_eq!(
+            x.lines,
+            vec!["probe write p99 100 µs outside vdb's write bursts, 10 ms inside (100x), 20.0% of its writes fell in bursts"]
+        );
+        assert!(x.rule.contains("probe 100 ms"), "{}", x.rule);
+    }
+
+    #[test]
+    fn each_phase_and_the_corrected_twin_are_their_own_series() {
+        let probe = vec![
+            window("p1:write", 0, &[(100, 1)]),
+            window("p2:write", 1, &[(100, 1)]),
+        ];
+        let load = vec![
+            window("p0:js-pub", 0, &[(500, 1)]),
+            window("p0:js-pub.co", 0, &[(900, 1)]),
+        ];
+        let d = device("vdb", &[(0.0, 10.0)]);
+        let x = interference(&probe, &load, &[d], &[], &[], &[]).unwrap();
+        let names: Vec<&str> = x.bursts.iter().map(|b| b.series.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "phase 1 probe write",
+                "phase 2 probe write",
+                "phase 0 js-pub latency",
+                "phase 0 js-pub latency from intended start"
+            ]
+        );
+        // The corrected twin has no quotable line of its own.
+        assert_eq!(x.lines.len(), 3);
+    }
+
+    #[test]
+    fn a_restart_compares_its_read_burst_with_the_time_before_the_node_went_down() {
+        // Acks at 1 ms until n2 stops at 0.6 s, 5 ms while it is down, n2 starts again at
+        // 1.0 s, 50 ms during its re-read at 1.2..1.5 s, 1 ms after.
+        let load: Vec<Interval> = (0..20)
+            .map(|k| {
+                let us = match k {
+                    6..=9 => 5_000,
+                    12..=14 => 50_000,
+                    _ => 1_000,
+                };
+                window("js-pub", k, &[(us, 10)])
+            })
+            .collect();
+        let r = RestartSummary {
+            node: "n2".into(),
+            t_s: 1.0,
+            devices: vec![],
+            current_ms: None,
+            healthy_ms: Some(100.0),
+            window_s: 1.0,
+            read_bytes: 1.0,
+            read_peak_mib_s: 1.0,
+            read_burst_s: 0.3,
+            read_burst_start_s: Some(1.2),
+        };
+        let ev = |t_ns: u64, kind: &str, node: &str| Event {
+            t_ns,
+            kind: kind.into(),
+            detail: serde_json::json!({ "node": node }),
+        };
+        let events = [
+            ev(200_000_000, "node_stop", "n1"),
+            ev(600_000_000, "node_stop", "n2"),
+            ev(1_000_000_000, "restart", "n2"),
+        ];
+        let x = interference(&[], &load, &[], &[], &[r], &events).unwrap();
+        let y = &x.restarts[0];
+        assert_eq!((y.before.count, y.during.count), (60, 30));
+        assert_eq!((y.before_from_s, y.before_to_s), (0.0, 0.6));
+        assert!((y.before.p99_us.unwrap() - 1000.0).abs() < 1.0, "{y:?}");
+        assert!((y.during.p99_us.unwrap() - 50_000.0).abs() < 50.0, "{y:?}");
+        assert_eq!(
+            y.line,
+            "js-pub latency p99 1.0 ms before n2 went down for its restart at 1.0 s, 50 ms during its re-read (50x)"
+        );
+    }
+
+    #[test]
+    fn the_brokers_devices_come_first_and_give_the_lines() {
+        let iv = vec![window("write", 0, &[(100, 1)])];
+        let mut backing = device("vda", &[(0.0, 10.0)]);
+        backing.write.bytes = 1e9;
+        let store = device("loop0", &[(0.0, 10.0)]);
+        let x = interference(&iv, &[], &[backing, store], &["loop0".into()], &[], &[]).unwrap();
+        let devs: Vec<&str> = x.bursts.iter().map(|b| b.device.as_str()).collect();
+        assert_eq!(devs, ["loop0", "vda"]);
+        assert_eq!(x.lines.len(), 1);
+        assert!(x.lines[0].contains("loop0's"), "{:?}", x.lines);
+    }
+
+    #[test]
+    fn no_histograms_no_section() {
+        assert!(interference(&[], &[], &[device("vdb", &[(0.0, 10.0)])], &[], &[], &[]).is_none());
+    }
+}
