@@ -40,7 +40,7 @@ pub fn expand(m: &Matrix) -> Vec<Cell> {
             } else {
                 params
                     .iter()
-                    .map(|(k, v)| format!("{k}-{}", sanitize(v)))
+                    .map(|(k, v)| format!("{}-{}", sanitize(k), sanitize(v)))
                     .collect::<Vec<_>>()
                     .join("_")
             };
@@ -49,6 +49,32 @@ pub fn expand(m: &Matrix) -> Vec<Cell> {
         .collect()
 }
 
+/// The number of cells and of runs (cells x repeat), counted from the value counts
+/// without expanding anything; `None` when the product overflows a u64.
+pub fn run_count(m: &Matrix) -> Option<(u64, u64)> {
+    let mut cells: u64 = 1;
+    for vals in m.params.values() {
+        cells = cells.checked_mul(vals.len() as u64)?;
+    }
+    Some((cells, cells.checked_mul(u64::from(m.repeat))?))
+}
+
+/// The first cell of [`expand`] alone (each parameter's first value), for checks that
+/// need one cell's names; `None` when a parameter has no values.
+pub fn first_cell(m: &Matrix) -> Option<Cell> {
+    let mut params = vec![];
+    for (k, vals) in &m.params {
+        params.push((k.clone(), value_str(vals.first()?)));
+    }
+    Some(Cell {
+        params,
+        id: String::new(),
+    })
+}
+
+/// A cell id is a directory name under `cells/`: parameter names and values keep ASCII
+/// letters, digits, '.' and '-', anything else ('/', NUL, spaces) becomes '-'. The id
+/// always starts with the parameter's name and a '-', so it is never "." or "..".
 fn sanitize(v: &str) -> String {
     v.chars()
         .map(|c| {
