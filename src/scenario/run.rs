@@ -218,8 +218,14 @@ fn run_one(s: &Scenario, _cell: &Cell, dir: &Path, o: &StudyOptions) -> anyhow::
             let name = v.name.get_ref().clone();
             match (&v.path, &v.lab) {
                 (Some(p), _) => {
-                    // Checked before the study began; never created (issue 10: a typo
-                    // must not make a tree on /).
+                    // Checked before the study began; never a tree (issue 10: a typo
+                    // must not make one on /), one directory with create = true.
+                    if v.create && !Path::new(p).exists() {
+                        // Only the last directory (validate checked its parent).
+                        std::fs::create_dir(p).map_err(|e| {
+                            anyhow::anyhow!("volume {name}: cannot create {p}: {e}")
+                        })?;
+                    }
                     if !Path::new(p).is_dir() {
                         anyhow::bail!("volume {name}: path {p} is no longer a directory");
                     }

@@ -92,8 +92,12 @@ fn one() -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct VolumeDecl {
     pub name: Spanned<String>,
-    /// An existing directory.
+    /// An existing directory (never created, unless `create`).
     pub path: Option<String>,
+    /// With `path`: create its last directory if missing (its parent must exist). Without
+    /// it a missing path is refused: a typo must not make a tree on `/`.
+    #[serde(default)]
+    pub create: bool,
     /// A lab volume diskpulse creates and tears down.
     pub lab: Option<LabDecl>,
 }

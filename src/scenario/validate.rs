@@ -160,20 +160,16 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
     for v in &s.volumes {
         let name = v.name.get_ref();
         if let Some(p) = &v.path {
-            let fix = "create it first, or declare a lab volume (lab = { size = \"1G\" }) that diskpulse makes";
-            let msg = match std::fs::metadata(p) {
-                _ if !Path::new(p).is_absolute() => Some(format!(
-                    "volume '{name}': path '{p}' is not absolute; write the directory as /dir"
-                )),
-                Ok(m) if m.is_dir() => None,
-                Ok(_) => Some(format!(
-                    "volume '{name}': path '{p}' is not a directory; {fix}"
-                )),
-                Err(e) => Some(format!("volume '{name}': path '{p}': {e}; {fix}")),
-            };
-            if let Some(m) = msg {
+            if let Some(m) = check_path(name, p, v.create) {
                 return Err(cx.at("path", p, v.name.span(), m));
             }
+        } else if v.create {
+            return Err(err_at(
+                cx.path,
+                cx.cell_text,
+                v.name.span(),
+                format!("volume '{name}': create = true is for a path volume; a lab volume is always made{}", cx.cell),
+            ));
         }
         let Some(l) = &v.lab else { continue };
         parse_size(&l.size).map_err(|e| {
@@ -271,6 +267,42 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
     Ok(())
 }
 
+/// A volume `path`: absolute, an existing directory, or with `create` a missing one whose
+/// parent is a directory (one level is made, never a tree). The problem, or None.
+fn check_path(name: &str, p: &str, create: bool) -> Option<String> {
+    let path = Path::new(p);
+    let fix =
+        "create it first, or declare a lab volume (lab = { size = \"1G\" }) that diskpulse makes";
+    if !path.is_absolute() {
+        return Some(format!(
+            "volume '{name}': path '{p}' is not absolute; write the directory as /dir"
+        ));
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => None,
+        Ok(_) => Some(format!(
+            "volume '{name}': path '{p}' is not a directory; {fix}"
+        )),
+        Err(e) if create && e.kind() == std::io::ErrorKind::NotFound => {
+            let parent = path.parent().unwrap_or(Path::new("/"));
+            (!parent.is_dir()).then(|| {
+                format!(
+                    "volume '{name}': path '{p}': its parent {} is not a directory; create = true makes only the last directory, never a tree",
+                    parent.display()
+                )
+            })
+        }
+        Err(e) => Some(format!(
+            "volume '{name}': path '{p}': {e}; {fix}{}",
+            if create {
+                ""
+            } else {
+                ", or add create = true to make its last directory"
+            }
+        )),
+    }
+}
+
 /// Runs a phase's arguments through the clap parser and the checks of the subcommand the
 /// phase runs as a child, with the arguments the phase adds (target, output format,
 /// server) filled in as [`super::phases`] does.
@@ -336,11 +368,15 @@ fn check_args(
         }
     }
     let checked = match Cli::try_parse_from(&argv) {
+        // clap's message on one line: the error and its hints, not its usage block.
         Err(e) => Err(e
             .to_string()
             .lines()
-            .next()
-            .unwrap_or("")
+            .map(str::trim)
+            .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ")
             .trim_start_matches("error: ")
             .to_string()),
         Ok(cli) => match cli.command {
@@ -352,11 +388,16 @@ fn check_args(
         },
     };
     checked.map_err(|e| {
-        // Point at the argument the message quotes, else at the phase.
+        // Point at the argument the message quotes, else the flag it names, else the first.
         let arg = p
             .args
             .iter()
             .find(|a| e.contains(&format!("'{a}'")))
+            .or_else(|| {
+                p.args
+                    .iter()
+                    .find(|a| a.starts_with("--") && e.contains(a.as_str()))
+            })
             .or(p.args.first());
         let m = format!("{label}: `diskpulse {kind} {}`: {e}", p.args.join(" "));
         match arg {
