@@ -40,7 +40,7 @@ pub fn expand(m: &Matrix) -> Vec<Cell> {
             } else {
                 params
                     .iter()
-                    .map(|(k, v)| format!("{}-{}", sanitize(k), sanitize(v)))
+                    .map(|(k, v)| format!("{}-{}", sanitize(k, '_'), sanitize(v, '-')))
                     .collect::<Vec<_>>()
                     .join("_")
             };
@@ -73,12 +73,13 @@ pub fn first_cell(m: &Matrix) -> Option<Cell> {
 }
 
 /// A cell id is a directory name under `cells/`: parameter names and values keep ASCII
-/// letters, digits, '.' and '-', anything else ('/', NUL, spaces) becomes '-'. The id
-/// always starts with the parameter's name and a '-', so it is never "." or "..".
-fn sanitize(v: &str) -> String {
+/// letters, digits, '.' and '-' (names also '_'), anything else ('/', NUL, spaces)
+/// becomes '-'. The id always has a '-' after the parameter's name, so it is never "." or
+/// "..".
+fn sanitize(v: &str, also: char) -> String {
     v.chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == also {
                 c
             } else {
                 '-'
