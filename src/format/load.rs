@@ -98,10 +98,13 @@ pub fn read(dir: &Path) -> anyhow::Result<BTreeMap<String, Vec<LoadRow>>> {
     Ok(read_noted(dir)?.0)
 }
 
+/// The rows of load.csv by role.
+pub type ByRole = BTreeMap<String, Vec<LoadRow>>;
+
 /// [`read`] with the reading's warnings: a damaged row is skipped, naming file:line; a
 /// header without `t_ns`, `window_ns` and `role` refuses the file.
-pub fn read_noted(dir: &Path) -> anyhow::Result<(BTreeMap<String, Vec<LoadRow>>, Vec<String>)> {
-    let mut out: BTreeMap<String, Vec<LoadRow>> = BTreeMap::new();
+pub fn read_noted(dir: &Path) -> anyhow::Result<(ByRole, Vec<String>)> {
+    let mut out: ByRole = BTreeMap::new();
     let warnings = read_rows(&dir.join(FILE), &["t_ns", "window_ns", "role"], |c| {
         let t_ns = t_ns_cell(c.str("t_ns"))?;
         let Some(window_ns) = c.u64("window_ns") else {
