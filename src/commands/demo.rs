@@ -64,9 +64,6 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
     if a.window == 0 {
         return Err(usage!("--window must be at least 1"));
     }
-    // The publisher's own checks (--size, --window, --duration bounds), before anything
-    // is written: the same flags `demo` passes it below.
-    load_args(&a)?.validate()?;
     if a.size > load::DEFAULT_MAX_PAYLOAD {
         return Err(usage!(
             "--size {}: the embedded nats-server accepts messages of at most {} (its default max_payload); use --size 1MiB or less",
@@ -74,6 +71,9 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
             crate::units::bytes_exact(load::DEFAULT_MAX_PAYLOAD)
         ));
     }
+    // The publisher's own checks (--size, --window, --duration bounds), before anything
+    // is written: the same flags `demo` passes it below.
+    load_args(&a)?.validate()?;
     if a.interval.is_zero() || a.interval > a.duration {
         return Err(usage!(
             "--interval {} must be more than 0 and at most --duration {} (a sample needs an interval that ends within the run)",
