@@ -105,6 +105,7 @@ impl Lab {
     /// error (or [`Interrupted`]) what was created so far is removed before returning.
     pub fn up(&self, spec: &VolumeSpec) -> anyhow::Result<Volume> {
         spec.validate()?;
+        self.check_root(spec)?;
         require_root()?;
         let cgroup = match spec.throttle {
             None => None,
@@ -119,7 +120,6 @@ impl Lab {
                 Some(self.blkio.join(format!("diskpulse-{}", spec.name)))
             }
         };
-        self.check_root(spec)?;
         for d in ["images", "mnt"] {
             let p = self.root.join(d);
             fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;

@@ -349,7 +349,7 @@ impl LoadArgs {
             }
             if d > MAX_DURATION {
                 return Err(usage!(
-                    "--duration {}: at most 7d (one run's load.csv and histograms stay in memory-sized windows); run several shorter runs",
+                    "--duration {}: at most 168h, a week (longer is several runs: each keeps its recording whole); run several shorter runs",
                     crate::cli::fmt_duration(d)
                 ));
             }
@@ -479,9 +479,8 @@ impl LoadArgs {
     /// that writes the protocol itself (its own socket beside the async-nats client), and
     /// the setup connection.
     pub fn connections(&self) -> u64 {
-        let raw_pubs = matches!(self.mode, Mode::Pub | Mode::Cast)
-            && self.connect.is_plain()
-            && !self.no_raw;
+        let raw_pubs =
+            matches!(self.mode, Mode::Pub | Mode::Cast) && self.connect.is_plain() && !self.no_raw;
         let main = self.main_clients() as u64 * if raw_pubs { 2 } else { 1 };
         let others = match self.mode {
             Mode::Pub => self.sub,
