@@ -248,7 +248,7 @@ fn ctrl_c_ends_a_recording_with_an_hour_long_interval_at_once() {
         .arg(&out)
         .args(["--", "sleep", "60"])
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let t0 = Instant::now();
@@ -257,7 +257,11 @@ fn ctrl_c_ends_a_recording_with_an_hour_long_interval_at_once() {
         std::thread::sleep(Duration::from_millis(50));
         pid = command_pid(&out);
     }
-    let sleeper = pid.expect("command_start in events.jsonl");
+    let Some(sleeper) = pid else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("no command_start in {}/events.jsonl", out.display());
+    };
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
