@@ -156,6 +156,17 @@ fn a_probe_on_a_pseudo_file_system_is_refused_before_anything_is_written() {
 }
 
 #[test]
+fn fsync_in_a_pseudo_file_system_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    // It printed the table's header, then failed creating its file (exit 1).
+    refused_in(
+        d.path(),
+        &["fsync", "--dir", "/proc"],
+        &["--dir /proc", "pseudo file system"],
+    );
+}
+
+#[test]
 fn a_sampler_interval_longer_than_the_recording_is_refused() {
     let d = tempfile::tempdir().unwrap();
     let t0 = Instant::now();

@@ -390,16 +390,20 @@ const PSEUDO_FS: [(u32, &str); 11] = [
 /// Refuses a target whose file system (`fs_of`: the file, or its directory for a new
 /// one) is a kernel pseudo file system.
 fn refuse_pseudo_fs(path: &Path, fs_of: &Path) -> Result<(), ProbeError> {
-    let Some(t) = crate::fstype::of(fs_of) else {
-        return Ok(());
-    };
-    match PSEUDO_FS.iter().find(|(m, _)| *m == t.0) {
-        Some((_, name)) => Err(refused(
+    match pseudo_fs_name(fs_of) {
+        Some(name) => Err(refused(
             path,
             format!("is on {name}, a kernel pseudo file system, not storage; name a file on a disk-backed file system (for example /var/tmp/probe.dat)"),
         )),
         None => Ok(()),
     }
+}
+
+/// The name of the kernel pseudo file system holding `path` (`proc`, `sysfs`, ...), if
+/// it is on one (also used by `diskpulse fsync --dir`).
+pub fn pseudo_fs_name(path: &Path) -> Option<&'static str> {
+    let t = crate::fstype::of(path)?;
+    PSEUDO_FS.iter().find(|(m, _)| *m == t.0).map(|(_, n)| *n)
 }
 
 pub fn fs_type(path: &Path) -> String {
