@@ -11,7 +11,7 @@ fn main() {
     let talks_to_brokers = matches!(
         std::env::args().nth(1).as_deref(),
         Some("load" | "demo" | "run")
-    );
+    ) && !std::env::args().any(|a| a == "--dry-run");
     let disposition = if talks_to_brokers {
         libc::SIG_IGN
     } else {
