@@ -20,7 +20,13 @@ macro_rules! usage {
     ($($t:tt)*) => { anyhow::Error::new($crate::cli::UsageError(format!($($t)*))) };
 }
 
-/// Parses `1ms`, `500us`, `30s`, `1.5s`, `2m`, `1h`, `250ns`.
+/// The longest duration [`parse_duration`] accepts: 10^18 ns (about 31 years), so sums of
+/// durations stay far from u64 nanoseconds' end.
+pub const MAX_DURATION_NS: u64 = 1_000_000_000_000_000_000;
+
+/// Parses `1ms`, `500us`, `30s`, `1.5s`, `2m`, `1h`, `250ns`. Exact decimal arithmetic
+/// (no float): `999999999999999999ns` reads back as written; digits below a nanosecond are
+/// rounded. Never panics; too long is refused with the limit.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let split = t
@@ -28,41 +34,68 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let bad = || format!("takes a duration like 1ms, 500us, 30s or 2m; got '{s}'");
-    if num.is_empty() || unit.is_empty() {
-        return Err(bad());
-    }
-    let v: f64 = num.parse().map_err(|_| bad())?;
-    let ns_per = match unit {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "m" | "min" => 60e9,
-        "h" => 3600e9,
+    let too_long = || format!("takes a duration up to 10^18 ns (about 31 years); '{s}' is longer");
+    let ns_per: u128 = match unit {
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" | "min" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
         _ => return Err(bad()),
     };
-    let ns = v * ns_per;
-    if !ns.is_finite() || ns > 1e18 {
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
         return Err(bad());
     }
-    Ok(Duration::from_nanos(ns.round() as u64))
+    // Leading zeros change nothing; more digits than that cannot fit.
+    let int = int.trim_start_matches('0');
+    if int.len() > 30 {
+        return Err(too_long());
+    }
+    let whole: u128 = if int.is_empty() {
+        0
+    } else {
+        int.parse().map_err(|_| bad())?
+    };
+    // The fraction: its first 18 digits are enough below 1 ns (the largest unit is
+    // 3.6e12 ns); 10^18 x 3.6e12 fits a u128.
+    let digits = &frac[..frac.len().min(18)];
+    let frac_ns = if digits.is_empty() {
+        0
+    } else {
+        let f: u128 = digits.parse().map_err(|_| bad())?;
+        let scale = 10u128.pow(digits.len() as u32);
+        (f * ns_per + scale / 2) / scale
+    };
+    let ns = whole
+        .checked_mul(ns_per)
+        .and_then(|w| w.checked_add(frac_ns))
+        .filter(|ns| *ns <= u128::from(MAX_DURATION_NS))
+        .ok_or_else(too_long)?;
+    Ok(Duration::from_nanos(ns as u64))
 }
 
-/// Parses `128`, `128B`, `4k`, `4KiB`, `1m`, `1MiB` into bytes (k = 1024).
+/// Parses `128`, `128B`, `4k`, `4KiB`, `1m`, `1MiB` into bytes (k = 1024). Never panics;
+/// a size beyond u64 bytes is refused with the limit.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let bad = || format!("takes a size like 128, 4k or 1MiB; got '{s}'");
-    let v: u64 = num.parse().map_err(|_| bad())?;
-    let mul = match unit.to_ascii_lowercase().as_str() {
+    let too_large = || format!("takes a size up to 16 EiB (u64 bytes); '{s}' is larger");
+    let mul: u64 = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         _ => return Err(bad()),
     };
-    v.checked_mul(mul).ok_or_else(bad)
+    if num.is_empty() {
+        return Err(bad());
+    }
+    let v: u64 = num.parse().map_err(|_| too_large())?;
+    v.checked_mul(mul).ok_or_else(too_large)
 }
 
 /// Formats a duration the way [`parse_duration`] reads it.
@@ -93,6 +126,19 @@ mod tests {
         assert!(e.contains("'1 ms'"), "{e}");
         assert!(parse_duration("10").is_err());
         assert!(parse_duration("ms").is_err());
+        assert!(parse_duration(".s").is_err());
+        assert!(parse_duration("1.2.3s").is_err());
+        assert_eq!(parse_duration(".5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(
+            parse_duration("1.0000000005s"),
+            Ok(Duration::from_nanos(1_000_000_001))
+        );
+        assert_eq!(
+            parse_duration("999999999999999999ns"),
+            Ok(Duration::from_nanos(999_999_999_999_999_999))
+        );
+        let e = parse_duration("99999999999999999999h").unwrap_err();
+        assert!(e.contains("31 years"), "{e}");
         assert_eq!(fmt_duration(Duration::from_millis(5000)), "5s");
         assert_eq!(fmt_duration(Duration::from_micros(250)), "250us");
     }
@@ -103,5 +149,9 @@ mod tests {
         assert_eq!(parse_size("4k"), Ok(4096));
         assert_eq!(parse_size("1MiB"), Ok(1 << 20));
         assert!(parse_size("1 k").is_err());
+        let e = parse_size("99999999999999999999").unwrap_err();
+        assert!(e.contains("16 EiB"), "{e}");
+        let e = parse_size("1e30G").unwrap_err();
+        assert!(e.contains("'1e30G'"), "{e}");
     }
 }

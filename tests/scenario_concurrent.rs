@@ -403,6 +403,7 @@ fn sleeps_start_and_stop_on_their_anchors() {
 [[volumes]]
 name = "v"
 path = "{}"
+create = true
 [[phases]]
 name = "a"
 kind = "sleep"

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use crate::scenario::{run as srun, spec};
+use crate::scenario::{run as srun, validate};
 use crate::usage;
 
 #[derive(Args, Debug)]
@@ -28,8 +28,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let text = std::fs::read_to_string(&a.scenario)
         .map_err(|e| usage!("cannot read scenario {}: {e}", a.scenario.display()))?;
     let path = a.scenario.display().to_string();
-    let sc = spec::parse(&path, &text).map_err(|e| usage!("{e}"))?;
-    let cells = spec::expand(&sc.matrix);
+    // The same checks as the real run (sizes, durations, paths, phase arguments).
+    let checked = validate::check_study(&path, &text).map_err(|e| usage!("{e}"))?;
+    let (sc, cells) = (&checked.scenario, &checked.cells);
     if a.dry_run {
         println!(
             "{}: {} cell(s) x {} repeat(s) = {} run(s)",
@@ -38,10 +39,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             sc.matrix.repeat,
             cells.len() * sc.matrix.repeat as usize
         );
-        for c in &cells {
-            let t = srun::cell_text(&text, c);
-            let cs = spec::parse_cell(&format!("{path} (cell {})", c.id), &t)
-                .map_err(|e| usage!("{e}"))?;
+        for (c, cs) in cells.iter().zip(&checked.concrete) {
             let schedule =
                 crate::scenario::schedule::Schedule::of(&cs.phases).map_err(|e| usage!("{e:#}"))?;
             let labels: Vec<String> = cs

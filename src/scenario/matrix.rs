@@ -40,7 +40,7 @@ pub fn expand(m: &Matrix) -> Vec<Cell> {
             } else {
                 params
                     .iter()
-                    .map(|(k, v)| format!("{k}-{}", sanitize(v)))
+                    .map(|(k, v)| format!("{}-{}", sanitize(k, '_'), sanitize(v, '-')))
                     .collect::<Vec<_>>()
                     .join("_")
             };
@@ -49,10 +49,37 @@ pub fn expand(m: &Matrix) -> Vec<Cell> {
         .collect()
 }
 
-fn sanitize(v: &str) -> String {
+/// The number of cells and of runs (cells x repeat), counted from the value counts
+/// without expanding anything; `None` when the product overflows a u64.
+pub fn run_count(m: &Matrix) -> Option<(u64, u64)> {
+    let mut cells: u64 = 1;
+    for vals in m.params.values() {
+        cells = cells.checked_mul(vals.len() as u64)?;
+    }
+    Some((cells, cells.checked_mul(u64::from(m.repeat))?))
+}
+
+/// The first cell of [`expand`] alone (each parameter's first value), for checks that
+/// need one cell's names; `None` when a parameter has no values.
+pub fn first_cell(m: &Matrix) -> Option<Cell> {
+    let mut params = vec![];
+    for (k, vals) in &m.params {
+        params.push((k.clone(), value_str(vals.first()?)));
+    }
+    Some(Cell {
+        params,
+        id: String::new(),
+    })
+}
+
+/// A cell id is a directory name under `cells/`: parameter names and values keep ASCII
+/// letters, digits, '.' and '-' (names also '_'), anything else ('/', NUL, spaces)
+/// becomes '-'. The id always has a '-' after the parameter's name, so it is never "." or
+/// "..".
+fn sanitize(v: &str, also: char) -> String {
     v.chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == also {
                 c
             } else {
                 '-'

@@ -8,3 +8,4 @@ pub mod run;
 pub mod schedule;
 pub mod spec;
 pub mod study;
+pub mod validate;

@@ -26,7 +26,7 @@ use super::executor::run_schedule;
 use super::phases::{PhaseCtx, SharedCluster};
 use super::schedule::Schedule;
 use super::spec::{self, Cell, Scenario};
-use crate::broker::{ClusterOptions, SyncMode};
+use crate::broker::ClusterOptions;
 use crate::cli::parse_duration;
 use crate::lab::{Lab, Volume};
 use crate::recording::session::SamplerSetup;
@@ -128,17 +128,13 @@ pub struct RunRecord {
 pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| usage!("cannot read scenario {}: {e}", path.display()))?;
-    let sc = spec::parse(&path.display().to_string(), &text).map_err(|e| usage!("{e}"))?;
-    let cells = spec::expand(&sc.matrix);
-    // Every cell must parse once substituted, before anything runs.
-    let mut concrete = vec![];
-    for c in &cells {
-        let t = cell_text(&text, c);
-        let s = spec::parse_cell(&format!("{} (cell {})", path.display(), c.id), &t)
-            .map_err(|e| usage!("{e}"))?;
-        check_cell(&s).map_err(|e| usage!("{} (cell {}): {e:#}", path.display(), c.id))?;
-        concrete.push(s);
-    }
+    // Every check the dry run makes, before anything is created or started.
+    let super::validate::Checked {
+        scenario: sc,
+        cells,
+        concrete,
+    } = super::validate::check_study(&path.display().to_string(), &text)
+        .map_err(|e| usage!("{e}"))?;
     crate::recording::session::create_run_dir(&o.out)?;
     std::fs::write(o.out.join("scenario.toml"), &text)?;
     let mut records: Vec<RunRecord> = vec![];
@@ -213,46 +209,6 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     })
 }
 
-/// Checks what only a concrete cell can tell: sizes, sync modes, node counts.
-fn check_cell(s: &Scenario) -> anyhow::Result<()> {
-    for v in &s.volumes {
-        if let Some(l) = &v.lab {
-            lab_spec(v.name.get_ref(), l)?;
-        }
-    }
-    if let Some(b) = &s.broker {
-        let n: usize = b
-            .nodes
-            .parse()
-            .map_err(|_| anyhow::anyhow!("broker nodes '{}' is not 1, 3 or 5", b.nodes))?;
-        if ![1, 3, 5].contains(&n) {
-            anyhow::bail!("broker nodes {n}: 1, 3 or 5");
-        }
-        if b.volumes.len() != 1 && b.volumes.len() != n {
-            anyhow::bail!("broker volumes: one for all nodes or one per node ({n})");
-        }
-        b.sync
-            .parse::<SyncMode>()
-            .map_err(|e| anyhow::anyhow!("broker sync: {e}"))?;
-    }
-    for p in &s.phases {
-        let p = p.get_ref();
-        for d in [&p.duration, &p.down_for].into_iter().flatten() {
-            parse_duration(d)
-                .map_err(|e| anyhow::anyhow!("phase {}: '{d}' {e}", p.kind.get_ref()))?;
-        }
-    }
-    for d in [
-        &s.samplers.interval,
-        &s.samplers.mem_interval,
-        &s.samplers.cpu_interval,
-        &s.samplers.monitor_interval,
-    ] {
-        parse_duration(d).map_err(|e| anyhow::anyhow!("samplers: {e}"))?;
-    }
-    Ok(())
-}
-
 fn run_one(s: &Scenario, _cell: &Cell, dir: &Path, o: &StudyOptions) -> anyhow::Result<()> {
     let lab = Lab::open(&o.lab_root).with_stop(o.stop.clone());
     // Volumes: lab ones are created for this run and torn down after it, whatever happens.
@@ -262,7 +218,17 @@ fn run_one(s: &Scenario, _cell: &Cell, dir: &Path, o: &StudyOptions) -> anyhow::
             let name = v.name.get_ref().clone();
             match (&v.path, &v.lab) {
                 (Some(p), _) => {
-                    std::fs::create_dir_all(p)?;
+                    // Checked before the study began; never a tree (issue 10: a typo
+                    // must not make one on /), one directory with create = true.
+                    if v.create && !Path::new(p).exists() {
+                        // Only the last directory (validate checked its parent).
+                        std::fs::create_dir(p).map_err(|e| {
+                            anyhow::anyhow!("volume {name}: cannot create {p}: {e}")
+                        })?;
+                    }
+                    if !Path::new(p).is_dir() {
+                        anyhow::bail!("volume {name}: path {p} is no longer a directory");
+                    }
                     vols.push((name, PathBuf::from(p), None));
                 }
                 (None, Some(l)) => {

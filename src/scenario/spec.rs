@@ -70,7 +70,7 @@ impl Default for Matrix {
 }
 
 /// Where `key = ` is written inside `[table]` (for errors about values serde has no span for).
-fn key_span(text: &str, table: &str, key: &str) -> Range<usize> {
+pub(super) fn key_span(text: &str, table: &str, key: &str) -> Range<usize> {
     let start = text.find(&format!("[{table}]")).unwrap_or(0);
     let mut pos = start;
     for line in text[start..].split_inclusive('\n') {
@@ -92,8 +92,12 @@ fn one() -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct VolumeDecl {
     pub name: Spanned<String>,
-    /// An existing directory.
+    /// An existing directory (never created, unless `create`).
     pub path: Option<String>,
+    /// With `path`: create its last directory if missing (its parent must exist). Without
+    /// it a missing path is refused: a typo must not make a tree on `/`.
+    #[serde(default)]
+    pub create: bool,
     /// A lab volume diskpulse creates and tears down.
     pub lab: Option<LabDecl>,
 }
@@ -298,6 +302,8 @@ fn parse_inner(path: &str, text: &str, check_matrix: bool) -> Result<Scenario, S
             "repeat must be at least 1".into(),
         ));
     }
+    // The name and the matrix's size, before anything is expanded or made of them.
+    super::validate::check_top(path, text, &sc)?;
     let vol_names: Vec<&str> = sc
         .volumes
         .iter()
@@ -447,7 +453,6 @@ fn parse_inner(path: &str, text: &str, check_matrix: bool) -> Result<Scenario, S
         }
     }
     // Every parameter used, every ${..} known: check on the first cell's names.
-    let cells = expand(&sc.matrix);
     for (k, vals) in sc.matrix.params.iter().filter(|_| check_matrix) {
         if vals.is_empty() {
             return Err(err_at(
@@ -466,6 +471,10 @@ fn parse_inner(path: &str, text: &str, check_matrix: bool) -> Result<Scenario, S
             ));
         }
     }
+    let first = super::matrix::first_cell(&sc.matrix).unwrap_or(Cell {
+        params: vec![],
+        id: String::new(),
+    });
     let mut pos = 0;
     while let Some(i) = text[pos..].find("${") {
         let start = pos + i;
@@ -473,7 +482,7 @@ fn parse_inner(path: &str, text: &str, check_matrix: bool) -> Result<Scenario, S
             .find('}')
             .map(|j| start + j + 1)
             .unwrap_or(text.len());
-        if let Err(m) = substitute(&text[start..end], &cells[0]) {
+        if let Err(m) = substitute(&text[start..end], &first) {
             return Err(err_at(path, text, start..end, m));
         }
         pos = end;

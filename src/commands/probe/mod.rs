@@ -66,6 +66,12 @@ fn disk_counters(names: &[String]) -> Vec<Option<collectors::diskstats::DiskCoun
     names.iter().map(|n| sys.counters(n)).collect()
 }
 
+/// The checks `run` makes of its arguments before it touches anything: for `diskpulse
+/// run --dry-run`, which checks a scenario's probe phases without running them.
+pub(crate) fn check_args(a: &ProbeArgs) -> anyhow::Result<()> {
+    resolve(a).map(|_| ())
+}
+
 pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     let mut r = resolve(&a)?;
     let phase = crate::format::phase_from_env().map_err(|e| usage!("{e:#}"))?;

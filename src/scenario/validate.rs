@@ -1,0 +1,408 @@
+//! Every check of a scenario that can be made without starting anything, shared by
+//! `diskpulse run` and `diskpulse run --dry-run`, so a dry run that says OK is a run that
+//! starts (issue 10). Each error is one line `FILE:LINE:COLUMN: message` naming the value
+//! and the fix; the command turns it into a usage error (exit 2) before the study
+//! directory is created.
+//!
+//! What must stay true:
+//! - Nothing here writes, creates or starts anything: a volume `path` is looked at
+//!   (`metadata`), never created; phase arguments go through the same clap parsers and
+//!   `validate`/`resolve` functions the child command runs, without running it.
+//! - The matrix is counted from its value counts before it is expanded: at most
+//!   [`MAX_RUNS`] runs (cells x repeat).
+//! - Nothing a scenario names leaves the study directory: the scenario `name` (part of
+//!   the default `diskpulse-runs/<time>-<name>`) has no '/', NUL or "..", and cell ids are
+//!   sanitized ([`super::matrix`]) and must differ.
+//! - Positions: a value written in the file is found in the file's text (a matrix value
+//!   in its `[matrix]` list); otherwise the line of the substituted cell (lines are the
+//!   same as the file's: substitution adds none).
+
+use std::ops::Range;
+use std::path::Path;
+
+use clap::Parser;
+
+use super::run::{cell_text, lab_spec};
+use super::spec::{self, err_at, key_span, Cell, Scenario, SpecError};
+use crate::broker::SyncMode;
+use crate::cli::{parse_duration, parse_size};
+use crate::commands::{Cli, Command};
+
+/// The most runs (cells x repeat) one study may have. A run takes seconds to minutes and
+/// writes a recording of megabytes, so 1000 runs are already days of machine time and
+/// gigabytes; the matrix is refused before it is expanded (3 x 1000 values once took
+/// 8 GB in 8 s to expand).
+pub const MAX_RUNS: u64 = 1000;
+
+/// A checked study: the scenario as written, its cells and each cell's scenario.
+pub struct Checked {
+    pub scenario: Scenario,
+    pub cells: Vec<Cell>,
+    pub concrete: Vec<Scenario>,
+}
+
+/// Parses and checks a whole study: the file, its matrix, and every cell as it will run.
+pub fn check_study(path: &str, text: &str) -> Result<Checked, SpecError> {
+    let scenario = spec::parse(path, text)?;
+    let cells = spec::expand(&scenario.matrix);
+    for (i, c) in cells.iter().enumerate() {
+        if let Some(d) = cells[..i].iter().find(|d| d.id == c.id) {
+            return Err(err_at(
+                path,
+                text,
+                key_span(text, "matrix", &c.params[0].0),
+                format!(
+                    "matrix cells {:?} and {:?} get the same directory cells/{}: values differ only in characters other than letters, digits, '.' and '-'; make them differ in those",
+                    d.params, c.params, c.id
+                ),
+            ));
+        }
+    }
+    let mut concrete = vec![];
+    for c in &cells {
+        let t = cell_text(text, c);
+        let s = spec::parse_cell(&format!("{path} (cell {})", c.id), &t)?;
+        let cx = Cx {
+            path,
+            text,
+            cell_text: &t,
+            cell: if c.params.is_empty() {
+                String::new()
+            } else {
+                format!(" (cell {})", c.id)
+            },
+        };
+        check_cell(&cx, &s)?;
+        concrete.push(s);
+    }
+    Ok(Checked {
+        scenario,
+        cells,
+        concrete,
+    })
+}
+
+/// The scenario name and the matrix's size: checked by [`spec::parse`] before anything is
+/// expanded.
+pub(super) fn check_top(path: &str, text: &str, sc: &Scenario) -> Result<(), SpecError> {
+    let n = &sc.name;
+    if n.is_empty() || n.contains('/') || n.contains('\0') || n.contains("..") {
+        return Err(err_at(
+            path,
+            text,
+            key_span(text, "", "name"),
+            format!(
+                "name {n:?} would make a path: the name is part of the study directory (diskpulse-runs/<time>-<name>); write it without '/', '..' or NUL, e.g. \"raid0-vs-raid1\""
+            ),
+        ));
+    }
+    let too_many = |what: String| {
+        err_at(
+            path,
+            text,
+            key_span(text, "matrix", "repeat"),
+            format!(
+                "the matrix makes {what}; the limit is {MAX_RUNS} runs (cells x repeat): each run takes seconds to minutes and writes a recording, so more would take days and fill the disk. Split the study into several scenario files"
+            ),
+        )
+    };
+    match super::matrix::run_count(&sc.matrix) {
+        None => Err(too_many("more runs than a u64 counts".into())),
+        Some((cells, runs)) if runs > MAX_RUNS => Err(too_many(format!(
+            "{cells} cell(s) x {} repeat(s) = {runs} runs",
+            sc.matrix.repeat
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Where a cell's errors are reported.
+struct Cx<'a> {
+    path: &'a str,
+    text: &'a str,
+    cell_text: &'a str,
+    /// " (cell ID)" when the study has a matrix.
+    cell: String,
+}
+
+impl Cx<'_> {
+    /// An error at `key = "value"`: in the file if the value is written there (or in the
+    /// matrix), else on the cell's line, else at `fallback` (a span of the cell's text).
+    fn at(&self, key: &str, value: &str, fallback: Range<usize>, message: String) -> SpecError {
+        let message = format!("{message}{}", self.cell);
+        if let Some(p) = locate(self.text, key, value) {
+            return err_at(self.path, self.text, p..p, message);
+        }
+        let p = locate(self.cell_text, key, value).unwrap_or(fallback.start);
+        err_at(self.path, self.cell_text, p..p, message)
+    }
+}
+
+/// The byte offset of `"value"` in `text`, preferring one written as `key = "value"`.
+fn locate(text: &str, key: &str, value: &str) -> Option<usize> {
+    let quoted = format!("{value:?}");
+    let mut first = None;
+    for (i, _) in text.match_indices(&quoted) {
+        let before = text[..i].trim_end();
+        if let Some(b) = before.strip_suffix('=') {
+            if b.trim_end().ends_with(key) {
+                return Some(i);
+            }
+        }
+        first.get_or_insert(i);
+    }
+    first
+}
+
+/// What only a concrete cell can tell: sizes, durations, volume paths, sync modes, node
+/// counts and the phases' arguments.
+fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
+    for v in &s.volumes {
+        let name = v.name.get_ref();
+        if let Some(p) = &v.path {
+            if let Some(m) = check_path(name, p, v.create) {
+                return Err(cx.at("path", p, v.name.span(), m));
+            }
+        } else if v.create {
+            return Err(err_at(
+                cx.path,
+                cx.cell_text,
+                v.name.span(),
+                format!("volume '{name}': create = true is for a path volume; a lab volume is always made{}", cx.cell),
+            ));
+        }
+        let Some(l) = &v.lab else { continue };
+        parse_size(&l.size).map_err(|e| {
+            cx.at(
+                "size",
+                &l.size,
+                v.name.span(),
+                format!("volume '{name}': size {e}"),
+            )
+        })?;
+        for (key, val) in [("write_bps", &l.write_bps), ("read_bps", &l.read_bps)] {
+            if let Some(x) = val {
+                parse_size(x).map_err(|e| {
+                    cx.at(key, x, v.name.span(), format!("volume '{name}': {key} {e}"))
+                })?;
+            }
+        }
+        for (key, val) in [("write_iops", &l.write_iops), ("read_iops", &l.read_iops)] {
+            if let Some(x) = val {
+                x.parse::<u64>().map_err(|_| {
+                    cx.at(
+                        key,
+                        x,
+                        v.name.span(),
+                        format!("volume '{name}': {key} takes a whole number of I/Os per second like \"100\"; got '{x}'"),
+                    )
+                })?;
+            }
+        }
+        lab_spec(name, l).map_err(|e| {
+            err_at(
+                cx.path,
+                cx.cell_text,
+                v.name.span(),
+                format!("{e:#}{}", cx.cell),
+            )
+        })?;
+    }
+    if let Some(b) = &s.broker {
+        let broker_at = cx.text.find("[broker]").unwrap_or(0);
+        let n: usize = b.nodes.parse().unwrap_or(0);
+        if ![1, 3, 5].contains(&n) {
+            return Err(cx.at(
+                "nodes",
+                &b.nodes,
+                broker_at..broker_at,
+                format!("broker nodes '{}': write \"1\", \"3\" or \"5\"", b.nodes),
+            ));
+        }
+        if b.volumes.len() != 1 && b.volumes.len() != n {
+            return Err(err_at(
+                cx.path,
+                cx.cell_text,
+                b.volumes[0].span(),
+                format!(
+                    "broker volumes: one for all nodes or one per node ({n}){}",
+                    cx.cell
+                ),
+            ));
+        }
+        if let Err(e) = b.sync.parse::<SyncMode>() {
+            return Err(cx.at(
+                "sync",
+                &b.sync,
+                broker_at..broker_at,
+                format!("broker sync: {e}"),
+            ));
+        }
+    }
+    let samplers = [
+        ("interval", &s.samplers.interval),
+        ("mem_interval", &s.samplers.mem_interval),
+        ("cpu_interval", &s.samplers.cpu_interval),
+        ("monitor_interval", &s.samplers.monitor_interval),
+    ];
+    for (key, d) in samplers {
+        parse_duration(d).map_err(|e| {
+            let k = key_span(cx.cell_text, "samplers", key);
+            cx.at(key, d, k, format!("samplers {key} {e}"))
+        })?;
+    }
+    for (i, p) in s.phases.iter().enumerate() {
+        let span = p.span();
+        let p = p.get_ref();
+        let kind = p.kind.get_ref();
+        let label = format!("phase {} ({kind})", i + 1);
+        for (key, d) in [("duration", &p.duration), ("down_for", &p.down_for)] {
+            if let Some(d) = d {
+                parse_duration(d)
+                    .map_err(|e| cx.at(key, d, span.clone(), format!("{label}: {key} {e}")))?;
+            }
+        }
+        check_args(cx, s, p, &label, span)?;
+    }
+    Ok(())
+}
+
+/// A volume `path`: absolute, an existing directory, or with `create` a missing one whose
+/// parent is a directory (one level is made, never a tree). The problem, or None.
+fn check_path(name: &str, p: &str, create: bool) -> Option<String> {
+    let path = Path::new(p);
+    let fix =
+        "create it first, or declare a lab volume (lab = { size = \"1G\" }) that diskpulse makes";
+    if !path.is_absolute() {
+        return Some(format!(
+            "volume '{name}': path '{p}' is not absolute; write the directory as /dir"
+        ));
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => None,
+        Ok(_) => Some(format!(
+            "volume '{name}': path '{p}' is not a directory; {fix}"
+        )),
+        Err(e) if create && e.kind() == std::io::ErrorKind::NotFound => {
+            let parent = path.parent().unwrap_or(Path::new("/"));
+            (!parent.is_dir()).then(|| {
+                format!(
+                    "volume '{name}': path '{p}': its parent {} is not a directory; create = true makes only the last directory, never a tree",
+                    parent.display()
+                )
+            })
+        }
+        Err(e) => Some(format!(
+            "volume '{name}': path '{p}': {e}; {fix}{}",
+            if create {
+                ""
+            } else {
+                ", or add create = true to make its last directory"
+            }
+        )),
+    }
+}
+
+/// Runs a phase's arguments through the clap parser and the checks of the subcommand the
+/// phase runs as a child, with the arguments the phase adds (target, output format,
+/// server) filled in as [`super::phases`] does.
+fn check_args(
+    cx: &Cx,
+    s: &Scenario,
+    p: &spec::PhaseDecl,
+    label: &str,
+    span: Range<usize>,
+) -> Result<(), SpecError> {
+    let kind = p.kind.get_ref().as_str();
+    let has = |flag: &str| {
+        p.args
+            .iter()
+            .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+    };
+    let mut argv = vec!["diskpulse".to_string(), kind.to_string()];
+    match kind {
+        "load" => {
+            argv.extend(p.args.iter().cloned());
+            if !has("--server") {
+                if s.broker.is_none() {
+                    return Err(cx.at(
+                        "kind",
+                        "load",
+                        span,
+                        format!("{label}: a load phase needs a [broker] (or \"--server\", \"nats://HOST:4222\" in its args)"),
+                    ));
+                }
+                argv.extend(["--server".into(), "nats://127.0.0.1:4222".into()]);
+            }
+            argv.extend(["--quiet".into(), "--json".into()]);
+        }
+        "probe" => {
+            if p.volume.is_some() {
+                argv.extend(["--filename".into(), "/diskpulse-dry-run.dat".into()]);
+            }
+            argv.extend(p.args.iter().cloned());
+            argv.extend(["--output-format".into(), "json".into()]);
+        }
+        "fsync" => {
+            if p.volume.is_some() {
+                argv.extend(["--dir".into(), "/".into()]);
+            }
+            argv.extend(p.args.iter().cloned());
+            argv.push("--json".into());
+        }
+        "check" => {
+            argv.push("/".into());
+            argv.extend(p.args.iter().cloned());
+            argv.push("--json".into());
+        }
+        _ => {
+            if !p.args.is_empty() {
+                return Err(cx.at(
+                    "args",
+                    &p.args[0],
+                    span,
+                    format!("{label}: a '{kind}' phase takes no args (they are for load, probe, fsync and check)"),
+                ));
+            }
+            return Ok(());
+        }
+    }
+    let checked = match Cli::try_parse_from(&argv) {
+        // clap's message on one line: the error and its hints, not its usage block.
+        Err(e) => Err(e
+            .to_string()
+            .lines()
+            .map(str::trim)
+            .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ")
+            .trim_start_matches("error: ")
+            .to_string()),
+        Ok(cli) => match cli.command {
+            Command::Load(a) => a.load.validate().map_err(|e| format!("{e:#}")),
+            Command::Probe(a) => {
+                crate::commands::probe::check_args(&a).map_err(|e| format!("{e:#}"))
+            }
+            _ => Ok(()),
+        },
+    };
+    checked.map_err(|e| {
+        // Point at the argument the message quotes, else the flag it names, else the first.
+        let arg = p
+            .args
+            .iter()
+            .find(|a| e.contains(&format!("'{a}'")))
+            .or_else(|| {
+                p.args
+                    .iter()
+                    .find(|a| a.starts_with("--") && e.contains(a.as_str()))
+            })
+            .or(p.args.first());
+        let m = format!("{label}: `diskpulse {kind} {}`: {e}", p.args.join(" "));
+        match arg {
+            Some(a) => cx.at("args", a, span, m),
+            None => err_at(cx.path, cx.cell_text, span, format!("{m}{}", cx.cell)),
+        }
+    })
+}
