@@ -213,7 +213,7 @@ impl ConnectArgs {
         o.connect(server.url.as_str()).await.map_err(|e| {
             let msg = e.to_string();
             if msg.contains("authorization") || msg.contains("Authorization") {
-                anyhow::anyhow!("cannot connect to {shown}: authorization failed ({msg}); check --user/--password, --token, --creds or --nkey")
+                anyhow::anyhow!("cannot connect to {shown}: authorization failed ({msg}); check the URL's user:password@ or token@, --user/--password, --token, --creds or --nkey")
             } else {
                 anyhow::anyhow!("cannot connect to NATS at {shown}: {msg}")
             }
