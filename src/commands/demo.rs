@@ -64,6 +64,28 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
     if a.window == 0 {
         return Err(usage!("--window must be at least 1"));
     }
+    if a.size > load::DEFAULT_MAX_PAYLOAD {
+        return Err(usage!(
+            "--size {}: the embedded nats-server accepts messages of at most {} (its default max_payload); use --size 1MiB or less",
+            crate::units::bytes_exact(a.size),
+            crate::units::bytes_exact(load::DEFAULT_MAX_PAYLOAD)
+        ));
+    }
+    // The publisher's own checks (--size, --window, --duration bounds), before anything
+    // is written: the same flags `demo` passes it below.
+    load_args(&a)?.validate()?;
+    if a.interval.is_zero() || a.interval > a.duration {
+        return Err(usage!(
+            "--interval {} must be more than 0 and at most --duration {} (a sample needs an interval that ends within the run)",
+            crate::cli::fmt_duration(a.interval),
+            crate::cli::fmt_duration(a.duration)
+        ));
+    }
+    if a.ui_average.is_zero() {
+        return Err(usage!(
+            "--ui-average must be more than 0s (it is the window of the report's moving average, like 30s)"
+        ));
+    }
     let binary = broker::find_nats_server(a.nats_server.as_deref()).map_err(|e| usage!("{e:#}"))?;
     let (store_dir, remove_store) = match &a.store_dir {
         Some(d) => (d.clone(), false),
@@ -149,23 +171,7 @@ fn run_recorded(
     let mut session = Session::open(record, Threads::Exactly(2), stop)?;
     let mut copts = ClusterOptions::new(1, vec![store_dir.to_path_buf()], sync, dir);
     copts.binary = Some(binary);
-    let size = a.size.to_string();
-    let window = a.window.to_string();
-    let duration = crate::cli::fmt_duration(a.duration);
-    let load_args = load::args_from([
-        "js-pub",
-        "--stream",
-        "DEMO",
-        "--subject",
-        "demo.events",
-        "--size",
-        &size,
-        "--window",
-        &window,
-        "--duration",
-        &duration,
-        "--quiet",
-    ])?;
+    let load_args = load_args(a)?;
     let ran = session.run(
         BrokerPlan::Embedded(copts),
         crate::broker::monitor::DEFAULT_INTERVAL,
@@ -204,4 +210,25 @@ fn run_recorded(
     }
     session.close(None)?;
     Ok((0, err))
+}
+
+/// The publisher's flags: js-pub to stream DEMO for `--duration`.
+fn load_args(a: &DemoArgs) -> anyhow::Result<load::LoadArgs> {
+    let size = a.size.to_string();
+    let window = a.window.to_string();
+    let duration = crate::cli::fmt_duration(a.duration);
+    load::args_from([
+        "js-pub",
+        "--stream",
+        "DEMO",
+        "--subject",
+        "demo.events",
+        "--size",
+        &size,
+        "--window",
+        &window,
+        "--duration",
+        &duration,
+        "--quiet",
+    ])
 }

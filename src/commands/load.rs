@@ -73,6 +73,11 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
             "--cluster and --store-dir are for the embedded broker; with --server, diskpulse does not start servers"
         ));
     }
+    if embedded {
+        // The embedded server runs with nats-server's default max_payload.
+        a.load
+            .check_max_payload(load::DEFAULT_MAX_PAYLOAD, "the embedded nats-server")?;
+    }
     let parent_run = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
     let remove_store = a.store_dir.is_empty();
     let base = PathBuf::from(format!("/var/tmp/diskpulse-load-{}", std::process::id()));
@@ -108,7 +113,12 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
             }
             s.paths = store_dirs.clone();
         }
-        let setup = s.setup()?;
+        let setup = s.setup().inspect_err(|_| {
+            // Bad sampler flags leave nothing behind, not even the store directory.
+            if remove_store {
+                let _ = std::fs::remove_dir_all(&base);
+            }
+        })?;
         let dir = a.out.clone().unwrap_or_else(|| default_run_dir("load"));
         RecordTo::New {
             dir,
@@ -120,6 +130,8 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     } else {
         RecordTo::Nothing
     };
+    // Every check has passed: now the first file may be written.
+    a.load.create_csv()?;
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
     let mut session = Session::open(

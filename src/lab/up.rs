@@ -26,10 +26,86 @@ impl std::fmt::Display for Interrupted {
 impl std::error::Error for Interrupted {}
 
 impl Lab {
+    /// Checks the lab root before anything is created under it (usage errors: exit 2,
+    /// nothing written): it is a directory, or can become one, on a writable file system
+    /// that holds files (not /proc, /sys, a cgroup or another kernel pseudo file system),
+    /// with room for every image. Images are sparse, but a full disk would fail the
+    /// volume's writes in the middle of a benchmark.
+    pub fn check_root(&self, spec: &VolumeSpec) -> anyhow::Result<()> {
+        let n = &spec.name;
+        let root = &self.root;
+        if root.exists() && !root.is_dir() {
+            return Err(usage!(
+                "lab up {n}: --root {} is not a directory; name a directory on a disk, like {}",
+                root.display(),
+                Lab::DEFAULT_ROOT
+            ));
+        }
+        // The root may not exist yet: its nearest existing ancestor is where it would be made.
+        let Some(base) = root.ancestors().find(|p| p.exists()) else {
+            return Err(usage!(
+                "lab up {n}: --root {} has no existing parent",
+                root.display()
+            ));
+        };
+        if !base.is_dir() {
+            return Err(usage!(
+                "lab up {n}: --root {}: {} is not a directory; name a directory on a disk, like {}",
+                root.display(),
+                base.display(),
+                Lab::DEFAULT_ROOT
+            ));
+        }
+        // /sys/fs/cgroup is a tmpfs on cgroup v1 hosts, and /dev a devtmpfs: the kernel's
+        // trees are refused by path as well as by file system.
+        let real = fs::canonicalize(base).unwrap_or_else(|_| base.to_path_buf());
+        let kernel_tree = ["/proc", "/sys", "/dev"]
+            .iter()
+            .any(|t| real.starts_with(t))
+            && !real.starts_with("/dev/shm");
+        if kernel_tree {
+            return Err(usage!(
+                "lab up {n}: --root {} is in the kernel's tree {}, not a place for images; name a directory on a disk, like {}",
+                root.display(),
+                real.display(),
+                Lab::DEFAULT_ROOT
+            ));
+        }
+        if let Some(fs) = os::pseudo_fs(base) {
+            return Err(usage!(
+                "lab up {n}: --root {} is on {fs}, a kernel file system that holds no files; name a directory on a disk, like {}",
+                root.display(),
+                Lab::DEFAULT_ROOT
+            ));
+        }
+        if os::read_only(base) {
+            return Err(usage!(
+                "lab up {n}: --root {} is on a read-only file system; name a writable directory on a disk, like {}",
+                root.display(),
+                Lab::DEFAULT_ROOT
+            ));
+        }
+        let need = spec.size.saturating_mul(spec.devices as u64);
+        if let Some(free) = os::free_bytes(base) {
+            if need > free {
+                return Err(usage!(
+                    "lab up {n}: {} image(s) of {} need {} on the file system of {}; it has {} free (images are sparse, but a full disk would fail the volume's writes): use a smaller --size or a --root with more room",
+                    spec.devices,
+                    fmt_bytes(spec.size),
+                    fmt_bytes(need),
+                    base.display(),
+                    fmt_bytes(free)
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Creates the volume: images, loop devices, write cache, mkfs, mount, cgroup. On any
     /// error (or [`Interrupted`]) what was created so far is removed before returning.
     pub fn up(&self, spec: &VolumeSpec) -> anyhow::Result<Volume> {
         spec.validate()?;
+        self.check_root(spec)?;
         require_root()?;
         let cgroup = match spec.throttle {
             None => None,
@@ -49,20 +125,6 @@ impl Lab {
             fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
         }
         let root = fs::canonicalize(&self.root)?;
-        let need = spec.size * spec.devices as u64;
-        if let Some(free) = os::free_bytes(&root.join("images")) {
-            if need > free {
-                bail!(
-                    "lab up {}: {} image(s) of {} need {} on the file system of {}; it has {} free (images are sparse, but a full disk would fail the volume's writes)",
-                    spec.name,
-                    spec.devices,
-                    fmt_bytes(spec.size),
-                    fmt_bytes(need),
-                    root.display(),
-                    fmt_bytes(free)
-                );
-            }
-        }
         let me = std::process::id();
         let id = format!("{}-{me}-{}", spec.name, now_ns());
         {

@@ -15,6 +15,54 @@ use crate::usage;
 /// Default in-flight acks for async JetStream publishing.
 pub const DEFAULT_WINDOW: usize = 256;
 
+/// The largest `max_payload` a nats-server accepts (64 MiB): no message can be larger.
+pub const MAX_NATS_PAYLOAD: u64 = 64 << 20;
+/// nats-server's default `max_payload` (1 MiB), what an embedded server allows.
+pub const DEFAULT_MAX_PAYLOAD: u64 = 1 << 20;
+/// --rate above this: operations closer than 10 ns apart, which no client sends.
+const MAX_RATE: f64 = 1e8;
+/// A week: longer runs are several runs.
+const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// In-flight operations per client.
+const MAX_WINDOW: usize = 1_000_000;
+/// Messages per pull fetch.
+const MAX_BATCH: usize = 1_000_000;
+/// Runtime threads.
+const MAX_THREADS: usize = 1024;
+/// File descriptors beside the connections: stdio, the recording's files, the store,
+/// the runtime's own.
+const FD_RESERVE: u64 = 64;
+
+/// RLIMIT_NOFILE as (soft, hard).
+fn nofile_limit() -> anyhow::Result<(u64, u64)> {
+    // SAFETY: getrlimit writes into the zeroed struct.
+    let mut r: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        anyhow::bail!(
+            "cannot read RLIMIT_NOFILE: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok((r.rlim_cur as u64, r.rlim_max as u64))
+}
+
+/// Raises the soft RLIMIT_NOFILE (up to the hard limit, which needs no privilege).
+fn set_nofile_soft(soft: u64) -> anyhow::Result<()> {
+    let (_, hard) = nofile_limit()?;
+    let r = libc::rlimit {
+        rlim_cur: soft as libc::rlim_t,
+        rlim_max: hard as libc::rlim_t,
+    };
+    // SAFETY: setrlimit reads the struct; raising the soft limit to the hard one is allowed.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } != 0 {
+        anyhow::bail!(
+            "cannot raise RLIMIT_NOFILE to {soft}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
     /// Core publish (fire and forget); with --sub M, M subscribers receive every message.
@@ -262,14 +310,24 @@ impl LoadArgs {
         }
     }
 
-    /// Checks flags before anything starts (exit 2, one line).
+    /// Checks flags before anything starts (exit 2, one line naming the flag, the limit
+    /// and why). Writes nothing: [`LoadArgs::create_csv`] creates `--csv` after every
+    /// check of the command has passed. It may raise the soft RLIMIT_NOFILE to the hard
+    /// one when the clients need it (see [`LoadArgs::check_fd_limit`]).
     pub fn validate(&self) -> anyhow::Result<()> {
         self.connect.validate()?;
         if self.main_clients() == 0 {
             return Err(usage!("--clients must be at least 1"));
         }
-        if self.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
-            return Err(usage!("--rate takes ops per second above 0"));
+        if let Some(r) = self.rate {
+            if !(r > 0.0 && r.is_finite()) {
+                return Err(usage!("--rate takes ops per second above 0; got {r}"));
+            }
+            if r > MAX_RATE {
+                return Err(usage!(
+                    "--rate {r}: at most {MAX_RATE:.0} ops/s (the pacer schedules each operation in whole ns, and no client sends faster); leave --rate out to go as fast as the clients can"
+                ));
+            }
         }
         if self.rate.is_some() && matches!(self.mode, Mode::Sub | Mode::Reply | Mode::JsConsume) {
             return Err(usage!(
@@ -283,11 +341,47 @@ impl LoadArgs {
                 self.mode.cli_name()
             ));
         }
+        if let Some(d) = self.duration {
+            if d.is_zero() {
+                return Err(usage!(
+                    "--duration must be more than 0s (leave it out to run --msgs operations)"
+                ));
+            }
+            if d > MAX_DURATION {
+                return Err(usage!(
+                    "--duration {}: at most 168h, a week (longer is several runs: each keeps its recording whole); run several shorter runs",
+                    crate::cli::fmt_duration(d)
+                ));
+            }
+            if self.stats_window > d {
+                return Err(usage!(
+                    "--stats-window {} is longer than --duration {}: load.csv would have no whole window; use a window shorter than the run",
+                    crate::cli::fmt_duration(self.stats_window),
+                    crate::cli::fmt_duration(d)
+                ));
+            }
+        }
         if self.window == Some(0) {
             return Err(usage!("--window must be at least 1"));
         }
+        if let Some(w) = self.window.filter(|w| *w > MAX_WINDOW) {
+            return Err(usage!(
+                "--window {w}: at most {MAX_WINDOW} operations in flight per client (each holds a payload and two queue slots); use more --clients for more"
+            ));
+        }
         if self.stats_window < Duration::from_millis(1) {
             return Err(usage!("--stats-window must be at least 1ms"));
+        }
+        if self.stats_window > Duration::from_secs(3600) {
+            return Err(usage!(
+                "--stats-window {}: at most 1h (a load.csv row per window lines up with the 1 ms disk timeline)",
+                crate::cli::fmt_duration(self.stats_window)
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err(usage!(
+                "--timeout must be more than 0s (every request would time out)"
+            ));
         }
         if self.msgs == Some(0) {
             return Err(usage!("--msgs must be at least 1"));
@@ -295,8 +389,20 @@ impl LoadArgs {
         if self.batch == 0 {
             return Err(usage!("--batch must be at least 1"));
         }
+        if self.batch > MAX_BATCH {
+            return Err(usage!(
+                "--batch {}: at most {MAX_BATCH} messages per pull fetch (the server's max_request_batch default is far lower); use a smaller batch",
+                self.batch
+            ));
+        }
         if self.keys == 0 {
             return Err(usage!("--keys must be at least 1"));
+        }
+        if self.size > MAX_NATS_PAYLOAD {
+            return Err(usage!(
+                "--size {}: a NATS message carries at most 64 MiB (the server's max_payload cannot go higher); use a smaller --size",
+                crate::units::bytes_exact(self.size)
+            ));
         }
         if matches!(self.mode, Mode::ObjPut | Mode::ObjGet) {
             if !(1024..=1024 * 1024).contains(&self.object_size) {
@@ -312,8 +418,19 @@ impl LoadArgs {
         if self.workers == Some(0) {
             return Err(usage!("--workers must be at least 1"));
         }
+        if self.max_bytes == Some(0) {
+            return Err(usage!(
+                "--max-bytes must be more than 0 (leave it out for no limit)"
+            ));
+        }
         if !(1..=5).contains(&self.replicas) {
             return Err(usage!("--replicas takes 1 to 5, got {}", self.replicas));
+        }
+        if self.threads > MAX_THREADS {
+            return Err(usage!(
+                "--threads {}: at most {MAX_THREADS} (0 picks one per core)",
+                self.threads
+            ));
         }
         if self.subject.is_empty() || self.subject.contains(char::is_whitespace) {
             return Err(usage!(
@@ -321,11 +438,78 @@ impl LoadArgs {
                 self.subject
             ));
         }
+        self.check_fd_limit()
+    }
+
+    /// Creates `--csv` (empty) so a bad path fails before the run, not after it. Call it
+    /// after every other check has passed: bad input writes nothing.
+    pub fn create_csv(&self) -> anyhow::Result<()> {
         if let Some(p) = &self.csv {
-            // Created before the run, so a bad path fails at once, not after it.
             std::fs::File::create(p).map_err(|e| usage!("--csv {}: {e}", p.display()))?;
         }
         Ok(())
+    }
+
+    /// The payload bytes of each message the main role sends, for modes whose messages
+    /// carry `--size` (object modes send chunks, receivers send nothing).
+    pub fn payload_bytes(&self) -> Option<u64> {
+        matches!(
+            self.mode,
+            Mode::Pub | Mode::Request | Mode::Cast | Mode::JsPub | Mode::KvPut
+        )
+        .then_some(self.size)
+    }
+
+    /// Refuses a `--size` above the server's `max_payload` (`whose` names the server):
+    /// the server would close the connection on the first such publish, and the run
+    /// would measure nothing.
+    pub fn check_max_payload(&self, max_payload: u64, whose: &str) -> anyhow::Result<()> {
+        match self.payload_bytes() {
+            Some(size) if size > max_payload => Err(usage!(
+                "--size {}: {whose} accepts messages of at most {} (its max_payload); use --size {} or less, or raise max_payload in the server's configuration",
+                crate::units::bytes_exact(size),
+                crate::units::bytes_exact(max_payload),
+                crate::units::bytes_exact(max_payload)
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Connections this run opens: one per client of every role, two per core publisher
+    /// that writes the protocol itself (its own socket beside the async-nats client), and
+    /// the setup connection.
+    pub fn connections(&self) -> u64 {
+        let raw_pubs =
+            matches!(self.mode, Mode::Pub | Mode::Cast) && self.connect.is_plain() && !self.no_raw;
+        let main = self.main_clients() as u64 * if raw_pubs { 2 } else { 1 };
+        let others = match self.mode {
+            Mode::Pub => self.sub,
+            Mode::Request | Mode::Cast => self.reply,
+            Mode::JsPub => self.consume,
+            Mode::ObjPut => self.consumers,
+            _ => 0,
+        } as u64;
+        main + others + 1
+    }
+
+    /// Every connection is a file descriptor: more clients than RLIMIT_NOFILE allows
+    /// would fail with "Too many open files" after all the others had connected. Raises
+    /// the soft limit to the hard one when that is enough; refuses otherwise.
+    pub fn check_fd_limit(&self) -> anyhow::Result<()> {
+        let need = self.connections() + FD_RESERVE;
+        let (soft, hard) = nofile_limit()?;
+        if need <= soft {
+            return Ok(());
+        }
+        if need <= hard {
+            set_nofile_soft(hard)?;
+            return Ok(());
+        }
+        Err(usage!(
+            "--clients {}: {} connections need about {need} file descriptors, but the limit (RLIMIT_NOFILE) is {hard}; use fewer clients, or raise the limit (`ulimit -n {need}` as root, LimitNOFILE= in a systemd unit)",
+            self.main_clients(),
+            self.connections()
+        ))
     }
 
     /// --msgs, or unlimited with --duration, or nats bench's default of 100,000.

@@ -26,7 +26,9 @@ mod roles;
 pub mod send;
 pub mod workers;
 
-pub use args::{args_from, storage_type, AckMode, LoadArgs, Mode, Storage, DEFAULT_WINDOW};
+pub use args::{
+    args_from, storage_type, AckMode, LoadArgs, Mode, Storage, DEFAULT_MAX_PAYLOAD, DEFAULT_WINDOW,
+};
 pub use reconcile::StreamCheck;
 
 use std::path::PathBuf;
@@ -169,6 +171,12 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         .connect
         .connect(&server_of(0), "diskpulse-setup", 2048, &env.events)
         .await?;
+    // The server's INFO says what it accepts: a larger message would close the
+    // connection at the first publish, so refuse before any worker starts.
+    a.check_max_payload(
+        setup.server_info().max_payload as u64,
+        &format!("the server {}", connect::redact_url(&server_of(0))),
+    )?;
     let prepared = prepare(a, &setup, &server_of(0)).await?;
     let msgs_before = match a.mode {
         Mode::JsPub => Some(reconcile::stream_msgs(&setup, &a.stream).await?),
