@@ -64,6 +64,26 @@ pub fn thread_cpu_ns() -> u64 {
     crate::clock::read_clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// The longest a sampler sleeps without looking at its stop flag: a long interval
+/// (`record --interval 1h`) still ends within this of Ctrl-C (it used to sleep the hour).
+pub const STOP_POLL_NS: u64 = 50_000_000;
+
+/// Sleeps until `deadline` (run-relative ns), in slices of at most [`STOP_POLL_NS`];
+/// false when `stop` was set before the deadline.
+fn sleep_or_stop(clock: &Clock, deadline: u64, stop: &AtomicBool) -> bool {
+    loop {
+        let now = clock.now_ns();
+        if now + STOP_POLL_NS >= deadline {
+            clock.sleep_until_ns(deadline);
+            return true;
+        }
+        clock.sleep_until_ns(now + STOP_POLL_NS);
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+    }
+}
+
 /// Calls `tick(deadline_ns)` at every deadline until `stop` is set or `tick` returns
 /// false. Times are run-relative on `clock`.
 pub fn run(
@@ -84,10 +104,9 @@ pub fn run(
     let mut skipped = 0u64;
     let mut deadline = start;
     loop {
-        if stop.load(Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) || !sleep_or_stop(clock, deadline, stop) {
             break;
         }
-        clock.sleep_until_ns(deadline);
         let now = clock.now_ns();
         let _ = jitter.record((now - deadline).max(1));
         samples += 1;
@@ -137,6 +156,23 @@ mod tests {
         assert_eq!(n, 50);
         // 49 intervals of 2 ms: at least 98 ms elapsed.
         assert!(s.ended_ns - s.started_ns >= 98_000_000);
+    }
+
+    #[test]
+    fn a_long_interval_ends_soon_after_stop() {
+        let clock = Clock::start();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            s2.store(true, Ordering::Relaxed);
+        });
+        // One hour between samples: only the first is taken, and the stop ends the sleep.
+        let s = run(&clock, 3_600_000_000_000, &stop, |_| true);
+        t.join().unwrap();
+        assert_eq!(s.samples, 1);
+        let ran_ns = s.ended_ns - s.started_ns;
+        assert!(ran_ns < 100_000_000 + 2 * STOP_POLL_NS, "ran {ran_ns} ns");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //!    vs expected, jitter p50/p99/max.
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,14 +35,41 @@ pub struct BenchArgs {
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
+    use crate::cli::fmt_duration;
+    if a.duration.is_zero() || a.iterations == 0 || a.devices == 0 {
+        return Err(crate::usage!(
+            "--duration, --iterations and --devices must be above 0; got --duration {} --iterations {} --devices {}",
+            fmt_duration(a.duration),
+            a.iterations,
+            a.devices
+        ));
+    }
+    let min = crate::commands::record::MIN_INTERVAL;
+    if a.interval < min || a.interval > a.duration {
+        return Err(crate::usage!(
+            "--interval {} must be between {} (below it the read itself dominates) and --duration {}",
+            fmt_duration(a.interval),
+            fmt_duration(min),
+            fmt_duration(a.duration)
+        ));
+    }
+    // SIGINT/SIGTERM set `stop`: every loop below looks at it, so the scratch directory
+    // is removed on every way out (it was left behind when a signal ended the process).
+    let stop = Arc::new(AtomicBool::new(false));
+    super::stop_on_signals(&stop)?;
     let tmp = std::env::temp_dir().join(format!("diskpulse-bench-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
-    let r = bench(&a, &tmp);
+    let r = bench(&a, &tmp, &stop);
     let _ = std::fs::remove_dir_all(&tmp);
+    if stop.load(Ordering::SeqCst) {
+        eprintln!("interrupted: the figures above are from before the signal");
+        return Ok(130);
+    }
     r
 }
 
-fn bench(a: &BenchArgs, tmp: &Path) -> anyhow::Result<i32> {
+fn bench(a: &BenchArgs, tmp: &Path, stopped: &Arc<AtomicBool>) -> anyhow::Result<i32> {
+    let interrupted = || stopped.load(Ordering::Relaxed);
     let clock = Clock::start();
     let events = EventLog::disabled(clock);
     let ndev = std::fs::read_to_string("/proc/diskstats")?.lines().count();
@@ -52,6 +79,9 @@ fn bench(a: &BenchArgs, tmp: &Path) -> anyhow::Result<i32> {
     let c0 = thread_cpu_ns();
     for _ in 0..a.iterations {
         std::hint::black_box(reader.read()?.len());
+        if interrupted() {
+            return Ok(130);
+        }
     }
     let read_ns = (thread_cpu_ns() - c0) as f64 / a.iterations as f64;
     println!("diskstats sample cost, thread CPU per sample ({ndev} devices in /proc/diskstats):");
@@ -107,6 +137,10 @@ fn bench(a: &BenchArgs, tmp: &Path) -> anyhow::Result<i32> {
         let c0 = thread_cpu_ns();
         for _ in 0..a.iterations {
             s.sample();
+            if interrupted() {
+                s.finish()?;
+                return Ok(130);
+            }
         }
         let cpu = thread_cpu_ns() - c0;
         s.finish()?;
@@ -117,12 +151,14 @@ fn bench(a: &BenchArgs, tmp: &Path) -> anyhow::Result<i32> {
     }
 
     // The floor: a 1 ms absolute-deadline loop that does nothing.
-    let stop = AtomicBool::new(false);
     let empty_ns = (a.duration.as_nanos() as u64 / 5).max(1_000_000_000);
     let t_end = clock.now_ns() + empty_ns;
-    let st = periodic::run(&clock, a.interval.as_nanos() as u64, &stop, |_| {
+    let st = periodic::run(&clock, a.interval.as_nanos() as u64, stopped, |_| {
         clock.now_ns() < t_end
     });
+    if interrupted() {
+        return Ok(130);
+    }
     println!(
         "empty loop at {} for {:.1} s (the cost of sleeping and waking alone): {:.2}% of a core, {:.0} ns CPU per wake-up, jitter p99 {:.1} us",
         crate::cli::fmt_duration(a.interval),
@@ -156,9 +192,15 @@ fn bench(a: &BenchArgs, tmp: &Path) -> anyhow::Result<i32> {
             let _ = s.finish();
             st
         })?;
-    std::thread::sleep(dur);
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let t_end = clock.now_ns() + dur.as_nanos() as u64;
+    while clock.now_ns() < t_end && !interrupted() {
+        std::thread::sleep(Duration::from_millis(20).min(dur));
+    }
+    stop.store(true, Ordering::SeqCst);
     let st = h.join().map_err(|_| anyhow::anyhow!("sampler panicked"))?;
+    if interrupted() {
+        return Ok(130);
+    }
     let wall = (st.ended_ns - st.started_ns) as f64;
     println!(
         "sampling loop at {} for {:.1} s, {} devices recorded, real-time priority: {}:",

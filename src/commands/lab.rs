@@ -24,10 +24,22 @@ pub struct LabArgs {
 #[derive(Subcommand, Debug)]
 pub enum LabCmd {
     /// Create a volume (images, loop devices, mkfs, mount, throttles) and print its mount point.
+    #[command(after_help = "\
+Examples:
+  diskpulse lab up vol0 --size 2G --fs ext4
+  diskpulse lab up r1 --size 1G --fs btrfs --raid 1 --write-iops 500")]
     Up(UpArgs),
     /// Tear down a volume, or all of them (stale ones from crashed runs too).
+    #[command(after_help = "\
+Examples:
+  diskpulse lab down vol0
+  diskpulse lab down --all")]
     Down(DownArgs),
     /// The volumes in the lab's state file, each ok, creating or stale.
+    #[command(after_help = "\
+Examples:
+  diskpulse lab list
+  diskpulse lab list --json")]
     List(ListArgs),
 }
 

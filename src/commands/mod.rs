@@ -25,24 +25,71 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Record block devices (diskstats every 1 ms), dirty/writeback memory and CPU into a run directory.
+    #[command(after_help = "\
+Examples:
+  diskpulse record --path /var/lib/nats --duration 60s --out runs/idle
+  diskpulse record --device vda --interval 500us -- ./my-benchmark.sh
+  diskpulse record --path /mnt/vol0 -- diskpulse probe --filename /mnt/vol0/p.dat --preset array-check
+
+Exit codes: 0 done, 2 bad input (nothing written), 130 interrupted (the recording is kept);
+with a command: the command's exit code (128 + the signal when a signal killed it).")]
     Record(record::RecordArgs),
     /// Analyse a run directory: rates, bursts, the UI average, summary.json, timeline.png/.svg.
+    #[command(after_help = "\
+Examples:
+  diskpulse report runs/idle
+  diskpulse report runs/idle --window 10ms --ui-average 5s
+  diskpulse report runs/idle --json --no-charts > summary.json")]
     Report(report::ReportArgs),
     /// Zero-setup demo: embedded nats-server, JetStream publisher, 1 ms disk recording, report.
+    #[command(after_help = "\
+Examples:
+  diskpulse demo
+  diskpulse demo --duration 10s --sync-interval always --out runs/demo-always
+  diskpulse demo --size 1KiB --store-dir /mnt/vol0/js")]
     Demo(demo::DemoArgs),
     /// Measure the sampler itself: ns per diskstats sample, CPU share, samples vs expected, jitter.
+    #[command(after_help = "\
+Examples:
+  diskpulse bench
+  diskpulse bench --duration 30s --interval 500us --devices 1
+
+Exit codes: 0 done, 2 bad input, 130 interrupted (its scratch directory is removed).")]
     Bench(bench::BenchArgs),
     /// fio-like direct-I/O probe: rates, queue depths, mixes, fsync, latency percentiles, fio JSON.
     Probe(Box<probe::ProbeArgs>),
     /// pg_test_fsync's questions with percentiles: which way to make writes durable is fastest.
+    #[command(after_help = "\
+Examples:
+  diskpulse fsync --dir /var/lib/postgresql
+  diskpulse fsync --dir /mnt/vol0 --secs-per-test 2s --json")]
     Fsync(fsync::FsyncArgs),
     /// Everything to know before a benchmark: caches, flush cost, settings, other I/O.
+    #[command(after_help = "\
+Examples:
+  diskpulse check /var/lib/nats
+  diskpulse check /mnt/vol0 --quick --json
+  diskpulse check /dev/vdb --strict")]
     Check(check::CheckArgs),
     /// The load generator: core pub/sub, request/reply, JetStream, KV, object store.
+    #[command(after_help = "\
+Examples:
+  diskpulse load pub --duration 10s
+  diskpulse load js-pub --server nats://127.0.0.1:4222 --size 1KiB --rate 5000 --duration 30s
+  diskpulse load kv-put --record --out runs/kv")]
     Load(Box<load::LoadCmdArgs>),
     /// Run a whole study from a scenario file: volumes, broker, phases, matrix, report.
+    #[command(after_help = "\
+Examples:
+  diskpulse run scenarios/demo.toml --dry-run
+  diskpulse run scenarios/raid0-vs-raid1.toml --out studies/raid")]
     Run(run::RunArgs),
     /// Lab volumes: ext4, xfs or btrfs RAID 0/1/10 on loop devices, optionally throttled.
+    #[command(after_help = "\
+Examples:
+  diskpulse lab up vol0 --size 2G --fs xfs
+  diskpulse lab list
+  diskpulse lab down vol0")]
     Lab(lab::LabArgs),
 }
 

@@ -38,6 +38,26 @@ pub struct SamplerArgs {
 }
 
 impl SamplerArgs {
+    /// Refuses an interval longer than the run: its sampler would keep the run going
+    /// past `--duration` (`--duration 300ms --cpu-interval 12s` recorded 12 s) or give
+    /// one sample, which is no rate.
+    pub fn check_within(&self, duration: Duration) -> anyhow::Result<()> {
+        for (flag, v) in [
+            ("--interval", self.interval),
+            ("--mem-interval", self.mem_interval),
+            ("--cpu-interval", self.cpu_interval),
+        ] {
+            if v > duration {
+                return Err(usage!(
+                    "{flag} {} is longer than --duration {}: a sampler needs at least two samples in the run for a rate; the limit is the duration: shorten {flag} or lengthen --duration",
+                    fmt_duration(v),
+                    fmt_duration(duration)
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Validates intervals and resolves devices; touches nothing on disk.
     pub fn setup(&self) -> anyhow::Result<SamplerSetup> {
         for (flag, v, min) in [
@@ -101,6 +121,15 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         (None, true) => Some(Duration::from_secs(30)),
         (None, false) => None,
     };
+    if let Some(d) = duration {
+        if d.is_zero() {
+            return Err(usage!("--duration must be above 0, e.g. --duration 30s"));
+        }
+        a.samplers.check_within(d)?;
+    }
+    if let Some(prog) = a.cmd.first() {
+        find_program(prog)?;
+    }
     let dir = a.out.clone().unwrap_or_else(|| default_run_dir("record"));
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
@@ -187,8 +216,57 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     );
     println!("{}", dir.display());
     if let Some(st) = child_failed {
-        eprintln!("Error: the recorded command failed ({st}); the recording is kept");
-        return Ok(1);
+        let code = child_exit_code(st);
+        eprintln!(
+            "Error: the recorded command failed ({st}); diskpulse exits with its code {code}; the recording is kept"
+        );
+        return Ok(code);
     }
     Ok(exit_code)
+}
+
+/// The exit code that passes a command's status on, as a shell does: its own code, or
+/// 128 + the signal that killed it.
+fn child_exit_code(st: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (st.code(), st.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        (None, None) => 1,
+    }
+}
+
+/// Checks that `record -- PROG` can be started, before anything is written: a path must
+/// be an executable file, a bare name must be one on `PATH` (what `execvp` will find).
+fn find_program(prog: &str) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if prog.is_empty() {
+        return Err(usage!(
+            "record -- '': the command is empty; name a program after --"
+        ));
+    }
+    if prog.contains('/') {
+        let p = PathBuf::from(prog);
+        if runnable(&p) {
+            return Ok(p);
+        }
+        let why = match std::fs::metadata(&p) {
+            Err(e) => e.to_string(),
+            Ok(m) if m.is_dir() => "is a directory".into(),
+            Ok(_) => "is not executable (chmod +x)".into(),
+        };
+        return Err(usage!(
+            "record -- {prog}: cannot run it ({why}); name an executable file"
+        ));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(prog))
+        .find(|p| runnable(p))
+        .ok_or_else(|| {
+            usage!("record -- {prog}: no such command on PATH; give its path or install it")
+        })
 }

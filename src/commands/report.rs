@@ -45,7 +45,10 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
         rates_window_ns: a.window.as_nanos() as u64,
         ..Default::default()
     };
-    let s = report::report(&a.run, &o)?;
+    let (s, warnings) = report::report_noted(&a.run, &o)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {

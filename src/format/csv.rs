@@ -1,7 +1,9 @@
 //! What every CSV of the run directory shares: a header line of column names, one row a
 //! line, `,` between cells, a cell holding `,`, `"` or a newline in double quotes (with
 //! `""` for `"`), an empty cell for "no value". Readers stop quietly at a cut-off last
-//! line (a crash, `kill -9`) and read gzip files (`.gz`, a series of members) through
+//! line (a crash, `kill -9`), saying so in a warning, skip a damaged line with a warning
+//! naming file:line, refuse a file that is empty, not gzip or lacks a column they need
+//! (an error naming the file), and read gzip files (`.gz`, a series of members) through
 //! flate2's `MultiGzDecoder`.
 
 use std::collections::BTreeMap;
@@ -67,25 +69,117 @@ fn open_maybe_gz(p: &Path) -> std::io::Result<Box<dyn BufRead>> {
     Ok(Box::new(BufReader::with_capacity(1 << 20, r)))
 }
 
-/// Calls `f` with each whole line (without its line break); stops quietly at a
-/// truncated end.
-pub fn for_each_line(p: &Path, mut f: impl FnMut(&str)) -> std::io::Result<()> {
-    let mut r = open_maybe_gz(p)?;
-    let mut line = String::new();
+/// What a reader's callback says about one line.
+pub enum Bad {
+    /// The line is damaged: skip it, with this reason in a warning naming file:line.
+    Line(String),
+    /// The file is not what it should be (a wrong header): stop with this error.
+    File(anyhow::Error),
+}
+
+/// The warnings of one file's reading: a damaged line (`FILE:LINE: why; skipped`, the
+/// first few and a count) and a cut-off end (`FILE: cut short after line N`).
+#[derive(Debug, Default)]
+struct LineWarnings {
+    first: Vec<String>,
+    skipped: usize,
+}
+
+/// How many damaged lines a warning lists by line number before it only counts.
+const LISTED_BAD_LINES: usize = 3;
+
+/// Calls `f` with each whole line (its 1-based number, the text without its line
+/// break). A damaged line (not UTF-8, or `f` says [`Bad::Line`]) is skipped; a torn last
+/// line or a gzip stream cut short ends the reading: both become warnings in the result,
+/// each naming the file and line. Errors name the file: it cannot be opened, is empty,
+/// is not gzip (a `.gz` whose first bytes do not decode), or `f` said [`Bad::File`].
+pub fn for_each_line(
+    p: &Path,
+    mut f: impl FnMut(usize, &str) -> Result<(), Bad>,
+) -> anyhow::Result<Vec<String>> {
+    let name = p.display();
+    if std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
+        return Err(anyhow::anyhow!(
+            "{name} is empty (not even a header line); the recording is damaged, record it again"
+        ));
+    }
+    let mut r = open_maybe_gz(p).map_err(|e| anyhow::anyhow!("cannot read {name}: {e}"))?;
+    let mut buf = Vec::new();
+    let mut bad = LineWarnings::default();
+    let mut tail: Option<String> = None;
+    let mut n = 0usize;
     loop {
-        line.clear();
-        match r.read_line(&mut line) {
+        buf.clear();
+        match r.read_until(b'\n', &mut buf) {
             Ok(0) => break,
             Ok(_) => {
-                if !line.ends_with('\n') {
-                    break; // a cut-off last row
+                if buf.last() != Some(&b'\n') {
+                    tail = Some(format!(
+                        "{name}: line {} is cut off (the recording was cut short?); read up to line {n}",
+                        n + 1
+                    ));
+                    break;
                 }
-                f(line.trim_end_matches(['\n', '\r']));
+                n += 1;
+                let why = match std::str::from_utf8(&buf) {
+                    Ok(line) => match f(n, line.trim_end_matches(['\n', '\r'])) {
+                        Ok(()) => continue,
+                        Err(Bad::File(e)) => return Err(e),
+                        Err(Bad::Line(why)) => why,
+                    },
+                    Err(_) => "not text (UTF-8)".to_string(),
+                };
+                if n == 1 {
+                    return Err(anyhow::anyhow!(
+                        "{name} line 1 is not its header ({why}); this file is not part of a diskpulse recording"
+                    ));
+                }
+                bad.skipped += 1;
+                if bad.first.len() < LISTED_BAD_LINES {
+                    bad.first.push(format!("{name}:{n}: {why}; skipped"));
+                }
             }
-            Err(_) => break, // truncated gzip stream: keep what was read
+            Err(e) if n == 0 => {
+                return Err(anyhow::anyhow!(
+                    "{name} does not decode ({e}): it is not a gzip stream written by diskpulse"
+                ));
+            }
+            Err(e) => {
+                // A gzip stream cut off by a crash: keep what was read.
+                tail = Some(format!(
+                    "{name}: the data after line {n} does not decode ({e}; the recording was cut short?); read up to line {n}"
+                ));
+                break;
+            }
         }
     }
-    Ok(())
+    if n == 0 && tail.is_none() {
+        return Err(anyhow::anyhow!(
+            "{name} is empty (not even a header line); the recording is damaged, record it again"
+        ));
+    }
+    let mut warnings = bad.first;
+    if bad.skipped > LISTED_BAD_LINES {
+        warnings.push(format!(
+            "{name}: {} damaged lines skipped in all",
+            bad.skipped
+        ));
+    }
+    warnings.extend(tail);
+    Ok(warnings)
+}
+
+/// Checks a header line against the columns a reader needs: [`Bad::File`] naming the
+/// first missing column.
+pub fn need_columns(p: &Path, header: &[String], needed: &[&str]) -> Result<(), Bad> {
+    match needed.iter().find(|c| !header.iter().any(|h| h == *c)) {
+        None => Ok(()),
+        Some(c) => Err(Bad::File(anyhow::anyhow!(
+            "{} line 1: the header has no column '{c}' (it needs {}); the file is damaged or not diskpulse's",
+            p.display(),
+            needed.join(",")
+        ))),
+    }
 }
 
 /// A CSV row by its header: cells looked up by column name.
@@ -112,27 +206,60 @@ impl Cells<'_> {
     }
 }
 
-/// Reads a CSV by its header and hands each whole row that has as many cells as the
-/// header to `f`; `Ok(false)` when the file does not exist.
-pub fn read_rows(p: &Path, mut f: impl FnMut(&Cells)) -> anyhow::Result<bool> {
+/// The largest `t_ns` a reader accepts: 24 hours after the run's zero. The report bins a
+/// run by 1 ms (8 bytes a bin and series: about 700 MB a day), so a row past this is a
+/// damaged file, not a long run, and reading on would allocate for the claimed span.
+pub const MAX_T_NS: u64 = 24 * 3600 * 1_000_000_000;
+
+/// `t_ns` as a number within [`MAX_T_NS`]; otherwise why not (for [`Bad::Line`]).
+pub fn t_ns_cell(cell: &str) -> Result<u64, String> {
+    match cell.parse::<u64>() {
+        Ok(t) if t <= MAX_T_NS => Ok(t),
+        Ok(t) => Err(format!(
+            "t_ns {t} is {:.0} h after the run's zero, past the {} h a report reads",
+            t as f64 / 3.6e12,
+            MAX_T_NS / 3_600_000_000_000
+        )),
+        Err(_) => Err(format!("t_ns '{cell}' is not a number of ns")),
+    }
+}
+
+/// Reads a CSV by its header, which must hold the columns `needed`, and hands each whole
+/// row to `f` (which may reject it: a warning naming file:line). `Ok(None)` when the
+/// file does not exist; otherwise the warnings (see [`for_each_line`]).
+pub fn read_rows(
+    p: &Path,
+    needed: &[&str],
+    mut f: impl FnMut(&Cells) -> Result<(), String>,
+) -> anyhow::Result<Option<Vec<String>>> {
     if !p.exists() {
-        return Ok(false);
+        return Ok(None);
     }
     let mut columns: Option<Vec<String>> = None;
-    for_each_line(p, |l| match &columns {
-        None => columns = Some(split(l)),
+    let warnings = for_each_line(p, |_, l| match &columns {
+        None => {
+            let cols = split(l);
+            need_columns(p, &cols, needed)?;
+            columns = Some(cols);
+            Ok(())
+        }
         Some(cols) => {
             let cells = split(l);
-            if cells.len() == cols.len() {
-                f(&Cells {
-                    columns: cols,
-                    cells,
-                });
+            if cells.len() != cols.len() {
+                return Err(Bad::Line(format!(
+                    "{} cells, the header has {}",
+                    cells.len(),
+                    cols.len()
+                )));
             }
+            f(&Cells {
+                columns: cols,
+                cells,
+            })
+            .map_err(Bad::Line)
         }
-    })
-    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
-    Ok(true)
+    })?;
+    Ok(Some(warnings))
 }
 
 /// A CSV with `t_ns` first and numeric columns (NaN where a cell is empty).
@@ -158,54 +285,58 @@ impl Table {
     }
 }
 
-/// Reads a `t_ns,...` CSV of numbers.
-pub fn read_table(p: &Path) -> anyhow::Result<Table> {
+/// Reads a `t_ns,...` CSV of numbers whose header holds `needed`; rows with a bad
+/// `t_ns` or another number of cells are skipped (warnings, see [`for_each_line`]).
+pub fn read_table(p: &Path, needed: &[&str]) -> anyhow::Result<(Table, Vec<String>)> {
     let mut t = Table::default();
-    let mut first = true;
-    for_each_line(p, |line| {
-        if first {
-            first = false;
+    let warnings = for_each_line(p, |n, line| {
+        if n == 1 {
             let cols: Vec<String> = line.split(',').map(|s| s.to_string()).collect();
+            need_columns(p, &cols, needed)?;
             t.columns = cols[1..].to_vec();
             t.cols = vec![vec![]; t.columns.len()];
-            return;
+            return Ok(());
         }
         let mut it = line.split(',');
-        let Some(ts) = it.next().and_then(|s| s.parse::<u64>().ok()) else {
-            return;
-        };
+        let ts = t_ns_cell(it.next().unwrap_or("")).map_err(Bad::Line)?;
         let vals: Vec<&str> = it.collect();
         if vals.len() != t.columns.len() {
-            return;
+            return Err(Bad::Line(format!(
+                "{} cells, the header has {}",
+                vals.len() + 1,
+                t.columns.len() + 1
+            )));
         }
         t.t_ns.push(ts);
         for (i, v) in vals.iter().enumerate() {
             t.cols[i].push(v.parse::<f64>().unwrap_or(f64::NAN));
         }
-    })
-    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
-    Ok(t)
+        Ok(())
+    })?;
+    Ok((t, warnings))
 }
 
-/// Reads a `t_ns,...` CSV with one text column `key` (load.csv's `role`, probe.csv's
-/// `direction`), split into one numeric [`Table`] per key value.
+/// Reads a `t_ns,...` CSV with one text column `key` (`monitor.csv`'s `server`), split
+/// into one numeric [`Table`] per key value; damaged rows are skipped.
 pub fn read_table_by(p: &Path, key: &str) -> anyhow::Result<BTreeMap<String, Table>> {
     let mut out: BTreeMap<String, Table> = BTreeMap::new();
     let mut cols: Vec<String> = vec![];
     let mut key_i = usize::MAX;
-    let mut first = true;
-    for_each_line(p, |line| {
+    for_each_line(p, |n, line| {
         let f: Vec<&str> = line.split(',').collect();
-        if first {
-            first = false;
+        if n == 1 {
             key_i = f.iter().position(|c| *c == key).unwrap_or(usize::MAX);
             cols = f.iter().map(|s| s.to_string()).collect();
-            return;
+            return need_columns(p, &cols, &["t_ns", key]);
         }
-        if f.len() != cols.len() || key_i >= f.len() {
-            return;
+        if f.len() != cols.len() {
+            return Err(Bad::Line(format!(
+                "{} cells, the header has {}",
+                f.len(),
+                cols.len()
+            )));
         }
-        let Ok(t) = f[0].parse::<u64>() else { return };
+        let t = t_ns_cell(f[0]).map_err(Bad::Line)?;
         let tab = out.entry(f[key_i].to_string()).or_insert_with(|| Table {
             columns: cols[1..]
                 .iter()
@@ -225,8 +356,8 @@ pub fn read_table_by(p: &Path, key: &str) -> anyhow::Result<BTreeMap<String, Tab
             tab.cols[j].push(v.parse::<f64>().unwrap_or(f64::NAN));
             j += 1;
         }
-    })
-    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
+        Ok(())
+    })?;
     Ok(out)
 }
 

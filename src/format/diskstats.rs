@@ -20,7 +20,7 @@ use std::path::Path;
 
 pub use collectors::diskstats::{FIELD_NAMES, MAX_FIELDS};
 
-use super::csv::for_each_line;
+use super::csv::{for_each_line, t_ns_cell, Bad};
 
 pub const FILE: &str = "diskstats.csv.gz";
 
@@ -53,29 +53,50 @@ pub struct DiskRows {
 }
 
 /// Reads `diskstats.csv.gz` (or a plain `diskstats.csv`) grouped by device, in order of
-/// first appearance; a recording cut off is read up to its last whole row.
-pub fn read(p: &Path) -> anyhow::Result<Vec<DiskRows>> {
+/// first appearance, with the reading's warnings. The header must be diskstats' own
+/// ([`header`]); a damaged row (too few cells, a number that is not one, a `t_ns` past
+/// [`super::csv::MAX_T_NS`]) is skipped with a warning naming file:line; a recording cut
+/// off is read up to its last whole row (a warning). Empty, not gzip, another header, or
+/// no whole row at all: an error naming the file.
+pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
     let mut by: BTreeMap<String, DiskRows> = BTreeMap::new();
     let mut order: Vec<String> = vec![];
-    let mut first = true;
-    for_each_line(p, |line| {
-        if first {
-            first = false;
-            return;
+    let want = header();
+    let mut warnings = for_each_line(p, |n, line| {
+        if n == 1 {
+            if line != want {
+                return Err(Bad::File(anyhow::anyhow!(
+                    "{} line 1: not the diskstats header (want '{want}'); the file is damaged or not diskpulse's",
+                    p.display()
+                )));
+            }
+            return Ok(());
         }
-        let mut it = line.split(',');
-        let (Some(t), Some(name), Some(ma), Some(mi)) =
-            (it.next(), it.next(), it.next(), it.next())
-        else {
-            return;
-        };
-        let (Ok(t), Ok(ma), Ok(mi)) = (t.parse::<u64>(), ma.parse::<u32>(), mi.parse::<u32>())
-        else {
-            return;
+        let cells: Vec<&str> = line.split(',').collect();
+        if cells.len() != KEY_COLUMNS.len() + MAX_FIELDS {
+            return Err(Bad::Line(format!(
+                "{} cells, the header has {}",
+                cells.len(),
+                KEY_COLUMNS.len() + MAX_FIELDS
+            )));
+        }
+        let t = t_ns_cell(cells[0]).map_err(Bad::Line)?;
+        let name = cells[1];
+        let (Ok(ma), Ok(mi)) = (cells[2].parse::<u32>(), cells[3].parse::<u32>()) else {
+            return Err(Bad::Line(format!(
+                "major:minor '{}:{}' are not numbers",
+                cells[2], cells[3]
+            )));
         };
         let mut f = [None; MAX_FIELDS];
-        for (i, v) in it.take(MAX_FIELDS).enumerate() {
-            f[i] = v.parse::<u64>().ok();
+        for (i, v) in cells[KEY_COLUMNS.len()..].iter().enumerate() {
+            if v.is_empty() {
+                continue;
+            }
+            f[i] =
+                Some(v.parse::<u64>().map_err(|_| {
+                    Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[i]))
+                })?);
         }
         let d = by.entry(name.to_string()).or_insert_with(|| {
             order.push(name.to_string());
@@ -86,9 +107,25 @@ pub fn read(p: &Path) -> anyhow::Result<Vec<DiskRows>> {
                 ..Default::default()
             }
         });
+        if d.t_ns.last().is_some_and(|&last| t < last) {
+            return Err(Bad::Line(format!(
+                "t_ns {t} is before the device's previous row ({})",
+                d.t_ns.last().unwrap_or(&0)
+            )));
+        }
         d.t_ns.push(t);
         d.f.push(f);
-    })
-    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
-    Ok(order.into_iter().filter_map(|n| by.remove(&n)).collect())
+        Ok(())
+    })?;
+    if order.is_empty() {
+        return Err(anyhow::anyhow!(
+            "{} holds no whole row of samples; the recording is damaged or was cut before its first flush",
+            p.display()
+        ));
+    }
+    warnings.shrink_to_fit();
+    Ok((
+        order.into_iter().filter_map(|n| by.remove(&n)).collect(),
+        warnings,
+    ))
 }

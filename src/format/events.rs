@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::csv::for_each_line;
+use super::csv::{for_each_line, Bad, MAX_T_NS};
 
 pub const FILE: &str = "events.jsonl";
 
@@ -31,18 +31,33 @@ impl Event {
     }
 }
 
-/// Reads events.jsonl (empty when the run has none); lines that do not parse and a
-/// cut-off last line are left out.
-pub fn read(dir: &Path) -> anyhow::Result<Vec<Event>> {
+/// Reads events.jsonl (empty when the run has none). A line that is not an event (or
+/// whose `t_ns` is past [`super::csv::MAX_T_NS`]) is skipped and a cut-off last line
+/// left out, each with a warning naming file:line; a first line that is not an event
+/// refuses the file (it is not diskpulse's).
+pub fn read_noted(dir: &Path) -> anyhow::Result<(Vec<Event>, Vec<String>)> {
     let p = dir.join(FILE);
     let mut events = vec![];
-    if p.exists() {
-        for_each_line(&p, |line| {
-            if let Ok(e) = serde_json::from_str::<Event>(line) {
-                events.push(e);
-            }
-        })
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
+    if !p.exists() || std::fs::metadata(&p).is_ok_and(|m| m.len() == 0) {
+        return Ok((events, vec![]));
     }
-    Ok(events)
+    let warnings = for_each_line(&p, |_, line| {
+        let e = serde_json::from_str::<Event>(line)
+            .map_err(|e| Bad::Line(format!("not an event ({e})")))?;
+        if e.t_ns > MAX_T_NS {
+            return Err(Bad::Line(format!(
+                "t_ns {} is past the {} h a report reads",
+                e.t_ns,
+                MAX_T_NS / 3_600_000_000_000
+            )));
+        }
+        events.push(e);
+        Ok(())
+    })?;
+    Ok((events, warnings))
+}
+
+/// [`read_noted`] without the warnings.
+pub fn read(dir: &Path) -> anyhow::Result<Vec<Event>> {
+    Ok(read_noted(dir)?.0)
 }

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use super::csv::{line, read_rows, Cells};
+use super::csv::{line, read_rows, t_ns_cell, Cells};
 
 pub const FILE: &str = "fsync.csv";
 
@@ -123,10 +123,9 @@ impl FsyncRow {
 /// crash (no newline, or too few cells) is left out.
 pub fn read(dir: &Path) -> anyhow::Result<Vec<FsyncRow>> {
     let mut rows = vec![];
-    read_rows(&dir.join(FILE), |c| {
-        let (Some(t_ns), Some(t_end_ns)) = (c.u64("t_ns"), c.u64("t_end_ns")) else {
-            return;
-        };
+    read_rows(&dir.join(FILE), &["t_ns", "t_end_ns", "test"], |c| {
+        let t_ns = t_ns_cell(c.str("t_ns"))?;
+        let t_end_ns = t_ns_cell(c.str("t_end_ns"))?;
         let measured = match (c.u64("ops"), LatUs::read(c, "lat")) {
             (Some(ops), Some(lat)) => Some(Measured {
                 ops,
@@ -145,6 +144,7 @@ pub fn read(dir: &Path) -> anyhow::Result<Vec<FsyncRow>> {
             measured,
             reason: c.str("reason").to_string(),
         });
+        Ok(())
     })?;
     Ok(rows)
 }

@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::csv::{line, read_rows};
+use super::csv::{line, read_rows, t_ns_cell};
 
 pub const FILE: &str = "load.csv";
 
@@ -95,10 +95,23 @@ impl LoadRow {
 /// Reads `load.csv` (nothing when the run has none), split by role, each role's rows
 /// sorted by `t_ns` then `phase`.
 pub fn read(dir: &Path) -> anyhow::Result<BTreeMap<String, Vec<LoadRow>>> {
-    let mut out: BTreeMap<String, Vec<LoadRow>> = BTreeMap::new();
-    read_rows(&dir.join(FILE), |c| {
-        let (Some(t_ns), Some(window_ns)) = (c.u64("t_ns"), c.u64("window_ns")) else {
-            return;
+    Ok(read_noted(dir)?.0)
+}
+
+/// The rows of load.csv by role.
+pub type ByRole = BTreeMap<String, Vec<LoadRow>>;
+
+/// [`read`] with the reading's warnings: a damaged row is skipped, naming file:line; a
+/// header without `t_ns`, `window_ns` and `role` refuses the file.
+pub fn read_noted(dir: &Path) -> anyhow::Result<(ByRole, Vec<String>)> {
+    let mut out: ByRole = BTreeMap::new();
+    let warnings = read_rows(&dir.join(FILE), &["t_ns", "window_ns", "role"], |c| {
+        let t_ns = t_ns_cell(c.str("t_ns"))?;
+        let Some(window_ns) = c.u64("window_ns") else {
+            return Err(format!(
+                "window_ns '{}' is not a number",
+                c.str("window_ns")
+            ));
         };
         let row = LoadRow {
             t_ns,
@@ -119,11 +132,13 @@ pub fn read(dir: &Path) -> anyhow::Result<BTreeMap<String, Vec<LoadRow>>> {
             phase: c.u64("phase").map(|p| p as u32),
         };
         out.entry(row.role.clone()).or_default().push(row);
-    })?;
+        Ok(())
+    })?
+    .unwrap_or_default();
     for rows in out.values_mut() {
         rows.sort_by_key(|r| (r.t_ns, r.phase));
     }
-    Ok(out)
+    Ok((out, warnings))
 }
 
 #[cfg(test)]

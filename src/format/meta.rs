@@ -248,7 +248,10 @@ impl std::fmt::Display for MetaError {
         match self {
             MetaError::NotARecording(why) => write!(f, "{why}"),
             MetaError::Version(e) => write!(f, "{e}"),
-            MetaError::Invalid(e) => write!(f, "meta.json does not parse: {e}"),
+            MetaError::Invalid(e) => write!(
+                f,
+                "meta.json does not parse: {e}; the file is damaged (every *_ns is a whole number of ns)"
+            ),
         }
     }
 }

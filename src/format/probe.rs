@@ -41,7 +41,7 @@ use collectors::probe::stats::WindowStats;
 use hdrhistogram::Histogram;
 use serde::Deserialize;
 
-use super::csv::read_rows;
+use super::csv::{read_rows, t_ns_cell};
 use crate::recording::writer::put_u64;
 
 pub const FILE: &str = "probe.csv";
@@ -183,10 +183,23 @@ pub struct ProbeRow {
 /// `phase` (probes of overlapping phases append to one file); `None` when the run has no
 /// probe rows.
 pub fn read(dir: &Path) -> anyhow::Result<Option<BTreeMap<String, Vec<ProbeRow>>>> {
-    let mut out: BTreeMap<String, Vec<ProbeRow>> = BTreeMap::new();
-    read_rows(&dir.join(FILE), |c| {
-        let (Some(t_ns), Some(window_ns)) = (c.u64("t_ns"), c.u64("window_ns")) else {
-            return;
+    Ok(read_noted(dir)?.0)
+}
+
+/// The rows of probe.csv by direction.
+pub type ByDirection = BTreeMap<String, Vec<ProbeRow>>;
+
+/// [`read`] with the reading's warnings: a damaged row is skipped, naming file:line; a
+/// header without `t_ns`, `window_ns` and `direction` refuses the file.
+pub fn read_noted(dir: &Path) -> anyhow::Result<(Option<ByDirection>, Vec<String>)> {
+    let mut out: ByDirection = BTreeMap::new();
+    let warnings = read_rows(&dir.join(FILE), &["t_ns", "window_ns", "direction"], |c| {
+        let t_ns = t_ns_cell(c.str("t_ns"))?;
+        let Some(window_ns) = c.u64("window_ns") else {
+            return Err(format!(
+                "window_ns '{}' is not a number",
+                c.str("window_ns")
+            ));
         };
         let row = ProbeRow {
             t_ns,
@@ -210,11 +223,13 @@ pub fn read(dir: &Path) -> anyhow::Result<Option<BTreeMap<String, Vec<ProbeRow>>
             phase: c.u64("phase").map(|p| p as u32),
         };
         out.entry(row.direction.clone()).or_default().push(row);
-    })?;
+        Ok(())
+    })?
+    .unwrap_or_default();
     for rows in out.values_mut() {
         rows.sort_by_key(|r| (r.t_ns, r.phase));
     }
-    Ok((!out.is_empty()).then_some(out))
+    Ok(((!out.is_empty()).then_some(out), warnings))
 }
 
 /// A latency distribution of `probe.json` (ns), fio's shape.

@@ -33,11 +33,17 @@ pub fn cpu_columns() -> Vec<&'static str> {
     std::iter::once("t_ns").chain(CPU_COLUMNS).collect()
 }
 
-/// Reads `meminfo.csv` or `cpu.csv` if the run has it.
-pub fn read(dir: &Path, file: &str) -> anyhow::Result<Option<Table>> {
+/// Reads `meminfo.csv` or `cpu.csv` if the run has it (`t_ns` and at least one column),
+/// with the reading's warnings (see [`super::csv::read_table`]).
+pub fn read(dir: &Path, file: &str) -> anyhow::Result<Option<(Table, Vec<String>)>> {
     let p = dir.join(file);
     if p.exists() {
-        Ok(Some(read_table(&p)?))
+        let needed = if file == CPU_FILE {
+            cpu_columns()
+        } else {
+            meminfo_columns()
+        };
+        Ok(Some(read_table(&p, &needed)?))
     } else {
         Ok(None)
     }

@@ -82,9 +82,9 @@ pub fn write(path: &Path, rows: &[RatesRow]) -> anyhow::Result<()> {
 /// Reads `rates.csv`; empty when the run has none.
 pub fn read(dir: &Path) -> anyhow::Result<Vec<RatesRow>> {
     let mut rows = vec![];
-    read_rows(&dir.join(FILE), |c| {
+    read_rows(&dir.join(FILE), &["t_ns", "window_ns", "device"], |c| {
         let (Some(t_ns), Some(window_ns)) = (c.u64("t_ns"), c.u64("window_ns")) else {
-            return;
+            return Err("t_ns or window_ns is not a number".to_string());
         };
         let n = |name: &str| c.f64(name).unwrap_or(f64::NAN);
         rows.push(RatesRow {
@@ -102,6 +102,7 @@ pub fn read(dir: &Path) -> anyhow::Result<Vec<RatesRow>> {
             w_await_ms: c.f64("w_await_ms"),
             in_flight_max: c.u64("in_flight_max").unwrap_or(0),
         });
+        Ok(())
     })?;
     Ok(rows)
 }

@@ -228,6 +228,11 @@ impl Recording {
             sections: Default::default(),
         };
         meta.write(&dir.join(crate::format::meta::FILE))?;
+        let reserve = dir.join(RESERVE_FILE);
+        if let Err(e) = reserve_space(&reserve, RESERVE_BYTES) {
+            let _ = std::fs::remove_file(&reserve);
+            events.error("meta", "reserve", &format!("{}: {e}", reserve.display()));
+        }
 
         let mut rec = Recording {
             dir: dir.to_path_buf(),
@@ -285,7 +290,39 @@ impl Recording {
     /// Adds a top-level key to `meta.json` (broker, load options...); written at finish.
     pub fn set_meta(&mut self, key: &str, v: Value) -> anyhow::Result<()> {
         self.meta.sections.insert(key.to_string(), v);
-        self.meta.write(&self.dir.join(crate::format::meta::FILE))
+        self.write_meta()
+    }
+
+    /// Writes `meta.json` (through `meta.json.tmp` and a rename). When the file system
+    /// is full, the space reserved at the start is given back and the write tried once
+    /// more; if that fails too, the temporary file is removed (the last whole meta.json
+    /// stays) and the error names meta.json and the full file system.
+    fn write_meta(&mut self) -> anyhow::Result<()> {
+        let path = self.dir.join(crate::format::meta::FILE);
+        let tmp = path.with_extension("json.tmp");
+        let mut r = self.meta.write(&path);
+        if r.as_ref().is_err_and(is_disk_full) {
+            let _ = std::fs::remove_file(&tmp);
+            if std::fs::remove_file(self.dir.join(RESERVE_FILE)).is_ok() {
+                r = self.meta.write(&path);
+            }
+        }
+        r.map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            let full = if is_disk_full(&e) {
+                format!(
+                    "the file system holding {} is full; free space there or record to another --out",
+                    self.dir.display()
+                )
+            } else {
+                "the previous whole meta.json is kept".to_string()
+            };
+            anyhow::anyhow!(
+                "cannot write {}: {}; {full}",
+                path.display(),
+                e.root_cause()
+            )
+        })
     }
 
     /// Stops the samplers, closes every file and completes `meta.json`.
@@ -316,11 +353,17 @@ impl Recording {
         self.meta.end_wall =
             Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true));
         self.meta.error_events = Some(self.events.error_count());
-        self.meta.complete = true;
-        self.meta.write(&self.dir.join(crate::format::meta::FILE))?;
-        match first_err {
-            Some(e) => Err(e),
-            None => Ok(serde_json::to_value(&self.meta)?),
+        // A sampler that failed (its file could not be written: a full disk) lost the
+        // rows after the failure: the recording is not complete, and says so.
+        self.meta.complete = first_err.is_none();
+        let meta_written = self.write_meta();
+        let _ = std::fs::remove_file(self.dir.join(RESERVE_FILE));
+        match (first_err, meta_written) {
+            (Some(e), Ok(())) => Err(explain_full(e, &self.dir)
+                .context("the recording was cut short (meta.json says complete: false)")),
+            (Some(e), Err(m)) => Err(explain_full(e, &self.dir).context(format!("{m:#}"))),
+            (None, Err(m)) => Err(m),
+            (None, Ok(())) => Ok(serde_json::to_value(&self.meta)?),
         }
     }
 }
@@ -330,6 +373,47 @@ impl Drop for Recording {
         if !self.finished {
             let _ = self.finish_inner();
         }
+    }
+}
+
+/// Space held in the run directory from the start, given back when the final
+/// `meta.json` cannot be written for want of space: a full `--out` left only
+/// `meta.json.tmp` and a meta.json from the start. Much more than a meta.json needs
+/// (a few KiB, ~1 KiB per device).
+pub const RESERVE_BYTES: u64 = 128 << 10;
+/// The reserve's file name; removed at the end of every recording.
+pub const RESERVE_FILE: &str = ".diskpulse-reserve";
+
+fn reserve_space(path: &Path, bytes: u64) -> std::io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::File::create(path)?;
+    // SAFETY: a plain system call on a file descriptor `f` owns.
+    let rc = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, bytes as libc::off_t) };
+    if rc != 0 {
+        return Err(std::io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// Whether an error is ENOSPC (also when only its text says so: the writer threads'
+/// errors are text).
+fn is_disk_full(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.raw_os_error() == Some(libc::ENOSPC))
+            || c.to_string().contains("os error 28")
+    })
+}
+
+/// Adds what to do to a disk-full error.
+fn explain_full(e: anyhow::Error, dir: &Path) -> anyhow::Error {
+    if is_disk_full(&e) {
+        e.context(format!(
+            "the file system holding {} is full; free space there or record to another --out",
+            dir.display()
+        ))
+    } else {
+        e
     }
 }
 

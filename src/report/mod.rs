@@ -53,9 +53,15 @@ impl Default for ReportOptions {
 
 /// Analyses a run and writes `summary.json` (and the charts) into it.
 pub fn report(dir: &Path, o: &ReportOptions) -> anyhow::Result<Summary> {
+    Ok(report_noted(dir, o)?.0)
+}
+
+/// [`report`], with the warnings of reading the run back ([`Run::warnings`]: a cut-off
+/// end, damaged lines skipped, an incomplete recording), each naming its file.
+pub fn report_noted(dir: &Path, o: &ReportOptions) -> anyhow::Result<(Summary, Vec<String>)> {
     let (run, analyses, summary) = analyse(dir, o)?;
     write_outputs(dir, &run, &analyses, &summary, o)?;
-    Ok(summary)
+    Ok((summary, run.warnings))
 }
 
 /// Reads and analyses a run without writing anything.

@@ -1,11 +1,14 @@
 //! Reading a run directory back, every file through its [`crate::format`] type. A
 //! recording that was cut off (crash, `kill -9`, truncated gzip) is read up to the last
-//! whole row; one of another format version is refused with a message that says so.
+//! whole row, with a warning; one of another format version, or whose files are not what
+//! they should be (empty, not gzip, another header, a span past
+//! [`crate::format::csv::MAX_T_NS`]), is refused as a bad input naming the file.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use crate::format::csv::Table;
+use crate::format::csv::MAX_T_NS;
 use crate::format::diskstats;
 pub use crate::format::diskstats::DiskRows;
 use crate::format::events::{self, Event};
@@ -35,8 +38,12 @@ pub struct Run {
     pub probe_hist: Vec<hist::Interval>,
     pub load_hist: Vec<hist::Interval>,
     pub events: Vec<Event>,
-    /// End of the recording: meta's duration, or the last timestamp seen if cut off.
+    /// End of the recording: meta's duration, or the last timestamp seen if cut off (or
+    /// if meta's duration claims more than the rows hold).
     pub duration_ns: u64,
+    /// What was wrong but still read (a cut-off end, damaged lines skipped, an
+    /// incomplete recording), each naming its file (and line): `report` prints them.
+    pub warnings: Vec<String>,
 }
 
 impl Run {
@@ -56,50 +63,115 @@ impl Run {
             Err(MetaError::NotARecording(why)) => return Err(not_rec(why)),
             Err(e) => return Err(usage!("RUN '{}': {e}", dir.display())),
         };
+        if let Some(d) = meta.duration_ns.filter(|&d| d > MAX_T_NS) {
+            return Err(usage!(
+                "RUN '{}': meta.json duration_ns {d} is {:.0} h; a report reads runs of at most {} h (it bins them by 1 ms, about 700 MB a day): the file is damaged",
+                dir.display(),
+                d as f64 / 3.6e12,
+                MAX_T_NS / 3_600_000_000_000
+            ));
+        }
+        // A file that is not what it should be is a bad input (exit 2), named by the error.
+        let bad = |e: anyhow::Error| usage!("RUN '{}': {e:#}", dir.display());
+        let mut warnings = vec![];
         let ds_gz = dir.join(diskstats::FILE);
         let ds_plain = dir.join("diskstats.csv");
-        let disks = if ds_gz.exists() {
-            diskstats::read(&ds_gz)?
+        let (disks, w) = if ds_gz.exists() {
+            diskstats::read(&ds_gz).map_err(bad)?
         } else if ds_plain.exists() {
-            diskstats::read(&ds_plain)?
+            diskstats::read(&ds_plain).map_err(bad)?
         } else {
             return Err(not_rec("no diskstats.csv.gz"));
         };
-        let mem = procfs::read(dir, procfs::MEMINFO_FILE)?;
-        let cpu = procfs::read(dir, procfs::CPU_FILE)?;
-        // A probe.csv or fsync.csv that cannot be read leaves its panel out; the rest of
-        // the report stands.
-        let probe = probe::read(dir).ok().flatten();
-        let fsync = fsync::read(dir).unwrap_or_default();
-        // Likewise a histogram log that cannot be read leaves the interference out.
-        let hlog = |name: &str| {
-            let p = dir.join(name);
-            if p.exists() {
-                hist::read(&p).unwrap_or_default()
-            } else {
-                vec![]
+        warnings.extend(w);
+        let mut table = |file: &str| -> anyhow::Result<Option<Table>> {
+            Ok(procfs::read(dir, file).map_err(bad)?.map(|(t, w)| {
+                warnings.extend(w);
+                t
+            }))
+        };
+        let mem = table(procfs::MEMINFO_FILE)?;
+        let cpu = table(procfs::CPU_FILE)?;
+        let (load, w) = load::read_noted(dir).map_err(bad)?;
+        warnings.extend(w);
+        let (events, w) = events::read_noted(dir).map_err(bad)?;
+        warnings.extend(w);
+        // A probe.csv, fsync.csv or histogram log that cannot be read leaves its panel
+        // (or the interference) out, with a warning; the rest of the report stands.
+        let left_out =
+            |what: &str, e: anyhow::Error| format!("{e:#}; the report leaves out {what}");
+        let probe = match probe::read_noted(dir) {
+            Ok((p, w)) => {
+                warnings.extend(w);
+                p
+            }
+            Err(e) => {
+                warnings.push(left_out("the probe", e));
+                None
             }
         };
+        let fsync = fsync::read(dir).unwrap_or_else(|e| {
+            warnings.push(left_out("the fsync tests", e));
+            vec![]
+        });
+        let mut hlog = |name: &str| {
+            let p = dir.join(name);
+            if !p.exists() {
+                return vec![];
+            }
+            match hist::read(&p) {
+                Ok(v) => v
+                    .into_iter()
+                    .filter(|i| i.start_ns.saturating_add(i.duration_ns) <= MAX_T_NS)
+                    .collect(),
+                Err(e) => {
+                    warnings.push(left_out("the interference", e));
+                    vec![]
+                }
+            }
+        };
+        let probe_hist = hlog(hist::PROBE_FILE);
+        let load_hist = hlog(hist::LOAD_FILE);
+        // Everything is binned over what the rows hold: meta's duration counts only as far
+        // as a second past the last row (diskstats are written at least once a second).
         let last_seen = disks
             .iter()
             .filter_map(|d| d.t_ns.last().copied())
             .chain(mem.iter().filter_map(|t| t.t_ns.last().copied()))
             .max()
             .unwrap_or(0);
-        let duration_ns = meta.duration_ns.unwrap_or(last_seen).max(last_seen);
+        let data_end = last_seen + 1_000_000_000;
+        let duration_ns = match meta.duration_ns {
+            Some(d) if d > data_end => {
+                warnings.push(format!(
+                    "{}: duration_ns {d} is past the last recorded row ({last_seen} ns); the report covers the rows",
+                    dir.join(crate::format::meta::FILE).display()
+                ));
+                last_seen
+            }
+            Some(d) => d.max(last_seen),
+            None => last_seen,
+        };
+        if !meta.complete {
+            warnings.push(format!(
+                "{}: the recording is incomplete (complete: false: it was cut short, by a crash or kill -9?); the report covers what it holds",
+                dir.join(crate::format::meta::FILE).display()
+            ));
+        }
         Ok(Run {
             dir: dir.to_path_buf(),
             disks,
             mem,
             cpu,
-            load: load::read(dir)?,
+            load,
             probe,
             fsync,
-            probe_hist: hlog(hist::PROBE_FILE),
-            load_hist: hlog(hist::LOAD_FILE),
-            events: events::read(dir)?,
+            probe_hist,
+            load_hist,
+            events,
             duration_ns,
             meta,
+            warnings,
         })
     }
 

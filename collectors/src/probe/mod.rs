@@ -285,6 +285,26 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// With a rate and a runtime, a job whose next intended start falls after its end
+    /// stays until the end (`--rate-iops 1 --runtime 1s` ran 0.02 s and reported a rate
+    /// over that): the run lasts what was asked, and the measured time covers the idle
+    /// tail, so the rate shown is the rate asked. Wakes on `stop` within 50 ms.
+    fn hold_to_end(&mut self) {
+        if self.sched.is_none() || self.end_ns == u64::MAX {
+            return;
+        }
+        let mut now = monotonic_ns();
+        while now < self.end_ns && !self.stop.load(Ordering::Relaxed) {
+            pace::wait_until(self.end_ns.min(now + 50_000_000));
+            now = monotonic_ns();
+        }
+        let end = now.min(self.end_ns);
+        if end > self.win.last_done_ns {
+            self.win.at(end);
+            self.win.last_done_ns = end;
+        }
+    }
+
     /// With a rate: intended starts that were due before the job ended (its end time, or
     /// now if it ended earlier: Ctrl-C, an error, --size reached) but were never issued
     /// because the device or the CPU could not keep up. Called after the engine.
@@ -371,6 +391,10 @@ pub fn run(
                     setup.wait();
                     go.wait();
                     let start = start_cell.load(Ordering::SeqCst);
+                    // The head room before `start` is for the jobs to get here: nothing
+                    // is issued before it, so no completion falls before the measurement
+                    // begins (a run of one I/O measured 0 ns and showed 1e9 IOPS).
+                    pace::wait_until(start);
                     let meas = start + spec.ramp_ns;
                     let end = spec.runtime_ns.map(|r| meas + r).unwrap_or(u64::MAX);
                     if let Some(l) = lat_log.as_mut() {
@@ -427,6 +451,8 @@ pub fn run(
                     };
                     if r.is_err() {
                         stop.store(true, Ordering::SeqCst);
+                    } else {
+                        c.hold_to_end();
                     }
                     let missed = c.missed();
                     let logged = c.lat_log.take().map(|l| l.finish()).unwrap_or(Ok(()));

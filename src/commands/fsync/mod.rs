@@ -75,6 +75,12 @@ pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
             a.dir.display()
         )
     })?;
+    if let Some(fs) = collectors::probe::target::pseudo_fs_name(&a.dir) {
+        return Err(usage!(
+            "--dir {}: is on {fs}, a kernel pseudo file system, not storage; name a directory on a disk-backed file system",
+            a.dir.display()
+        ));
+    }
     if !md.is_dir() {
         return Err(usage!(
             "--dir takes a directory; '{}' is not one",

@@ -310,6 +310,23 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
     if runtime == Some(Duration::ZERO) {
         return Err(usage!("--runtime must be above 0"));
     }
+    // A ramp is warm-up before the measurement. One longer than the measurement is a
+    // slip of units (`--ramp 1h --runtime 300ms`), and without --time-based it also
+    // spends --size before anything is measured: refuse rather than guess.
+    if let (Some(ramp), Some(rt)) = (a.ramp, runtime) {
+        if ramp > rt {
+            return Err(usage!(
+                "--ramp {} is longer than --runtime {}: the ramp is warm-up before the measurement and may be at most as long; shorten --ramp or lengthen --runtime",
+                fmt_duration(ramp),
+                fmt_duration(rt)
+            ));
+        }
+    }
+    if a.ramp.is_some_and(|r| !r.is_zero()) && !time_based {
+        return Err(usage!(
+            "--ramp needs --time-based --runtime D: without them the job ends after --size bytes, which the ramp may use up before anything is measured"
+        ));
+    }
     let window = a.window.unwrap_or(Duration::from_millis(100));
     if window < Duration::from_millis(1) {
         return Err(usage!(

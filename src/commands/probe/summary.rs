@@ -35,6 +35,10 @@ fn lat_line(label: &str, m_min: u64, mean: f64, h: &Histogram<u64>, max: u64) ->
     )
 }
 
+/// Below this measured time the summary says the rates are not steady figures (a 4k
+/// file at bs 4k is one I/O: its "IOPS" are one latency inverted).
+pub const TOO_SHORT_NS: u64 = 100_000_000;
+
 /// The human summary: all jobs merged.
 pub fn human(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
     let sp = &r.spec;
@@ -76,14 +80,25 @@ pub fn human(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
         info.size >> 20
     ));
     o.push_str(&format!(
-        "  measured {:.2}s{}\n",
-        secs,
+        "  measured {}{}\n",
+        if rt >= 10_000_000 {
+            format!("{secs:.2}s")
+        } else {
+            format!("{:.3} ms", rt as f64 / 1e6)
+        },
         if sp.ramp_ns > 0 {
             format!(" after a {:.2}s ramp", sp.ramp_ns as f64 / 1e9)
         } else {
             String::new()
         }
     ));
+    if rt < TOO_SHORT_NS {
+        o.push_str(&format!(
+            "  note : TOO SHORT TO MEASURE: {:.3} ms is under {} ms, so the rates and CPU shares below are not steady figures; pass a bigger --size or --time-based --runtime 10s\n",
+            rt as f64 / 1e6,
+            TOO_SHORT_NS / 1_000_000
+        ));
+    }
     for (dir, name) in [(READ, "read"), (WRITE, "write")] {
         let d = &m.dir[dir];
         let wanted = if dir == READ {
