@@ -11,6 +11,7 @@ pub mod format;
 pub mod lab;
 pub mod load;
 pub mod recording;
+pub mod redact;
 pub mod report;
 pub mod scenario;
 pub mod session;

@@ -67,7 +67,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                     }
                     if !p.args.is_empty() {
                         s.push(' ');
-                        s.push_str(&p.args.join(" "));
+                        s.push_str(&crate::redact::argv(&p.args).join(" "));
                     }
                     s
                 })

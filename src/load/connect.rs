@@ -1,6 +1,13 @@
 //! Connections: servers, round-robin spreading of clients over them ("load balancing"),
 //! and authentication. Secrets are held here only; nothing that prints or records an
-//! option shows them (`describe()` redacts, argv is redacted in meta.json).
+//! option shows them (`describe()` redacts, everything else goes through
+//! [`crate::redact`]).
+//!
+//! Server URLs are checked before anything starts ([`parse_server`]): `nats://` or
+//! `tls://` (or a bare `host:port`), a host, a port 1-65535, no path. Credentials in the
+//! URL (`nats://user:password@host:port`, `nats://token@host:port`) are used like
+//! `--user/--password` and `--token` (async-nats 0.51 ignores a URL's user info, so they
+//! are taken out here and the client connects to the URL without them).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -59,8 +66,31 @@ impl ConnectArgs {
             .unwrap_or_default()
     }
 
-    /// Checks combinations before anything starts.
+    /// Checks combinations and server URLs before anything starts.
     pub fn validate(&self) -> anyhow::Result<()> {
+        let from = if self.servers.is_empty() {
+            "$NATS_URL"
+        } else {
+            "--server"
+        };
+        for u in self.server_list() {
+            let p = parse_server(&u).map_err(|why| {
+                usage!(
+                    "{from} '{}': {why}; expected {SERVER_URL_FORM}",
+                    redact_url(&u)
+                )
+            })?;
+            let flags = self.user.is_some()
+                || self.token.is_some()
+                || self.creds.is_some()
+                || self.nkey.is_some();
+            if p.auth.is_some() && flags {
+                return Err(usage!(
+                    "{from} '{}' carries credentials and so do --user/--token/--creds/--nkey; give them once",
+                    redact_url(&u)
+                ));
+            }
+        }
         if self.password.is_some() != self.user.is_some() {
             return Err(usage!("--user and --password go together"));
         }
@@ -99,9 +129,11 @@ impl ConnectArgs {
             "user": self.user,
             "password": self.password.as_ref().map(|_| "***"),
             "token": self.token.as_ref().map(|_| "***"),
-            "creds": self.creds,
-            "nkey": self.nkey,
-            "tls_ca": self.tls_ca, "tls_cert": self.tls_cert, "tls_key": self.tls_key,
+            // The files' names are hidden too, like their values in argv.
+            "creds": self.creds.as_ref().map(|_| "***"),
+            "nkey": self.nkey.as_ref().map(|_| "***"),
+            "tls_ca": self.tls_ca, "tls_cert": self.tls_cert,
+            "tls_key": self.tls_key.as_ref().map(|_| "***"),
         })
     }
 
@@ -129,6 +161,17 @@ impl ConnectArgs {
             // A benchmark client must not silently reconnect forever to a dead server:
             // it gives up after about a minute.
             .max_reconnects(Some(240));
+        let server = parse_server(url).map_err(|why| {
+            usage!(
+                "--server '{}': {why}; expected {SERVER_URL_FORM}",
+                redact_url(url)
+            )
+        })?;
+        match server.auth {
+            Some(UrlAuth::UserPassword(u, p)) => o = o.user_and_password(u, p),
+            Some(UrlAuth::Token(t)) => o = o.token(t),
+            None => {}
+        }
         if let (Some(u), Some(p)) = (&self.user, &self.password) {
             o = o.user_and_password(u.clone(), p.clone());
         }
@@ -167,10 +210,10 @@ impl ConnectArgs {
             }
         });
         let shown = redact_url(url);
-        o.connect(url).await.map_err(|e| {
+        o.connect(server.url.as_str()).await.map_err(|e| {
             let msg = e.to_string();
             if msg.contains("authorization") || msg.contains("Authorization") {
-                anyhow::anyhow!("cannot connect to {shown}: authorization failed ({msg}); check --user/--password, --token, --creds or --nkey")
+                anyhow::anyhow!("cannot connect to {shown}: authorization failed ({msg}); check the URL's user:password@ or token@, --user/--password, --token, --creds or --nkey")
             } else {
                 anyhow::anyhow!("cannot connect to NATS at {shown}: {msg}")
             }
@@ -206,14 +249,123 @@ pub async fn round_trip(client: &async_nats::Client) -> anyhow::Result<()> {
     }
 }
 
-/// `nats://user:pass@host:4222` -> `nats://***@host:4222`.
+/// `nats://user:pass@host:4222` -> `nats://***@host:4222` ([`crate::redact::text`]).
 pub fn redact_url(url: &str) -> String {
-    if let Some(i) = url.find("://") {
-        if let Some(at) = url[i + 3..].find('@') {
-            return format!("{}***@{}", &url[..i + 3], &url[i + 3 + at + 1..]);
+    crate::redact::text(url)
+}
+
+/// The form a server URL takes, for error messages.
+pub const SERVER_URL_FORM: &str =
+    "nats://[user:password@]host:port, nats://[token@]host:port, tls://... or host:port (port 1-65535, default 4222)";
+
+/// Credentials carried in a server URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UrlAuth {
+    UserPassword(String, String),
+    Token(String),
+}
+
+/// A server URL taken apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerUrl {
+    /// What to connect to: scheme, host and port, no user info.
+    pub url: String,
+    pub auth: Option<UrlAuth>,
+}
+
+/// Parses a server URL ([`SERVER_URL_FORM`]); the error says what is wrong, without the
+/// URL (the caller names it, redacted).
+pub fn parse_server(input: &str) -> Result<ServerUrl, String> {
+    let t = input.trim();
+    if t.is_empty() {
+        return Err("an empty server URL".into());
+    }
+    let (scheme, rest) = match t.split_once("://") {
+        Some((s, r)) => (s.to_ascii_lowercase(), r),
+        None => ("nats".to_string(), t),
+    };
+    if scheme != "nats" && scheme != "tls" {
+        return Err(format!("scheme '{scheme}' is not nats or tls"));
+    }
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let (info, hostport) = match rest.rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    if hostport.contains(['/', '?', '#']) {
+        return Err("a server URL has no path, query or fragment".into());
+    }
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let (h, after) = v6
+            .split_once(']')
+            .ok_or("an IPv6 host needs its closing ']'")?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':').ok_or("text after the IPv6 host")?),
+        };
+        (h, port)
+    } else {
+        match hostport.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("no host".into());
+    }
+    if !host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-._:".contains(c))
+    {
+        return Err(format!(
+            "host '{host}' has characters a host name cannot have"
+        ));
+    }
+    let port: u16 = match port {
+        None => 4222,
+        Some(p) => match p.parse::<u32>() {
+            Ok(n @ 1..=65535) => n as u16,
+            _ => return Err(format!("port '{p}' is not a number 1-65535")),
+        },
+    };
+    let host = if hostport.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    };
+    let auth = match info {
+        None => None,
+        Some("") => return Err("an empty user info before '@'".into()),
+        Some(i) => Some(match i.split_once(':') {
+            Some((u, p)) => UrlAuth::UserPassword(percent_decode(u)?, percent_decode(p)?),
+            None => UrlAuth::Token(percent_decode(i)?),
+        }),
+    };
+    Ok(ServerUrl {
+        url: format!("{scheme}://{host}:{port}"),
+        auth,
+    })
+}
+
+/// `%40` -> `@` in a URL's user info (how a password holding `@`, `:` or `/` is written).
+fn percent_decode(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or("a '%' in the user info is not followed by two hex digits")?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
         }
     }
-    url.to_string()
+    String::from_utf8(out).map_err(|_| "the user info is not UTF-8 once decoded".to_string())
 }
 
 #[cfg(test)]
@@ -224,6 +376,39 @@ mod tests {
     fn urls_lose_their_secrets() {
         assert_eq!(redact_url("nats://a:b@h:4222"), "nats://***@h:4222");
         assert_eq!(redact_url("nats://h:4222"), "nats://h:4222");
+    }
+
+    #[test]
+    fn server_urls_give_their_credentials_and_a_clean_url() {
+        let p = parse_server("nats://bob:p%40ss@127.0.0.1:4333/").unwrap();
+        assert_eq!(p.url, "nats://127.0.0.1:4333");
+        assert_eq!(
+            p.auth,
+            Some(UrlAuth::UserPassword("bob".into(), "p@ss".into()))
+        );
+        let p = parse_server("tls://tok@[::1]").unwrap();
+        assert_eq!(p.url, "tls://[::1]:4222");
+        assert_eq!(p.auth, Some(UrlAuth::Token("tok".into())));
+        assert_eq!(parse_server("h:1").unwrap().url, "nats://h:1");
+    }
+
+    #[test]
+    fn bad_server_urls_say_what_is_wrong() {
+        for (u, why) in [
+            ("", "empty"),
+            ("http://h:4222", "scheme 'http'"),
+            ("nats://h:99999", "port '99999'"),
+            ("nats://h:0", "port '0'"),
+            ("nats://h:abc", "port 'abc'"),
+            ("nats://:4222", "no host"),
+            ("nats://h:4222/x", "no path"),
+            ("nats://@h:4222", "empty user info"),
+            ("nats://h h:1", "characters"),
+            ("nats://u:%zz@h:1", "hex"),
+        ] {
+            let e = parse_server(u).unwrap_err();
+            assert!(e.contains(why), "{u}: {e}");
+        }
     }
 
     #[test]

@@ -287,7 +287,15 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
 
     let mut tasks = vec![];
     for (role, index, n_role, server, sends, ready) in opened {
-        let rec = Recorder::new(role, index, &server, clock, window_ns, tx.clone());
+        // clients[].server in the output and meta.json: without user info.
+        let rec = Recorder::new(
+            role,
+            index,
+            &connect::redact_url(&server),
+            clock,
+            window_ns,
+            tx.clone(),
+        );
         let is_main = role == main;
         let plan = SendPlan {
             count: total.map(|t| share(t, index, n_role)),

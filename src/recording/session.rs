@@ -43,37 +43,8 @@ pub struct Recording {
     finished: bool,
 }
 
-/// Replaces secrets in an argument vector with `***`.
-pub fn redact_argv(argv: &[String]) -> Vec<String> {
-    const SECRET_FLAGS: [&str; 5] = ["--password", "--token", "--creds", "--nkey", "--tls-key"];
-    let mut out = Vec::with_capacity(argv.len());
-    let mut hide_next = false;
-    for a in argv {
-        if hide_next {
-            out.push("***".to_string());
-            hide_next = false;
-            continue;
-        }
-        if let Some((k, _)) = a.split_once('=') {
-            if SECRET_FLAGS.contains(&k) {
-                out.push(format!("{k}=***"));
-                continue;
-            }
-        }
-        if SECRET_FLAGS.contains(&a.as_str()) {
-            hide_next = true;
-        }
-        // nats://user:pass@host URLs
-        if let Some(i) = a.find("://") {
-            if let Some(at) = a[i + 3..].find('@') {
-                out.push(format!("{}***@{}", &a[..i + 3], &a[i + 3 + at + 1..]));
-                continue;
-            }
-        }
-        out.push(a.clone());
-    }
-    out
-}
+/// Replaces secrets in an argument vector with `***` (the one redaction, [`crate::redact`]).
+pub use crate::redact::argv as redact_argv;
 
 fn unix_now_ns() -> u64 {
     std::time::SystemTime::now()

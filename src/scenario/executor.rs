@@ -79,7 +79,7 @@ pub(super) async fn run_schedule(
             started[i] = Some(now);
             events.event(
                 "phase_start",
-                json!({"phase": label, "name": label, "index": i, "kind": kind, "args": p.args}),
+                json!({"phase": label, "name": label, "index": i, "kind": kind, "args": crate::redact::argv(&p.args)}),
             );
             if let Some(d) = slot.during.filter(|&d| ended[d].is_some()) {
                 // What it runs during is over already: nothing to run beside.
@@ -90,7 +90,7 @@ pub(super) async fn run_schedule(
                 );
                 records.push((
                     i,
-                    json!({"index": i, "kind": kind, "name": label, "args": p.args,
+                    json!({"index": i, "kind": kind, "name": label, "args": crate::redact::argv(&p.args),
                            "start_s": now as f64 / 1e9, "elapsed_s": 0.0,
                            "skipped": format!("phase #{d} {} had ended before this one's start", phase_label(phases[d].get_ref())),
                            "result": Value::Null}),
@@ -122,7 +122,7 @@ pub(super) async fn run_schedule(
         match r {
             Ok(v) => records.push((
                 i,
-                json!({"index": i, "kind": kind, "name": label, "args": p.args,
+                json!({"index": i, "kind": kind, "name": label, "args": crate::redact::argv(&p.args),
                        "start_s": start_s, "elapsed_s": elapsed_s, "stopped": stopped, "result": v}),
             )),
             Err(e) => {
@@ -135,7 +135,7 @@ pub(super) async fn run_schedule(
                     .unwrap_or(Value::Null);
                 records.push((
                     i,
-                    json!({"index": i, "kind": kind, "name": label, "args": p.args,
+                    json!({"index": i, "kind": kind, "name": label, "args": crate::redact::argv(&p.args),
                            "start_s": start_s, "elapsed_s": elapsed_s, "stopped": stopped,
                            "error": format!("{e:#}"), "result": result}),
                 ));

@@ -174,7 +174,10 @@ fn child(
             .unwrap_or("")
             .to_string();
         return Err(ChildFailed {
-            message: format!("`diskpulse {}` exited with {code}: {last}", args.join(" ")),
+            message: format!(
+                "`diskpulse {}` exited with {code}: {last}",
+                crate::redact::argv(args).join(" ")
+            ),
             stdout,
         }
         .into());

@@ -136,7 +136,16 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     } = super::validate::check_study(&path.display().to_string(), &text)
         .map_err(|e| usage!("{e}"))?;
     crate::recording::session::create_run_dir(&o.out)?;
-    std::fs::write(o.out.join("scenario.toml"), &text)?;
+    // The copy keeps the file as written, without the secrets its load args carry.
+    let secrets: Vec<String> = concrete
+        .iter()
+        .flat_map(|s| &s.phases)
+        .flat_map(|p| crate::redact::secrets(&p.get_ref().args))
+        .collect();
+    std::fs::write(
+        o.out.join("scenario.toml"),
+        crate::redact::scrub(&text, &secrets),
+    )?;
     let mut records: Vec<RunRecord> = vec![];
     let write_study = |records: &[RunRecord], status: &str| -> anyhow::Result<()> {
         let v = json!({
