@@ -350,3 +350,285 @@ fn a_1ms_spike_reaches_timeline_svg_at_its_height_and_time() {
         "timeline.svg peaks at {svg_t:.4} s, the write ran {w0_s:.4}..{w1_s:.4} s"
     );
 }
+
+// ---- Redaction: every secret, every file ----
+
+const PASSWORD: &str = "Pw7xSECRETa1";
+const TOKEN: &str = "Tk9xSECRETb2";
+const CREDS_SECRET: &str = "CrX3SECRETc3";
+/// A user nkey made for this test (nkeys 0.4 `KeyPair::new_user()`): its seed is the
+/// secret, the public key is what the server's config names.
+const NKEY_SEED: &str = "SUAJKXFWOUCUPZXM3QMTVSPW2YC6V5GFKU6YPVQP7OY6XA5OZHAAT4HXUI";
+const NKEY_PUBLIC: &str = "UCBJKWN3JWDKZX3H6HZSNK34G5LKV6MEHZDSR6KTOSHR2IHE5C6VUICO";
+
+/// A nats-server started from a config file with an `authorization` block (killed and
+/// reaped on drop).
+struct ConfServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl ConfServer {
+    fn start(dir: &Path, name: &str, authorization: &str) -> ConfServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let conf = dir.join(format!("{name}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "listen: 127.0.0.1:{port}\njetstream {{ store_dir: \"{}\" }}\nauthorization {{\n{authorization}\n}}\n",
+                dir.join(format!("{name}-js")).display()
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new("nats-server")
+            .arg("-c")
+            .arg(&conf)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let s = ConfServer { child, port };
+        let t0 = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "nats-server never listened"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s
+    }
+}
+
+impl Drop for ConfServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every file under `dir` (recursively; `.gz` read through) whose bytes hold `needle`,
+/// and every file or directory whose name does; panics on an empty tree.
+fn leaks(dir: &Path, needle: &str) -> Vec<std::path::PathBuf> {
+    let mut hits = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    let mut files = 0;
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name().unwrap().to_string_lossy().contains(needle) {
+                hits.push(p.clone());
+            }
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            files += 1;
+            let mut bytes = std::fs::read(&p).unwrap();
+            if p.extension().is_some_and(|x| x == "gz") {
+                let mut out = vec![];
+                flate2::read::MultiGzDecoder::new(&bytes[..])
+                    .read_to_end(&mut out)
+                    .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                bytes = out;
+            }
+            if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                hits.push(p);
+            }
+        }
+    }
+    assert!(files > 0, "{} holds no files", dir.display());
+    hits
+}
+
+/// stdout, stderr and every file of `dirs` hold none of `secrets`.
+fn assert_no_secret(what: &str, o: &std::process::Output, dirs: &[&Path], secrets: &[&str]) {
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    for s in secrets {
+        assert!(!out.contains(s), "{what}: stdout shows {s}:\n{out}");
+        assert!(!err.contains(s), "{what}: stderr shows {s}:\n{err}");
+        for d in dirs {
+            let hits = leaks(d, s);
+            assert!(hits.is_empty(), "{what}: {s} is in {hits:?}");
+        }
+    }
+}
+
+/// A study whose inputs carry every kind of secret, against two nats-servers configured
+/// from files (one with a user/password and an nkey user, one with a token), plus a
+/// recorded command and a creds file: no secret in any file of the study or run
+/// directories (names included, gzip read through), stdout or stderr; every phase
+/// authenticated. The password also comes through a matrix value: the cell's id and
+/// `study.json`'s params show it as `***`.
+#[test]
+fn every_secret_is_absent_from_every_file_stdout_and_stderr() {
+    if !have_nats_server() {
+        return;
+    }
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let users = ConfServer::start(
+        d.path(),
+        "users",
+        &format!("users = [\n {{ user: alice, password: \"{PASSWORD}\" }}\n {{ nkey: {NKEY_PUBLIC} }}\n]"),
+    );
+    let tok = ConfServer::start(d.path(), "token", &format!("token: \"{TOKEN}\""));
+    let seed = d.path().join("user.nk");
+    std::fs::write(&seed, format!("{NKEY_SEED}\n")).unwrap();
+    let creds = d.path().join("user.creds");
+    std::fs::write(
+        &creds,
+        format!(
+            "-----BEGIN NATS USER JWT-----\neyJ0{CREDS_SECRET}jwt\n------END NATS USER JWT------\n\n\
+             -----BEGIN USER NKEY SEED-----\nSU{CREDS_SECRET}seed\n------END USER NKEY SEED------\n"
+        ),
+    )
+    .unwrap();
+    let secrets = [PASSWORD, TOKEN, NKEY_SEED, CREDS_SECRET];
+    let (pu, pt) = (users.port, tok.port);
+    let vol = d.path().join("vol");
+    std::fs::create_dir(&vol).unwrap();
+
+    // 1. A study: the password in a matrix value (in a URL and after --password), the
+    // token in a load arg, the nkey seed in a file a load arg names.
+    let sc = d.path().join("secrets.toml");
+    std::fs::write(
+        &sc,
+        format!(
+            r#"name = "secrets"
+[matrix]
+pw = ["{PASSWORD}"]
+[[volumes]]
+name = "v"
+path = "{vol}"
+[[phases]]
+name = "url"
+kind = "load"
+args = ["pub", "--msgs", "100", "--server", "nats://alice:${{pw}}@127.0.0.1:{pu}"]
+[[phases]]
+name = "flags"
+kind = "load"
+args = ["pub", "--msgs", "100", "--server", "nats://127.0.0.1:{pu}", "--user", "alice", "--password", "${{pw}}"]
+[[phases]]
+name = "token"
+kind = "load"
+args = ["pub", "--msgs", "100", "--server", "nats://127.0.0.1:{pt}", "--token", "{TOKEN}"]
+[[phases]]
+name = "nkey"
+kind = "load"
+args = ["pub", "--msgs", "100", "--server", "nats://127.0.0.1:{pu}", "--nkey", "{seed}"]
+"#,
+            vol = vol.display(),
+            seed = seed.display()
+        ),
+    )
+    .unwrap();
+    let dry = diskpulse()
+        .args(["run", "--dry-run"])
+        .arg(&sc)
+        .output()
+        .unwrap();
+    assert_eq!(
+        dry.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    assert_no_secret("run --dry-run", &dry, &[], &secrets);
+    let study = d.path().join("study");
+    let o = diskpulse()
+        .arg("run")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&study)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_no_secret("run", &o, &[&study], &secrets);
+    let sj = read_json(&study.join("study.json"));
+    assert_eq!(sj["cells"][0]["id"], "pw----", "{sj:#}");
+    assert_eq!(sj["cells"][0]["params"][0][1], "***", "{sj:#}");
+    let runs = sj["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["status"], "ok", "{sj:#}");
+    let meta = read_json(
+        &study
+            .join(runs[0]["dir"].as_str().unwrap())
+            .join("meta.json"),
+    );
+    let phases = meta["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 4, "{phases:?}");
+    for p in phases {
+        let ops: u64 = p["result"]["clients"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no load result (not authenticated?): {p}"))
+            .iter()
+            .map(|c| c["ops"].as_u64().unwrap())
+            .sum();
+        assert_eq!(ops, 100, "{p}");
+    }
+
+    // 2. `record -- diskpulse load` with the password in the URL.
+    let rec = d.path().join("rec");
+    let o = diskpulse()
+        .args(["record", "--path"])
+        .arg(&vol)
+        .arg("--out")
+        .arg(&rec)
+        .args([
+            "--",
+            env!("CARGO_BIN_EXE_diskpulse"),
+            "load",
+            "pub",
+            "--msgs",
+            "100",
+            "--server",
+        ])
+        .arg(format!("nats://alice:{PASSWORD}@127.0.0.1:{pu}"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = diskpulse().arg("report").arg(&rec).output().unwrap();
+    assert!(r.status.success());
+    assert_no_secret("record", &o, &[&rec], &secrets);
+    assert_no_secret("report", &r, &[&rec], &secrets);
+
+    // 3. A creds file the server does not accept: the failed run keeps its recording,
+    // and neither it nor the error quotes the file.
+    let cr = d.path().join("creds");
+    let o = diskpulse()
+        .args(["load", "pub", "--msgs", "10", "--record", "--path"])
+        .arg(&vol)
+        .arg("--out")
+        .arg(&cr)
+        .arg("--server")
+        .arg(format!("nats://127.0.0.1:{pu}"))
+        .arg("--creds")
+        .arg(&creds)
+        .output()
+        .unwrap();
+    assert_ne!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let dirs: Vec<&Path> = if cr.exists() { vec![&cr] } else { vec![] };
+    assert_no_secret("load --creds", &o, &dirs, &secrets);
+}
