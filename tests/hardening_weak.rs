@@ -355,35 +355,34 @@ fn a_1ms_spike_reaches_timeline_svg_at_its_height_and_time() {
 
 const PASSWORD: &str = "Pw7xSECRETa1";
 const TOKEN: &str = "Tk9xSECRETb2";
-const CREDS_SECRET: &str = "CrX3SECRETc3";
+/// A creds file's secrets: an operator, account and user made for this test (nkeys 0.4,
+/// JWTs signed by hand as `nsc` would) so a nats-server in operator mode accepts the
+/// user; its seed and JWT are the secrets.
+const OPERATOR_JWT: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.eyJqdGkiOiJPUEpUSSIsImlhdCI6MTc2NDUwMDAwMCwiaXNzIjoiT0FKS0xCQUFSQkhDWEVORzVOMlFYVkhHNUZYSVRDWFYyVVJVQkJSTFBTTVFLVFJISUlBWTZDUkgiLCJuYW1lIjoiZHAtdGVzdC1vcCIsInN1YiI6Ik9BSktMQkFBUkJIQ1hFTkc1TjJRWFZIRzVGWElUQ1hWMlVSVUJCUkxQU01RS1RSSElJQVk2Q1JIIiwibmF0cyI6eyJ0eXBlIjoib3BlcmF0b3IiLCJ2ZXJzaW9uIjoyfX0.aVJHPCgH7XMOiCPtQhAN8cVVtG3m2x8ndOgtLNv5aXriuX8KkyzhgaRe1MheqO3FeYzbhEVbtAiMc8ds4Z-hDQ";
+const ACCOUNT_PUBLIC: &str = "AB5KO6D3FW3QJ7CO5O45574BWQU2DXZY7QBB7NRZB74KZWWATMB7WCRG";
+const ACCOUNT_JWT: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.eyJqdGkiOiJBQ0NKVEkiLCJpYXQiOjE3NjQ1MDAwMDAsImlzcyI6Ik9BSktMQkFBUkJIQ1hFTkc1TjJRWFZIRzVGWElUQ1hWMlVSVUJCUkxQU01RS1RSSElJQVk2Q1JIIiwibmFtZSI6ImRwLXRlc3QtYWNjIiwic3ViIjoiQUI1S082RDNGVzNRSjdDTzVPNDU1NzRCV1FVMkRYWlk3UUJCN05SWkI3NEtaV1dBVE1CN1dDUkciLCJuYXRzIjp7ImxpbWl0cyI6eyJzdWJzIjotMSwiZGF0YSI6LTEsInBheWxvYWQiOi0xLCJpbXBvcnRzIjotMSwiZXhwb3J0cyI6LTEsIndpbGRjYXJkcyI6dHJ1ZSwiY29ubiI6LTEsImxlYWYiOi0xfSwiZGVmYXVsdF9wZXJtaXNzaW9ucyI6eyJwdWIiOnt9LCJzdWIiOnt9fSwidHlwZSI6ImFjY291bnQiLCJ2ZXJzaW9uIjoyfX0.vnrOQQu7r3LVy0IAX6z4EOnBJ9_d_c1wfBxPRAoZsotiLefr-Eed9sv54MBMMvi4HDDNb2FO6_YqfajVnjL8Aw";
+const USER_JWT: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.eyJqdGkiOiJVU1JKVEkiLCJpYXQiOjE3NjQ1MDAwMDAsImlzcyI6IkFCNUtPNkQzRlczUUo3Q081TzQ1NTc0QldRVTJEWFpZN1FCQjdOUlpCNzRLWldXQVRNQjdXQ1JHIiwibmFtZSI6ImRwLXRlc3QtdXNlciIsInN1YiI6IlVCUjIyR0pYTVBaQzdSRFhOR0VJNkhRUkhQM1VYVUYyWTJQTkZXQ09JR0xETFNRQkU3M0FEWEFFIiwibmF0cyI6eyJwdWIiOnt9LCJzdWIiOnt9LCJzdWJzIjotMSwiZGF0YSI6LTEsInBheWxvYWQiOi0xLCJ0eXBlIjoidXNlciIsInZlcnNpb24iOjJ9fQ._gdp3npTU8Adnn7QndsQ868-PdYGvPdkI50LTni6EXxFcOTWjzq9DqdwBx63uhnLs_NRl_W_nvZSgJAgoZZJDg";
+const USER_SEED: &str = "SUACAEG4HXP4PEKHQKCZ7PXXYRDI2EESPUCEMGGYQUEQ34UBSBXIHBO4YU";
 /// A user nkey made for this test (nkeys 0.4 `KeyPair::new_user()`): its seed is the
 /// secret, the public key is what the server's config names.
 const NKEY_SEED: &str = "SUAJKXFWOUCUPZXM3QMTVSPW2YC6V5GFKU6YPVQP7OY6XA5OZHAAT4HXUI";
 const NKEY_PUBLIC: &str = "UCBJKWN3JWDKZX3H6HZSNK34G5LKV6MEHZDSR6KTOSHR2IHE5C6VUICO";
 
-/// A nats-server started from a config file with an `authorization` block (killed and
-/// reaped on drop).
+/// A nats-server started from a config file (`listen` added; killed and reaped on drop).
 struct ConfServer {
     child: std::process::Child,
     port: u16,
 }
 
 impl ConfServer {
-    fn start(dir: &Path, name: &str, authorization: &str) -> ConfServer {
+    fn start(dir: &Path, name: &str, config: &str) -> ConfServer {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
         let conf = dir.join(format!("{name}.conf"));
-        std::fs::write(
-            &conf,
-            format!(
-                "listen: 127.0.0.1:{port}\njetstream {{ store_dir: \"{}\" }}\nauthorization {{\n{authorization}\n}}\n",
-                dir.join(format!("{name}-js")).display()
-            ),
-        )
-        .unwrap();
+        std::fs::write(&conf, format!("listen: 127.0.0.1:{port}\n{config}\n")).unwrap();
         let child = std::process::Command::new("nats-server")
             .arg("-c")
             .arg(&conf)
@@ -461,9 +460,9 @@ fn assert_no_secret(what: &str, o: &std::process::Output, dirs: &[&Path], secret
     }
 }
 
-/// A study whose inputs carry every kind of secret, against two nats-servers configured
-/// from files (one with a user/password and an nkey user, one with a token), plus a
-/// recorded command and a creds file: no secret in any file of the study or run
+/// A study whose inputs carry every kind of secret, against three nats-servers configured
+/// from files (a user/password and an nkey user; a token; operator mode for a creds
+/// file), plus a recorded command and a recorded load: no secret in any file of the study or run
 /// directories (names included, gzip read through), stdout or stderr; every phase
 /// authenticated. The password also comes through a matrix value: the cell's id and
 /// `study.json`'s params show it as `***`.
@@ -476,27 +475,40 @@ fn every_secret_is_absent_from_every_file_stdout_and_stderr() {
     let users = ConfServer::start(
         d.path(),
         "users",
-        &format!("users = [\n {{ user: alice, password: \"{PASSWORD}\" }}\n {{ nkey: {NKEY_PUBLIC} }}\n]"),
+        &format!(
+            "authorization {{ users = [\n {{ user: alice, password: \"{PASSWORD}\" }}\n {{ nkey: {NKEY_PUBLIC} }}\n] }}"
+        ),
     );
-    let tok = ConfServer::start(d.path(), "token", &format!("token: \"{TOKEN}\""));
+    let tok = ConfServer::start(
+        d.path(),
+        "token",
+        &format!("authorization {{ token: \"{TOKEN}\" }}"),
+    );
+    let op = ConfServer::start(
+        d.path(),
+        "operator",
+        &format!(
+            "operator: {OPERATOR_JWT}\nresolver: MEMORY\nresolver_preload: {{ {ACCOUNT_PUBLIC}: {ACCOUNT_JWT} }}"
+        ),
+    );
     let seed = d.path().join("user.nk");
     std::fs::write(&seed, format!("{NKEY_SEED}\n")).unwrap();
     let creds = d.path().join("user.creds");
     std::fs::write(
         &creds,
         format!(
-            "-----BEGIN NATS USER JWT-----\neyJ0{CREDS_SECRET}jwt\n------END NATS USER JWT------\n\n\
-             -----BEGIN USER NKEY SEED-----\nSU{CREDS_SECRET}seed\n------END USER NKEY SEED------\n"
+            "-----BEGIN NATS USER JWT-----\n{USER_JWT}\n------END NATS USER JWT------\n\n\
+             -----BEGIN USER NKEY SEED-----\n{USER_SEED}\n------END USER NKEY SEED------\n"
         ),
     )
     .unwrap();
-    let secrets = [PASSWORD, TOKEN, NKEY_SEED, CREDS_SECRET];
-    let (pu, pt) = (users.port, tok.port);
+    let secrets = [PASSWORD, TOKEN, NKEY_SEED, USER_SEED, USER_JWT];
+    let (pu, pt, po) = (users.port, tok.port, op.port);
     let vol = d.path().join("vol");
     std::fs::create_dir(&vol).unwrap();
 
     // 1. A study: the password in a matrix value (in a URL and after --password), the
-    // token in a load arg, the nkey seed in a file a load arg names.
+    // token in a load arg, the nkey seed and the creds in files load args name.
     let sc = d.path().join("secrets.toml");
     std::fs::write(
         &sc,
@@ -523,9 +535,14 @@ args = ["pub", "--msgs", "100", "--server", "nats://127.0.0.1:{pt}", "--token", 
 name = "nkey"
 kind = "load"
 args = ["pub", "--msgs", "100", "--server", "nats://127.0.0.1:{pu}", "--nkey", "{seed}"]
+[[phases]]
+name = "creds"
+kind = "load"
+args = ["pub", "--msgs", "100", "--server", "nats://127.0.0.1:{po}", "--creds", "{creds}"]
 "#,
             vol = vol.display(),
-            seed = seed.display()
+            seed = seed.display(),
+            creds = creds.display()
         ),
     )
     .unwrap();
@@ -568,7 +585,7 @@ args = ["pub", "--msgs", "100", "--server", "nats://127.0.0.1:{pu}", "--nkey", "
             .join("meta.json"),
     );
     let phases = meta["phases"].as_array().unwrap();
-    assert_eq!(phases.len(), 4, "{phases:?}");
+    assert_eq!(phases.len(), 5, "{phases:?}");
     for p in phases {
         let ops: u64 = p["result"]["clients"]
             .as_array()
@@ -609,26 +626,24 @@ args = ["pub", "--msgs", "100", "--server", "nats://127.0.0.1:{pu}", "--nkey", "
     assert_no_secret("record", &o, &[&rec], &secrets);
     assert_no_secret("report", &r, &[&rec], &secrets);
 
-    // 3. A creds file the server does not accept: the failed run keeps its recording,
-    // and neither it nor the error quotes the file.
+    // 3. `load --record` with the creds file.
     let cr = d.path().join("creds");
     let o = diskpulse()
-        .args(["load", "pub", "--msgs", "10", "--record", "--path"])
+        .args(["load", "pub", "--msgs", "100", "--record", "--path"])
         .arg(&vol)
         .arg("--out")
         .arg(&cr)
         .arg("--server")
-        .arg(format!("nats://127.0.0.1:{pu}"))
+        .arg(format!("nats://127.0.0.1:{po}"))
         .arg("--creds")
         .arg(&creds)
         .output()
         .unwrap();
-    assert_ne!(
+    assert_eq!(
         o.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let dirs: Vec<&Path> = if cr.exists() { vec![&cr] } else { vec![] };
-    assert_no_secret("load --creds", &o, &dirs, &secrets);
+    assert_no_secret("load --creds --record", &o, &[&cr], &secrets);
 }
