@@ -188,6 +188,47 @@ fn recorded_sectors(run: &Path, dev: &str) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// A child killed and reaped when dropped (a failed test leaves no recorder running).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// [`trickle_writes`] on a thread, stopped and joined when finished or dropped (before
+/// the loop device goes).
+struct Trickle {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Trickle {
+    fn start(dev: &str) -> Trickle {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s, dev) = (stop.clone(), dev.to_string());
+        let thread = Some(std::thread::spawn(move || trickle_writes(&dev, &s)));
+        Trickle { stop, thread }
+    }
+
+    /// Stops the writes; the bytes written.
+    fn finish(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Trickle {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// 4 KiB O_DIRECT writes to the last MiB of `dev`, one every ~0.3 ms until `stop`; the
 /// bytes written.
 fn trickle_writes(dev: &str, stop: &std::sync::atomic::AtomicBool) -> u64 {
@@ -229,20 +270,22 @@ fn a_1ms_spike_reaches_timeline_svg_at_its_height_and_time() {
     let lo = LoopDev::new("64M");
     let out = tempfile::tempdir_in("/var/tmp").unwrap();
     let run = out.path().join("run");
-    let mut rec = diskpulse()
-        .args([
-            "record",
-            "--device",
-            lo.name(),
-            "--interval",
-            "1ms",
-            "--duration",
-            "8s",
-        ])
-        .args(["--mem-interval", "1s", "--cpu-interval", "1s", "--out"])
-        .arg(&run)
-        .spawn()
-        .unwrap();
+    let mut rec = KillOnDrop(
+        diskpulse()
+            .args([
+                "record",
+                "--device",
+                lo.name(),
+                "--interval",
+                "1ms",
+                "--duration",
+                "8s",
+            ])
+            .args(["--mem-interval", "1s", "--cpu-interval", "1s", "--out"])
+            .arg(&run)
+            .spawn()
+            .unwrap(),
+    );
     let t0 = Instant::now();
     while !run.join("meta.json").exists() {
         assert!(
@@ -256,11 +299,7 @@ fn a_1ms_spike_reaches_timeline_svg_at_its_height_and_time() {
         .unwrap();
     // A steady trickle keeps a row in every sample (rows are written only when counters
     // change), so the series has more points than pixels and the envelope draws it.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let trickle = {
-        let (stop, dev) = (stop.clone(), lo.dev.clone());
-        std::thread::spawn(move || trickle_writes(&dev, &stop))
-    };
+    let trickle = Trickle::start(&lo.dev);
     std::thread::sleep(Duration::from_millis(4000));
     const BYTES: usize = 2 << 20;
     let before = sectors_written(lo.name());
@@ -268,9 +307,8 @@ fn a_1ms_spike_reaches_timeline_svg_at_its_height_and_time() {
     write_direct(Path::new(&lo.dev), BYTES, BYTES);
     let w1 = collectors::clock::monotonic_ns();
     let delta_bytes = (sectors_written(lo.name()) - before) * 512;
-    let st = rec.wait().unwrap();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let trickled = trickle.join().unwrap();
+    let st = rec.0.wait().unwrap();
+    let trickled = trickle.finish();
     assert!(st.success());
     // The write, and the trickle's few 4 KiB writes meanwhile.
     assert!(
