@@ -244,6 +244,9 @@ fn save(l: &Locked, e: &Entry) -> anyhow::Result<()> {
 
 impl Lab {
     pub const DEFAULT_ROOT: &'static str = "/var/tmp/diskpulse-lab";
+    /// Where hybrid hosts (Debian's layout) mount cgroup v1 blkio. The lab does not assume
+    /// it: throttles go wherever [`cgroup::Hierarchy::find`] finds the controller.
+    pub const BLKIO: &'static str = "/sys/fs/cgroup/blkio";
 
     /// A lab under `root` (made absolute; nothing is created until `up`).
     pub fn open(root: &Path) -> Lab {
