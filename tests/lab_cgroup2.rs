@@ -262,20 +262,31 @@ fn throttles_without_a_block_io_controller_are_one_line_exit_2_and_nothing_writt
     let lab_root = root.0.path().join("lab");
     let not_a_cgroup = root.0.path().join("nothing-here");
     std::fs::create_dir(&not_a_cgroup).unwrap();
-    let o = diskpulse()
-        .args(["lab", "up", "x", "--fs", "ext4", "--size", "64M"])
-        .args(["--write-iops", "100", "--root", lab_root.to_str().unwrap()])
-        .env("DISKPULSE_CGROUP_ROOT", &not_a_cgroup)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(
-        err.contains("DISKPULSE_CGROUP_ROOT=")
-            && err.contains("nothing-here")
-            && err.contains("unset it"),
-        "{err}"
-    );
-    assert!(!lab_root.exists(), "{} was created", lab_root.display());
+    // A plain directory, and (on a hybrid host like this one) a real cgroup2 mount whose
+    // cgroup.controllers lacks io because v1 holds it.
+    let mut roots = vec![not_a_cgroup];
+    let unified = Path::new("/sys/fs/cgroup/unified");
+    let controllers = std::fs::read_to_string(unified.join("cgroup.controllers"));
+    if controllers.is_ok_and(|c| !c.split_whitespace().any(|c| c == "io")) {
+        roots.push(unified.to_path_buf());
+    }
+    for r in &roots {
+        let o = diskpulse()
+            .args(["lab", "up", "x", "--fs", "ext4", "--size", "64M"])
+            .args(["--write-iops", "100", "--root", lab_root.to_str().unwrap()])
+            .env("DISKPULSE_CGROUP_ROOT", r)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        eprintln!("{}: {err}", r.display());
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("DISKPULSE_CGROUP_ROOT={}", r.display()))
+                && err.contains("'io'")
+                && err.contains("unset it"),
+            "{err}"
+        );
+        assert!(!lab_root.exists(), "{} was created", lab_root.display());
+    }
 }
