@@ -456,3 +456,133 @@ fn every_row_of_the_sweep_is_refused_by_the_rule() {
         wrong.join("\n")
     );
 }
+
+/// A scenario with one phase of `kind` and `args`, on a path volume (`dir`).
+fn scenario_with_phase(dir: &Path, kind: &str, args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "name = \"sweep\"\n\n[[volumes]]\nname = \"v\"\npath = {:?}\n\n[[phases]]\nkind = \"{kind}\"\nvolume = \"v\"\nargs = [{}]\n",
+        dir.display().to_string(),
+        args.join(", ")
+    )
+}
+
+#[test]
+fn run_dry_run_refuses_fsync_and_check_phase_args_the_child_would_refuse() {
+    let d = tempfile::tempdir().unwrap();
+    let vol = d.path().join("vol");
+    std::fs::create_dir(&vol).unwrap();
+    // Each passed clap, so `--dry-run` said OK and the real child then refused (a check
+    // phase's refusal was even swallowed: check.json was empty).
+    let cases: &[(&str, &[&str], &str)] = &[
+        (
+            "fsync",
+            &["--secs-per-test", "1ms"],
+            "--secs-per-test 1ms is too short",
+        ),
+        (
+            "fsync",
+            &["--secs-per-test", "1h"],
+            "--secs-per-test 3600s is too long",
+        ),
+        ("fsync", &["--only", "nosuch"], "no test 'nosuch'"),
+        ("check", &["--sample", "1h"], "--sample takes 10ms to 10m"),
+        (
+            "check",
+            &["--test-time", "1ms"],
+            "--test-time takes 10ms to 10m",
+        ),
+    ];
+    for (kind, args, msg) in cases {
+        let sc = d.path().join(format!("{kind}.toml"));
+        std::fs::write(&sc, scenario_with_phase(&vol, kind, args)).unwrap();
+        let out = d.path().join("study");
+        let o = diskpulse()
+            .args(["run", "--dry-run"])
+            .arg(&sc)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{kind} {args:?}: {err}");
+        assert!(err.contains(msg), "{kind} {args:?}: '{msg}' not in {err}");
+        assert!(err.contains(&format!("{}:", sc.display())), "{err}");
+        assert!(!out.exists(), "{kind} {args:?} made {}", out.display());
+    }
+    // The same file with good args passes: the refusals above are the args'.
+    let sc = d.path().join("ok.toml");
+    std::fs::write(
+        &sc,
+        scenario_with_phase(&vol, "fsync", &["--secs-per-test", "10ms"]),
+    )
+    .unwrap();
+    let o = diskpulse()
+        .args(["run", "--dry-run"])
+        .arg(&sc)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The subcommands `diskpulse ARGS --help` lists (clap's own `help` left out).
+fn subcommands(args: &[&str]) -> Vec<String> {
+    let o = diskpulse().args(args).arg("--help").output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let Some(start) = text.find("\nCommands:\n") else {
+        return vec![];
+    };
+    text[start + "\nCommands:\n".len()..]
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn every_help_page_shows_an_example() {
+    let mut pages: Vec<Vec<String>> = vec![vec![]];
+    let mut i = 0;
+    while i < pages.len() {
+        let path = pages[i].clone();
+        let args: Vec<&str> = path.iter().map(String::as_str).collect();
+        for c in subcommands(&args) {
+            let mut p = path.clone();
+            p.push(c);
+            pages.push(p);
+        }
+        i += 1;
+    }
+    // The root page lists the commands; every command and nested one has examples.
+    let commands = &pages[1..];
+    assert!(
+        commands.len() >= 13,
+        "expected every subcommand (record .. lab list), found {pages:?}"
+    );
+    let mut missing = vec![];
+    for p in commands {
+        for flag in ["--help", "-h"] {
+            let o = diskpulse().args(p).arg(flag).output().unwrap();
+            assert_eq!(o.status.code(), Some(0), "{p:?} {flag}");
+            let text = String::from_utf8_lossy(&o.stdout).to_string();
+            let example = format!("  diskpulse {}", p.join(" "));
+            let shown = text
+                .split_once("Examples:\n")
+                .is_some_and(|(_, ex)| ex.lines().any(|l| l.starts_with(&example)));
+            if !shown {
+                missing.push(format!("diskpulse {} {flag}", p.join(" ")));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "help pages without an example of their own command: {missing:?}"
+    );
+}
