@@ -134,9 +134,15 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
         ui_window_ns: a.ui_average.as_nanos() as u64,
         ..Default::default()
     };
-    let s = report::report(&dir, &o)?;
+    let (s, warnings) = report::report_noted(&dir, &o)?;
     print!("{}", report::table(&s));
     println!("{}", dir.display());
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    // What reading the recording back found (a cut-off end, damaged lines), as `report`
+    // prints it: once, before the failure lines that end the output.
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
     if let Some(e) = rec_err {
         eprintln!("Error: {e:#} (the recording and report are kept)");
         return Ok(1);

@@ -225,9 +225,13 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
         session.set_meta("broker", m)?;
     }
     session.set_meta("load", json)?;
-    if let Some((dir, s)) = session.close(Some(&ReportOptions::default()))? {
+    if let Some((dir, s, warnings)) = session.close(Some(&ReportOptions::default()))? {
         eprint!("{}", report::table(&s));
         println!("{}", dir.display());
+        // What reading the recording back found (as `report` prints it), once.
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
     }
     if let Some(d) = ran.died {
         eprintln!("Error: {d}");
