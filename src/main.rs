@@ -23,10 +23,25 @@ fn main() {
     let code = match diskpulse::commands::main() {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("Error: {e:#}");
-            if e.downcast_ref::<diskpulse::cli::UsageError>().is_some() {
+            let usage = e.downcast_ref::<diskpulse::cli::UsageError>().is_some();
+            let text = format!("{e:#}");
+            if usage {
+                // A usage error is one line, also when the input it quotes holds a
+                // newline or another control character (`lab up $'a\nb'`): escaped.
+                let one: String = text
+                    .chars()
+                    .map(|c| {
+                        if c.is_control() {
+                            c.escape_debug().to_string()
+                        } else {
+                            c.to_string()
+                        }
+                    })
+                    .collect();
+                eprintln!("Error: {one}");
                 2
             } else {
+                eprintln!("Error: {text}");
                 1
             }
         }
