@@ -520,8 +520,22 @@ impl LoadArgs {
             set_nofile_soft(hard)?;
             return Ok(());
         }
+        // Name the flags that make the connections (`--sub 1e19` was reported as
+        // "--clients 1").
+        let (flag, others) = match self.mode {
+            Mode::Pub => ("--sub", self.sub),
+            Mode::Request | Mode::Cast => ("--reply", self.reply),
+            Mode::JsPub => ("--consume", self.consume),
+            Mode::ObjPut => ("--consumers", self.consumers),
+            _ => ("", 0),
+        };
+        let with = if others > 0 {
+            format!(" {flag} {others}")
+        } else {
+            String::new()
+        };
         Err(usage!(
-            "--clients {}: {} connections need about {need} file descriptors, but the limit (RLIMIT_NOFILE) is {hard}; use fewer clients, or raise the limit (`ulimit -n {need}` as root, LimitNOFILE= in a systemd unit)",
+            "--clients {}{with}: {} connections need about {need} file descriptors, but the limit (RLIMIT_NOFILE) is {hard}; use fewer clients, or raise the limit (`ulimit -n {need}` as root, LimitNOFILE= in a systemd unit)",
             self.main_clients(),
             self.connections()
         ))
