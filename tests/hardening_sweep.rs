@@ -67,6 +67,7 @@ const ROWS: &[Row] = rows![
     2, "--out /dev/null", ["record", "--out", "/dev/null", "--duration", "1s"];
     2, "--out /sys/kernel", ["record", "--out", "/sys/kernel", "--duration", "1s"];
     2, "cannot be used multiple times", ["record", "--duration", "1s", "--duration", "2s"];
+    2, "--out /proc/sys/x", ["record", "--out", "/proc/sys/x", "--duration", "1s"];
     2, "the command is empty", ["record", "--duration", "1s", "--out", "{T}/o", "--", ""];
     2, "cannot run it", ["record", "--duration", "1s", "--out", "{T}/o", "--", "{T}/no-such-cmd"];
     2, "is a directory", ["record", "--duration", "1s", "--out", "{T}/o", "--", "{D}"];
@@ -86,6 +87,7 @@ const ROWS: &[Row] = rows![
     2, "'1e30s'", ["report", "{D}", "--window", "1e30s"];
     2, "--ui-average must be at least 10ms", ["report", "{D}", "--ui-average", "0s"];
     2, "cannot be used multiple times", ["report", "{D}", "--json", "--json"];
+    2, "'99999999h' is longer", ["report", "{D}", "--window", "99999999h"];
     2, "unexpected argument", ["report", "{D}", "{D}"];
     2, "required arguments were not provided", ["report"];
     // bench
@@ -103,6 +105,7 @@ const ROWS: &[Row] = rows![
     2, "'{T}/nope'", ["fsync", "--dir", "{T}/nope"];
     2, "is on proc", ["fsync", "--dir", "/proc"];
     2, "is on sysfs", ["fsync", "--dir", "/sys"];
+    2, "is on proc", ["fsync", "--dir", "/proc/sys"];
     2, "is not one", ["fsync", "--dir", "{F}"];
     2, "a value is required for '--dir", ["fsync", "--dir", ""];
     2, "'{T}/{X}'", ["fsync", "--dir", "{T}/{X}"];
@@ -262,6 +265,17 @@ const ROWS: &[Row] = rows![
     2, "no such file", ["load", "pub", "--nkey", "{T}/nope", "--duration", "1s"];
     2, "--creds {F}", ["load", "pub", "--creds", "{F}", "--duration", "1s"];
     2, "--token", ["load", "pub", "--token", "", "--duration", "1s"];
+    2, "--user ''", ["load", "pub", "--user", "", "--password", "", "--duration", "1s"];
+    2, "--sub 18446744073709551615", ["load", "pub", "--sub", "18446744073709551615", "--duration", "1s"];
+    2, "--reply 18446744073709551615", ["load", "request", "--reply", "18446744073709551615", "--duration", "1s"];
+    2, "--consumers 18446744073709551615", ["load", "obj-put", "--consumers", "18446744073709551615", "--duration", "1s"];
+    2, "--consume 18446744073709551615", ["load", "js-pub", "--consume", "18446744073709551615", "--duration", "1s"];
+    2, "at most 1000000 messages per pull", ["load", "js-consume", "--batch", "18446744073709551615", "--duration", "1s"];
+    2, "--msg-id is for js-pub", ["load", "pub", "--msg-id", "--duration", "1s"];
+    2, "--rate paces senders", ["load", "sub", "--rate", "5", "--duration", "1s"];
+    2, "one per node (1); got 2", ["load", "pub", "--store-dir", "{T}/a,{T}/b", "--duration", "1s"];
+    2, "are for the embedded broker", ["load", "pub", "--server", "nats://127.0.0.1:4222", "--cluster", "3", "--duration", "1s"];
+    2, "shortest is 100us", ["load", "pub", "--record", "--out", "{T}/o", "--interval", "50us", "--duration", "1s"];
     // demo
     2, "--duration must be more than 0s", ["demo", "--duration", "0s"];
     2, "'1e30s'", ["demo", "--duration", "1e30s"];
@@ -292,6 +306,13 @@ const ROWS: &[Row] = rows![
     // lab (refused before anything is made: no root needed)
     2, "required arguments were not provided", ["lab", "up"];
     2, "--root /proc", ["lab", "up", "vol0", "--size", "1G", "--fs", "ext4", "--root", "/proc"];
+    2, "got 'a\\nb'", ["lab", "up", "a\nb", "--size", "1G", "--fs", "ext4", "--root", "{T}/lab"];
+    2, "got 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'", ["lab", "up", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "--size", "1G", "--fs", "ext4", "--root", "{T}/lab"];
+    2, "got 'a\\tb'", ["probe", "--filename", "{T}/p.dat", "--rw", "a\tb"];
+    2, "got 'x\\ny'", ["load", "pub", "--sync-interval", "x\ny", "--duration", "1s"];
+    2, "got 'ro,a b'", ["lab", "up", "v", "--size", "1G", "--fs", "ext4", "--mount-options", "ro,a b", "--root", "{T}/lab"];
+    2, "--root /sys/fs/cgroup", ["lab", "up", "v", "--size", "1G", "--fs", "ext4", "--root", "/sys/fs/cgroup"];
+    2, "cannot be used multiple times", ["lab", "up", "v", "--size", "1G", "--fs", "ext4", "--size", "2G", "--root", "{T}/lab"];
     2, "got '../x'", ["lab", "up", "../x", "--size", "1G", "--fs", "ext4", "--root", "{T}/lab"];
     2, "got ''", ["lab", "up", "", "--size", "1G", "--fs", "ext4", "--root", "{T}/lab"];
     2, "got 'a/b'", ["lab", "up", "a/b", "--size", "1G", "--fs", "ext4", "--root", "{T}/lab"];
