@@ -268,15 +268,6 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         Some(s) => parse_bool01("--direct", s)?,
         None => p.direct.unwrap_or(true),
     };
-    // O_DIRECT needs whole logical blocks (512 B at the least): `--bs 3` was refused by
-    // the kernel only after the file had been laid out (exit 1).
-    if direct {
-        if let Some(b) = bs.iter().find(|b| **b % 512 != 0) {
-            return Err(usage!(
-                "--bs {b}: with O_DIRECT (--direct 1, the default) a block size is a multiple of 512 bytes, a device's smallest logical block; pass 4k, or --direct 0 to go through the page cache"
-            ));
-        }
-    }
     let sync = match a.sync.as_deref() {
         None | Some("none") | Some("0") => SyncFlag::None,
         Some("dsync") => SyncFlag::Dsync,
