@@ -7,7 +7,8 @@
 //! What must stay true:
 //! - Nothing here writes, creates or starts anything: a volume `path` is looked at
 //!   (`metadata`), never created; phase arguments go through the same clap parsers and
-//!   `validate`/`resolve` functions the child command runs, without running it.
+//!   `validate`/`resolve`/`check_args` functions the child command runs (load, probe,
+//!   fsync, check), without running it.
 //! - The matrix is counted from its value counts before it is expanded: at most
 //!   [`MAX_RUNS`] runs (cells x repeat).
 //! - Nothing a scenario names leaves the study directory: the scenario `name` (part of
@@ -391,6 +392,12 @@ fn check_args(
             Command::Load(a) => a.load.validate().map_err(|e| format!("{e:#}")),
             Command::Probe(a) => {
                 crate::commands::probe::check_args(&a).map_err(|e| format!("{e:#}"))
+            }
+            Command::Fsync(a) => {
+                crate::commands::fsync::check_args(&a).map_err(|e| format!("{e:#}"))
+            }
+            Command::Check(a) => {
+                crate::commands::check::check_args(&a).map_err(|e| format!("{e:#}"))
             }
             _ => Ok(()),
         },
