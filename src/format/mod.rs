@@ -37,6 +37,7 @@ pub mod load;
 pub mod meta;
 pub mod monitor;
 pub mod probe;
+pub mod proc_io;
 pub mod procfs;
 pub mod rates;
 pub mod study;

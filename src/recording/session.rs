@@ -287,6 +287,47 @@ impl Recording {
         Ok(rec)
     }
 
+    /// Samples `/proc/PID/io` of `pids` (`(name, pid)`: the embedded servers) every
+    /// 10 ms into `proc_io.csv` from now until the recording finishes, and names the
+    /// sampler in meta.json (`samplers.proc_io`, its source the pids). A pid whose `io`
+    /// cannot be opened is an error naming it (the caller records it and goes on).
+    pub fn sample_processes(
+        &mut self,
+        procfs: &Path,
+        pids: &[(String, u32)],
+    ) -> anyhow::Result<()> {
+        if pids.is_empty() || self.finished {
+            return Ok(());
+        }
+        let interval_ns = samplers::PROC_IO_INTERVAL_NS;
+        let nums: Vec<u32> = pids.iter().map(|p| p.1).collect();
+        let t = samplers::spawn_procio(
+            procfs,
+            &nums,
+            &self.dir,
+            self.clock,
+            interval_ns,
+            self.stop.clone(),
+            self.events.clone(),
+        )?;
+        self.threads.push(t);
+        let source = pids
+            .iter()
+            .map(|(n, p)| format!("{n}={p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        self.meta.samplers.insert(
+            "proc_io".into(),
+            SamplerMeta {
+                file: crate::format::proc_io::FILE.into(),
+                interval_us: interval_ns / 1000,
+                source: Some(format!("/proc/PID/io of {source}")),
+                stats: None,
+            },
+        );
+        self.write_meta()
+    }
+
     /// Adds a top-level key to `meta.json` (broker, load options...); written at finish.
     pub fn set_meta(&mut self, key: &str, v: Value) -> anyhow::Result<()> {
         self.meta.sections.insert(key.to_string(), v);
