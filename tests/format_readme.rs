@@ -112,6 +112,7 @@ fn meta_fields() -> BTreeSet<String> {
             ("diskstats", "diskstats.csv.gz"),
             ("meminfo", "meminfo.csv"),
             ("cpu", "cpu.csv"),
+            ("proc_io", "proc_io.csv"),
         ]
         .iter()
         .map(|(k, f)| (k.to_string(), sampler(f)))
@@ -233,6 +234,14 @@ fn summary_fields() -> BTreeSet<String> {
         }),
         failures: vec![summary::Failure::default()],
         faults: vec![summary::Fault::default()],
+        broker_io: Some(summary::BrokerIo {
+            processes: vec![summary::ProcessIo::default()],
+            devices: vec![summary::DeviceShare {
+                write_share_pct: Some(1.0),
+                read_share_pct: Some(1.0),
+                ..Default::default()
+            }],
+        }),
     };
     let mut out = BTreeSet::new();
     keys(&serde_json::to_value(&s).unwrap(), &mut out);
@@ -283,7 +292,7 @@ fn problems(text: &str) -> Vec<String> {
         .map(String::from),
     );
     let mut out = vec![];
-    let csvs: [(&str, String); 9] = [
+    let csvs: [(&str, String); 10] = [
         (format::diskstats::FILE, format::diskstats::header()),
         (
             format::procfs::MEMINFO_FILE,
@@ -305,6 +314,7 @@ fn problems(text: &str) -> Vec<String> {
         (format::probe::FILE, format::probe::HEADER.into()),
         (format::fsync::FILE, format::fsync::HEADER.into()),
         (format::rates::FILE, format::rates::HEADER.into()),
+        (format::proc_io::FILE, format::proc_io::HEADER.into()),
     ];
     for (file, header) in &csvs {
         out.extend(csv_problems(table, file, header, &also));

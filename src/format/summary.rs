@@ -293,6 +293,55 @@ pub struct Fault {
     pub recovered_s: Option<f64>,
 }
 
+/// One broker process's `/proc/PID/io` over the run (proc_io.csv: last row minus first).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ProcessIo {
+    pub pid: u32,
+    pub comm: String,
+    /// Seconds between its first and last sample.
+    pub sampled_s: f64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub cancelled_write_bytes: u64,
+    pub rchar: u64,
+    pub wchar: u64,
+    pub syscr: u64,
+    pub syscw: u64,
+    /// Highest `write_bytes` rate over aligned 100 ms windows, MiB/s.
+    pub write_peak_mib_s_100ms: f64,
+}
+
+/// How much of one device's traffic the broker's processes account for, over the span
+/// they were sampled: every broker process's `write_bytes` (dirtied or O_DIRECT-written
+/// by it) against the device's written bytes from diskstats (at completion, writeback
+/// included), and the same for reads.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct DeviceShare {
+    pub device: String,
+    pub broker_write_bytes: u64,
+    pub device_write_bytes: f64,
+    /// broker / device, %; None when the device wrote nothing. Can exceed 100: bytes
+    /// dirtied and never written back before the end, or the same page dirtied twice
+    /// and written once, count for the process, not the device.
+    pub write_share_pct: Option<f64>,
+    pub broker_read_bytes: u64,
+    pub device_read_bytes: f64,
+    pub read_share_pct: Option<f64>,
+    pub line: String,
+}
+
+/// The broker's own I/O (proc_io.csv) beside its devices'.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct BrokerIo {
+    pub processes: Vec<ProcessIo>,
+    /// The broker's devices ([`Interference`]'s preferred devices; every device when the
+    /// run does not say).
+    pub devices: Vec<DeviceShare>,
+}
+
 /// The document.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
@@ -325,6 +374,10 @@ pub struct Summary {
     /// Every fault under the load, in time order; empty without one.
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// The broker processes' own I/O and their share of each device's; None without
+    /// proc_io.csv.
+    #[serde(default)]
+    pub broker_io: Option<BrokerIo>,
 }
 
 impl Summary {

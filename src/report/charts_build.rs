@@ -156,6 +156,8 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
     }
     panels.extend(run.probe.as_ref().and_then(probe_panel));
     panels.extend(fsync_panel(&run.fsync));
+    let summaries: Vec<_> = analyses.iter().map(|a| a.summary.clone()).collect();
+    let broker = super::interference::broker_devices(&run.meta, &summaries);
     for (d, a) in run.disks.iter().zip(analyses) {
         // Idle devices (nothing read or written) get no panels of their own.
         if a.summary.write.bytes == 0.0 && a.summary.read.bytes == 0.0 {
@@ -171,6 +173,11 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
             end_s,
             WRITE,
         ));
+        // The broker's own writes (proc_io.csv) on its devices' panels: what share of
+        // this is the broker's, and when it dirtied what the device writes later.
+        if broker.is_empty() || broker.contains(n) {
+            tp.extend(super::procio::write_series(run, "#000000"));
+        }
         if a.summary.read.bytes > 0.0 {
             tp.push(series("read", r.0, r.1, Style::Envelope, READ));
             tp.push(ui_overlay(

@@ -9,6 +9,7 @@ pub mod derive;
 pub mod faults;
 pub mod html;
 pub mod interference;
+pub mod procio;
 pub mod rates;
 pub mod run;
 pub mod table;
@@ -87,11 +88,13 @@ pub fn analyse(
         .collect();
     let devices: Vec<DeviceSummary> = analyses.iter().map(|a| a.summary.clone()).collect();
     let restarts = restarts(&run);
+    let broker = interference::broker_devices(&run.meta, &devices);
+    let broker_io = procio::broker_io(&run, &devices, &broker);
     let interference = interference::interference(
         &run.probe_hist,
         &run.load_hist,
         &devices,
-        &interference::broker_devices(&run.meta, &devices),
+        &broker,
         &restarts,
         &run.events,
     );
@@ -115,6 +118,7 @@ pub fn analyse(
             faults::add_window_losses(&mut f, &run.load);
             f
         },
+        broker_io,
     };
     Ok((run, analyses, summary))
 }

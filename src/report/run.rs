@@ -34,6 +34,8 @@ pub struct Run {
     pub probe: Option<BTreeMap<String, Vec<ProbeRow>>>,
     /// fsync.csv; empty without `diskpulse fsync`.
     pub fsync: Vec<FsyncRow>,
+    /// proc_io.csv by pid: the broker processes' /proc/PID/io; None without it.
+    pub proc_io: Option<Vec<crate::format::proc_io::ProcRows>>,
     /// probe.hlog and load.hlog: every window's latency histogram; empty without them.
     pub probe_hist: Vec<hist::Interval>,
     pub load_hist: Vec<hist::Interval>,
@@ -114,6 +116,16 @@ impl Run {
             warnings.push(left_out("the fsync tests", e));
             vec![]
         });
+        let proc_io = match crate::format::proc_io::read_noted(dir) {
+            Ok((p, w)) => {
+                warnings.extend(w);
+                p
+            }
+            Err(e) => {
+                warnings.push(left_out("the broker's own I/O", e));
+                None
+            }
+        };
         let mut hlog = |name: &str| {
             let p = dir.join(name);
             if !p.exists() {
@@ -166,6 +178,7 @@ impl Run {
             load,
             probe,
             fsync,
+            proc_io,
             probe_hist,
             load_hist,
             events,

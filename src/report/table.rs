@@ -79,6 +79,11 @@ pub fn table(s: &Summary) -> String {
             st.samples, st.expected, d.interval_us, st.jitter_p99_us
         );
     }
+    if let Some(b) = &s.broker_io {
+        for d in &b.devices {
+            let _ = writeln!(out, "{}", d.line);
+        }
+    }
     for r in &s.restarts {
         let _ = writeln!(
             out,
