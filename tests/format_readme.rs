@@ -124,6 +124,14 @@ fn meta_fields() -> BTreeSet<String> {
             ("broker_nodes", serde_json::json!(null)),
             ("load", serde_json::json!({"mode": "js-pub"})),
             ("phases", serde_json::json!(null)),
+            (
+                "trace",
+                serde_json::to_value(meta::TraceMeta {
+                    stats: Some(meta::TraceStats::default()),
+                    ..Default::default()
+                })
+                .unwrap(),
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -288,11 +296,14 @@ fn problems(text: &str) -> Vec<String> {
             "disk_io_wait_stats",
             "monitor_unreachable",
             "monitor_back",
+            "sync_file_range",
+            "io_uring_fsync",
+            "write_zeroes",
         ]
         .map(String::from),
     );
     let mut out = vec![];
-    let csvs: [(&str, String); 10] = [
+    let csvs: [(&str, String); 12] = [
         (format::diskstats::FILE, format::diskstats::header()),
         (
             format::procfs::MEMINFO_FILE,
@@ -315,6 +326,14 @@ fn problems(text: &str) -> Vec<String> {
         (format::fsync::FILE, format::fsync::HEADER.into()),
         (format::rates::FILE, format::rates::HEADER.into()),
         (format::proc_io::FILE, format::proc_io::HEADER.into()),
+        (
+            format::fsync_calls::FILE,
+            format::fsync_calls::HEADER.into(),
+        ),
+        (
+            format::block_requests::FILE,
+            format::block_requests::HEADER.into(),
+        ),
     ];
     for (file, header) in &csvs {
         out.extend(csv_problems(table, file, header, &also));

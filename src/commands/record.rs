@@ -95,6 +95,7 @@ impl SamplerArgs {
             mem_interval: self.mem_interval,
             cpu_interval: self.cpu_interval,
             procfs: PathBuf::from("/proc"),
+            trace: None,
         })
     }
 }

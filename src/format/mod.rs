@@ -27,11 +27,13 @@
 //! rows with the window END, and reading it as version 2 would shift every join by a
 //! window) and newer versions.
 
+pub mod block_requests;
 pub mod check;
 pub mod csv;
 pub mod diskstats;
 pub mod events;
 pub mod fsync;
+pub mod fsync_calls;
 pub mod hist;
 pub mod load;
 pub mod meta;

@@ -17,6 +17,7 @@ use collectors::periodic::LoopStats;
 use serde_json::{json, Value};
 
 use super::samplers::{self, DeviceFilter, SamplerThread};
+use super::trace::{TraceSetup, TracedPids};
 use super::EventLog;
 use crate::format::meta::{Meta, MetaDevice, SamplerMeta, SamplerStats};
 pub use crate::format::FORMAT_VERSION;
@@ -30,7 +31,12 @@ pub struct SamplerSetup {
     pub mem_interval: Duration,
     pub cpu_interval: Duration,
     pub procfs: PathBuf,
+    /// `--trace`: sync calls and block requests from tracefs; `None`: off.
+    pub trace: Option<TraceSetup>,
 }
+
+/// What a recording records (the name issue 11's interface uses).
+pub type RecordSetup = SamplerSetup;
 
 /// A running recording.
 pub struct Recording {
@@ -39,6 +45,7 @@ pub struct Recording {
     pub events: EventLog,
     pub stop: Arc<AtomicBool>,
     threads: Vec<SamplerThread>,
+    traced: TracedPids,
     meta: Meta,
     finished: bool,
 }
@@ -240,6 +247,7 @@ impl Recording {
             events: events.clone(),
             stop: stop.clone(),
             threads: vec![],
+            traced: TracedPids::default(),
             meta,
             finished: false,
         };
@@ -326,6 +334,13 @@ impl Recording {
             },
         );
         self.write_meta()
+    }
+
+    /// Traces the sync calls of `pid` too (every thread; with `TraceSetup::children`
+    /// what it starts): for processes started after the recording (the command of
+    /// `record -- CMD`, embedded brokers). Does nothing when the run does not trace.
+    pub fn trace_pid(&self, pid: u32) {
+        self.traced.add(pid);
     }
 
     /// Adds a top-level key to `meta.json` (broker, load options...); written at finish.

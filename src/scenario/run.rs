@@ -319,6 +319,7 @@ fn run_recorded(
         mem_interval: parse_duration(&s.samplers.mem_interval).map_err(anyhow::Error::msg)?,
         cpu_interval: parse_duration(&s.samplers.cpu_interval).map_err(anyhow::Error::msg)?,
         procfs: PathBuf::from("/proc"),
+        trace: None,
     };
     let argv = vec!["diskpulse".to_string(), "run".to_string(), s.name.clone()];
     let record = RecordTo::New {
