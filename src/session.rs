@@ -226,9 +226,13 @@ impl Session {
                     Ok(c) => {
                         // The servers' /proc/PID/io every 10 ms into proc_io.csv: how
                         // much of each device's traffic is the broker's.
+                        // With --trace, their sync calls too (nothing without).
                         if let Some(r) = rec.as_mut() {
                             if let Err(e) = r.sample_processes(Path::new("/proc"), &c.pids()) {
                                 events.error("proc_io", "open", &format!("{e:#}"));
+                            }
+                            for (_, pid) in c.pids() {
+                                r.trace_pid(pid);
                             }
                         }
                         let (urls, targets) = (c.client_urls(), c.monitor_targets());
