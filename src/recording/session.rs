@@ -46,6 +46,7 @@ pub struct Recording {
     pub stop: Arc<AtomicBool>,
     threads: Vec<SamplerThread>,
     traced: TracedPids,
+    trace: Option<super::trace::TraceThread>,
     meta: Meta,
     finished: bool,
 }
@@ -248,6 +249,7 @@ impl Recording {
             stop: stop.clone(),
             threads: vec![],
             traced: TracedPids::default(),
+            trace: None,
             meta,
             finished: false,
         };
@@ -291,6 +293,9 @@ impl Recording {
             stop.clone(),
             events.clone(),
         )?);
+        if let Some(t) = &setup.trace {
+            rec.start_trace(t, &names);
+        }
         events.event("record_start", json!({}));
         Ok(rec)
     }
@@ -334,6 +339,45 @@ impl Recording {
             },
         );
         self.write_meta()
+    }
+
+    /// Starts the tracefs collector; when it cannot run here (not root, no tracefs),
+    /// says so in one line and an `error` event, and the rest records.
+    fn start_trace(&mut self, t: &TraceSetup, devices: &[(u32, u32, String)]) {
+        for p in &t.pids {
+            self.traced.add(*p);
+        }
+        match super::trace::start(
+            t,
+            &self.traced,
+            devices,
+            &self.dir,
+            self.clock,
+            self.stop.clone(),
+            self.events.clone(),
+        ) {
+            Ok(th) => {
+                self.meta.samplers.insert(
+                    "trace".into(),
+                    SamplerMeta {
+                        file: crate::format::fsync_calls::FILE.into(),
+                        interval_us: super::trace::POLL.as_micros() as u64,
+                        source: Some(format!("tracefs instance, {} events", th.meta.events.len())),
+                        stats: None,
+                    },
+                );
+                self.meta.sections.insert(
+                    "trace".into(),
+                    serde_json::to_value(&th.meta).unwrap_or_default(),
+                );
+                let _ = self.write_meta();
+                self.trace = Some(th);
+            }
+            Err(why) => {
+                eprintln!("warning: --trace: {why}; recording without the trace");
+                self.events.error("trace", "unavailable", &why);
+            }
+        }
     }
 
     /// Traces the sync calls of `pid` too (every thread; with `TraceSetup::children`
@@ -391,6 +435,21 @@ impl Recording {
         self.stop.store(true, Ordering::SeqCst);
         self.events.event("record_stop", json!({}));
         let mut first_err: Option<anyhow::Error> = None;
+        if let Some(th) = self.trace.take() {
+            let mut meta = th.meta.clone();
+            meta.pids = self.traced.get();
+            match th.join() {
+                Ok(stats) => meta.stats = Some(stats),
+                Err(e) => {
+                    self.events.error("trace", "trace", &format!("{e:#}"));
+                    first_err.get_or_insert(e);
+                }
+            }
+            self.meta.sections.insert(
+                "trace".into(),
+                serde_json::to_value(&meta).unwrap_or_default(),
+            );
+        }
         for t in self.threads.drain(..) {
             let (name, _file, r) = t.join();
             match r {

@@ -75,10 +75,8 @@ pub fn remove_stale(tracefs: &Path, procfs: &Path, own_pid: u32) -> Vec<String> 
         else {
             continue;
         };
-        if pid == own_pid || !live_diskpulse(procfs, pid) {
-            if fs::remove_dir(e.path()).is_ok() {
-                removed.push(name);
-            }
+        if (pid == own_pid || !live_diskpulse(procfs, pid)) && fs::remove_dir(e.path()).is_ok() {
+            removed.push(name);
         }
     }
     removed

@@ -218,13 +218,16 @@ pub struct PairStats {
     pub unpaired: u64,
 }
 
+/// An issued request waiting for its completion: issue time, insert time, bytes, rwbs, comm.
+type Issued = (u64, Option<u64>, u64, [u8; 10], [u8; 16]);
+
 /// Pairs events into calls and requests.
 pub struct Pairer {
     who: Who,
     pub procs: Procs,
     enters: HashMap<u32, (u64, u8, Option<i64>)>,
     inserts: HashMap<(u32, u64), VecDeque<u64>>,
-    issued: HashMap<(u32, u64), VecDeque<(u64, Option<u64>, u64, [u8; 10], [u8; 16])>>,
+    issued: HashMap<(u32, u64), VecDeque<Issued>>,
     pub stats: PairStats,
 }
 
@@ -257,7 +260,7 @@ impl Pairer {
         } else {
             pids.contains(&t.tgid)
         };
-        let by_comm = self.who.comms.iter().any(|c| *c == t.comm);
+        let by_comm = self.who.comms.contains(&t.comm);
         (every || by_pid || by_comm).then(|| (t.tgid, t.comm.clone()))
     }
 
