@@ -250,6 +250,54 @@ fn summary_fields() -> BTreeSet<String> {
                 ..Default::default()
             }],
         }),
+        trace: Some({
+            let pct = summary::Percentiles {
+                p50_us: Some(1.0),
+                ..Default::default()
+            };
+            let at = summary::AtThatMs {
+                in_write_burst: Some(String::new()),
+                load: vec![summary::LoadAt {
+                    lat_p99_us: Some(1.0),
+                    ..Default::default()
+                }],
+                broker: vec![summary::BrokerAt {
+                    cpu_pct: Some(1.0),
+                    in_msgs_per_s: Some(1.0),
+                    ..Default::default()
+                }],
+                probe: vec![summary::ProbeAt {
+                    clat_p99_us: Some(1.0),
+                    ..Default::default()
+                }],
+                line: String::new(),
+            };
+            summary::TraceSummary {
+                lost_line: Some(String::new()),
+                fsync: vec![summary::FsyncProcess {
+                    latency: pct.clone(),
+                    ..Default::default()
+                }],
+                requests_by_op: vec![summary::RequestGroup {
+                    service: pct.clone(),
+                    queue: pct,
+                    service_hist_us: vec![summary::Log2Bucket::default()],
+                    size_hist_bytes: vec![summary::Log2Bucket::default()],
+                    ..Default::default()
+                }],
+                slowest_fsyncs: vec![summary::SlowFsync {
+                    at: at.clone(),
+                    ..Default::default()
+                }],
+                slowest_requests: vec![summary::SlowRequest {
+                    queue_ms: Some(1.0),
+                    at,
+                    ..Default::default()
+                }],
+                fsyncs_in_bursts: vec![summary::FsyncsInBursts::default()],
+                ..Default::default()
+            }
+        }),
     };
     let mut out = BTreeSet::new();
     keys(&serde_json::to_value(&s).unwrap(), &mut out);

@@ -342,6 +342,175 @@ pub struct BrokerIo {
     pub devices: Vec<DeviceShare>,
 }
 
+/// One log2 bucket of a distribution (biolatency's and bitesize's view): values `v`
+/// with `lo <= v < hi`, `hi = 2 * lo` (the first bucket is `0 <= v < 1`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Log2Bucket {
+    pub lo: u64,
+    pub hi: u64,
+    pub count: u64,
+}
+
+/// One traced process's sync calls (fsync_calls.csv.gz).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FsyncProcess {
+    pub pid: u32,
+    pub comm: String,
+    /// Calls per kind (`fsync`, `fdatasync`, ...).
+    pub by_call: BTreeMap<String, u64>,
+    /// Calls that returned an error.
+    pub errors: u64,
+    /// Time inside sync calls, s (summed over threads).
+    pub total_s: f64,
+    /// Call duration (`count` = calls).
+    pub latency: Percentiles,
+}
+
+/// The block requests of one device and op (block_requests.csv.gz).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RequestGroup {
+    pub device: String,
+    /// `read`, `write`, `flush`, `discard`, `write_zeroes`, `other`.
+    pub op: String,
+    pub bytes: u64,
+    /// Requests with the kernel's FUA / PREFLUSH flag, and that failed.
+    pub fua: u64,
+    pub preflush: u64,
+    pub errors: u64,
+    /// Issue to completion (the device's time); `count` = requests.
+    pub service: Percentiles,
+    /// Insert to issue (the queue's time), of the requests with an insert.
+    pub queue: Percentiles,
+    /// Service time in log2 buckets of µs (`lo`, `hi` µs).
+    pub service_hist_us: Vec<Log2Bucket>,
+    /// Request sizes in log2 buckets of bytes.
+    pub size_hist_bytes: Vec<Log2Bucket>,
+}
+
+/// What else was going on at one instant (a slow call's or request's start): the load's
+/// window, the broker's /varz poll, the probe's window, the write burst it fell in.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AtThatMs {
+    /// The broker device whose write burst holds the instant, if any.
+    pub in_write_burst: Option<String>,
+    /// load.csv's window holding it, per role: `role`, `window_start_s`, `ops_per_s`,
+    /// `lat_p99_us`.
+    pub load: Vec<LoadAt>,
+    /// varz.csv per server: `server`, `cpu_pct` and `in_msgs_per_s` between the polls
+    /// around the instant.
+    pub broker: Vec<BrokerAt>,
+    /// probe.csv's window holding it, per direction: `direction`, `window_start_s`,
+    /// `iops`, `clat_p99_us`.
+    pub probe: Vec<ProbeAt>,
+    /// All of it in words.
+    pub line: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LoadAt {
+    pub role: String,
+    pub window_start_s: f64,
+    pub ops_per_s: f64,
+    pub lat_p99_us: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct BrokerAt {
+    pub server: String,
+    pub cpu_pct: Option<f64>,
+    pub in_msgs_per_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ProbeAt {
+    pub direction: String,
+    pub window_start_s: f64,
+    pub iops: f64,
+    pub clat_p99_us: Option<f64>,
+}
+
+/// One of the slowest sync calls.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct SlowFsync {
+    /// The call's start on the run clock, s.
+    pub t_s: f64,
+    pub dur_ms: f64,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub call: String,
+    pub file: String,
+    pub ret: i64,
+    pub at: AtThatMs,
+}
+
+/// One of the slowest block requests (by service time).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct SlowRequest {
+    /// Issue time on the run clock, s.
+    pub t_s: f64,
+    pub device: String,
+    pub op: String,
+    pub flags: String,
+    pub sector: u64,
+    pub bytes: u64,
+    pub queue_ms: Option<f64>,
+    pub service_ms: f64,
+    pub error: i32,
+    pub comm: String,
+    pub at: AtThatMs,
+}
+
+/// How the sync calls line up with a device's write bursts: the done-means figure of
+/// `demo --trace` (issue 11).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FsyncsInBursts {
+    pub device: String,
+    pub bursts: usize,
+    /// Bursts with a sync call inside them or starting up to `lead_ms` before them.
+    pub bursts_with_fsync: usize,
+    pub calls: usize,
+    /// Calls inside a burst (or up to `lead_ms` before its start).
+    pub calls_in_bursts: usize,
+    pub lead_ms: f64,
+    pub line: String,
+}
+
+/// summary.json `trace` (`--trace`, issue 11): the traced sync calls and block requests.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TraceSummary {
+    /// What was traced, from meta.json's `trace`, in words.
+    pub source: String,
+    pub calls: u64,
+    pub requests: u64,
+    /// Events the kernel lost (meta.json `trace.stats.lost_events`); 0 in a complete
+    /// trace. Not 0: the figures below undercount, `lost_line` says so.
+    pub lost_events: u64,
+    pub lost_line: Option<String>,
+    /// Per process, most calls first.
+    pub fsync: Vec<FsyncProcess>,
+    /// Per device and op, busiest device first.
+    pub requests_by_op: Vec<RequestGroup>,
+    /// The slowest 10, slowest first.
+    pub slowest_fsyncs: Vec<SlowFsync>,
+    pub slowest_requests: Vec<SlowRequest>,
+    /// Per broker device with write bursts.
+    pub fsyncs_in_bursts: Vec<FsyncsInBursts>,
+    /// The sentences the report prints.
+    pub lines: Vec<String>,
+}
+
 /// The document.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
@@ -378,6 +547,9 @@ pub struct Summary {
     /// proc_io.csv.
     #[serde(default)]
     pub broker_io: Option<BrokerIo>,
+    /// The traced sync calls and block requests; None without `--trace`.
+    #[serde(default)]
+    pub trace: Option<TraceSummary>,
 }
 
 impl Summary {

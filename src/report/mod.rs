@@ -13,6 +13,9 @@ pub mod procio;
 pub mod rates;
 pub mod run;
 pub mod table;
+pub mod trace;
+pub mod trace_charts;
+pub mod trace_context;
 
 use std::path::Path;
 
@@ -90,6 +93,7 @@ pub fn analyse(
     let restarts = restarts(&run);
     let broker = interference::broker_devices(&run.meta, &devices);
     let broker_io = procio::broker_io(&run, &devices, &broker);
+    let trace = trace::trace(&run, &devices, &broker);
     let interference = interference::interference(
         &run.probe_hist,
         &run.load_hist,
@@ -119,6 +123,7 @@ pub fn analyse(
             f
         },
         broker_io,
+        trace,
     };
     Ok((run, analyses, summary))
 }
