@@ -376,3 +376,113 @@ fn a_recording_with_trace_files_reports_their_percentiles_histograms_slowest_and
     assert!(html.contains("The slowest sync calls"));
     assert!(html.contains("the trace lost 7 events"));
 }
+
+#[test]
+fn load_trace_without_its_own_recording_or_with_your_servers_is_refused_up_front() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("run");
+    for (args, says) in [
+        (
+            vec!["load", "js-pub", "--trace", "--msgs", "10"],
+            "--trace needs --record",
+        ),
+        (
+            vec![
+                "load",
+                "js-pub",
+                "--trace",
+                "--record",
+                "--server",
+                "nats://127.0.0.1:4222",
+                "--device",
+                "loop0",
+                "--msgs",
+                "10",
+            ],
+            "--trace traces the embedded servers",
+        ),
+    ] {
+        let o = diskpulse()
+            .args(&args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+}
+
+#[test]
+fn a_scenario_with_samplers_trace_records_its_nodes_sync_calls() {
+    if !have_nats_server() || !can_trace() {
+        return;
+    }
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let sc = d.path().join("trace.toml");
+    std::fs::write(
+        &sc,
+        format!(
+            r#"name = "trace-test"
+[[volumes]]
+name = "store"
+path = "{}/vol"
+create = true
+[broker]
+volumes = ["store"]
+sync = "500ms"
+[samplers]
+trace = true
+[[phases]]
+kind = "load"
+args = ["js-pub", "--size", "1k", "--duration", "2s", "--stream", "T", "--subject", "t.x"]
+"#,
+            d.path().display()
+        ),
+    )
+    .unwrap();
+    let out = d.path().join("study");
+    let o = diskpulse()
+        .args(["run"])
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .arg("--lab-root")
+        .arg(d.path().join("lab"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = out.join("cells/base/r1");
+    let meta = read_json(&run.join("meta.json"));
+    let (calls, w) = fsync_calls::read(&run).unwrap();
+    assert!(w.is_empty(), "{w:?}");
+    let pids: Vec<u64> = meta["trace"]["pids"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no trace in meta.json: {meta:#}"))
+        .iter()
+        .filter_map(|p| p.as_u64())
+        .collect();
+    assert!(!pids.is_empty(), "{:#}", meta["trace"]);
+    let ours = calls
+        .iter()
+        .filter(|c| pids.contains(&(c.pid as u64)) && c.comm == "nats-server")
+        .count();
+    // sync 500ms over a 2 s load: a few periodic syncs at least.
+    assert!(
+        ours >= 2,
+        "{ours} sync calls of {pids:?} in {} rows",
+        calls.len()
+    );
+    let s = read_json(&run.join("summary.json"));
+    assert!(
+        s["trace"]["fsync"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty()),
+        "{:#}",
+        s["trace"]
+    );
+    assert!(run.join(proc_io::FILE).exists());
+}
