@@ -325,7 +325,8 @@ fn a_throttled_loop_device_issues_its_requests_at_the_throttle_rate() {
     let span = writes.last().unwrap().t_ns - writes[0].t_ns;
     let mean_gap = span / (writes.len() as u64 - 1);
     assert!(
-        mean_gap * 4 >= want * 3 && mean_gap * 10 <= want * 11,
+        // dd alone does thousands a second here; a busy machine may slow it below the limit.
+        mean_gap * 4 >= want * 3 && mean_gap <= want * 2,
         "mean issue spacing {mean_gap} ns, the throttle allows one per {want} ns"
     );
     let most_in_50ms = writes
@@ -465,4 +466,46 @@ fn bad_trace_input_is_refused_before_anything_is_written() {
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("15"), "names the limit: {stderr}");
     let _ = std::io::stderr().flush();
+}
+
+#[test]
+fn record_trace_with_a_command_traces_its_short_children() {
+    if !can_trace() {
+        return;
+    }
+    let mut lo = LoopDev::new("128M");
+    let mnt = lo.mount_ext4();
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    // Three dd processes, each gone right after its one fdatasync: known by their fork
+    // and exec events, not by /proc.
+    let script = format!(
+        "for i in 1 2 3; do dd if=/dev/zero of={}/f$i bs=4k count=1 conv=fdatasync status=none; done",
+        mnt.display()
+    );
+    let o = diskpulse()
+        .args(["record", "--trace", "--device", lo.name(), "--out"])
+        .arg(&dir)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let (rows, _) = fsync_calls::read(&dir).unwrap();
+    assert_eq!(
+        rows.len(),
+        3,
+        "the three dd calls and nothing else: {rows:#?}"
+    );
+    let pids: std::collections::BTreeSet<u32> = rows.iter().map(|r| r.pid).collect();
+    assert_eq!(pids.len(), 3, "three processes: {rows:#?}");
+    assert!(
+        rows.iter()
+            .all(|r| r.comm == "dd" && r.call == "fdatasync" && r.ret == 0),
+        "{rows:#?}"
+    );
+    let m = read_json(&dir.join("meta.json"));
+    assert_eq!(m["trace"]["children"], true);
+    assert_eq!(m["trace"]["stats"]["lost_events"], 0);
+    drop(lo);
 }
