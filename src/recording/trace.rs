@@ -138,6 +138,9 @@ pub fn start(
     let handle = std::thread::Builder::new()
         .name("trace".into())
         .spawn(move || {
+            // Like the samplers: a low real-time priority, so a busy machine does not
+            // starve the reader until the ring buffers overflow.
+            let _ = collectors::periodic::try_realtime();
             let mut write = |row: Row| match row {
                 Row::Call(c) => {
                     let r = FsyncCall {

@@ -81,6 +81,17 @@ enum Kind {
     Insert(Field, Field),
     Issue(Field, Field, Field, Field, Field),
     Complete(Field, Field, Field),
+    Fork(Field, Field, Field),
+    Exec(Field, Field),
+}
+
+/// A name as the kernel keeps it: at most 15 bytes and a NUL.
+fn comm16(s: &str) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    let b = s.as_bytes();
+    let n = b.len().min(15);
+    c[..n].copy_from_slice(&b[..n]);
+    c
 }
 
 /// Event id -> how to decode it.
@@ -111,17 +122,26 @@ impl Decoder {
             },
             Kind::Issue(dev, sector, bytes, rwbs, comm) => {
                 let mut r = [0u8; 10];
-                let mut c = [0u8; 16];
                 let s = ring::read_str(data, rwbs).as_bytes();
                 r[..s.len().min(10)].copy_from_slice(&s[..s.len().min(10)]);
-                let s = ring::read_str(data, comm).as_bytes();
-                c[..s.len().min(16)].copy_from_slice(&s[..s.len().min(16)]);
                 Ev::Issue {
                     dev: ring::read_u(data, dev) as u32,
                     sector: ring::read_u(data, sector),
                     bytes: ring::read_u(data, bytes),
                     rwbs: r,
-                    comm: c,
+                    comm: comm16(ring::read_str(data, comm)),
+                }
+            }
+            Kind::Fork(parent, child, comm) => Ev::Fork {
+                parent: ring::read_u(data, parent) as u32,
+                child: ring::read_u(data, child) as u32,
+                comm: comm16(ring::read_str(data, comm)),
+            },
+            Kind::Exec(pid, filename) => {
+                let f = ring::read_str(data, filename);
+                Ev::Exec {
+                    pid: ring::read_u(data, pid) as u32,
+                    comm: comm16(f.rsplit('/').next().unwrap_or(f)),
                 }
             }
             Kind::Complete(dev, sector, error) => Ev::Complete {
@@ -238,6 +258,25 @@ impl Tracer {
         ));
         for e in ["block_rq_insert", "block_rq_issue", "block_rq_complete"] {
             events.push(format!("block/{e}"));
+        }
+        if !cfg.who.every {
+            // Who a short process was when it is gone before /proc is read.
+            let fork = format_of(&tracefs, "sched/sched_process_fork")?;
+            let exec = format_of(&tracefs, "sched/sched_process_exec")?;
+            decoder.kinds.push((
+                fork.id,
+                Kind::Fork(
+                    fork.field("parent_pid")?,
+                    fork.field("child_pid")?,
+                    fork.field("child_comm")?,
+                ),
+            ));
+            decoder.kinds.push((
+                exec.id,
+                Kind::Exec(exec.field("pid")?, exec.field("filename")?),
+            ));
+            events.push("sched/sched_process_fork".into());
+            events.push("sched/sched_process_exec".into());
         }
         let print = format_of(&tracefs, "ftrace/print")?;
 

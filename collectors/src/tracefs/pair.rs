@@ -75,6 +75,17 @@ pub enum Ev {
         sector: u64,
         error: i32,
     },
+    /// `sched_process_fork` (also a new thread): who made `child`, and its name.
+    Fork {
+        parent: u32,
+        child: u32,
+        comm: [u8; 16],
+    },
+    /// `sched_process_exec`: `pid` runs a new program, named `comm` now.
+    Exec {
+        pid: u32,
+        comm: [u8; 16],
+    },
 }
 
 fn cstr(b: &[u8]) -> String {
@@ -101,6 +112,8 @@ struct Thread {
     comm: String,
     /// The process and its ancestors (tgid first), when `children`.
     line: Vec<u32>,
+    /// Gone before /proc was read: only its id is known.
+    gone: bool,
 }
 
 /// The thread and fd caches over a /proc tree.
@@ -163,7 +176,12 @@ impl Procs {
                             p = self.status(p).map(|s| s.2).unwrap_or(0);
                         }
                     }
-                    Thread { tgid, comm, line }
+                    Thread {
+                        tgid,
+                        comm,
+                        line,
+                        gone: false,
+                    }
                 }
                 // Gone before we looked: only its id is known (the process's own id
                 // when it was the main thread).
@@ -171,6 +189,7 @@ impl Procs {
                     tgid: tid,
                     comm: String::new(),
                     line: vec![tid],
+                    gone: true,
                 },
             };
             self.threads.insert(tid, t);
@@ -228,6 +247,9 @@ pub struct Pairer {
     enters: HashMap<u32, (u64, u8, Option<i64>)>,
     inserts: HashMap<(u32, u64), VecDeque<u64>>,
     issued: HashMap<(u32, u64), VecDeque<Issued>>,
+    /// tid -> (the tid that made it, its name), from fork and exec events: who a thread
+    /// or process was when it is gone before /proc is read (a short `dd` in a traced tree).
+    forks: HashMap<u32, (u32, [u8; 16])>,
     pub stats: PairStats,
 }
 
@@ -242,6 +264,7 @@ impl Pairer {
             enters: HashMap::new(),
             inserts: HashMap::new(),
             issued: HashMap::new(),
+            forks: HashMap::new(),
             stats: PairStats::default(),
         }
     }
@@ -254,7 +277,10 @@ impl Pairer {
         let every = self.who.every;
         let children = self.who.children;
         let pids = self.who.pids.lock().map(|p| p.clone()).unwrap_or_default();
-        let t = self.procs.thread(tid, children);
+        let t = self.procs.thread(tid, children).clone();
+        if t.gone {
+            return self.traced_gone(tid, &pids);
+        }
         let by_pid = if children {
             t.line.iter().any(|p| pids.contains(p))
         } else {
@@ -262,6 +288,39 @@ impl Pairer {
         };
         let by_comm = self.who.comms.contains(&t.comm);
         (every || by_pid || by_comm).then(|| (t.tgid, t.comm.clone()))
+    }
+
+    /// A thread gone before /proc was read: its name and ancestry from fork and exec
+    /// events. Its process: itself in `children` mode (most likely a short process),
+    /// else the traced process that made it (most likely its thread).
+    fn traced_gone(&mut self, tid: u32, pids: &[u32]) -> Option<(u32, String)> {
+        let comm = self.forks.get(&tid).map(|f| cstr(&f.1)).unwrap_or_default();
+        if self.who.every || pids.contains(&tid) || self.who.comms.contains(&comm) {
+            return Some((tid, comm));
+        }
+        let children = self.who.children;
+        let mut p = self.forks.get(&tid).map(|f| f.0);
+        for _ in 0..64 {
+            let Some(pp) = p else { break };
+            let pt = self.procs.thread(pp, children).clone();
+            let hit = if !pt.gone {
+                if children {
+                    pt.line.iter().any(|x| pids.contains(x))
+                } else {
+                    pids.contains(&pt.tgid)
+                }
+            } else {
+                pids.contains(&pp)
+            };
+            if hit {
+                return Some((if children { tid } else { pt.tgid }, comm));
+            }
+            if !pt.gone {
+                return None;
+            }
+            p = self.forks.get(&pp).map(|f| f.0);
+        }
+        None
     }
 
     /// Feeds one event (in timestamp order); a finished call or request goes to `out`.
@@ -297,6 +356,21 @@ impl Pairer {
                     file,
                     ret,
                 }));
+            }
+            Ev::Fork {
+                parent,
+                child,
+                comm,
+            } => {
+                if self.forks.len() > CACHE_MAX {
+                    self.forks.clear();
+                }
+                self.forks.insert(child, (parent, comm));
+            }
+            Ev::Exec { pid, comm } => {
+                if let Some(f) = self.forks.get_mut(&pid) {
+                    f.1 = comm;
+                }
             }
             Ev::Insert { dev, sector } => {
                 if self.inserts.len() > PENDING_MAX {
@@ -513,6 +587,79 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(rows(none, &evs, &d).1.calls, 0);
+    }
+
+    #[test]
+    fn a_short_process_gone_before_proc_is_read_is_known_by_its_fork() {
+        let d = fake_proc();
+        let mut comm = [0u8; 16];
+        comm[..2].copy_from_slice(b"dd");
+        // 300 (gone) was forked by 100 (nats-server's process, alive), 301 by 300.
+        let evs = [
+            (
+                10,
+                Ev::Fork {
+                    parent: 100,
+                    child: 300,
+                    comm,
+                },
+            ),
+            (
+                11,
+                Ev::Fork {
+                    parent: 300,
+                    child: 301,
+                    comm,
+                },
+            ),
+            (
+                20,
+                Ev::Enter {
+                    tid: 301,
+                    call: 1,
+                    fd: Some(1),
+                },
+            ),
+            (
+                30,
+                Ev::Exit {
+                    tid: 301,
+                    call: 1,
+                    ret: 0,
+                },
+            ),
+            (
+                40,
+                Ev::Enter {
+                    tid: 302,
+                    call: 1,
+                    fd: Some(1),
+                },
+            ),
+            (
+                50,
+                Ev::Exit {
+                    tid: 302,
+                    call: 1,
+                    ret: 0,
+                },
+            ),
+        ];
+        let tree = Who {
+            pids: Arc::new(Mutex::new(vec![50])),
+            children: true,
+            ..Default::default()
+        };
+        let (out, _) = rows(tree, &evs, &d);
+        assert_eq!(out.len(), 1, "{out:?}");
+        let Row::Call(c) = &out[0] else { panic!() };
+        assert_eq!((c.pid, c.tid, c.comm.as_str()), (301, 301, "dd"));
+        let other = Who {
+            pids: Arc::new(Mutex::new(vec![200])),
+            children: true,
+            ..Default::default()
+        };
+        assert!(rows(other, &evs, &d).0.is_empty());
     }
 
     #[test]

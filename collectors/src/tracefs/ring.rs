@@ -18,6 +18,8 @@ use std::collections::HashMap;
 pub struct Field {
     pub offset: usize,
     pub size: usize,
+    /// `__data_loc`: the field holds a u32 (offset | length << 16) pointing at the data.
+    pub data_loc: bool,
 }
 
 /// An event's id and fields, from its `format` file.
@@ -58,6 +60,7 @@ impl EventFormat {
                     Field {
                         offset: offset?,
                         size: size?,
+                        data_loc: decl.starts_with("__data_loc"),
                     },
                 );
             }
@@ -96,9 +99,16 @@ pub fn read_i(data: &[u8], f: Field) -> i64 {
     }
 }
 
-/// Reads a fixed char array (`char comm[16]`) up to its NUL.
+/// Reads a string field up to its NUL: a fixed char array (`char comm[16]`) or a
+/// `__data_loc char[]`.
 pub fn read_str(data: &[u8], f: Field) -> &str {
-    let Some(b) = data.get(f.offset..f.offset + f.size) else {
+    let (start, len) = if f.data_loc {
+        let v = read_u(data, f);
+        ((v & 0xffff) as usize, ((v >> 16) & 0xffff) as usize)
+    } else {
+        (f.offset, f.size)
+    };
+    let Some(b) = data.get(start..start + len) else {
         return "";
     };
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
@@ -216,14 +226,16 @@ mod tests {
             f.field("fd").unwrap(),
             Field {
                 offset: 16,
-                size: 8
+                size: 8,
+                data_loc: false,
             }
         );
         assert_eq!(
             f.field("rwbs").unwrap(),
             Field {
                 offset: 34,
-                size: 10
+                size: 10,
+                data_loc: false,
             }
         );
         assert!(f.field("ret").is_err());
@@ -277,19 +289,53 @@ mod tests {
     #[test]
     fn signed_fields_are_sign_extended() {
         let d = (-5i64).to_le_bytes();
-        assert_eq!(read_i(&d, Field { offset: 0, size: 8 }), -5);
-        let d = (-5i32).to_le_bytes();
-        assert_eq!(read_i(&d, Field { offset: 0, size: 4 }), -5);
-        assert_eq!(read_u(&d, Field { offset: 2, size: 8 }), 0);
         assert_eq!(
-            read_str(
-                b"kworker\0zz",
+            read_i(
+                &d,
                 Field {
                     offset: 0,
-                    size: 10
+                    size: 8,
+                    data_loc: false
                 }
             ),
-            "kworker"
+            -5
         );
+        let d = (-5i32).to_le_bytes();
+        assert_eq!(
+            read_i(
+                &d,
+                Field {
+                    offset: 0,
+                    size: 4,
+                    data_loc: false
+                }
+            ),
+            -5
+        );
+        assert_eq!(
+            read_u(
+                &d,
+                Field {
+                    offset: 2,
+                    size: 8,
+                    data_loc: false
+                }
+            ),
+            0
+        );
+        let fixed = Field {
+            offset: 0,
+            size: 10,
+            data_loc: false,
+        };
+        assert_eq!(read_str(b"kworker\0zz", fixed), "kworker");
+        // A __data_loc: 4 bytes at 0 pointing at offset 8, length 3.
+        let d = [8u8, 0, 3, 0, 0, 0, 0, 0, b'd', b'd', 0];
+        let dl = Field {
+            offset: 0,
+            size: 4,
+            data_loc: true,
+        };
+        assert_eq!(read_str(&d, dl), "dd");
     }
 }
