@@ -112,6 +112,7 @@ fn meta_fields() -> BTreeSet<String> {
             ("diskstats", "diskstats.csv.gz"),
             ("meminfo", "meminfo.csv"),
             ("cpu", "cpu.csv"),
+            ("proc_io", "proc_io.csv"),
         ]
         .iter()
         .map(|(k, f)| (k.to_string(), sampler(f)))
@@ -123,6 +124,14 @@ fn meta_fields() -> BTreeSet<String> {
             ("broker_nodes", serde_json::json!(null)),
             ("load", serde_json::json!({"mode": "js-pub"})),
             ("phases", serde_json::json!(null)),
+            (
+                "trace",
+                serde_json::to_value(meta::TraceMeta {
+                    stats: Some(meta::TraceStats::default()),
+                    ..Default::default()
+                })
+                .unwrap(),
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -233,6 +242,62 @@ fn summary_fields() -> BTreeSet<String> {
         }),
         failures: vec![summary::Failure::default()],
         faults: vec![summary::Fault::default()],
+        broker_io: Some(summary::BrokerIo {
+            processes: vec![summary::ProcessIo::default()],
+            devices: vec![summary::DeviceShare {
+                write_share_pct: Some(1.0),
+                read_share_pct: Some(1.0),
+                ..Default::default()
+            }],
+        }),
+        trace: Some({
+            let pct = summary::Percentiles {
+                p50_us: Some(1.0),
+                ..Default::default()
+            };
+            let at = summary::AtThatMs {
+                in_write_burst: Some(String::new()),
+                load: vec![summary::LoadAt {
+                    lat_p99_us: Some(1.0),
+                    ..Default::default()
+                }],
+                broker: vec![summary::BrokerAt {
+                    cpu_pct: Some(1.0),
+                    in_msgs_per_s: Some(1.0),
+                    ..Default::default()
+                }],
+                probe: vec![summary::ProbeAt {
+                    clat_p99_us: Some(1.0),
+                    ..Default::default()
+                }],
+                line: String::new(),
+            };
+            summary::TraceSummary {
+                lost_line: Some(String::new()),
+                fsync: vec![summary::FsyncProcess {
+                    latency: pct.clone(),
+                    ..Default::default()
+                }],
+                requests_by_op: vec![summary::RequestGroup {
+                    service: pct.clone(),
+                    queue: pct,
+                    service_hist_us: vec![summary::Log2Bucket::default()],
+                    size_hist_bytes: vec![summary::Log2Bucket::default()],
+                    ..Default::default()
+                }],
+                slowest_fsyncs: vec![summary::SlowFsync {
+                    at: at.clone(),
+                    ..Default::default()
+                }],
+                slowest_requests: vec![summary::SlowRequest {
+                    queue_ms: Some(1.0),
+                    at,
+                    ..Default::default()
+                }],
+                fsyncs_in_bursts: vec![summary::FsyncsInBursts::default()],
+                ..Default::default()
+            }
+        }),
     };
     let mut out = BTreeSet::new();
     keys(&serde_json::to_value(&s).unwrap(), &mut out);
@@ -279,11 +344,14 @@ fn problems(text: &str) -> Vec<String> {
             "disk_io_wait_stats",
             "monitor_unreachable",
             "monitor_back",
+            "sync_file_range",
+            "io_uring_fsync",
+            "write_zeroes",
         ]
         .map(String::from),
     );
     let mut out = vec![];
-    let csvs: [(&str, String); 9] = [
+    let csvs: [(&str, String); 12] = [
         (format::diskstats::FILE, format::diskstats::header()),
         (
             format::procfs::MEMINFO_FILE,
@@ -305,6 +373,15 @@ fn problems(text: &str) -> Vec<String> {
         (format::probe::FILE, format::probe::HEADER.into()),
         (format::fsync::FILE, format::fsync::HEADER.into()),
         (format::rates::FILE, format::rates::HEADER.into()),
+        (format::proc_io::FILE, format::proc_io::HEADER.into()),
+        (
+            format::fsync_calls::FILE,
+            format::fsync_calls::HEADER.into(),
+        ),
+        (
+            format::block_requests::FILE,
+            format::block_requests::HEADER.into(),
+        ),
     ];
     for (file, header) in &csvs {
         out.extend(csv_problems(table, file, header, &also));

@@ -7,7 +7,7 @@
 //! One of each OS fact, used by every command: [`mounts`] (the mount table), [`fstype`]
 //! (statfs magic -> name), [`sysfs`] (block devices' counters and queue attributes),
 //! [`gate`] (may this block device be overwritten?), [`durable`] (the timed durable-write
-//! loop). meminfo, /proc/stat, /proc/PID/{io,stat,fd} and mountinfo lines are parsed by
+//! loop), [`tracefs`] (sync calls and block requests from the kernel's tracepoints). meminfo, /proc/stat, /proc/PID/{io,stat,fd} and mountinfo lines are parsed by
 //! procfs-core from buffers we read; the 1 ms diskstats path keeps its own parser
 //! ([`diskstats`]; `cargo bench -p collectors --bench diskstats_vs_procfs` shows why).
 
@@ -23,5 +23,7 @@ pub mod gate;
 pub mod mounts;
 pub mod periodic;
 pub mod probe;
+pub mod procio;
 pub mod procstat;
 pub mod sysfs;
+pub mod tracefs;

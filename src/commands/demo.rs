@@ -50,6 +50,12 @@ pub struct DemoArgs {
     /// Window of the "UI" average in the report.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub ui_average: Duration,
+    /// Trace nats-server's sync calls (fsync, fdatasync, ...) and every block request of
+    /// the store's devices through tracefs (root): fsync_calls.csv.gz and
+    /// block_requests.csv.gz, on the timeline and in the report. Without root or
+    /// tracefs: one line, and the demo runs without it.
+    #[arg(long)]
+    pub trace: bool,
 }
 
 pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
@@ -114,7 +120,11 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
         cpu_interval: Duration::from_millis(100),
     };
     let setup = match samplers.setup() {
-        Ok(s) => s,
+        // The embedded server's pid is handed to the trace once it runs (session.rs).
+        Ok(s) => crate::recording::RecordSetup {
+            trace: a.trace.then(crate::recording::TraceSetup::default),
+            ..s
+        },
         Err(e) => {
             if !store_parent_existed {
                 let _ = std::fs::remove_dir_all(&store_dir);

@@ -45,6 +45,11 @@ pub struct LoadCmdArgs {
     /// Record the disks (the store's devices, or --device/--path) beside the load, then report.
     #[arg(long)]
     pub record: bool,
+    /// With --record and the embedded broker: trace the servers' sync calls (fsync,
+    /// fdatasync, ...) and every block request of the recorded devices through tracefs
+    /// (root). Without root or tracefs: one line, and the load runs without it.
+    #[arg(long)]
+    pub trace: bool,
     /// Run directory for --record. Default: diskpulse-runs/<time>-load.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -97,6 +102,16 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     for d in &a.store_dir {
         super::check_store_dir("--store-dir", d)?;
     }
+    if a.trace && !a.record {
+        return Err(usage!(
+            "--trace needs --record (it traces into the load's own recording); under `diskpulse record -- ...` give --trace to record"
+        ));
+    }
+    if a.trace && !embedded {
+        return Err(usage!(
+            "--trace traces the embedded servers; for servers you started use `diskpulse record --trace --trace-pid PID -- diskpulse load ...`"
+        ));
+    }
     // Recording setup is validated before anything starts.
     let record = if a.record {
         if parent_run.is_some() {
@@ -117,12 +132,14 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
             }
             s.paths = store_dirs.clone();
         }
-        let setup = s.setup().inspect_err(|_| {
+        let mut setup = s.setup().inspect_err(|_| {
             // Bad sampler flags leave nothing behind, not even the store directory.
             if remove_store {
                 let _ = std::fs::remove_dir_all(&base);
             }
         })?;
+        // The servers' pids are handed to the trace once they run (session.rs).
+        setup.trace = a.trace.then(crate::recording::TraceSetup::default);
         let dir = a.out.clone().unwrap_or_else(|| default_run_dir("load"));
         RecordTo::New {
             dir,

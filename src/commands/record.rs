@@ -12,6 +12,7 @@ use collectors::devices::{self, Device, Resolver};
 
 use crate::cli::{fmt_duration, parse_duration};
 use crate::recording::session::{default_run_dir, Recording, SamplerSetup};
+use crate::recording::TraceSetup;
 use crate::usage;
 
 /// Shortest diskstats interval accepted: below 100 us the read itself dominates.
@@ -95,6 +96,7 @@ impl SamplerArgs {
             mem_interval: self.mem_interval,
             cpu_interval: self.cpu_interval,
             procfs: PathBuf::from("/proc"),
+            trace: None,
         })
     }
 }
@@ -109,13 +111,68 @@ pub struct RecordArgs {
     /// Run directory to create (must not exist or be empty). Default: diskpulse-runs/<time>-record.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub trace: TraceArgs,
     /// Command to run while recording; it gets DISKPULSE_RUN_DIR and DISKPULSE_CLOCK_ZERO_NS.
     #[arg(last = true, value_name = "CMD")]
     pub cmd: Vec<String>,
 }
 
+/// `--trace` and what to trace (issue 11).
+#[derive(Args, Debug, Clone, Default)]
+pub struct TraceArgs {
+    /// Trace sync calls (fsync, fdatasync, sync_file_range, msync) and every block request
+    /// of the recorded devices through tracefs (root): fsync_calls.csv.gz and
+    /// block_requests.csv.gz. Whose calls: --trace-pid/--trace-comm, the command after
+    /// --, else every process's.
+    #[arg(long)]
+    pub trace: bool,
+    /// Trace this process's sync calls (all its threads). Repeatable; needs --trace.
+    #[arg(long = "trace-pid", value_name = "PID", requires = "trace")]
+    pub trace_pids: Vec<u32>,
+    /// Trace the sync calls of processes with this name (as `ps -o comm` shows it, at
+    /// most 15 characters). Repeatable; needs --trace.
+    #[arg(long = "trace-comm", value_name = "NAME", requires = "trace")]
+    pub trace_comms: Vec<String>,
+}
+
+/// The longest process name the kernel keeps (TASK_COMM_LEN 16, with its NUL).
+pub const COMM_MAX: usize = 15;
+
+impl TraceArgs {
+    /// Checks the pids and names before anything is written: the setup, or `None`
+    /// without `--trace`. `command` says whether `record -- CMD` runs one (then its
+    /// process tree is traced).
+    pub fn setup(&self, command: bool) -> anyhow::Result<Option<TraceSetup>> {
+        if !self.trace {
+            return Ok(None);
+        }
+        for pid in &self.trace_pids {
+            if *pid == 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(usage!(
+                    "--trace-pid {pid}: no such process; name a running process's pid (pgrep nats-server)"
+                ));
+            }
+        }
+        for c in &self.trace_comms {
+            if c.is_empty() || c.len() > COMM_MAX || c.contains(['"', '\\', '\n']) {
+                return Err(usage!(
+                    "--trace-comm '{c}': a process name is 1 to {COMM_MAX} characters without quotes or backslashes (the kernel keeps {COMM_MAX}: `ps -o comm` shows it); give the name as ps shows it"
+                ));
+            }
+        }
+        Ok(Some(TraceSetup {
+            pids: self.trace_pids.clone(),
+            comms: self.trace_comms.clone(),
+            children: command,
+            every_process: self.trace_pids.is_empty() && self.trace_comms.is_empty() && !command,
+        }))
+    }
+}
+
 pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
-    let setup = a.samplers.setup()?;
+    let mut setup = a.samplers.setup()?;
+    setup.trace = a.trace.setup(!a.cmd.is_empty())?;
     let duration = match (a.duration, a.cmd.is_empty()) {
         (Some(d), _) => Some(d),
         (None, true) => Some(Duration::from_secs(30)),
@@ -148,6 +205,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
             .spawn();
         match c {
             Ok(c) => {
+                rec.trace_pid(c.id());
                 events.event(
                     "command_start",
                     serde_json::json!({"pid": c.id(), "argv": crate::recording::session::redact_argv(&a.cmd)}),
@@ -214,6 +272,20 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         ds["expected"],
         ds["jitter_p99_us"].as_f64().unwrap_or(f64::NAN)
     );
+    if let Some(t) = meta.get("trace").and_then(|t| t.get("stats")) {
+        let lost = t["lost_events"].as_u64().unwrap_or(0);
+        eprintln!(
+            "traced {} sync calls and {} block requests ({} events read, {lost} lost{})",
+            t["calls"],
+            t["requests"],
+            t["events"],
+            if lost > 0 {
+                ": the trace is incomplete, see events.jsonl trace_lost"
+            } else {
+                ""
+            }
+        );
+    }
     println!("{}", dir.display());
     if let Some(st) = child_failed {
         let code = child_exit_code(st);

@@ -22,6 +22,11 @@ pub struct RunArgs {
     /// Where lab volumes live (images, mounts, state).
     #[arg(long, default_value = "/var/tmp/diskpulse-lab", value_name = "DIR")]
     pub lab_root: PathBuf,
+    /// Trace the broker nodes' sync calls and the volumes' block requests in every run
+    /// (tracefs, root; as `[samplers] trace = true`). Without root or tracefs: one line,
+    /// and the runs go on without it.
+    #[arg(long)]
+    pub trace: bool,
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
@@ -90,6 +95,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         lab_root: a.lab_root,
         exe: std::env::current_exe()?,
         stop,
+        trace: a.trace,
     };
     srun::run_study(&a.scenario, &o)
 }

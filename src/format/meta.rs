@@ -98,6 +98,52 @@ pub struct Meta {
     pub sections: BTreeMap<String, Value>,
 }
 
+/// meta.json `trace` (`record --trace`, issue 11): what the tracefs collector traced and,
+/// once the run ended, what it saw. The sampler entry `samplers.trace` names its file
+/// (`fsync_calls.csv.gz`) and poll interval.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TraceMeta {
+    /// The tracepoints enabled (`syscalls:sys_enter_fdatasync`, `block:block_rq_issue`, ...).
+    pub events: Vec<String>,
+    /// The processes traced by pid (all their threads; `children`: and what they start).
+    pub pids: Vec<u32>,
+    /// The process names traced (kernel filter `comm == NAME`).
+    pub comms: Vec<String>,
+    pub children: bool,
+    /// The devices block requests are recorded for (`MAJ:MIN`); empty: every device.
+    pub devices: Vec<String>,
+    /// The trace clock (`mono`: CLOCK_MONOTONIC).
+    pub clock: String,
+    /// The trace clock minus CLOCK_MONOTONIC measured at the start (a marker written
+    /// between two clock reads), and its bound: the gap between those reads.
+    pub clock_offset_ns: i64,
+    pub clock_offset_bound_ns: u64,
+    /// The instance's per-CPU ring buffer, KiB.
+    pub buffer_kib_per_cpu: u64,
+    /// At the end: events lost in the kernel (per_cpu/cpuN/stats `overrun` + `dropped
+    /// events`, and pages flagged as missing events); 0 in a complete trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats: Option<TraceStats>,
+}
+
+/// What the trace recorded, at the end of the run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TraceStats {
+    /// Events read from the ring buffers.
+    pub events: u64,
+    /// Events the kernel lost (see [`TraceMeta::stats`]).
+    pub lost_events: u64,
+    /// Rows of fsync_calls.csv.gz and block_requests.csv.gz.
+    pub calls: u64,
+    pub requests: u64,
+    /// Enters or issues without their exit or completion at the end (calls still
+    /// running, requests in flight) and exits or completions without a start (begun
+    /// before the trace).
+    pub unpaired: u64,
+}
+
 /// A load role's figures over the whole run, as `diskpulse load --json` gives them.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default)]
@@ -192,6 +238,9 @@ impl Meta {
     }
     pub fn broker_nodes(&self) -> Option<Vec<NodeDevices>> {
         self.section("broker_nodes")
+    }
+    pub fn trace(&self) -> Option<TraceMeta> {
+        self.section("trace")
     }
     pub fn phases(&self) -> Vec<Phase> {
         self.section("phases").unwrap_or_default()

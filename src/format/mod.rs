@@ -27,16 +27,19 @@
 //! rows with the window END, and reading it as version 2 would shift every join by a
 //! window) and newer versions.
 
+pub mod block_requests;
 pub mod check;
 pub mod csv;
 pub mod diskstats;
 pub mod events;
 pub mod fsync;
+pub mod fsync_calls;
 pub mod hist;
 pub mod load;
 pub mod meta;
 pub mod monitor;
 pub mod probe;
+pub mod proc_io;
 pub mod procfs;
 pub mod rates;
 pub mod study;

@@ -4,7 +4,9 @@
 pub mod events;
 pub mod samplers;
 pub mod session;
+pub mod trace;
 pub mod writer;
 
 pub use events::EventLog;
-pub use session::{Recording, SamplerSetup};
+pub use session::{RecordSetup, Recording, SamplerSetup};
+pub use trace::TraceSetup;

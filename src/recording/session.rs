@@ -17,6 +17,7 @@ use collectors::periodic::LoopStats;
 use serde_json::{json, Value};
 
 use super::samplers::{self, DeviceFilter, SamplerThread};
+use super::trace::{TraceSetup, TracedPids};
 use super::EventLog;
 use crate::format::meta::{Meta, MetaDevice, SamplerMeta, SamplerStats};
 pub use crate::format::FORMAT_VERSION;
@@ -30,7 +31,12 @@ pub struct SamplerSetup {
     pub mem_interval: Duration,
     pub cpu_interval: Duration,
     pub procfs: PathBuf,
+    /// `--trace`: sync calls and block requests from tracefs; `None`: off.
+    pub trace: Option<TraceSetup>,
 }
+
+/// What a recording records (the name issue 11's interface uses).
+pub type RecordSetup = SamplerSetup;
 
 /// A running recording.
 pub struct Recording {
@@ -39,6 +45,8 @@ pub struct Recording {
     pub events: EventLog,
     pub stop: Arc<AtomicBool>,
     threads: Vec<SamplerThread>,
+    traced: TracedPids,
+    trace: Option<super::trace::TraceThread>,
     meta: Meta,
     finished: bool,
 }
@@ -240,6 +248,8 @@ impl Recording {
             events: events.clone(),
             stop: stop.clone(),
             threads: vec![],
+            traced: TracedPids::default(),
+            trace: None,
             meta,
             finished: false,
         };
@@ -283,8 +293,98 @@ impl Recording {
             stop.clone(),
             events.clone(),
         )?);
+        if let Some(t) = &setup.trace {
+            rec.start_trace(t, &names);
+        }
         events.event("record_start", json!({}));
         Ok(rec)
+    }
+
+    /// Samples `/proc/PID/io` of `pids` (`(name, pid)`: the embedded servers) every
+    /// 10 ms into `proc_io.csv` from now until the recording finishes, and names the
+    /// sampler in meta.json (`samplers.proc_io`, its source the pids). A pid whose `io`
+    /// cannot be opened is an error naming it (the caller records it and goes on).
+    pub fn sample_processes(
+        &mut self,
+        procfs: &Path,
+        pids: &[(String, u32)],
+    ) -> anyhow::Result<()> {
+        if pids.is_empty() || self.finished {
+            return Ok(());
+        }
+        let interval_ns = samplers::PROC_IO_INTERVAL_NS;
+        let nums: Vec<u32> = pids.iter().map(|p| p.1).collect();
+        let t = samplers::spawn_procio(
+            procfs,
+            &nums,
+            &self.dir,
+            self.clock,
+            interval_ns,
+            self.stop.clone(),
+            self.events.clone(),
+        )?;
+        self.threads.push(t);
+        let source = pids
+            .iter()
+            .map(|(n, p)| format!("{n}={p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        self.meta.samplers.insert(
+            "proc_io".into(),
+            SamplerMeta {
+                file: crate::format::proc_io::FILE.into(),
+                interval_us: interval_ns / 1000,
+                source: Some(format!("/proc/PID/io of {source}")),
+                stats: None,
+            },
+        );
+        self.write_meta()
+    }
+
+    /// Starts the tracefs collector; when it cannot run here (not root, no tracefs),
+    /// says so in one line and an `error` event, and the rest records.
+    fn start_trace(&mut self, t: &TraceSetup, devices: &[(u32, u32, String)]) {
+        for p in &t.pids {
+            self.traced.add(*p);
+        }
+        match super::trace::start(
+            t,
+            &self.traced,
+            devices,
+            &self.dir,
+            self.clock,
+            self.stop.clone(),
+            self.events.clone(),
+        ) {
+            Ok(th) => {
+                self.meta.samplers.insert(
+                    "trace".into(),
+                    SamplerMeta {
+                        file: crate::format::fsync_calls::FILE.into(),
+                        interval_us: super::trace::POLL.as_micros() as u64,
+                        source: Some(format!("tracefs instance, {} events", th.meta.events.len())),
+                        stats: None,
+                    },
+                );
+                self.meta.sections.insert(
+                    "trace".into(),
+                    serde_json::to_value(&th.meta).unwrap_or_default(),
+                );
+                let _ = self.write_meta();
+                self.trace = Some(th);
+            }
+            Err(why) => {
+                eprintln!("warning: --trace: {why}; recording without the trace");
+                self.events.error("trace", "unavailable", &why);
+            }
+        }
+    }
+
+    /// Traces the sync calls of `pid` too (every thread; with `TraceSetup::children`
+    /// what it starts): for processes started after the recording (the command of
+    /// `record -- CMD`, embedded brokers). Does nothing when the run does not trace.
+    pub fn trace_pid(&self, pid: u32) {
+        self.traced.add(pid);
     }
 
     /// Adds a top-level key to `meta.json` (broker, load options...); written at finish.
@@ -335,6 +435,21 @@ impl Recording {
         self.stop.store(true, Ordering::SeqCst);
         self.events.event("record_stop", json!({}));
         let mut first_err: Option<anyhow::Error> = None;
+        if let Some(th) = self.trace.take() {
+            let mut meta = th.meta.clone();
+            meta.pids = self.traced.get();
+            match th.join() {
+                Ok(stats) => meta.stats = Some(stats),
+                Err(e) => {
+                    self.events.error("trace", "trace", &format!("{e:#}"));
+                    first_err.get_or_insert(e);
+                }
+            }
+            self.meta.sections.insert(
+                "trace".into(),
+                serde_json::to_value(&meta).unwrap_or_default(),
+            );
+        }
         for t in self.threads.drain(..) {
             let (name, _file, r) = t.join();
             match r {

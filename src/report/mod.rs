@@ -9,9 +9,13 @@ pub mod derive;
 pub mod faults;
 pub mod html;
 pub mod interference;
+pub mod procio;
 pub mod rates;
 pub mod run;
 pub mod table;
+pub mod trace;
+pub mod trace_charts;
+pub mod trace_context;
 
 use std::path::Path;
 
@@ -87,11 +91,14 @@ pub fn analyse(
         .collect();
     let devices: Vec<DeviceSummary> = analyses.iter().map(|a| a.summary.clone()).collect();
     let restarts = restarts(&run);
+    let broker = interference::broker_devices(&run.meta, &devices);
+    let broker_io = procio::broker_io(&run, &devices, &broker);
+    let trace = trace::trace(&run, &devices, &broker);
     let interference = interference::interference(
         &run.probe_hist,
         &run.load_hist,
         &devices,
-        &interference::broker_devices(&run.meta, &devices),
+        &broker,
         &restarts,
         &run.events,
     );
@@ -115,6 +122,8 @@ pub fn analyse(
             faults::add_window_losses(&mut f, &run.load);
             f
         },
+        broker_io,
+        trace,
     };
     Ok((run, analyses, summary))
 }

@@ -40,6 +40,8 @@ pub struct StudyOptions {
     /// The diskpulse binary for phase child processes.
     pub exe: PathBuf,
     pub stop: Arc<AtomicBool>,
+    /// `run --trace`: trace every run (as `[samplers] trace = true`).
+    pub trace: bool,
 }
 
 /// Replaces every `${name}` in the file's text with the cell's value. The file was
@@ -333,6 +335,8 @@ fn run_recorded(
         mem_interval: parse_duration(&s.samplers.mem_interval).map_err(anyhow::Error::msg)?,
         cpu_interval: parse_duration(&s.samplers.cpu_interval).map_err(anyhow::Error::msg)?,
         procfs: PathBuf::from("/proc"),
+        // The nodes' pids are handed to the trace once they run (session.rs).
+        trace: (s.samplers.trace || o.trace).then(crate::recording::TraceSetup::default),
     };
     let argv = vec!["diskpulse".to_string(), "run".to_string(), s.name.clone()];
     let record = RecordTo::New {

@@ -1,0 +1,743 @@
+//! Turning tracepoint events into rows: a sync call is its thread's `sys_enter_*` and the
+//! next `sys_exit_*` (a thread makes one system call at a time); a block request is its
+//! `block_rq_issue` and the `block_rq_complete` with the same device and sector (first
+//! issued, first completed, for requests at one sector: flushes), with the
+//! `block_rq_insert` before it for the queue time. Events reach [`Pairer`] in timestamp
+//! order (the reader merges the CPUs' buffers), so an exit or completion on another CPU
+//! than its start still finds it.
+//!
+//! Which process a thread belongs to (tgid), its name and its parent come from
+//! `/proc/TID/status`, read once per thread; the file behind an fd from
+//! `/proc/PID/fd/N`, cached per (pid, fd) for a second (fds are reused after `close`).
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// The sync calls traced, by index: the `call` column's names.
+pub const CALLS: [&str; 4] = ["fsync", "fdatasync", "sync_file_range", "msync"];
+
+/// One sync call, timestamps on the trace clock (ns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncCall {
+    pub start_ns: u64,
+    pub dur_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub call: &'static str,
+    pub fd: Option<i64>,
+    pub file: String,
+    pub ret: i64,
+}
+
+/// One completed block request, timestamps on the trace clock (ns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockReq {
+    pub issue_ns: u64,
+    pub major: u32,
+    pub minor: u32,
+    pub rwbs: String,
+    pub sector: u64,
+    pub bytes: u64,
+    pub queue_ns: Option<u64>,
+    pub service_ns: u64,
+    pub error: i32,
+    pub comm: String,
+}
+
+/// What the reader decoded from one event (no allocation: fixed arrays for strings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ev {
+    Enter {
+        tid: u32,
+        call: u8,
+        fd: Option<i64>,
+    },
+    Exit {
+        tid: u32,
+        call: u8,
+        ret: i64,
+    },
+    Insert {
+        dev: u32,
+        sector: u64,
+    },
+    Issue {
+        dev: u32,
+        sector: u64,
+        bytes: u64,
+        rwbs: [u8; 10],
+        comm: [u8; 16],
+    },
+    Complete {
+        dev: u32,
+        sector: u64,
+        error: i32,
+    },
+    /// `sched_process_fork` (also a new thread): who made `child`, and its name.
+    Fork {
+        parent: u32,
+        child: u32,
+        comm: [u8; 16],
+    },
+    /// `sched_process_exec`: `pid` runs a new program, named `comm` now.
+    Exec {
+        pid: u32,
+        comm: [u8; 16],
+    },
+}
+
+fn cstr(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+/// Which processes' calls are kept.
+#[derive(Debug, Clone, Default)]
+pub struct Who {
+    /// Every process.
+    pub every: bool,
+    /// These processes (grows while the run goes).
+    pub pids: Arc<Mutex<Vec<u32>>>,
+    /// And the processes they start.
+    pub children: bool,
+    /// These names (the thread's comm).
+    pub comms: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Thread {
+    tgid: u32,
+    comm: String,
+    /// The process and its ancestors (tgid first), when `children`.
+    line: Vec<u32>,
+    /// Gone before /proc was read: only its id is known.
+    gone: bool,
+}
+
+/// The thread and fd caches over a /proc tree.
+#[derive(Debug)]
+pub struct Procs {
+    procfs: PathBuf,
+    threads: HashMap<u32, Thread>,
+    fds: HashMap<(u32, i64), (String, u64)>,
+}
+
+/// How long a resolved fd's path is trusted, ns of the trace clock.
+const FD_TTL_NS: u64 = 1_000_000_000;
+/// Caches are emptied past this many entries (a run with millions of threads or fds).
+const CACHE_MAX: usize = 1 << 16;
+
+fn status_field(text: &str, key: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim().to_string())
+}
+
+impl Procs {
+    pub fn new(procfs: PathBuf) -> Procs {
+        Procs {
+            procfs,
+            threads: HashMap::new(),
+            fds: HashMap::new(),
+        }
+    }
+
+    /// (tgid, name, parent) of a thread or process; `None` when it is gone.
+    fn status(&self, tid: u32) -> Option<(u32, String, u32)> {
+        let text =
+            std::fs::read_to_string(self.procfs.join(tid.to_string()).join("status")).ok()?;
+        Some((
+            status_field(&text, "Tgid:")?.parse().ok()?,
+            status_field(&text, "Name:").unwrap_or_default(),
+            status_field(&text, "PPid:")
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(0),
+        ))
+    }
+
+    fn thread(&mut self, tid: u32, children: bool) -> &Thread {
+        if self.threads.len() > CACHE_MAX {
+            self.threads.clear();
+        }
+        if !self.threads.contains_key(&tid) {
+            let t = match self.status(tid) {
+                Some((tgid, comm, ppid)) => {
+                    let mut line = vec![tgid];
+                    if children {
+                        let mut p = if tgid == tid {
+                            ppid
+                        } else {
+                            self.status(tgid).map(|s| s.2).unwrap_or(0)
+                        };
+                        while p > 1 && line.len() < 64 {
+                            line.push(p);
+                            p = self.status(p).map(|s| s.2).unwrap_or(0);
+                        }
+                    }
+                    Thread {
+                        tgid,
+                        comm,
+                        line,
+                        gone: false,
+                    }
+                }
+                // Gone before we looked: only its id is known (the process's own id
+                // when it was the main thread).
+                None => Thread {
+                    tgid: tid,
+                    comm: String::new(),
+                    line: vec![tid],
+                    gone: true,
+                },
+            };
+            self.threads.insert(tid, t);
+        }
+        &self.threads[&tid]
+    }
+
+    /// Remembers a thread's process before it may be gone (the threads of the traced
+    /// pids at the start).
+    pub fn root(&self) -> &std::path::Path {
+        &self.procfs
+    }
+
+    pub fn learn(&mut self, tid: u32, children: bool) {
+        self.thread(tid, children);
+    }
+
+    /// The path behind `fd` of `pid`, empty when unresolved.
+    fn file(&mut self, pid: u32, fd: i64, now_ns: u64) -> String {
+        if let Some((p, t)) = self.fds.get(&(pid, fd)) {
+            if now_ns.saturating_sub(*t) < FD_TTL_NS {
+                return p.clone();
+            }
+        }
+        if self.fds.len() > CACHE_MAX {
+            self.fds.clear();
+        }
+        let p = std::fs::read_link(self.procfs.join(format!("{pid}/fd/{fd}")))
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if !p.is_empty() {
+            self.fds.insert((pid, fd), (p.clone(), now_ns));
+        }
+        p
+    }
+}
+
+/// Counters of the pairing.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PairStats {
+    pub calls: u64,
+    pub requests: u64,
+    /// Exits and completions without their start (begun before the trace), starts left
+    /// at the end, and calls of other processes are not counted here.
+    pub unpaired: u64,
+}
+
+/// An issued request waiting for its completion: issue time, insert time, bytes, rwbs, comm.
+type Issued = (u64, Option<u64>, u64, [u8; 10], [u8; 16]);
+
+/// Pairs events into calls and requests.
+pub struct Pairer {
+    who: Who,
+    pub procs: Procs,
+    enters: HashMap<u32, (u64, u8, Option<i64>)>,
+    inserts: HashMap<(u32, u64), VecDeque<u64>>,
+    issued: HashMap<(u32, u64), VecDeque<Issued>>,
+    /// tid -> (the tid that made it, its name), from fork and exec events: who a thread
+    /// or process was when it is gone before /proc is read (a short `dd` in a traced tree).
+    forks: HashMap<u32, (u32, [u8; 16])>,
+    pub stats: PairStats,
+}
+
+/// Bound on requests waiting for their completion (a lost completion must not grow this).
+const PENDING_MAX: usize = 1 << 20;
+
+impl Pairer {
+    pub fn new(who: Who, procs: Procs) -> Pairer {
+        Pairer {
+            who,
+            procs,
+            enters: HashMap::new(),
+            inserts: HashMap::new(),
+            issued: HashMap::new(),
+            forks: HashMap::new(),
+            stats: PairStats::default(),
+        }
+    }
+
+    pub fn who(&self) -> &Who {
+        &self.who
+    }
+
+    fn traced(&mut self, tid: u32) -> Option<(u32, String)> {
+        let every = self.who.every;
+        let children = self.who.children;
+        let pids = self.who.pids.lock().map(|p| p.clone()).unwrap_or_default();
+        let t = self.procs.thread(tid, children).clone();
+        if t.gone {
+            return self.traced_gone(tid, &pids);
+        }
+        let by_pid = if children {
+            t.line.iter().any(|p| pids.contains(p))
+        } else {
+            pids.contains(&t.tgid)
+        };
+        let by_comm = self.who.comms.contains(&t.comm);
+        (every || by_pid || by_comm).then(|| (t.tgid, t.comm.clone()))
+    }
+
+    /// A thread gone before /proc was read: its name and ancestry from fork and exec
+    /// events. Its process: itself in `children` mode (most likely a short process),
+    /// else the traced process that made it (most likely its thread).
+    fn traced_gone(&mut self, tid: u32, pids: &[u32]) -> Option<(u32, String)> {
+        let comm = self.forks.get(&tid).map(|f| cstr(&f.1)).unwrap_or_default();
+        if self.who.every || pids.contains(&tid) || self.who.comms.contains(&comm) {
+            return Some((tid, comm));
+        }
+        let children = self.who.children;
+        let mut p = self.forks.get(&tid).map(|f| f.0);
+        for _ in 0..64 {
+            let Some(pp) = p else { break };
+            let pt = self.procs.thread(pp, children).clone();
+            let hit = if !pt.gone {
+                if children {
+                    pt.line.iter().any(|x| pids.contains(x))
+                } else {
+                    pids.contains(&pt.tgid)
+                }
+            } else {
+                pids.contains(&pp)
+            };
+            if hit {
+                return Some((if children { tid } else { pt.tgid }, comm));
+            }
+            if !pt.gone {
+                return None;
+            }
+            p = self.forks.get(&pp).map(|f| f.0);
+        }
+        None
+    }
+
+    /// Feeds one event (in timestamp order); a finished call or request goes to `out`.
+    pub fn feed(&mut self, ts: u64, ev: Ev, out: &mut impl FnMut(Row)) {
+        match ev {
+            Ev::Enter { tid, call, fd } => {
+                self.enters.insert(tid, (ts, call, fd));
+            }
+            Ev::Exit { tid, call, ret } => {
+                let Some((t0, c0, fd)) = self.enters.remove(&tid) else {
+                    self.stats.unpaired += 1;
+                    return;
+                };
+                if c0 != call {
+                    self.stats.unpaired += 1;
+                    return;
+                }
+                let Some((pid, comm)) = self.traced(tid) else {
+                    return;
+                };
+                let file = fd
+                    .map(|fd| self.procs.file(pid, fd, ts))
+                    .unwrap_or_default();
+                self.stats.calls += 1;
+                out(Row::Call(SyncCall {
+                    start_ns: t0,
+                    dur_ns: ts.saturating_sub(t0),
+                    pid,
+                    tid,
+                    comm,
+                    call: CALLS[call as usize],
+                    fd,
+                    file,
+                    ret,
+                }));
+            }
+            Ev::Fork {
+                parent,
+                child,
+                comm,
+            } => {
+                if self.forks.len() > CACHE_MAX {
+                    self.forks.clear();
+                }
+                self.forks.insert(child, (parent, comm));
+            }
+            Ev::Exec { pid, comm } => {
+                if let Some(f) = self.forks.get_mut(&pid) {
+                    f.1 = comm;
+                }
+            }
+            Ev::Insert { dev, sector } => {
+                if self.inserts.len() > PENDING_MAX {
+                    self.inserts.clear();
+                }
+                self.inserts.entry((dev, sector)).or_default().push_back(ts);
+            }
+            Ev::Issue {
+                dev,
+                sector,
+                bytes,
+                rwbs,
+                comm,
+            } => {
+                let ins = self
+                    .inserts
+                    .get_mut(&(dev, sector))
+                    .and_then(|q| q.pop_front());
+                if self.issued.len() > PENDING_MAX {
+                    self.stats.unpaired +=
+                        self.issued.values().map(|q| q.len() as u64).sum::<u64>();
+                    self.issued.clear();
+                }
+                self.issued
+                    .entry((dev, sector))
+                    .or_default()
+                    .push_back((ts, ins, bytes, rwbs, comm));
+            }
+            Ev::Complete { dev, sector, error } => {
+                let Some((t_issue, ins, bytes, rwbs, comm)) = self
+                    .issued
+                    .get_mut(&(dev, sector))
+                    .and_then(|q| q.pop_front())
+                else {
+                    self.stats.unpaired += 1;
+                    return;
+                };
+                if self
+                    .issued
+                    .get(&(dev, sector))
+                    .is_some_and(|q| q.is_empty())
+                {
+                    self.issued.remove(&(dev, sector));
+                }
+                if self
+                    .inserts
+                    .get(&(dev, sector))
+                    .is_some_and(|q| q.is_empty())
+                {
+                    self.inserts.remove(&(dev, sector));
+                }
+                self.stats.requests += 1;
+                out(Row::Request(BlockReq {
+                    issue_ns: t_issue,
+                    major: dev >> 20,
+                    minor: dev & ((1 << 20) - 1),
+                    rwbs: cstr(&rwbs),
+                    sector,
+                    bytes,
+                    queue_ns: ins.map(|i| t_issue.saturating_sub(i)),
+                    service_ns: ts.saturating_sub(t_issue),
+                    error: error.abs(),
+                    comm: cstr(&comm),
+                }));
+            }
+        }
+    }
+
+    /// At the end: what never finished counts as unpaired.
+    pub fn close(&mut self) {
+        self.stats.unpaired += self.enters.len() as u64;
+        self.stats.unpaired += self.issued.values().map(|q| q.len() as u64).sum::<u64>();
+        self.enters.clear();
+        self.issued.clear();
+    }
+}
+
+/// A finished call or request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Row {
+    Call(SyncCall),
+    Request(BlockReq),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_proc() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let status = |tid: u32, name: &str, tgid: u32, ppid: u32| {
+            let p = d.path().join(tid.to_string());
+            std::fs::create_dir_all(p.join("fd")).unwrap();
+            std::fs::write(
+                p.join("status"),
+                format!("Name:\t{name}\nTgid:\t{tgid}\nPid:\t{tid}\nPPid:\t{ppid}\n"),
+            )
+            .unwrap();
+        };
+        status(100, "nats-server", 100, 50);
+        status(101, "nats-server", 100, 50);
+        status(50, "diskpulse", 50, 1);
+        status(200, "other", 200, 1);
+        std::os::unix::fs::symlink("/data/1.blk", d.path().join("100/fd/7")).unwrap();
+        d
+    }
+
+    fn rows(who: Who, evs: &[(u64, Ev)], d: &tempfile::TempDir) -> (Vec<Row>, PairStats) {
+        let mut p = Pairer::new(who, Procs::new(d.path().to_path_buf()));
+        let mut out = vec![];
+        for (ts, e) in evs {
+            p.feed(*ts, *e, &mut |r| out.push(r));
+        }
+        p.close();
+        (out, p.stats)
+    }
+
+    #[test]
+    fn calls_pair_per_thread_and_keep_only_the_traced_process() {
+        let d = fake_proc();
+        let who = Who {
+            pids: Arc::new(Mutex::new(vec![100])),
+            ..Default::default()
+        };
+        let evs = [
+            (
+                1_000,
+                Ev::Enter {
+                    tid: 101,
+                    call: 1,
+                    fd: Some(7),
+                },
+            ),
+            (
+                1_500,
+                Ev::Enter {
+                    tid: 200,
+                    call: 0,
+                    fd: Some(3),
+                },
+            ),
+            (
+                2_000,
+                Ev::Enter {
+                    tid: 100,
+                    call: 0,
+                    fd: Some(9),
+                },
+            ),
+            (
+                3_000,
+                Ev::Exit {
+                    tid: 101,
+                    call: 1,
+                    ret: 0,
+                },
+            ),
+            (
+                3_500,
+                Ev::Exit {
+                    tid: 200,
+                    call: 0,
+                    ret: 0,
+                },
+            ),
+            (
+                9_000,
+                Ev::Exit {
+                    tid: 100,
+                    call: 0,
+                    ret: -5,
+                },
+            ),
+            (
+                9_500,
+                Ev::Exit {
+                    tid: 101,
+                    call: 1,
+                    ret: 0,
+                },
+            ),
+        ];
+        let (out, stats) = rows(who.clone(), &evs, &d);
+        let calls: Vec<&SyncCall> = out
+            .iter()
+            .filter_map(|r| match r {
+                Row::Call(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_eq!(
+            (calls[0].tid, calls[0].pid, calls[0].dur_ns, calls[0].call),
+            (101, 100, 2_000, "fdatasync")
+        );
+        // fd 7 of pid 100 resolves through the process (not the thread).
+        assert_eq!(calls[0].file, "/data/1.blk");
+        assert_eq!((calls[1].ret, calls[1].file.as_str()), (-5, ""));
+        assert_eq!(stats.unpaired, 1);
+        // By name, and with children: pid 50's child 100 is traced.
+        let by_comm = Who {
+            comms: vec!["other".into()],
+            ..Default::default()
+        };
+        assert_eq!(rows(by_comm, &evs, &d).1.calls, 1);
+        let tree = Who {
+            pids: Arc::new(Mutex::new(vec![50])),
+            children: true,
+            ..Default::default()
+        };
+        assert_eq!(rows(tree, &evs, &d).1.calls, 2);
+        let none = Who {
+            pids: Arc::new(Mutex::new(vec![50])),
+            ..Default::default()
+        };
+        assert_eq!(rows(none, &evs, &d).1.calls, 0);
+    }
+
+    #[test]
+    fn a_short_process_gone_before_proc_is_read_is_known_by_its_fork() {
+        let d = fake_proc();
+        let mut comm = [0u8; 16];
+        comm[..2].copy_from_slice(b"dd");
+        // 300 (gone) was forked by 100 (nats-server's process, alive), 301 by 300.
+        let evs = [
+            (
+                10,
+                Ev::Fork {
+                    parent: 100,
+                    child: 300,
+                    comm,
+                },
+            ),
+            (
+                11,
+                Ev::Fork {
+                    parent: 300,
+                    child: 301,
+                    comm,
+                },
+            ),
+            (
+                20,
+                Ev::Enter {
+                    tid: 301,
+                    call: 1,
+                    fd: Some(1),
+                },
+            ),
+            (
+                30,
+                Ev::Exit {
+                    tid: 301,
+                    call: 1,
+                    ret: 0,
+                },
+            ),
+            (
+                40,
+                Ev::Enter {
+                    tid: 302,
+                    call: 1,
+                    fd: Some(1),
+                },
+            ),
+            (
+                50,
+                Ev::Exit {
+                    tid: 302,
+                    call: 1,
+                    ret: 0,
+                },
+            ),
+        ];
+        let tree = Who {
+            pids: Arc::new(Mutex::new(vec![50])),
+            children: true,
+            ..Default::default()
+        };
+        let (out, _) = rows(tree, &evs, &d);
+        assert_eq!(out.len(), 1, "{out:?}");
+        let Row::Call(c) = &out[0] else { panic!() };
+        assert_eq!((c.pid, c.tid, c.comm.as_str()), (301, 301, "dd"));
+        let other = Who {
+            pids: Arc::new(Mutex::new(vec![200])),
+            children: true,
+            ..Default::default()
+        };
+        assert!(rows(other, &evs, &d).0.is_empty());
+    }
+
+    #[test]
+    fn requests_pair_by_device_and_sector_with_queue_time() {
+        let d = fake_proc();
+        let dev = (7 << 20) | 3;
+        let mut rwbs = [0u8; 10];
+        rwbs[..4].copy_from_slice(b"FWFS");
+        let mut comm = [0u8; 16];
+        comm[..3].copy_from_slice(b"fio");
+        let issue = |sector, bytes| Ev::Issue {
+            dev,
+            sector,
+            bytes,
+            rwbs,
+            comm,
+        };
+        let evs = [
+            (100, Ev::Insert { dev, sector: 8 }),
+            (150, issue(8, 4096)),
+            (160, issue(16, 8192)),
+            (
+                170,
+                Ev::Complete {
+                    dev,
+                    sector: 99,
+                    error: 0,
+                },
+            ),
+            (
+                400,
+                Ev::Complete {
+                    dev,
+                    sector: 16,
+                    error: 0,
+                },
+            ),
+            (
+                900,
+                Ev::Complete {
+                    dev,
+                    sector: 8,
+                    error: -5,
+                },
+            ),
+        ];
+        let (out, stats) = rows(Who::default(), &evs, &d);
+        let r: Vec<&BlockReq> = out
+            .iter()
+            .filter_map(|r| match r {
+                Row::Request(b) => Some(b),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            (r[0].sector, r[0].queue_ns, r[0].service_ns),
+            (16, None, 240)
+        );
+        assert_eq!(
+            (
+                r[1].sector,
+                r[1].queue_ns,
+                r[1].service_ns,
+                r[1].error,
+                r[1].bytes
+            ),
+            (8, Some(50), 750, 5, 4096)
+        );
+        assert_eq!(
+            (
+                r[1].major,
+                r[1].minor,
+                r[1].rwbs.as_str(),
+                r[1].comm.as_str()
+            ),
+            (7, 3, "FWFS", "fio")
+        );
+        assert_eq!(stats.unpaired, 1);
+    }
+}

@@ -1,0 +1,225 @@
+//! `--trace` (issue 11): the tracefs collector (`collectors::tracefs`) wired into a
+//! recording. It writes `fsync_calls.csv.gz` and `block_requests.csv.gz`
+//! ([`crate::format::fsync_calls`], [`crate::format::block_requests`]), the meta.json
+//! `trace` section ([`crate::format::meta::TraceMeta`]) and a `trace_lost` event when the
+//! kernel lost events.
+//!
+//! What must stay true: tracing is off unless asked for; when it is asked for but cannot
+//! run (not root, no tracefs, a tracepoint missing) the recording says so in one line
+//! (stderr and an `error` event, `source` `trace`) and everything else records.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use collectors::clock::Clock;
+use collectors::tracefs::{self, Row, Tracer};
+use serde_json::json;
+
+use super::writer::ChunkSink;
+use super::EventLog;
+use crate::format::block_requests::{self, op_of_rwbs, BlockRequest};
+use crate::format::fsync_calls::{self, FsyncCall};
+use crate::format::meta::{TraceMeta, TraceStats};
+
+/// What to trace. The run's devices (`SamplerSetup::devices`) are the block devices
+/// traced (every device when the run lists none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TraceSetup {
+    /// Processes whose sync calls are recorded: every thread of each.
+    pub pids: Vec<u32>,
+    /// Process names (the kernel's comm: at most 15 bytes), filtered in the kernel.
+    pub comms: Vec<String>,
+    /// Also the processes the traced pids start, and theirs (`record -- CMD --trace`).
+    pub children: bool,
+    /// Every process's sync calls (`record --trace` with no pid, name or command).
+    pub every_process: bool,
+}
+
+/// The traced pids, shared with the collector so pids known only after the recording
+/// started (the command of `record -- CMD`, embedded brokers) are added while it runs:
+/// [`crate::recording::Recording::trace_pid`].
+#[derive(Debug, Clone, Default)]
+pub struct TracedPids(pub Arc<Mutex<Vec<u32>>>);
+
+impl TracedPids {
+    pub fn add(&self, pid: u32) {
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !v.contains(&pid) {
+            v.push(pid);
+        }
+    }
+    pub fn get(&self) -> Vec<u32> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// How often the ring buffers are read.
+pub const POLL: Duration = Duration::from_millis(10);
+/// How often the kernel's lost-event counters are looked at.
+const LOST_EVERY_NS: u64 = 1_000_000_000;
+
+/// A running trace thread.
+pub struct TraceThread {
+    handle: JoinHandle<anyhow::Result<TraceStats>>,
+    pub meta: TraceMeta,
+}
+
+impl TraceThread {
+    /// Waits for the thread (after the stop flag was set): its counts.
+    pub fn join(self) -> anyhow::Result<TraceStats> {
+        self.handle
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the trace thread panicked")))
+    }
+}
+
+/// A block device's name from sysfs (`/sys/dev/block/MAJ:MIN/uevent` `DEVNAME`).
+fn sysfs_name(major: u32, minor: u32) -> String {
+    std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/uevent"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("DEVNAME=").map(str::to_string))
+        })
+        .unwrap_or_else(|| format!("{major}:{minor}"))
+}
+
+/// Starts tracing into `dir`, or says in one line why it cannot run here.
+pub fn start(
+    setup: &TraceSetup,
+    traced: &TracedPids,
+    devices: &[(u32, u32, String)],
+    dir: &Path,
+    clock: Clock,
+    stop: Arc<AtomicBool>,
+    events: EventLog,
+) -> Result<TraceThread, String> {
+    let who = tracefs::Who {
+        every: setup.every_process,
+        pids: traced.0.clone(),
+        children: setup.children,
+        comms: setup.comms.clone(),
+    };
+    let cfg = tracefs::Config::new(who, devices.iter().map(|d| (d.0, d.1)).collect());
+    let mut tracer = Tracer::start(&cfg)?;
+    if !tracer.info.removed_stale.is_empty() {
+        eprintln!(
+            "trace: removed trace instances left by a diskpulse that did not end cleanly: {}",
+            tracer.info.removed_stale.join(", ")
+        );
+    }
+    let mut calls = ChunkSink::create(&dir.join(fsync_calls::FILE), fsync_calls::HEADER, true)
+        .map_err(|e| format!("{e:#}"))?;
+    let mut reqs = ChunkSink::create(
+        &dir.join(block_requests::FILE),
+        block_requests::HEADER,
+        true,
+    )
+    .map_err(|e| format!("{e:#}"))?;
+    let meta = TraceMeta {
+        events: tracer.info.events.clone(),
+        pids: traced.get(),
+        comms: setup.comms.clone(),
+        children: setup.children,
+        devices: devices.iter().map(|d| format!("{}:{}", d.0, d.1)).collect(),
+        clock: "mono".into(),
+        clock_offset_ns: tracer.info.clock_offset_ns,
+        clock_offset_bound_ns: tracer.info.clock_offset_bound_ns,
+        buffer_kib_per_cpu: tracer.info.buffer_kib_per_cpu,
+        stats: None,
+    };
+    let mut names: HashMap<(u32, u32), String> =
+        devices.iter().map(|d| ((d.0, d.1), d.2.clone())).collect();
+    let zero = clock.zero_monotonic_ns();
+    let handle = std::thread::Builder::new()
+        .name("trace".into())
+        .spawn(move || {
+            // Like the samplers: a low real-time priority, so a busy machine does not
+            // starve the reader until the ring buffers overflow.
+            let _ = collectors::periodic::try_realtime();
+            let mut write = |row: Row| match row {
+                Row::Call(c) => {
+                    let r = FsyncCall {
+                        t_ns: c.start_ns.saturating_sub(zero),
+                        dur_ns: c.dur_ns,
+                        pid: c.pid,
+                        tid: c.tid,
+                        comm: c.comm,
+                        call: c.call.to_string(),
+                        fd: c.fd,
+                        file: c.file,
+                        ret: c.ret,
+                    };
+                    calls.buf().extend_from_slice(r.to_line().as_bytes());
+                    calls.row_done(clock.now_ns());
+                }
+                Row::Request(b) => {
+                    let device = names
+                        .entry((b.major, b.minor))
+                        .or_insert_with(|| sysfs_name(b.major, b.minor))
+                        .clone();
+                    let r = BlockRequest {
+                        t_ns: b.issue_ns.saturating_sub(zero),
+                        device,
+                        major: b.major,
+                        minor: b.minor,
+                        op: op_of_rwbs(&b.rwbs).to_string(),
+                        flags: b.rwbs,
+                        sector: b.sector,
+                        bytes: b.bytes,
+                        queue_ns: b.queue_ns,
+                        service_ns: b.service_ns,
+                        error: b.error,
+                        comm: b.comm,
+                    };
+                    reqs.buf().extend_from_slice(r.to_line().as_bytes());
+                    reqs.row_done(clock.now_ns());
+                }
+            };
+            let mut lost_seen = 0u64;
+            let mut lost_checked_ns = 0u64;
+            let note_lost = |lost: u64, seen: &mut u64| {
+                if lost > *seen {
+                    events.event(
+                        "trace_lost",
+                        json!({"lost_events": lost - *seen, "total": lost}),
+                    );
+                    *seen = lost;
+                }
+            };
+            let mut failed = None;
+            while !stop.load(Ordering::Relaxed) {
+                if let Err(e) = tracer.poll(&mut write) {
+                    failed = Some(e);
+                    break;
+                }
+                let now = clock.now_ns();
+                if now.saturating_sub(lost_checked_ns) >= LOST_EVERY_NS {
+                    lost_checked_ns = now;
+                    note_lost(tracer.lost(), &mut lost_seen);
+                }
+                std::thread::sleep(POLL);
+            }
+            let (counts, end) = tracer.finish(&mut write);
+            note_lost(counts.lost_events, &mut lost_seen);
+            calls.finish()?;
+            reqs.finish()?;
+            if let Some(e) = failed {
+                anyhow::bail!("reading the trace stopped: {e}");
+            }
+            end.map_err(anyhow::Error::msg)?;
+            Ok(TraceStats {
+                events: counts.events,
+                lost_events: counts.lost_events,
+                calls: counts.calls,
+                requests: counts.requests,
+                unpaired: counts.unpaired,
+            })
+        })
+        .map_err(|e| format!("cannot start the trace thread: {e}"))?;
+    Ok(TraceThread { handle, meta })
+}

@@ -1,0 +1,514 @@
+//! `record --trace` against the real kernel (issue 11): tracefs, loop devices, a blkio
+//! throttle. The programs traced are this test process's own threads (exactly N
+//! fdatasync calls, each timed here) and O_DIRECT writes made here, so the counts and
+//! durations the trace records are compared with what really happened.
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use diskpulse::format::{block_requests, fsync_calls};
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+fn can_trace() -> bool {
+    if !can_use_loop_devices() {
+        return false;
+    }
+    if !Path::new(TRACEFS).join("instances").is_dir()
+        && !Path::new("/sys/kernel/debug/tracing/instances").is_dir()
+        && !Path::new("/sys/kernel/tracing").is_dir()
+    {
+        return skip("no tracefs in this kernel (CONFIG_TRACING)");
+    }
+    true
+}
+
+/// Starts `record --trace ARGS --out DIR` and waits until its trace runs (meta.json has
+/// its `trace` section).
+fn start_record(dir: &Path, args: &[&str]) -> Child {
+    let mut c = diskpulse()
+        .arg("record")
+        .arg("--trace")
+        .args(args)
+        .arg("--out")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    loop {
+        let ready = std::fs::read_to_string(dir.join("meta.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|m| m.get("trace").is_some());
+        if ready {
+            return c;
+        }
+        if let Some(st) = c.try_wait().unwrap() {
+            let out = c.wait_with_output().unwrap();
+            panic!(
+                "record ended before tracing ({st}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "trace not ready");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Ctrl-C: SIGINT, then the exit status and stderr.
+fn interrupt(c: Child) -> (i32, String) {
+    // SAFETY: kill with our own child's pid.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    let out = c.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn instance_of(pid: u32) -> PathBuf {
+    Path::new(TRACEFS)
+        .join("instances")
+        .join(format!("diskpulse-{pid}"))
+}
+
+fn mono_ns() -> u64 {
+    collectors::clock::monotonic_ns()
+}
+
+fn trace_stats(dir: &Path) -> serde_json::Value {
+    read_json(&dir.join("meta.json"))["trace"]["stats"].clone()
+}
+
+#[test]
+fn n_fdatasync_calls_are_recorded_exactly_with_their_own_durations_and_ctrl_c_removes_the_instance()
+{
+    if !can_trace() {
+        return;
+    }
+    let mut lo = LoopDev::new("256M");
+    let mnt = lo.mount_ext4();
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let me = std::process::id().to_string();
+    let rec = start_record(&dir, &["--trace-pid", &me, "--device", lo.name()]);
+    let rec_pid = rec.id();
+    assert!(
+        instance_of(rec_pid).is_dir(),
+        "the instance exists while tracing"
+    );
+    let zero = read_json(&dir.join("meta.json"))["clock_zero_monotonic_ns"]
+        .as_u64()
+        .unwrap();
+
+    const N: usize = 200;
+    let path = mnt.join("wal");
+    let p = path.clone();
+    // One thread makes the calls: its tid picks them out of the process's rows.
+    let (tid, own) = std::thread::spawn(move || {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        // Real-time priority (root): a compiler on the other core cannot preempt the
+        // thread between its clock reads and the call, which would lengthen its own
+        // timing and not the traced one.
+        let prio = libc::sched_param { sched_priority: 10 };
+        // SAFETY: sets this thread's policy; prio outlives the call.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &prio) };
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&p)
+            .unwrap();
+        let block = vec![7u8; 4096];
+        let mut own = vec![];
+        for i in 0..N {
+            f.write_at(&block, (i * 4096) as u64).unwrap();
+            let t0 = mono_ns();
+            f.sync_data().unwrap();
+            let t1 = mono_ns();
+            own.push((t0, t1));
+        }
+        (tid, own)
+    })
+    .join()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let (code, stderr) = interrupt(rec);
+    assert_eq!(code, 130, "Ctrl-C ends record with 130: {stderr}");
+    assert!(
+        !instance_of(rec_pid).exists(),
+        "the trace instance is removed on Ctrl-C"
+    );
+
+    let (rows, warnings) = fsync_calls::read(&dir).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let mine: Vec<&fsync_calls::FsyncCall> = rows.iter().filter(|r| r.tid == tid).collect();
+    assert_eq!(
+        mine.len(),
+        N,
+        "exactly {N} calls of thread {tid}: {mine:#?}"
+    );
+    let stats = trace_stats(&dir);
+    assert_eq!(stats["lost_events"], 0, "{stats}");
+    for (i, (r, (t0, t1))) in mine.iter().zip(&own).enumerate() {
+        assert_eq!(r.pid, std::process::id());
+        assert_eq!(r.call, "fdatasync");
+        assert_eq!(r.ret, 0);
+        assert_eq!(Path::new(&r.file), path, "call {i}: the file behind the fd");
+        let own_ns = t1 - t0;
+        let diff = own_ns.abs_diff(r.dur_ns);
+        assert!(
+            diff * 10 <= own_ns || diff <= 20_000,
+            "call {i}: traced {} ns, timed {own_ns} ns",
+            r.dur_ns
+        );
+        // The call's start lies inside this thread's own timing of it.
+        let start = r.t_ns + zero;
+        assert!(
+            start + 20_000 >= *t0 && start <= *t1,
+            "call {i}: traced start {start} outside [{t0}, {t1}]"
+        );
+    }
+    // The data of those calls reached the loop device as write requests.
+    let (reqs, _) = block_requests::read(&dir).unwrap();
+    let writes = reqs
+        .iter()
+        .filter(|r| r.device == lo.name() && r.op == "write")
+        .count();
+    assert!(writes >= N, "{writes} write requests for {N} synced blocks");
+    let devices: std::collections::BTreeSet<&str> =
+        reqs.iter().map(|r| r.device.as_str()).collect();
+    let meta_devices: Vec<String> = read_json(&dir.join("meta.json"))["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        devices.iter().all(|d| meta_devices.iter().any(|m| m == d)),
+        "only the run's devices {meta_devices:?}: {devices:?}"
+    );
+    drop(lo);
+}
+
+/// An 4 KiB-aligned buffer for O_DIRECT.
+fn aligned(bytes: usize) -> (*mut u8, std::alloc::Layout) {
+    let layout = std::alloc::Layout::from_size_align(bytes, 4096).unwrap();
+    // SAFETY: non-zero size; freed by the caller with the same layout.
+    (unsafe { std::alloc::alloc_zeroed(layout) }, layout)
+}
+
+#[test]
+fn m_direct_writes_to_a_loop_device_are_m_write_requests_of_their_size() {
+    if !can_trace() {
+        return;
+    }
+    let lo = LoopDev::new("128M");
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let rec = start_record(&dir, &["--device", lo.name()]);
+    const M: usize = 300;
+    const BYTES: usize = 64 << 10;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&lo.dev)
+        .unwrap();
+    let (buf, layout) = aligned(BYTES);
+    // SAFETY: buf is valid for BYTES bytes until dealloc below.
+    let data = unsafe { std::slice::from_raw_parts(buf, BYTES) };
+    for i in 0..M {
+        f.write_at(data, (i * BYTES) as u64).unwrap();
+    }
+    // SAFETY: allocated by `aligned` with this layout.
+    unsafe { std::alloc::dealloc(buf, layout) };
+    drop(f);
+    std::thread::sleep(Duration::from_millis(100));
+    let (code, stderr) = interrupt(rec);
+    assert_eq!(code, 130, "{stderr}");
+    assert!(stderr.contains("0 lost"), "{stderr}");
+    let (reqs, warnings) = block_requests::read(&dir).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let writes: Vec<&block_requests::BlockRequest> = reqs
+        .iter()
+        .filter(|r| r.device == lo.name() && r.op == "write")
+        .collect();
+    assert_eq!(writes.len(), M, "exactly {M} write requests");
+    let mut sectors: Vec<u64> = writes.iter().map(|r| r.sector).collect();
+    sectors.sort_unstable();
+    let want: Vec<u64> = (0..M as u64).map(|i| i * (BYTES as u64 / 512)).collect();
+    assert_eq!(sectors, want, "one request per write, at its offset");
+    assert!(writes
+        .iter()
+        .all(|r| r.bytes == BYTES as u64 && r.error == 0));
+    assert!(writes
+        .iter()
+        .all(|r| r.service_ns > 0 && r.service_ns < 1_000_000_000));
+    assert_eq!(trace_stats(&dir)["lost_events"], 0);
+}
+
+fn percentile(v: &mut [u64], p: f64) -> u64 {
+    v.sort_unstable();
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// A blkio (cgroup v1) throttle delays bios before they become requests, so each
+/// request's own queue and service times stay short: the throttle shows as the spacing
+/// of the requests' issue times, 1/iops.
+#[test]
+fn a_throttled_loop_device_issues_its_requests_at_the_throttle_rate() {
+    if !can_trace() {
+        return;
+    }
+    let blkio = Path::new("/sys/fs/cgroup/blkio");
+    if !blkio.join("blkio.throttle.write_iops_device").exists() {
+        skip("no cgroup v1 blkio throttle here (blkio.throttle.write_iops_device)");
+        return;
+    }
+    let lo = LoopDev::new("64M");
+    let cg = blkio.join(format!("diskpulse-trace-test-{}", std::process::id()));
+    std::fs::create_dir_all(&cg).unwrap();
+    struct Cg(PathBuf);
+    impl Drop for Cg {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+    let _cg = Cg(cg.clone());
+    let (ma, mi) = {
+        let t = std::fs::read_to_string(format!("/sys/class/block/{}/dev", lo.name())).unwrap();
+        let (a, b) = t.trim().split_once(':').unwrap();
+        (a.to_string(), b.to_string())
+    };
+    const IOPS: u64 = 100;
+    std::fs::write(
+        cg.join("blkio.throttle.write_iops_device"),
+        format!("{ma}:{mi} {IOPS}"),
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let rec = start_record(&dir, &["--device", lo.name()]);
+    // The same 60 writes outside the cgroup (sectors from 0), then inside (from 8 MiB).
+    let dd = |inside: bool| {
+        let enter = if inside {
+            format!("echo $$ > {}/cgroup.procs && ", cg.display())
+        } else {
+            String::new()
+        };
+        let seek = if inside { 2048 } else { 0 };
+        let st = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "{enter}exec dd if=/dev/zero of={} bs=4k count=60 seek={seek} oflag=direct status=none",
+                lo.dev
+            ))
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    dd(false);
+    dd(true);
+    std::thread::sleep(Duration::from_millis(100));
+    let (code, stderr) = interrupt(rec);
+    assert_eq!(code, 130, "{stderr}");
+    let (reqs, _) = block_requests::read(&dir).unwrap();
+    let split = |inside: bool| -> Vec<&block_requests::BlockRequest> {
+        reqs.iter()
+            .filter(|r| r.device == lo.name() && r.op == "write")
+            .filter(|r| (r.sector >= 2048 * 8) == inside)
+            .collect()
+    };
+    let mean_gap = |w: &[&block_requests::BlockRequest]| {
+        (w.last().unwrap().t_ns - w[0].t_ns) / (w.len() as u64 - 1)
+    };
+    let (free, writes) = (split(false), split(true));
+    assert_eq!((free.len(), writes.len()), (60, 60), "dd's 60 + 60 writes");
+    // blk-throttle lets a slice's share through at once (bursts of about IOPS/10 per
+    // 100 ms slice, more after an idle slice); on average at most one per 1/iops.
+    let want = 1_000_000_000 / IOPS;
+    let (gap_free, gap) = (mean_gap(&free), mean_gap(&writes));
+    assert!(
+        gap * 4 >= want * 3,
+        "throttled: mean issue spacing {gap} ns, the throttle allows one per {want} ns"
+    );
+    assert!(
+        gap_free * 4 < want,
+        "unthrottled: mean issue spacing {gap_free} ns (the throttle must make the difference)"
+    );
+    let mut service: Vec<u64> = writes.iter().map(|r| r.service_ns).collect();
+    let p50_service = percentile(&mut service, 0.5);
+    assert!(
+        p50_service * 4 < want,
+        "service p50 {p50_service} ns: the throttle acts before the request"
+    );
+    drop(lo);
+}
+
+#[test]
+fn a_stale_instance_of_a_dead_diskpulse_is_removed_at_the_next_start() {
+    if !can_trace() {
+        return;
+    }
+    // A pid that is certainly gone: a child that exited.
+    let mut c = std::process::Command::new("true").spawn().unwrap();
+    c.wait().unwrap();
+    let stale = instance_of(c.id());
+    std::fs::create_dir(&stale).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let o = diskpulse()
+        .args(["record", "--trace", "--duration", "300ms"])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let _ = std::fs::remove_dir(&stale);
+    assert!(o.status.success(), "{stderr}");
+    assert!(!stale.exists(), "the stale instance is gone");
+    assert!(
+        stderr.contains(&format!("diskpulse-{}", c.id())) && stderr.contains("removed"),
+        "{stderr}"
+    );
+    assert!(dir.join(fsync_calls::FILE).exists());
+}
+
+#[test]
+fn without_root_trace_says_so_in_one_line_and_the_rest_records() {
+    if unsafe { libc::geteuid() } != 0 {
+        skip("needs root to drop to an unprivileged user");
+        return;
+    }
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        skip("setpriv not found (util-linux)");
+        return;
+    }
+    let out = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        out.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let dir = out.path().join("run");
+    let o = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(env!("CARGO_BIN_EXE_diskpulse"))
+        .args(["record", "--trace", "--duration", "300ms"])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("trace")).collect();
+    assert_eq!(lines.len(), 1, "one line about the trace: {stderr}");
+    assert!(lines[0].contains("root"), "{stderr}");
+    assert!(dir.join("diskstats.csv.gz").exists());
+    assert!(!dir.join(fsync_calls::FILE).exists());
+    let m = read_json(&dir.join("meta.json"));
+    assert_eq!(m["complete"], true);
+    assert!(m.get("trace").is_none());
+}
+
+#[test]
+fn bad_trace_input_is_refused_before_anything_is_written() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--trace", "--trace-pid", "999999999"],
+            "--trace-pid 999999999",
+        ),
+        (
+            &["--trace", "--trace-comm", "a-name-of-16-chr"],
+            "--trace-comm 'a-name-of-16-chr'",
+        ),
+        (&["--trace-pid", "1"], "--trace"),
+    ];
+    for (args, names) in cases {
+        let o = diskpulse()
+            .arg("record")
+            .args(args)
+            .arg("--out")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(names), "{args:?}: {stderr}");
+        assert!(!dir.exists(), "{args:?}: nothing written");
+    }
+    let o = diskpulse()
+        .args(["record", "--trace", "--trace-comm", "a-name-of-16-chr"])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("15"), "names the limit: {stderr}");
+    let _ = std::io::stderr().flush();
+}
+
+#[test]
+fn record_trace_with_a_command_traces_its_short_children() {
+    if !can_trace() {
+        return;
+    }
+    let mut lo = LoopDev::new("128M");
+    let mnt = lo.mount_ext4();
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    // Three dd processes, each gone right after its one fdatasync: known by their fork
+    // and exec events, not by /proc.
+    let script = format!(
+        "for i in 1 2 3; do dd if=/dev/zero of={}/f$i bs=4k count=1 conv=fdatasync status=none; done",
+        mnt.display()
+    );
+    let o = diskpulse()
+        .args(["record", "--trace", "--device", lo.name(), "--out"])
+        .arg(&dir)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let (rows, _) = fsync_calls::read(&dir).unwrap();
+    assert_eq!(
+        rows.len(),
+        3,
+        "the three dd calls and nothing else: {rows:#?}"
+    );
+    let pids: std::collections::BTreeSet<u32> = rows.iter().map(|r| r.pid).collect();
+    assert_eq!(pids.len(), 3, "three processes: {rows:#?}");
+    assert!(
+        rows.iter()
+            .all(|r| r.comm == "dd" && r.call == "fdatasync" && r.ret == 0),
+        "{rows:#?}"
+    );
+    let m = read_json(&dir.join("meta.json"));
+    assert_eq!(m["trace"]["children"], true);
+    assert_eq!(m["trace"]["stats"]["lost_events"], 0);
+    drop(lo);
+}
