@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{can_use_loop_devices, diskpulse, have_nats_server, read_json, skip};
+use common::{can_use_loop_devices, diskpulse, have_nats_server, read_json, skip, LoopDev};
 
 /// A tiny seeded generator (xorshift): the kill moments are random but the same on every
 /// run, so a failure names a moment that can be tried again.
@@ -310,4 +310,207 @@ fn demo_killed_at_random_moments_leaves_no_server_and_the_next_demo_removes_its_
     if prev.exists() {
         panic!("{} survived the next demo: {err}", prev.display());
     }
+}
+
+/// `t_ns` of every whole row of a recording's CSV (gzip members read as far as they go).
+fn rows_of(file: &Path) -> Vec<(u64, String)> {
+    use std::io::Read;
+    let mut text = String::new();
+    let f = std::fs::File::open(file).unwrap();
+    if file.extension().is_some_and(|e| e == "gz") {
+        let _ = flate2::read::MultiGzDecoder::new(f).read_to_string(&mut text);
+    } else {
+        let _ = std::io::BufReader::new(f).read_to_string(&mut text);
+    }
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let mut c = l.split(',');
+            let t = c.next()?.parse().ok()?;
+            Some((t, c.next().unwrap_or("").to_string()))
+        })
+        .collect()
+}
+
+fn events_of(run: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn wait_for_file(p: &Path) {
+    let t0 = Instant::now();
+    while !p.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no {}", p.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn record_ends_on_sigterm_like_ctrl_c_with_a_complete_meta_and_exit_130() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("rec");
+    let c = diskpulse()
+        .args(["record", "--duration", "60s", "--interval", "1ms", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = Killing(Some(c));
+    wait_for_file(&out.join("meta.json"));
+    std::thread::sleep(Duration::from_millis(1000));
+    let c = guard.0.as_mut().unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let t_sig = Instant::now();
+    let o = guard.0.take().unwrap().wait_with_output().unwrap();
+    let took = t_sig.elapsed();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(took < Duration::from_secs(3), "SIGTERM took {took:?}");
+    let meta = read_json(&out.join("meta.json"));
+    assert_eq!(meta["complete"], true, "{meta:#}");
+    let dur = meta["duration_ns"].as_u64().unwrap();
+    assert!((1_000_000_000..10_000_000_000).contains(&dur), "{dur}");
+    assert!(
+        events_of(&out).iter().any(|e| e["kind"] == "interrupted"),
+        "no interrupted event"
+    );
+    // The rows reach the end: the last meminfo row (every 10 ms) is within 0.3 s of it.
+    let last = rows_of(&out.join("meminfo.csv")).last().unwrap().0;
+    assert!(dur - last < 300_000_000, "last row {last} of {dur}");
+}
+
+#[test]
+fn record_killed_with_sigkill_reads_to_its_last_whole_row_and_says_incomplete() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("rec");
+    let c = diskpulse()
+        .args(["record", "--duration", "60s", "--interval", "1ms", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut guard = Killing(Some(c));
+    wait_for_file(&out.join("meta.json"));
+    let kill_after = Duration::from_millis(1500);
+    let st = sigkill_after(guard.0.take().unwrap(), kill_after);
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(9));
+    let meta = read_json(&out.join("meta.json"));
+    assert_eq!(meta["complete"], false, "{meta:#}");
+    // At most 250 ms is lost: the last whole row of every file is close to the kill.
+    let kill_ns = kill_after.as_nanos() as u64;
+    for f in ["meminfo.csv", "diskstats.csv.gz"] {
+        let rows = rows_of(&out.join(f));
+        let last = rows.last().unwrap_or_else(|| panic!("{f}: no rows")).0;
+        // diskstats writes an idle device once a second: allow that on top.
+        let slack = if f.ends_with("gz") {
+            1_300_000_000
+        } else {
+            400_000_000
+        };
+        assert!(
+            kill_ns.saturating_sub(last) < slack,
+            "{f}: last row {last} ns, killed ~{kill_ns} ns"
+        );
+    }
+    let o = diskpulse().arg("report").arg(&out).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("the recording is incomplete"), "{err}");
+    let s = read_json(&out.join("summary.json"));
+    let rows: u64 = s["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["rows"].as_u64().unwrap())
+        .sum();
+    assert!(rows > 0, "{s:#}");
+}
+
+#[test]
+fn a_loop_device_detached_mid_record_is_an_event_and_the_other_device_goes_on() {
+    if !can_use_loop_devices() {
+        return;
+    }
+    let a = LoopDev::new("64M");
+    let b = LoopDev::new("64M");
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("rec");
+    let c = diskpulse()
+        .args(["record", "--duration", "4s", "--interval", "1ms"])
+        .args(["--device", a.name(), "--device", b.name(), "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = Killing(Some(c));
+    wait_for_file(&out.join("meta.json"));
+    std::thread::sleep(Duration::from_millis(1500));
+    common::sh("losetup", &["-d", &a.dev]);
+    // Keep the other device busy after the detach: its rows must go on.
+    common::write_direct(Path::new(&b.dev), 4 << 20, 64 << 10);
+    let o = guard.0.take().unwrap().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let meta = read_json(&out.join("meta.json"));
+    assert_eq!(meta["complete"], true, "{meta:#}");
+    let ev = events_of(&out);
+    let gone: Vec<_> = ev.iter().filter(|e| e["kind"] == "device_gone").collect();
+    assert_eq!(gone.len(), 1, "{ev:#?}");
+    assert_eq!(gone[0]["detail"]["device"], a.name());
+    let why = gone[0]["detail"]["why"].as_str().unwrap_or("");
+    assert!(
+        why.contains("detached") && why.contains(&a.image.display().to_string()),
+        "{why}"
+    );
+    let t_gone = gone[0]["t_ns"].as_u64().unwrap();
+    assert!(
+        (1_000_000_000..3_000_000_000).contains(&t_gone),
+        "gone at {t_gone}"
+    );
+    let rows = rows_of(&out.join("diskstats.csv.gz"));
+    let last_of = |n: &str| {
+        rows.iter()
+            .filter(|r| r.1 == n)
+            .map(|r| r.0)
+            .max()
+            .unwrap_or(0)
+    };
+    // The detached device's rows end at the detach (unless someone attached loopN again).
+    if !ev.iter().any(|e| e["kind"] == "loop_attached") {
+        assert!(
+            last_of(a.name()) <= t_gone,
+            "{} rows after {t_gone}",
+            a.name()
+        );
+    }
+    // The other one is sampled to the end, with its writes after the detach.
+    assert!(
+        last_of(b.name()) > 3_500_000_000,
+        "{}: last row {}",
+        b.name(),
+        last_of(b.name())
+    );
+    let o = diskpulse().arg("report").arg(&out).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let said = format!(
+        "device {} vanished at {:.3} s",
+        a.name(),
+        t_gone as f64 / 1e9
+    );
+    assert!(err.contains(&said), "{said}: {err}");
+    let s = read_json(&out.join("summary.json"));
+    assert!(
+        common::device(&s, b.name())["write"]["bytes"]
+            .as_f64()
+            .unwrap()
+            >= (4 << 20) as f64
+    );
 }

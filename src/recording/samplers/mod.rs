@@ -14,6 +14,8 @@
 //! every sample.
 
 mod disk;
+mod disk_source;
+mod loopwatch;
 mod proc;
 
 use std::thread::JoinHandle;
