@@ -514,3 +514,130 @@ fn a_loop_device_detached_mid_record_is_an_event_and_the_other_device_goes_on() 
             >= (4 << 20) as f64
     );
 }
+
+/// What a run whose store filled up must show: the failure in summary.json and
+/// events.jsonl, a store_volume event for the node, a complete meta.json, and a report.
+fn assert_store_full_recorded(run: &Path, dev: &str) {
+    let meta = read_json(&run.join("meta.json"));
+    assert_eq!(meta["complete"], true, "{meta:#}");
+    let ev = events_of(run);
+    assert!(
+        ev.iter()
+            .any(|e| e["kind"] == "error" && e["detail"]["kind"] == "insufficient_resources"),
+        "no refusal in events"
+    );
+    let vol = ev
+        .iter()
+        .find(|e| e["kind"] == "store_volume")
+        .unwrap_or_else(|| panic!("no store_volume event"));
+    assert_eq!(vol["detail"]["device"], dev, "{vol}");
+    assert!(vol["detail"]["used_pct"].as_f64().unwrap() > 50.0, "{vol}");
+    let o = diskpulse().arg("report").arg(run).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let s = read_json(&run.join("summary.json"));
+    let f = &s["failures"][0];
+    assert_eq!(f["kind"], "insufficient_resources", "{s:#}");
+    assert!(f["line"].as_str().unwrap().contains(dev), "{f}");
+}
+
+/// The one line that says the store filled: node, device and how full.
+fn assert_store_full_line(err: &str, dev: &str) {
+    let line = err
+        .lines()
+        .find(|l| l.contains("the store filled up"))
+        .unwrap_or_else(|| panic!("no store-full line: {err}"));
+    assert!(
+        line.contains("node n1's store") && line.contains(&format!("on {dev} (ext4) was ")),
+        "{line}"
+    );
+    assert!(
+        line.contains("% full (") && line.contains(" free)"),
+        "{line}"
+    );
+}
+
+#[test]
+fn demo_whose_store_volume_fills_says_node_volume_and_how_full_and_keeps_its_recording() {
+    if !have_nats_server() || !can_use_loop_devices() {
+        return;
+    }
+    let mut vol = LoopDev::new("48M");
+    let mnt = vol.mount_ext4();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("demo");
+    let o = diskpulse()
+        .args([
+            "demo",
+            "--duration",
+            "5s",
+            "--size",
+            "64k",
+            "--interval",
+            "10ms",
+        ])
+        .arg("--store-dir")
+        .arg(mnt.join("store"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_store_full_line(&err, &vol.dev);
+    assert_store_full_recorded(&out, &vol.dev);
+}
+
+#[test]
+fn run_whose_lab_store_volume_fills_says_node_volume_and_how_full_and_keeps_its_recording() {
+    if !have_nats_server() || !can_use_loop_devices() {
+        return;
+    }
+    let token = format!("sf{}", std::process::id());
+    let lab = LabRoot(PathBuf::from(format!("/var/tmp/diskpulse-faults-{token}")));
+    let d = tempfile::tempdir().unwrap();
+    let sc = d.path().join("full.toml");
+    std::fs::write(
+        &sc,
+        format!(
+            r#"name = "storefull"
+[[volumes]]
+name = "{token}"
+lab = {{ size = "64M", fs = "ext4" }}
+[broker]
+volumes = ["{token}"]
+[[phases]]
+kind = "load"
+args = ["js-pub", "--size", "64k", "--duration", "5s", "--stream", "S", "--subject", "s.x"]
+"#
+        ),
+    )
+    .unwrap();
+    let out = d.path().join("study");
+    let o = diskpulse()
+        .arg("run")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .arg("--lab-root")
+        .arg(&lab.0)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let run = out.join("cells/base/r1");
+    let dev = events_of(&run)
+        .iter()
+        .find(|e| e["kind"] == "store_volume")
+        .and_then(|e| e["detail"]["device"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no store_volume event: {err}"));
+    assert!(dev.starts_with("/dev/loop"), "{dev}");
+    assert_store_full_line(&err, &dev);
+    assert_store_full_recorded(&run, &dev);
+    // The lab volume is gone after the failed run.
+    assert_eq!(loops_under(&lab.0), Vec::<String>::new());
+}

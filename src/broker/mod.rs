@@ -34,6 +34,7 @@ mod cluster;
 mod config;
 mod http;
 pub mod monitor;
+pub mod store_usage;
 
 pub use cluster::{Cluster, ClusterOptions, DEFAULT_CLUSTER_NAME};
 use config::{config_text, free_ports, ClusterConf};
