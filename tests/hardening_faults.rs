@@ -641,3 +641,88 @@ args = ["js-pub", "--size", "64k", "--duration", "5s", "--stream", "S", "--subje
     // The lab volume is gone after the failed run.
     assert_eq!(loops_under(&lab.0), Vec::<String>::new());
 }
+
+#[test]
+fn an_out_that_fills_during_record_keeps_what_was_written_and_meta_says_what_was_lost() {
+    if !can_use_loop_devices() {
+        return;
+    }
+    let mut vol = LoopDev::new("16M");
+    let mnt = vol.mount_ext4();
+    let out = mnt.join("rec");
+    let c = diskpulse()
+        .args([
+            "record",
+            "--duration",
+            "4s",
+            "--interval",
+            "1ms",
+            "--mem-interval",
+            "1ms",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = Killing(Some(c));
+    wait_for_file(&out.join("meta.json"));
+    // Rows reach the disk for a second, then the file system fills from outside.
+    std::thread::sleep(Duration::from_millis(1000));
+    let fill = Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", mnt.join("fill").display()))
+        .args(["bs=64k"])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!fill.success(), "dd should have hit a full file system");
+    let o = guard.0.take().unwrap().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    // The error names a file of the run and the full file system.
+    assert!(
+        err.contains(&out.display().to_string()) && err.contains("is full"),
+        "{err}"
+    );
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.ends_with(".tmp") || n.contains("reserve")),
+        "{names:?}"
+    );
+    let meta = read_json(&out.join("meta.json"));
+    assert_eq!(meta["complete"], false, "{meta:#}");
+    assert!(meta["end_wall"].is_string(), "{meta:#}");
+    let lost = meta["lost"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no lost[]: {meta:#}"));
+    assert!(!lost.is_empty(), "{meta:#}");
+    for l in lost {
+        let file = l["file"].as_str().unwrap();
+        assert!(names.iter().any(|n| n == file), "{l}");
+        assert!(
+            l["error"].as_str().unwrap().contains("No space left"),
+            "{l}"
+        );
+        // What was written before the fill is kept: the last whole row is from after
+        // the first second, and it is the file's real last row.
+        let after = l["after_t_ns"].as_u64().unwrap_or_else(|| panic!("{l}"));
+        assert!(after >= 800_000_000, "{l}");
+        let last = rows_of(&out.join(file)).iter().map(|r| r.0).max().unwrap();
+        assert_eq!(after, last, "{l}");
+    }
+    let o = diskpulse()
+        .args(["report", "--no-charts", "--no-html", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let rerr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{rerr}");
+    assert!(rerr.contains("incomplete"), "{rerr}");
+}
