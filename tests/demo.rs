@@ -117,7 +117,7 @@ fn a_store_that_fills_up_makes_demo_exit_1_saying_what_when_and_how_many() {
         .split_once(" s into the load (insufficient resources): ")
         .unwrap();
     // Then which node, which volume and how full (tests/hardening_faults.rs checks it).
-    let (rest, store) = rest.split_once("; node n1's store ").unwrap();
+    let (rest, store) = rest.split_once("; store of node n1 (").unwrap();
     assert!(
         store.contains(&format!("on {} (ext4) was ", lo.dev)),
         "{last}"

@@ -552,7 +552,7 @@ fn assert_store_full_line(err: &str, dev: &str) {
         .find(|l| l.contains("the store filled up"))
         .unwrap_or_else(|| panic!("no store-full line: {err}"));
     assert!(
-        line.contains("node n1's store") && line.contains(&format!("on {dev} (ext4) was ")),
+        line.contains("; store of node n1 (") && line.contains(&format!("on {dev} (ext4) was ")),
         "{line}"
     );
     assert!(

@@ -56,13 +56,14 @@ fn sizes(p: &Path) -> Option<(u64, u64)> {
     })
 }
 
-/// One `store_volume` event in words: `node n1's store /mnt/x/store on /dev/loop3 (ext4)
-/// was 76% full (28.0 MiB used of 40.0 MiB, 9.2 MiB free)`.
+/// One `store_volume` event in words: `store of node n1 (/mnt/x/store) on /dev/loop3
+/// (ext4) was 76% full (28.0 MiB used of 40.0 MiB, 9.2 MiB free)`. No quote marks: the
+/// line goes into report.html as it is.
 pub fn line(detail: &Value) -> String {
     let s = |k: &str| detail.get(k).and_then(Value::as_str).unwrap_or("?");
     let n = |k: &str| detail.get(k).and_then(Value::as_f64).unwrap_or(0.0);
     format!(
-        "node {}'s store {} on {} ({}) was {:.0}% full ({} used of {}, {} free)",
+        "store of node {} ({}) on {} ({}) was {:.0}% full ({} used of {}, {} free)",
         s("node"),
         s("store_dir"),
         s("device"),
@@ -83,7 +84,7 @@ mod tests {
             "free_bytes": 10u64 << 20, "used_pct": 75.0});
         let l = super::line(&d);
         assert!(
-            l.starts_with("node n1's store /m/s on /dev/loop3 (ext4) was 75% full ("),
+            l.starts_with("store of node n1 (/m/s) on /dev/loop3 (ext4) was 75% full ("),
             "{l}"
         );
     }
