@@ -87,27 +87,85 @@ fn loop_device_write_cache_follows_sysfs_and_flipping_it_changes_the_finding() {
     assert_eq!(code, 0);
 
     // "write through" on a loop device: the kernel stops sending it flushes, so fsync
-    // never reaches the backing file's disk (which has a volatile cache here).
-    std::fs::write(&wc_path, "write through").unwrap();
-    let (v, code) = check_json(&["--quick", &lo.dev]);
-    let d0 = &v["targets"][0]["devices"][0];
-    assert_eq!(d0["queue"]["write_cache"], "write through");
-    let below_write_back = v["targets"][0]["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .skip(1)
-        .any(|d| d["queue"]["write_cache"] == "write back");
-    if below_write_back {
-        let dropped = findings(&v, "flushes-dropped");
-        assert_eq!(dropped.len(), 1, "{v:#}");
-        assert_eq!(dropped[0]["level"], "FAIL");
-        assert_eq!(dropped[0]["device"], lo.name());
-        assert_eq!(code, 1, "a FAIL exits 1 without --strict");
+    // never reaches the disk below. Whether that loses data depends on that disk's cache:
+    // the disk below is a second loop device here, set each way in turn.
+    // Its image is on tmpfs, so the chain ends there: no disk of the host's (whose cache
+    // setting this test does not control) is below it.
+    struct Detach(String, Option<std::path::PathBuf>);
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            if let Some(m) = &self.1 {
+                let _ = Command::new("umount").arg(m).status();
+            }
+            let _ = Command::new("losetup").args(["-d", &self.0]).status();
+        }
     }
-    assert!(findings(&v, "write-cache-on")
-        .iter()
-        .all(|f| f["device"] != lo.name()));
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let below_img = shm.path().join("below.img");
+    sh("truncate", &["-s", "128M", below_img.to_str().unwrap()]);
+    let below_dev = sh("losetup", &["-f", "--show", below_img.to_str().unwrap()]);
+    let below_name = below_dev.trim_start_matches("/dev/").to_string();
+    let m = shm.path().join("mnt");
+    std::fs::create_dir(&m).unwrap();
+    let mut below = Detach(below_dev.clone(), None);
+    sh("mkfs.ext4", &["-q", "-F", &below_dev]);
+    sh("mount", &[&below_dev, m.to_str().unwrap()]);
+    below.1 = Some(m.clone());
+    let below_wc = format!("/sys/block/{below_name}/queue/write_cache");
+    let below_before = std::fs::read_to_string(&below_wc)
+        .unwrap()
+        .trim()
+        .to_string();
+    let _restore_below = RestoreWriteCache(below_wc.clone(), below_before);
+    let image = m.join("top.img");
+    sh("truncate", &["-s", "64M", image.to_str().unwrap()]);
+    let top = sh("losetup", &["-f", "--show", image.to_str().unwrap()]);
+    let _detach = Detach(top.clone(), None);
+    let top_name = top.trim_start_matches("/dev/").to_string();
+    let top_wc = format!("/sys/block/{top_name}/queue/write_cache");
+    std::fs::write(&top_wc, "write through").unwrap();
+
+    for setting in ["write back", "write through"] {
+        std::fs::write(&below_wc, setting).unwrap();
+        let (v, code) = check_json(&["--quick", &top]);
+        let devs = v["targets"][0]["devices"].as_array().unwrap();
+        let reported = |name: &str| {
+            devs.iter()
+                .find(|d| d["name"] == name)
+                .unwrap_or_else(|| panic!("{name} not listed: {v:#}"))["queue"]["write_cache"]
+                .clone()
+        };
+        // What the check reports is what sysfs says, for both devices.
+        assert_eq!(reported(&top_name), "write through", "{v:#}");
+        assert_eq!(reported(&below_name), setting, "{v:#}");
+        assert_eq!(devs.len(), 2, "the chain ends on tmpfs: {v:#}");
+        let dropped = findings(&v, "flushes-dropped");
+        if setting == "write back" {
+            // A volatile cache below that never gets a flush: FAIL, exit 1.
+            assert_eq!(dropped.len(), 1, "{v:#}");
+            assert_eq!(dropped[0]["level"], "FAIL");
+            assert_eq!(dropped[0]["device"], top_name.as_str());
+            assert!(
+                dropped[0]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&below_name),
+                "{v:#}"
+            );
+            assert_eq!(code, 1, "a FAIL exits 1 without --strict");
+        } else {
+            // No cache below either: nothing is lost, nothing fails, exit 0.
+            assert!(dropped.is_empty(), "{v:#}");
+            assert_eq!(v["counts"]["fail"], 0, "{v:#}");
+            assert_eq!(code, 0, "{v:#}");
+        }
+        assert!(findings(&v, "write-cache-on")
+            .iter()
+            .all(|f| f["device"] != top_name.as_str()));
+    }
+    drop(_detach);
+    drop(below);
+    std::fs::write(&wc_path, "write through").unwrap();
 
     // The human report says the same.
     let o = check(&["--quick", lo.name()]);
@@ -196,7 +254,7 @@ fn a_mount_without_barriers_warns_and_strict_turns_warn_into_exit_1() {
         .unwrap();
     if !st.success() {
         // The mountinfo parser's fixture test covers the option on kernels that refuse it.
-        eprintln!("skipping: this kernel refuses ext4 -o nobarrier");
+        skip("this kernel refuses ext4 -o nobarrier");
         let _ = std::fs::remove_dir(&m);
         return;
     }

@@ -2,8 +2,10 @@
 //! throttle that really caps a process's O_DIRECT writes, SIGINT and SIGKILL in the
 //! middle of `lab up`, teardown that leaves a loop device and a mount that are not ours
 //! alone, stale entries, bad input. Each test has its own lab root under /var/tmp and
-//! its own volume names (cgroups are machine-wide). Tests that need root say why and
-//! skip.
+//! its own volume names (cgroups are machine-wide); tests that throttle take
+//! `common::cgroup::lock()` and use whichever hierarchy holds the block I/O controller
+//! (tests/lab_cgroup2.rs tests v1 and v2 each). Tests that need root say why and skip
+//! (see `common::skip`).
 
 mod common;
 use common::*;
@@ -110,9 +112,11 @@ impl TestLab {
         }
         let v = self.state();
         assert_eq!(v["volumes"].as_array().unwrap().len(), 0, "state: {v:#}");
-        for c in cgroups {
-            let p = Path::new(Lab::BLKIO).join(format!("diskpulse-{c}"));
-            assert!(!p.exists(), "{} is left", p.display());
+        if let Ok(h) = diskpulse::lab::cgroup::Hierarchy::find() {
+            for c in cgroups {
+                let p = h.group(c);
+                assert!(!p.exists(), "{} is left", p.display());
+            }
         }
     }
 }
@@ -157,21 +161,7 @@ fn unique(prefix: &str) -> String {
 }
 
 fn have(tool: &str, package: &str) -> bool {
-    if Command::new(tool).arg("--version").output().is_err()
-        && Command::new(tool).arg("-V").output().is_err()
-    {
-        eprintln!("skipping: {tool} not found (apt-get install {package})");
-        return false;
-    }
-    true
-}
-
-fn can_throttle() -> bool {
-    if !Path::new(Lab::BLKIO).join("cgroup.procs").exists() {
-        eprintln!("skipping: cgroup v1 blkio is not mounted at {}", Lab::BLKIO);
-        return false;
-    }
-    true
+    have_tool(tool, package)
 }
 
 /// The /proc/mounts line for `point`: (source, fstype).

@@ -23,9 +23,7 @@ fn a_broker_killed_under_a_recorded_load_ends_it_and_keeps_the_recording() {
     if !have_nats_server() {
         return;
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping: recording needs root");
+    if !need_root("recording") {
         return;
     }
     let out = tempfile::tempdir().unwrap();

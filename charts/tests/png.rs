@@ -90,7 +90,14 @@ fn a_lone_spike_is_visible_in_the_png() {
 fn png_text_is_drawn_when_fonts_exist() {
     // Fonts are the system's; without DejaVu (fonts-dejavu-core) this says so and stops.
     if !std::path::Path::new("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists() {
-        eprintln!("skipped: DejaVu Sans is not installed (apt-get install fonts-dejavu-core)");
+        let why = "DejaVu Sans is not installed (apt-get install fonts-dejavu-core)";
+        // As tests/common::skip: CI (.ci/run) makes a missing prerequisite a failure.
+        if std::env::var("CI").is_ok_and(|v| v == "true")
+            || std::env::var("DISKPULSE_STRICT").is_ok_and(|v| v == "1")
+        {
+            panic!("a prerequisite is missing (CI=true or DISKPULSE_STRICT=1): {why}");
+        }
+        eprintln!("skipped: {why}");
         return;
     }
     let base = timeline(vec![panel("p", vec![])]);

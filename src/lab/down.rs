@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail};
 use serde::Serialize;
 
 use super::state::{self, Entry, Locked, LoopRecord};
-use super::{os, save, validate_name, Fs, Lab};
+use super::{cgroup, os, save, validate_name, Fs, Lab};
 use crate::usage;
 
 /// What one teardown did.
@@ -157,17 +157,18 @@ impl Lab {
             .collect();
         let our_devs: Vec<String> = ours.iter().map(|r| r.device.clone()).collect();
 
-        // 1. cgroup (its processes move to the blkio root).
+        // 1. cgroup (its processes move to the cgroup above it: the hierarchy's root).
         if let Some(cg) = e.cgroup.clone() {
-            let expected = self.blkio.join(format!("diskpulse-{}", e.name));
-            if cg != expected {
-                t.left_alone.push(format!(
-                    "cgroup {} (not {})",
-                    cg.display(),
-                    expected.display()
-                ));
-            } else if cg.exists() {
-                match os::remove_cgroup(&cg, &self.blkio) {
+            if !cgroup::is_volume_group(&cg, &e.name) {
+                if cg.exists() {
+                    t.left_alone.push(format!(
+                        "cgroup {} (not diskpulse-{} in a cgroup file system)",
+                        cg.display(),
+                        e.name
+                    ));
+                }
+            } else if let Some(parent) = cg.parent().filter(|_| cg.exists()) {
+                match os::remove_cgroup(&cg, parent) {
                     Ok(()) => t.removed.push(format!("removed cgroup {}", cg.display())),
                     Err(err) => errors.push(format!("{err:#}")),
                 }

@@ -27,7 +27,8 @@
 //!
 //! The code: `spec.rs` (what a volume is made of, and what cannot be built), `up.rs`
 //! (build and roll back), `down.rs` (teardown), `status.rs` (`list`), [`state`] (the
-//! state file), [`os`] (losetup, mkfs, mount, cgroups, processes); this file holds the
+//! state file), [`cgroup`] (which hierarchy throttles, and its files), [`os`] (losetup,
+//! mkfs, mount, cgroups, processes); this file holds the
 //! [`Lab`] and the [`Volume`] handle that tears down when dropped.
 //!
 //! Decisions, and what must stay true:
@@ -35,7 +36,8 @@
 //!   while it still matches: a loop device is detached only if its backing file is one
 //!   of this volume's images under `ROOT/images` (path and inode); a mount is unmounted
 //!   only if it is the top mount at `ROOT/mnt/<name>` and its source is one of those loop
-//!   devices; a cgroup is removed only if it is `blkio/diskpulse-<name>`. Never
+//!   devices; a cgroup is removed only if it is `diskpulse-<name>` in a cgroup file
+//!   system ([`cgroup::is_volume_group`]). Never
 //!   `losetup -D`. mkfs runs without its force flag, only on loop devices just attached
 //!   to images just created (`O_EXCL`), checked again right before (backing file, and the
 //!   block-device write gate probe and check use: `collectors::gate`).
@@ -61,17 +63,20 @@
 //!   kernel sends it flushes (which the loop turns into an fsync of the image): "write
 //!   through" means fsync on the volume returns without flushing anything. The kernel
 //!   keeps the setting for the next user of `loopN`, so teardown puts the old value back.
-//! - **Throttles** are cgroup v1 blkio rules (`blkio.throttle.*_device`) on every member
-//!   loop device, in cgroup `diskpulse-<name>`. They limit I/O *submitted by processes in
-//!   the cgroup*: O_DIRECT writes, reads, fsync's own writes; buffered writes are
-//!   written back later by kernel threads that are not charged to the cgroup, so a
-//!   process doing buffered writes is throttled only where it waits for writeback.
+//! - **Throttles** are blk-throttle rules on every member loop device, in cgroup
+//!   `diskpulse-<name>` of whichever hierarchy holds the block I/O controller: cgroup v1
+//!   blkio (`blkio.throttle.*_device`) or cgroup v2 io (`io.max`), see [`cgroup`]. They
+//!   limit I/O *submitted by processes in the cgroup*: O_DIRECT writes, reads, fsync's
+//!   own writes; buffered writes are written back later by kernel threads that are not
+//!   charged to the cgroup (unless memory and io are both on v2), so a process doing
+//!   buffered writes is throttled only where it waits for writeback.
 //! - **No background discards**: btrfs is mounted `nodiscard` unless the mount options
 //!   say otherwise (btrfs defaults to `discard=async` since 6.2).
 //! - Images are sparse: the first write to a region of a device allocates blocks in the
 //!   image's file system (ext4 `lazy_itable_init=0,lazy_journal_init=0` writes inode
 //!   tables and journal at mkfs, so no background thread writes later).
 
+pub mod cgroup;
 pub mod os;
 pub mod state;
 
@@ -101,7 +106,6 @@ pub use up::Interrupted;
 #[derive(Debug, Clone)]
 pub struct Lab {
     root: PathBuf,
-    blkio: PathBuf,
     stop: Option<Arc<AtomicBool>>,
 }
 
@@ -114,7 +118,7 @@ pub struct Volume {
     pub mount: PathBuf,
     /// `/dev/loopN` of each member, in order.
     pub loop_devices: Vec<String>,
-    /// The blkio cgroup holding the throttles, when the spec has one.
+    /// The cgroup (v1 blkio or v2 io) holding the throttles, when the spec has one.
     pub cgroup: Option<PathBuf>,
     pub spec: VolumeSpec,
     lab: Lab,
@@ -153,7 +157,7 @@ impl Volume {
         };
         let path = std::ffi::CString::new(cg.join("cgroup.procs").as_os_str().as_bytes())?;
         // SAFETY: the hook only calls open, write and close (async-signal-safe) on a path
-        // allocated before the fork. Writing "0" to a v1 cgroup.procs moves the writer.
+        // allocated before the fork. Writing "0" to cgroup.procs (v1 and v2) moves the writer.
         unsafe {
             cmd.pre_exec(move || {
                 let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -240,7 +244,8 @@ fn save(l: &Locked, e: &Entry) -> anyhow::Result<()> {
 
 impl Lab {
     pub const DEFAULT_ROOT: &'static str = "/var/tmp/diskpulse-lab";
-    /// Where cgroup v1 blkio is mounted.
+    /// Where hybrid hosts (Debian's layout) mount cgroup v1 blkio. The lab does not assume
+    /// it: throttles go wherever [`cgroup::Hierarchy::find`] finds the controller.
     pub const BLKIO: &'static str = "/sys/fs/cgroup/blkio";
 
     /// A lab under `root` (made absolute; nothing is created until `up`).
@@ -252,11 +257,7 @@ impl Lab {
                 .map(|d| d.join(root))
                 .unwrap_or_else(|_| root.to_path_buf())
         };
-        Lab {
-            root,
-            blkio: PathBuf::from(Lab::BLKIO),
-            stop: None,
-        }
+        Lab { root, stop: None }
     }
 
     /// `up` checks `stop` between steps (and kills a running mkfs): set it from a

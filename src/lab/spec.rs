@@ -101,8 +101,9 @@ impl FromStr for Raid {
     }
 }
 
-/// cgroup v1 blkio limits, applied to each member loop device. `None` is no limit.
-/// `*_bps` are bytes per second (the kernel's names).
+/// Block I/O limits (cgroup v1 blkio or v2 io.max: [`super::cgroup`]), applied to each
+/// member loop device. `None` is no limit. `*_iops` are I/Os per second, `*_bps` bytes
+/// per second.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Throttle {
     pub read_iops: Option<u64>,
@@ -112,19 +113,6 @@ pub struct Throttle {
 }
 
 impl Throttle {
-    /// `(blkio file, value)` for each limit that is set.
-    pub(super) fn rules(&self) -> Vec<(&'static str, u64)> {
-        [
-            ("blkio.throttle.read_iops_device", self.read_iops),
-            ("blkio.throttle.write_iops_device", self.write_iops),
-            ("blkio.throttle.read_bps_device", self.read_bps),
-            ("blkio.throttle.write_bps_device", self.write_bps),
-        ]
-        .into_iter()
-        .filter_map(|(f, v)| v.map(|v| (f, v)))
-        .collect()
-    }
-
     /// "read 100 IOPS, write 50 MiB/s".
     pub fn describe(&self) -> String {
         let mut v = Vec::new();
@@ -271,10 +259,14 @@ impl VolumeSpec {
             }
         }
         if let Some(t) = &self.throttle {
-            if t.rules().is_empty() {
+            let limits: Vec<u64> = [t.read_iops, t.write_iops, t.read_bps, t.write_bps]
+                .into_iter()
+                .flatten()
+                .collect();
+            if limits.is_empty() {
                 return Err(usage!("lab up {n}: a throttle needs at least one limit"));
             }
-            if t.rules().iter().any(|(_, v)| *v == 0) {
+            if limits.contains(&0) {
                 return Err(usage!(
                     "lab up {n}: a throttle limit of 0 means no limit to the kernel; leave it out instead"
                 ));

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
 
+use super::cgroup::Hierarchy;
 use super::state::{Entry, Locked, LoopRecord};
 use super::{fmt_bytes, now_ns, os, require_root, Fs, Lab, Volume, VolumeSpec};
 use crate::usage;
@@ -107,17 +108,19 @@ impl Lab {
         spec.validate()?;
         self.check_root(spec)?;
         require_root()?;
+        // The hierarchy is found before anything is created: without one, nothing is written.
         let cgroup = match spec.throttle {
             None => None,
             Some(_) => {
-                if !self.blkio.join("cgroup.procs").exists() {
-                    bail!(
-                        "lab up {}: throttles need cgroup v1 blkio, which is not mounted at {}",
-                        spec.name,
-                        self.blkio.display()
-                    );
-                }
-                Some(self.blkio.join(format!("diskpulse-{}", spec.name)))
+                let h = Hierarchy::find().map_err(|e| {
+                    if e.downcast_ref::<crate::cli::UsageError>().is_some() {
+                        usage!("lab up {}: {e:#}", spec.name)
+                    } else {
+                        e
+                    }
+                })?;
+                let cg = h.group(&spec.name);
+                Some((h, cg))
             }
         };
         for d in ["images", "mnt"] {
@@ -137,7 +140,7 @@ impl Lab {
                     root.display()
                 ));
             }
-            if let Some(cg) = cgroup.as_ref().filter(|cg| cg.exists()) {
+            if let Some((_, cg)) = cgroup.as_ref().filter(|(_, cg)| cg.exists()) {
                 bail!(
                     "lab up {}: cgroup {} exists already (a volume of the same name under another lab root?): use another name, or rmdir it if it is a leftover",
                     spec.name,
@@ -200,7 +203,7 @@ impl Lab {
         Locked::acquire(root)?.update(id, f)
     }
 
-    fn build(&self, vol: &mut Volume, cgroup: Option<PathBuf>) -> anyhow::Result<()> {
+    fn build(&self, vol: &mut Volume, cgroup: Option<(Hierarchy, PathBuf)>) -> anyhow::Result<()> {
         let root = vol.root.clone();
         let id = vol.id.clone();
         let spec = vol.spec.clone();
@@ -336,18 +339,19 @@ impl Lab {
             other => bail!("after mount, {} shows {other:?}", point.display()),
         }
 
-        // 5. The blkio cgroup with a rule per member device.
-        if let (Some(cg), Some(t)) = (cgroup, spec.throttle) {
+        // 5. The cgroup (v1 blkio or v2 io) with the limits on each member device.
+        if let (Some((h, cg)), Some(t)) = (cgroup, spec.throttle) {
             self.check_stop()?;
+            h.enable()?;
             self.record(&root, &id, |e| e.cgroup = Some(cg.clone()))?;
             fs::create_dir(&cg).with_context(|| format!("creating cgroup {}", cg.display()))?;
             vol.cgroup = Some(cg.clone());
             for dev in &vol.loop_devices {
                 let (maj, min) = os::dev_numbers(os::loop_name(dev).expect("ours"))?;
-                for (file, v) in t.rules() {
+                for (file, line) in h.rules(&t, maj, min) {
                     let p = cg.join(file);
-                    fs::write(&p, format!("{maj}:{min} {v}"))
-                        .with_context(|| format!("writing '{maj}:{min} {v}' to {}", p.display()))?;
+                    fs::write(&p, &line)
+                        .with_context(|| format!("writing '{line}' to {}", p.display()))?;
                 }
             }
         }

@@ -4,14 +4,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `chromium` if it runs here; prints why not otherwise.
+/// `chromium` if it runs here; otherwise says why and skips ([`super::skip`]: fails under
+/// the strict variable).
 pub fn chromium() -> Option<PathBuf> {
     let bin = PathBuf::from("chromium");
     match Command::new(&bin).arg("--version").output() {
         Ok(o) if o.status.success() => Some(bin),
         _ => {
-            eprintln!(
-                "skipping the Chromium checks: `chromium` not found (apt-get install chromium; scripts/setup does)"
+            super::skip(
+                "the Chromium checks need `chromium` (apt-get install chromium; scripts/setup does)",
             );
             None
         }

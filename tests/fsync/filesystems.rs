@@ -73,36 +73,15 @@ fn every_row_runs_on_ext4_over_a_loop_device() {
     assert!(leftovers(&m).is_empty());
 }
 
-/// A cgroup v1 blkio group removed on drop (after its processes exited).
-struct Cgroup(PathBuf);
-
-impl Drop for Cgroup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
-fn serviced_writes(cg: &Path, majmin: &str) -> u64 {
-    let s = std::fs::read_to_string(cg.join("blkio.throttle.io_serviced")).unwrap();
-    s.lines()
-        .find_map(|l| {
-            let mut f = l.split_whitespace();
-            (f.next() == Some(majmin) && f.next() == Some("Write"))
-                .then(|| f.next().unwrap().parse().unwrap())
-        })
-        .unwrap_or(0)
-}
-
 #[test]
 fn a_throttled_loop_device_caps_o_dsync_and_fdatasync() {
     if !can_use_loop_devices() {
         return;
     }
-    let root = Path::new("/sys/fs/cgroup/blkio");
-    if !root.join("cgroup.procs").exists() {
-        eprintln!("skipping: cgroup v1 blkio is not mounted at /sys/fs/cgroup/blkio");
+    let _lock = cgroup::lock();
+    let Some(h) = cgroup::hierarchy() else {
         return;
-    }
+    };
     let mut lo = LoopDev::new("1G");
     let m = lo.mount_ext4();
     let majmin = std::fs::read_to_string(format!("/sys/block/{}/dev", lo.name()))
@@ -117,19 +96,13 @@ fn a_throttled_loop_device_caps_o_dsync_and_fdatasync() {
 
     // Low enough to sit far below what even a busy host disk gives unthrottled.
     const CAP_IOPS: f64 = 40.0;
-    let cg = Cgroup(root.join(format!("diskpulse-test-{}", std::process::id())));
-    std::fs::create_dir_all(&cg.0).unwrap();
-    std::fs::write(
-        cg.0.join("blkio.throttle.write_iops_device"),
-        format!("{majmin} {CAP_IOPS}"),
-    )
-    .unwrap();
+    let cg = cgroup::Throttled::new(&h, lo.name(), CAP_IOPS as u32);
     let bin = env!("CARGO_BIN_EXE_diskpulse");
     let o = Command::new("sh")
         .arg("-c")
         .arg(format!(
             "echo $$ > {}/cgroup.procs; exec {bin} fsync --dir {} --only {only} --secs-per-test 3s --json",
-            cg.0.display(),
+            cg.dir.display(),
             m.display()
         ))
         .output()
@@ -137,7 +110,7 @@ fn a_throttled_loop_device_caps_o_dsync_and_fdatasync() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let slow: Value = serde_json::from_slice(&o.stdout).unwrap();
     // Write I/Os the cgroup submitted to the loop device (the 16 MiB fill's few included).
-    let ios = serviced_writes(&cg.0, &majmin) as f64;
+    let ios = cg.writes_charged() as f64;
     let ops: f64 = tests_of(&slow)
         .iter()
         .map(|t| t["ops"].as_f64().unwrap())
@@ -170,9 +143,7 @@ fn a_throttled_loop_device_caps_o_dsync_and_fdatasync() {
 
 #[test]
 fn o_direct_refused_by_ramfs_is_na_and_the_other_rows_run() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping: mounting ramfs needs root");
+    if !need_root("mounting ramfs") {
         return;
     }
     let d = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -298,7 +269,7 @@ fn o_direct_ok(dir: &Path) -> bool {
 fn on_tmpfs_the_o_direct_rows_follow_the_kernel_and_the_rest_run() {
     let shm = Path::new("/dev/shm");
     if !shm.is_dir() {
-        eprintln!("skipping: no /dev/shm");
+        skip("no /dev/shm (a tmpfs at /dev/shm)");
         return;
     }
     let d = tempfile::tempdir_in(shm).unwrap();

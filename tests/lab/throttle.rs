@@ -1,4 +1,4 @@
-//! A blkio throttle on a lab volume really caps the O_DIRECT writes of processes in its
+//! A throttle (v1 blkio or v2 io.max, whichever the host has) on a lab volume really caps the O_DIRECT writes of processes in its
 //! cgroup.
 
 use super::*;
@@ -27,9 +27,13 @@ fn dd_iops(file: &Path, count: u32, vol: Option<&diskpulse::lab::Volume>) -> f64
 
 #[test]
 fn a_write_iops_throttle_caps_o_direct_writes_of_processes_in_the_cgroup() {
-    if !can_use_loop_devices() || !can_throttle() {
+    if !can_use_loop_devices() {
         return;
     }
+    let _lock = cgroup::lock();
+    let Some(h) = cgroup::hierarchy() else {
+        return;
+    };
     // Images on tmpfs: the unthrottled rate is then the loop stack's own (tens of
     // thousands of IOPS), not that of a virtual disk shared with other builds, so
     // "far below unthrottled" holds however busy the machine is.
@@ -44,15 +48,23 @@ fn a_write_iops_throttle_caps_o_direct_writes_of_processes_in_the_cgroup() {
     };
     let vol = t.lab().up(&spec).unwrap();
     let cg = vol.cgroup.clone().expect("a throttled volume has a cgroup");
-    assert_eq!(cg, Path::new(Lab::BLKIO).join(format!("diskpulse-{name}")));
-    let (maj, min) = {
-        let d =
-            std::fs::read_to_string(format!("/sys/block/{}/dev", vol.device_names()[0])).unwrap();
-        let (a, b) = d.trim().split_once(':').unwrap();
-        (a.to_string(), b.to_string())
-    };
-    let rules = std::fs::read_to_string(cg.join("blkio.throttle.write_iops_device")).unwrap();
-    assert_eq!(rules.trim(), format!("{maj}:{min} 200"));
+    assert_eq!(cg, h.group(&name));
+    let majmin = cgroup::majmin(&vol.device_names()[0]);
+    match h.version {
+        cgroup::Version::V1 => {
+            let rules =
+                std::fs::read_to_string(cg.join("blkio.throttle.write_iops_device")).unwrap();
+            assert_eq!(rules.trim(), format!("{majmin} 200"));
+        }
+        cgroup::Version::V2 => {
+            let max = std::fs::read_to_string(cg.join("io.max")).unwrap();
+            assert!(
+                max.lines()
+                    .any(|l| l.starts_with(&format!("{majmin} ")) && l.contains("wiops=200")),
+                "io.max: {max}"
+            );
+        }
+    }
 
     // Allocate the file first (outside the cgroup), so both runs overwrite in place.
     let f = vol.mount.join("f");
@@ -69,14 +81,8 @@ fn a_write_iops_throttle_caps_o_direct_writes_of_processes_in_the_cgroup() {
         "unthrottled {free:.0} IOPS should be far above throttled {capped:.0}"
     );
     // The kernel charged those writes to the cgroup, on our device.
-    let served = std::fs::read_to_string(cg.join("blkio.throttle.io_serviced")).unwrap();
-    let writes: u64 = served
-        .lines()
-        .find(|l| l.starts_with(&format!("{maj}:{min} Write")))
-        .and_then(|l| l.split_whitespace().nth(2))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    assert!(writes >= 400, "io_serviced: {served}");
+    let writes = cgroup::writes_charged(&cg, h.version, &majmin);
+    assert!(writes >= 400, "{writes} writes charged to {}", cg.display());
 
     // add_pid moves a running process in; down moves it out and removes the cgroup.
     let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();

@@ -82,15 +82,14 @@ impl Drop for Tracer {
 
 #[test]
 fn fdatasync_1_issues_one_fdatasync_per_write_counted_by_tracefs() {
-    if !is_root() {
-        eprintln!("skipping: tracefs needs root");
+    if !need_root("tracefs") {
         return;
     }
     let Some(t) = Tracer::new(&[
         "syscalls/sys_enter_fdatasync",
         "syscalls/sys_enter_pwrite64",
     ]) else {
-        eprintln!("skipping: no tracefs syscall events here");
+        skip("no tracefs syscall events here (mount -t tracefs nodev /sys/kernel/tracing; a kernel with CONFIG_FTRACE_SYSCALLS)");
         return;
     };
     let d = scratch();
@@ -134,12 +133,11 @@ fn fdatasync_1_issues_one_fdatasync_per_write_counted_by_tracefs() {
 
 #[test]
 fn io_uring_fdatasync_is_one_fsync_op_per_write_counted_by_tracefs() {
-    if !is_root() {
-        eprintln!("skipping: tracefs needs root");
+    if !need_root("tracefs") {
         return;
     }
     let Some(t) = Tracer::new(&["io_uring/io_uring_submit_req"]) else {
-        eprintln!("skipping: no io_uring tracepoints here");
+        skip("no io_uring tracepoints here (mount -t tracefs nodev /sys/kernel/tracing; a kernel with io_uring)");
         return;
     };
     let d = scratch();

@@ -3,52 +3,6 @@
 
 use super::*;
 
-/// A cgroup v1 blkio group with an IOPS cap; removed on drop.
-struct Blkio {
-    dir: PathBuf,
-}
-
-impl Blkio {
-    fn new(dev: &str, write_iops: u32) -> Option<Blkio> {
-        let base = Path::new("/sys/fs/cgroup/blkio");
-        if !base.join("cgroup.procs").exists() {
-            return None;
-        }
-        let dir = base.join(format!("diskpulse-test-{}", std::process::id()));
-        std::fs::create_dir(&dir).ok()?;
-        let b = Blkio { dir };
-        use std::os::unix::fs::MetadataExt;
-        let rdev = std::fs::metadata(dev).ok()?.rdev();
-        let rule = format!("{}:{} {write_iops}", libc::major(rdev), libc::minor(rdev));
-        std::fs::write(b.dir.join("blkio.throttle.write_iops_device"), rule).ok()?;
-        Some(b)
-    }
-
-    fn command(&self, argv: &[&str]) -> Command {
-        let mut c = Command::new("sh");
-        c.arg("-c")
-            .arg(format!(
-                "echo $$ > {}/cgroup.procs && exec \"$@\"",
-                self.dir.display()
-            ))
-            .arg("sh")
-            .args(argv);
-        c
-    }
-}
-
-impl Drop for Blkio {
-    fn drop(&mut self) {
-        // The probe has exited; an empty cgroup can be removed.
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-}
-
 fn write_iops(o: &Output) -> f64 {
     assert!(o.status.success(), "{}", text(&o.stderr));
     json_of(o)["jobs"][0]["write"]["iops"].as_f64().unwrap()
@@ -60,6 +14,10 @@ fn a_throttled_loop_device_shows_up_as_slower() {
         return;
     }
     let _t = timing();
+    let _lock = cgroup::lock();
+    let Some(h) = cgroup::hierarchy() else {
+        return;
+    };
     let lo = LoopDev::new("64M");
     let args = [
         "probe",
@@ -77,10 +35,7 @@ fn a_throttled_loop_device_shows_up_as_slower() {
         "json",
     ];
     let free = write_iops(&diskpulse().args(args).output().unwrap());
-    let Some(cg) = Blkio::new(&lo.dev, 200) else {
-        eprintln!("skipping: no cgroup v1 blkio controller here");
-        return;
-    };
+    let cg = cgroup::Throttled::new(&h, &lo.dev, 200);
     let bin = env!("CARGO_BIN_EXE_diskpulse");
     let mut argv = vec![bin];
     argv.extend_from_slice(&args);
@@ -132,7 +87,6 @@ fn a_throttled_loop_device_shows_up_as_slower() {
 #[test]
 fn several_jobs_share_a_claimed_block_device() {
     let Some(lo) = ShmLoop::new("64M") else {
-        eprintln!("skipping: loop device tests need root and losetup");
         return;
     };
     let o = probe_in(
