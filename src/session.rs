@@ -289,18 +289,22 @@ impl Session {
     }
 
     /// Finishes the recording (meta.json complete) and, with `report`, writes the report.
-    /// Without a recording of its own, nothing.
+    /// Without a recording of its own, nothing. Returns the run directory, the summary and
+    /// the warnings of reading the recording back, for the command to print at its end.
     pub fn close(
         self,
         report: Option<&ReportOptions>,
-    ) -> anyhow::Result<Option<(PathBuf, Summary)>> {
+    ) -> anyhow::Result<Option<(PathBuf, Summary, Vec<String>)>> {
         let Some(rec) = self.rec else {
             return Ok(None);
         };
         let dir = rec.dir.clone();
         rec.finish()?;
         match report {
-            Some(o) => Ok(Some((dir.clone(), report::report(&dir, o)?))),
+            Some(o) => {
+                let (s, warnings) = report::report_noted(&dir, o)?;
+                Ok(Some((dir, s, warnings)))
+            }
             None => Ok(None),
         }
     }

@@ -81,10 +81,15 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
             crate::cli::fmt_duration(a.duration)
         ));
     }
-    if a.ui_average.is_zero() {
+    if a.ui_average < super::report::MIN_UI_AVERAGE {
         return Err(usage!(
-            "--ui-average must be more than 0s (it is the window of the report's moving average, like 30s)"
+            "--ui-average {} is too short: at least {} (it is the window of the report's moving average, like 30s)",
+            crate::cli::fmt_duration(a.ui_average),
+            crate::cli::fmt_duration(super::report::MIN_UI_AVERAGE)
         ));
+    }
+    if let Some(d) = &a.store_dir {
+        super::check_store_dir("--store-dir", d)?;
     }
     let binary = broker::find_nats_server(a.nats_server.as_deref()).map_err(|e| usage!("{e:#}"))?;
     let (store_dir, remove_store) = match &a.store_dir {
@@ -135,9 +140,15 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
         ui_window_ns: a.ui_average.as_nanos() as u64,
         ..Default::default()
     };
-    let s = report::report(&dir, &o)?;
+    let (s, warnings) = report::report_noted(&dir, &o)?;
     print!("{}", report::table(&s));
     println!("{}", dir.display());
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    // What reading the recording back found (a cut-off end, damaged lines), as `report`
+    // prints it: once, before the failure lines that end the output.
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
     if let Some(e) = rec_err {
         eprintln!("Error: {e:#} (the recording and report are kept)");
         return Ok(1);
