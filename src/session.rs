@@ -328,6 +328,7 @@ impl Session {
 async fn stop_cluster<T>(live: &mut Live, ran: &mut Ran<T>) {
     if let Some(mut c) = live.cluster.take() {
         ran.cluster_meta = Some(c.meta());
+        c.record_store_usage();
         if let Err(e) = c.stop().await {
             if ran.result.is_ok() {
                 ran.result = Err(e);

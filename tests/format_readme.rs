@@ -102,6 +102,10 @@ fn meta_fields() -> BTreeSet<String> {
         end_wall: Some(String::new()),
         duration_ns: Some(1),
         error_events: Some(0),
+        lost: vec![meta::Lost {
+            after_t_ns: Some(0),
+            ..Default::default()
+        }],
         devices: vec![meta::MetaDevice {
             queue: meta::queue_keys()
                 .map(|k| (k.to_string(), String::new()))

@@ -90,6 +90,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(|| crate::recording::session::default_run_dir(&sc.name));
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
+    clean_stale_lab(&a.lab_root)?;
     let o = srun::StudyOptions {
         out,
         lab_root: a.lab_root,
@@ -98,4 +99,31 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         trace: a.trace,
     };
     srun::run_study(&a.scenario, &o)
+}
+
+/// Tears down what a killed run left in the lab (its creator is gone and it was not kept
+/// by `lab up`), saying what was cleaned, before this run makes volumes of its own.
+fn clean_stale_lab(root: &std::path::Path) -> anyhow::Result<()> {
+    let lab = crate::lab::Lab::open(root);
+    let done = lab.clean_stale().map_err(|e| {
+        e.context(format!(
+            "cleaning what a killed run left under {} (try `diskpulse lab down --all --root {}`)",
+            root.display(),
+            root.display()
+        ))
+    })?;
+    for t in done {
+        eprintln!(
+            "diskpulse run: cleaned lab volume {} left by a run that was killed: {}",
+            t.name,
+            t.removed.join(", ")
+        );
+        for a in &t.left_alone {
+            eprintln!(
+                "diskpulse run: {}: left alone (not ours any more): {a}",
+                t.name
+            );
+        }
+    }
+    Ok(())
 }

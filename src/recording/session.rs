@@ -233,6 +233,7 @@ impl Recording {
             .collect(),
             complete: false,
             error_events: None,
+            lost: vec![],
             sections: Default::default(),
         };
         meta.write(&dir.join(crate::format::meta::FILE))?;
@@ -451,7 +452,7 @@ impl Recording {
             );
         }
         for t in self.threads.drain(..) {
-            let (name, _file, r) = t.join();
+            let (name, file, r) = t.join();
             match r {
                 Ok(s) => {
                     if let Some(m) = self.meta.samplers.get_mut(name) {
@@ -460,6 +461,11 @@ impl Recording {
                 }
                 Err(e) => {
                     self.events.error(name, "sampler", &format!("{e:#}"));
+                    self.meta.lost.push(crate::format::meta::Lost {
+                        file: file.to_string(),
+                        after_t_ns: last_row_t_ns(&self.dir, file),
+                        error: format!("{}", e.root_cause()),
+                    });
                     first_err.get_or_insert(e);
                 }
             }
@@ -529,6 +535,17 @@ fn explain_full(e: anyhow::Error, dir: &Path) -> anyhow::Error {
         ))
     } else {
         e
+    }
+}
+
+/// The `t_ns` of the last whole row of a sampler's file, read back as `report` reads it.
+fn last_row_t_ns(dir: &Path, file: &str) -> Option<u64> {
+    if file == crate::format::diskstats::FILE {
+        let (rows, _) = crate::format::diskstats::read(&dir.join(file)).ok()?;
+        rows.iter().filter_map(|d| d.t_ns.last().copied()).max()
+    } else {
+        let (t, _) = crate::format::procfs::read(dir, file).ok()??;
+        t.t_ns.last().copied()
     }
 }
 

@@ -140,8 +140,23 @@ fn failures(run: &Run) -> Vec<crate::format::summary::Failure> {
         .flat_map(|l| l.roles.into_iter().flat_map(|r| r.failures))
         .collect();
     all.sort_by_key(|f| f.count);
+    // The store full: which node, which volume and how full, in the same line.
+    let stores: Vec<String> = run
+        .events
+        .iter()
+        .filter(|e| e.kind == "store_volume")
+        .map(|e| crate::broker::store_usage::line(&e.detail))
+        .collect();
+    for f in all.iter_mut() {
+        if crate::load::output::kind_words(&f.kind).0 == STORE_FULL && !stores.is_empty() {
+            f.line = format!("{}; {}", f.line, stores.join("; "));
+        }
+    }
     all
 }
+
+/// How [`crate::load::output::kind_words`] says the broker refused for want of space.
+const STORE_FULL: &str = "the store filled up";
 
 /// Writes summary.json, rates.csv, timeline.png/.svg and report.html into `dir`.
 fn write_outputs(

@@ -196,6 +196,19 @@ impl Run {
             Some(d) => d.max(last_seen),
             None => last_seen,
         };
+        // A device that vanished mid-run (removed, or a loop device detached): its rows
+        // end there; said with when, so its flat tail is not read as an idle device.
+        for e in events.iter().filter(|e| e.kind == "device_gone") {
+            warnings.push(format!(
+                "{}: device {} vanished at {:.3} s{}; its rows end there",
+                dir.join(crate::format::events::FILE).display(),
+                e.detail_str("device").unwrap_or("?"),
+                e.t_ns as f64 / 1e9,
+                e.detail_str("why")
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default()
+            ));
+        }
         if !meta.complete {
             warnings.push(format!(
                 "{}: the recording is incomplete (complete: false: it was cut short, by a crash or kill -9?); the report covers what it holds",

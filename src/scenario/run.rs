@@ -426,5 +426,24 @@ fn run_recorded(
     if let Some((d, _, w)) = session.close(Some(&crate::report::ReportOptions::default()))? {
         warnings.extend(w.into_iter().map(|w| format!("{}: {w}", d.display())));
     }
-    res
+    res.map_err(|e| with_store_usage(e, dir))
+}
+
+/// A load that failed because the broker's store filled up says which node, which volume
+/// and how full (the `store_volume` events the session recorded when it stopped them).
+fn with_store_usage(e: anyhow::Error, dir: &Path) -> anyhow::Error {
+    let text = format!("{e:#}");
+    if !text.contains(crate::load::output::kind_words("insufficient_resources").0) {
+        return e;
+    }
+    let stores: Vec<String> = crate::format::events::read(dir)
+        .unwrap_or_default()
+        .iter()
+        .filter(|ev| ev.kind == "store_volume")
+        .map(|ev| crate::broker::store_usage::line(&ev.detail))
+        .collect();
+    if stores.is_empty() {
+        return e;
+    }
+    anyhow::anyhow!("{text}; {}", stores.join("; "))
 }

@@ -15,6 +15,8 @@
 //! every sample.
 
 mod disk;
+mod disk_source;
+mod loopwatch;
 mod proc;
 mod procio;
 
