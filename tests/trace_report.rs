@@ -402,12 +402,13 @@ fn load_trace_without_its_own_recording_or_with_your_servers_is_refused_up_front
             "--trace traces the embedded servers",
         ),
     ] {
-        let o = diskpulse()
-            .args(&args)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
+        // `--out` is itself a recording flag: without --record it has its own refusal.
+        let mut cmd = diskpulse();
+        cmd.args(&args);
+        if args.contains(&"--record") {
+            cmd.arg("--out").arg(&out);
+        }
+        let o = cmd.output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
