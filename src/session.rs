@@ -223,7 +223,7 @@ impl Session {
                 BrokerPlan::None => (None, vec![], vec![]),
                 BrokerPlan::External { servers, monitors } => (None, servers, monitors),
                 BrokerPlan::Embedded(opts) => match Cluster::start(opts, &events).await {
-                    Ok(c) => {
+                    Ok(mut c) => {
                         // The servers' /proc/PID/io every 10 ms into proc_io.csv: how
                         // much of each device's traffic is the broker's.
                         // With --trace, their sync calls too (nothing without).
@@ -234,6 +234,7 @@ impl Session {
                             for (_, pid) in c.pids() {
                                 r.trace_pid(pid);
                             }
+                            c.on_node_start(r.process_hook());
                         }
                         let (urls, targets) = (c.client_urls(), c.monitor_targets());
                         (Some(c), urls, targets)

@@ -487,3 +487,100 @@ args = ["js-pub", "--size", "1k", "--duration", "2s", "--stream", "T", "--subjec
     );
     assert!(run.join(proc_io::FILE).exists());
 }
+
+/// A node restarted mid-run is a new process: its `/proc/PID/io` is sampled and its sync
+/// calls traced from its start on, as the first one's were.
+#[test]
+fn a_node_restarted_mid_run_is_sampled_and_traced_again() {
+    if !have_nats_server() || !can_trace() {
+        return;
+    }
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let sc = d.path().join("restart.toml");
+    std::fs::write(
+        &sc,
+        format!(
+            r#"name = "restart-trace"
+[[volumes]]
+name = "store"
+path = "{}/vol"
+create = true
+[broker]
+volumes = ["store"]
+sync = "300ms"
+[samplers]
+trace = true
+[[phases]]
+kind = "load"
+name = "load"
+args = ["js-pub", "--rate", "500", "--size", "1k", "--duration", "6s", "--stream", "R", "--subject", "r.x"]
+expect_failures = ["timeout", "stream_not_found", "unacked_at_stop", "no_responders", "connection"]
+[[phases]]
+kind = "restart"
+name = "restart"
+nodes = [1]
+with = "load"
+at = "2s"
+down_for = "500ms"
+"#,
+            d.path().display()
+        ),
+    )
+    .unwrap();
+    let out = d.path().join("study");
+    let o = diskpulse()
+        .args(["run"])
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .arg("--lab-root")
+        .arg(d.path().join("lab"))
+        .output()
+        .unwrap();
+    let run = out.join("cells/base/r1");
+    let ev = std::fs::read_to_string(run.join("events.jsonl"))
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    let watched: Vec<serde_json::Value> = ev
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["kind"] == "process_watched")
+        .collect();
+    assert_eq!(
+        watched.len(),
+        1,
+        "one node started again: {watched:?}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let new_pid = watched[0]["detail"]["pid"].as_u64().unwrap() as u32;
+    let t_restart = watched[0]["t_ns"].as_u64().unwrap();
+    // Not the process sampled from the start (meta.json names those pids).
+    let meta = read_json(&run.join("meta.json"));
+    let source = meta["samplers"]["proc_io"]["source"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(source.contains("n1="), "{source}");
+    assert!(
+        !source.contains(&format!("={new_pid}")),
+        "{new_pid} was there from the start: {source}"
+    );
+    // Sampled every 10 ms from its start to the end of the run (4 s of load left).
+    let (procs, w) = proc_io::read_noted(&run).unwrap();
+    assert!(w.is_empty(), "{w:?}");
+    let procs = procs.expect("proc_io.csv");
+    let p = procs.iter().find(|p| p.pid == new_pid).unwrap_or_else(|| {
+        panic!(
+            "no proc_io rows of {new_pid}: {:?}",
+            procs.iter().map(|p| p.pid).collect::<Vec<_>>()
+        )
+    });
+    assert!(p.rows[0].t_ns >= t_restart, "rows before it was watched");
+    assert!(p.rows.len() >= 200, "{} rows of {new_pid}", p.rows.len());
+    assert!(p.rows.last().unwrap().write_bytes() > 0, "it wrote nothing");
+    // Its periodic syncs (300 ms) traced.
+    let (calls, _) = fsync_calls::read(&run).unwrap();
+    let ours = calls.iter().filter(|c| c.pid == new_pid).count();
+    assert!(
+        ours >= 3,
+        "{ours} sync calls of the restarted node {new_pid}"
+    );
+}

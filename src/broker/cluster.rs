@@ -106,8 +106,13 @@ impl ClusterOptions {
 }
 
 /// Running nodes; all stopped on [`Cluster::stop`] or drop.
+/// Told `(name, pid)` of every node started again (restart/kill phases), so a recording
+/// samples and traces the new process like the first one.
+pub type OnNodeStart = std::sync::Arc<dyn Fn(&str, u32) + Send + Sync>;
+
 pub struct Cluster {
     nodes: Vec<Broker>,
+    on_start: Option<OnNodeStart>,
     cluster_name: Option<String>,
     events: EventLog,
     ready_timeout: Duration,
@@ -167,6 +172,7 @@ impl Cluster {
         }
         let t0 = Instant::now();
         let mut cluster = Cluster {
+            on_start: None,
             nodes,
             cluster_name: (n > 1).then(|| opts.cluster_name.clone()),
             events: events.clone(),
@@ -381,6 +387,17 @@ impl Cluster {
             .collect()
     }
 
+    /// Calls `f(name, pid)` for every node started again from now on.
+    pub fn on_node_start(&mut self, f: OnNodeStart) {
+        self.on_start = Some(f);
+    }
+
+    fn started(&self, i: usize) {
+        if let Some(f) = &self.on_start {
+            f(self.nodes[i].name(), self.nodes[i].pid());
+        }
+    }
+
     /// All nodes, n1 first (`nodes()[0]` is node 1).
     pub fn nodes(&self) -> &[Broker] {
         &self.nodes
@@ -436,6 +453,7 @@ impl Cluster {
             b.configure(cp, mp, Some(c))?;
         }
         b.start_again().await?;
+        self.started(i);
         if self.nodes.len() > 1 {
             let leader = self.wait_meta_current(t0 + self.ready_timeout).await?;
             self.events.event(
@@ -480,6 +498,9 @@ impl Cluster {
             .await
             .into_iter()
             .collect::<anyhow::Result<Vec<()>>>()?;
+        for &i in &idx {
+            self.started(i);
+        }
         if self.nodes.len() > 1 {
             let leader = self.wait_meta_current(t0 + self.ready_timeout).await?;
             self.events.event(

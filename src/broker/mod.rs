@@ -36,7 +36,7 @@ mod http;
 pub mod monitor;
 pub mod store_usage;
 
-pub use cluster::{Cluster, ClusterOptions, DEFAULT_CLUSTER_NAME};
+pub use cluster::{Cluster, ClusterOptions, OnNodeStart, DEFAULT_CLUSTER_NAME};
 use config::{config_text, free_ports, ClusterConf};
 pub use config::{find_nats_server, log_tail, nats_server_version, SyncMode};
 pub use monitor::{start_monitor, MonitorStats, ServerPollStats};

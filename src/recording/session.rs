@@ -46,6 +46,8 @@ pub struct Recording {
     pub stop: Arc<AtomicBool>,
     threads: Vec<SamplerThread>,
     traced: TracedPids,
+    /// Processes started after `sample_processes` (a node restarted), for its sampler.
+    procio_added: Arc<std::sync::Mutex<Vec<u32>>>,
     trace: Option<super::trace::TraceThread>,
     meta: Meta,
     finished: bool,
@@ -250,6 +252,7 @@ impl Recording {
             stop: stop.clone(),
             threads: vec![],
             traced: TracedPids::default(),
+            procio_added: Default::default(),
             trace: None,
             meta,
             finished: false,
@@ -323,6 +326,7 @@ impl Recording {
             interval_ns,
             self.stop.clone(),
             self.events.clone(),
+            self.procio_added.clone(),
         )?;
         self.threads.push(t);
         let source = pids
@@ -386,6 +390,24 @@ impl Recording {
     /// `record -- CMD`, embedded brokers). Does nothing when the run does not trace.
     pub fn trace_pid(&self, pid: u32) {
         self.traced.add(pid);
+    }
+
+    /// What to call with a process started during the recording (a broker node started
+    /// again): its `/proc/PID/io` sampled (when `sample_processes` runs) and, with
+    /// `--trace`, its sync calls traced, from then on; an event names it.
+    pub fn process_hook(&self) -> crate::broker::OnNodeStart {
+        let (traced, added, events) = (
+            self.traced.clone(),
+            self.procio_added.clone(),
+            self.events.clone(),
+        );
+        Arc::new(move |name: &str, pid: u32| {
+            traced.add(pid);
+            if let Ok(mut v) = added.lock() {
+                v.push(pid);
+            }
+            events.event("process_watched", json!({"name": name, "pid": pid}));
+        })
     }
 
     /// Adds a top-level key to `meta.json` (broker, load options...); written at finish.

@@ -36,18 +36,34 @@ pub fn spawn_procio(
     interval_ns: u64,
     stop: Arc<AtomicBool>,
     events: EventLog,
+    added: Arc<std::sync::Mutex<Vec<u32>>>,
 ) -> anyhow::Result<SamplerThread> {
     let mut files = vec![];
     for &pid in pids {
         files.push(ProcIoFile::open(procfs, pid)?);
     }
     let mut sink = ChunkSink::create(&out_dir.join(FILE), HEADER, false)?;
+    let procfs_owned = procfs.to_path_buf();
     let handle = std::thread::Builder::new()
         .name("proc_io".into())
         .spawn(move || {
             let _ = periodic::try_realtime();
             let mut live: Vec<bool> = vec![true; files.len()];
+            let procfs = procfs_owned;
             let stats = periodic::run(&clock, interval_ns, &stop, |_| {
+                // A node started again (restart/kill phases): its new process from now
+                // on (opening allocates, once per restart; try_lock never waits).
+                if let Ok(mut pids) = added.try_lock() {
+                    for pid in pids.drain(..) {
+                        match ProcIoFile::open(&procfs, pid) {
+                            Ok(f) => {
+                                files.push(f);
+                                live.push(true);
+                            }
+                            Err(e) => events.error("proc_io", "open", &format!("{e:#}")),
+                        }
+                    }
+                }
                 let mut t_last = 0;
                 for (f, alive) in files.iter_mut().zip(live.iter_mut()) {
                     if !*alive {
