@@ -271,51 +271,38 @@ fn a_throttled_loop_device_issues_its_requests_at_the_throttle_rate() {
     if !can_trace() {
         return;
     }
-    let blkio = Path::new("/sys/fs/cgroup/blkio");
-    if !blkio.join("blkio.throttle.write_iops_device").exists() {
-        skip("no cgroup v1 blkio throttle here (blkio.throttle.write_iops_device)");
+    let _lock = cgroup::lock();
+    let Some(h) = cgroup::hierarchy() else {
         return;
-    }
-    let lo = LoopDev::new("64M");
-    let cg = blkio.join(format!("diskpulse-trace-test-{}", std::process::id()));
-    std::fs::create_dir_all(&cg).unwrap();
-    struct Cg(PathBuf);
-    impl Drop for Cg {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir(&self.0);
-        }
-    }
-    let _cg = Cg(cg.clone());
-    let (ma, mi) = {
-        let t = std::fs::read_to_string(format!("/sys/class/block/{}/dev", lo.name())).unwrap();
-        let (a, b) = t.trim().split_once(':').unwrap();
-        (a.to_string(), b.to_string())
     };
+    let lo = LoopDev::new("64M");
     const IOPS: u64 = 100;
-    std::fs::write(
-        cg.join("blkio.throttle.write_iops_device"),
-        format!("{ma}:{mi} {IOPS}"),
-    )
-    .unwrap();
+    let cg = cgroup::Throttled::new(&h, lo.name(), IOPS as u32);
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("run");
     let rec = start_record(&dir, &["--device", lo.name()]);
     // The same 60 writes outside the cgroup (sectors from 0), then inside (from 8 MiB).
     let dd = |inside: bool| {
-        let enter = if inside {
-            format!("echo $$ > {}/cgroup.procs && ", cg.display())
+        let of = format!("of={}", lo.dev);
+        let seek = format!("seek={}", if inside { 2048 } else { 0 });
+        let argv = [
+            "dd",
+            "if=/dev/zero",
+            &of,
+            "bs=4k",
+            "count=60",
+            &seek,
+            "oflag=direct",
+            "status=none",
+        ];
+        let st = if inside {
+            cg.command(&argv).status()
         } else {
-            String::new()
-        };
-        let seek = if inside { 2048 } else { 0 };
-        let st = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "{enter}exec dd if=/dev/zero of={} bs=4k count=60 seek={seek} oflag=direct status=none",
-                lo.dev
-            ))
-            .status()
-            .unwrap();
+            std::process::Command::new(argv[0])
+                .args(&argv[1..])
+                .status()
+        }
+        .unwrap();
         assert!(st.success());
     };
     dd(false);
@@ -387,16 +374,7 @@ fn a_stale_instance_of_a_dead_diskpulse_is_removed_at_the_next_start() {
 
 #[test]
 fn without_root_trace_says_so_in_one_line_and_the_rest_records() {
-    if unsafe { libc::geteuid() } != 0 {
-        skip("needs root to drop to an unprivileged user");
-        return;
-    }
-    if std::process::Command::new("setpriv")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        skip("setpriv not found (util-linux)");
+    if !need_root("dropping to an unprivileged user") || !have_tool("setpriv", "util-linux") {
         return;
     }
     let out = tempfile::tempdir().unwrap();
