@@ -492,3 +492,75 @@ fn record_trace_with_a_command_traces_its_short_children() {
     assert_eq!(m["trace"]["stats"]["lost_events"], 0);
     drop(lo);
 }
+
+#[test]
+fn a_run_that_loses_events_says_so_in_meta_events_and_on_stderr() {
+    if !can_trace() {
+        return;
+    }
+    let lo = LoopDev::new("64M");
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    // A 4 KiB ring buffer per CPU holds ~50 events: 4,000 direct writes (8,000 events)
+    // between two 10 ms reads overflow it.
+    let mut c = diskpulse()
+        .env("DISKPULSE_TRACE_BUFFER_KIB", "4")
+        .args([
+            "record",
+            "--trace",
+            "--device",
+            lo.name(),
+            "--duration",
+            "30s",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while !std::fs::read_to_string(dir.join("meta.json")).is_ok_and(|t| t.contains("\"trace\"")) {
+        assert!(c.try_wait().unwrap().is_none(), "record ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    write_direct(Path::new(&lo.dev), 16 << 20, 4096);
+    std::thread::sleep(Duration::from_millis(1200));
+    let (code, stderr) = interrupt(c);
+    assert_eq!(code, 130, "{stderr}");
+    let lost = trace_stats(&dir)["lost_events"].as_u64().unwrap();
+    assert!(lost > 0, "a 4 KiB buffer lost nothing? {stderr}");
+    assert!(
+        stderr.contains("incomplete") && stderr.contains(&format!("{lost} lost")),
+        "{stderr}"
+    );
+    let events = diskpulse::format::events::read(&dir).unwrap();
+    let noted: u64 = events
+        .iter()
+        .filter(|e| e.kind == "trace_lost")
+        .map(|e| e.detail["lost_events"].as_u64().unwrap())
+        .sum();
+    assert_eq!(noted, lost, "the trace_lost events add up to the total");
+    let _ = std::io::stdout().flush();
+}
+
+#[test]
+fn a_bad_trace_buffer_size_is_refused_before_anything_is_written() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    for v in ["lots", "2", "2000000"] {
+        let o = diskpulse()
+            .env("DISKPULSE_TRACE_BUFFER_KIB", v)
+            .args(["record", "--trace", "--duration", "200ms", "--out"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{v}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!("DISKPULSE_TRACE_BUFFER_KIB={v}"))
+                && stderr.contains("4 to 1048576"),
+            "{stderr}"
+        );
+        assert!(!dir.exists(), "{v}: nothing written");
+    }
+}
