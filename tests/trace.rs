@@ -17,6 +17,14 @@ use diskpulse::format::{block_requests, fsync_calls};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 
+/// One tracing diskpulse at a time in this binary: a starting tracer removes the stale
+/// instances of others, and the stale-instance test must see its own removal.
+static ONE_TRACE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_trace_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn can_trace() -> bool {
     if !can_use_loop_devices() {
         return false;
@@ -95,6 +103,7 @@ fn n_fdatasync_calls_are_recorded_exactly_with_their_own_durations_and_ctrl_c_re
     if !can_trace() {
         return;
     }
+    let _one = one_trace_at_a_time();
     let mut lo = LoopDev::new("256M");
     let mnt = lo.mount_ext4();
     let out = tempfile::tempdir().unwrap();
@@ -161,6 +170,15 @@ fn n_fdatasync_calls_are_recorded_exactly_with_their_own_durations_and_ctrl_c_re
     );
     let stats = trace_stats(&dir);
     assert_eq!(stats["lost_events"], 0, "{stats}");
+    // The mono trace clock is CLOCK_MONOTONIC: the offset measured at the start lies
+    // within its bound, and the bound is tight.
+    let t = &read_json(&dir.join("meta.json"))["trace"];
+    let bound = t["clock_offset_bound_ns"].as_u64().unwrap();
+    assert!(bound < 100_000, "{t}");
+    assert!(
+        t["clock_offset_ns"].as_i64().unwrap().unsigned_abs() <= bound,
+        "{t}"
+    );
     for (i, (r, (t0, t1))) in mine.iter().zip(&own).enumerate() {
         assert_eq!(r.pid, std::process::id());
         assert_eq!(r.call, "fdatasync");
@@ -214,6 +232,7 @@ fn m_direct_writes_to_a_loop_device_are_m_write_requests_of_their_size() {
     if !can_trace() {
         return;
     }
+    let _one = one_trace_at_a_time();
     let lo = LoopDev::new("128M");
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("run");
@@ -271,6 +290,7 @@ fn a_throttled_loop_device_issues_its_requests_at_the_throttle_rate() {
     if !can_trace() {
         return;
     }
+    let _one = one_trace_at_a_time();
     let _lock = cgroup::lock();
     let Some(h) = cgroup::hierarchy() else {
         return;
@@ -350,6 +370,7 @@ fn a_stale_instance_of_a_dead_diskpulse_is_removed_at_the_next_start() {
     if !can_trace() {
         return;
     }
+    let _one = one_trace_at_a_time();
     // A pid that is certainly gone: a child that exited.
     let mut c = std::process::Command::new("true").spawn().unwrap();
     c.wait().unwrap();
@@ -379,6 +400,7 @@ fn without_root_trace_says_so_in_one_line_and_the_rest_records() {
     if !need_root("dropping to an unprivileged user") || !have_tool("setpriv", "util-linux") {
         return;
     }
+    let _one = one_trace_at_a_time();
     let out = tempfile::tempdir().unwrap();
     std::fs::set_permissions(
         out.path(),
@@ -456,6 +478,7 @@ fn record_trace_with_a_command_traces_its_short_children() {
     if !can_trace() {
         return;
     }
+    let _one = one_trace_at_a_time();
     let mut lo = LoopDev::new("128M");
     let mnt = lo.mount_ext4();
     let out = tempfile::tempdir().unwrap();
@@ -498,6 +521,7 @@ fn a_run_that_loses_events_says_so_in_meta_events_and_on_stderr() {
     if !can_trace() {
         return;
     }
+    let _one = one_trace_at_a_time();
     let lo = LoopDev::new("64M");
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("run");
