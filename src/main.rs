@@ -8,10 +8,11 @@ fn main() {
     // killed raises SIGPIPE, which would kill the load instead of giving it EPIPE to ride
     // through (seen in tests/ride). They ignore it, also when started by a `run` (a child
     // gets SIGPIPE back at its default).
-    let talks_to_brokers = matches!(
-        std::env::args().nth(1).as_deref(),
-        Some("load" | "demo" | "run")
-    ) && !std::env::args().any(|a| a == "--dry-run");
+    // args_os: an argument that is not UTF-8 (a path) must reach clap, not panic here.
+    let talks_to_brokers = std::env::args_os()
+        .nth(1)
+        .is_some_and(|c| c == "load" || c == "demo" || c == "run")
+        && !std::env::args_os().any(|a| a == "--dry-run");
     let disposition = if talks_to_brokers {
         libc::SIG_IGN
     } else {
@@ -22,10 +23,25 @@ fn main() {
     let code = match diskpulse::commands::main() {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("Error: {e:#}");
-            if e.downcast_ref::<diskpulse::cli::UsageError>().is_some() {
+            let usage = e.downcast_ref::<diskpulse::cli::UsageError>().is_some();
+            let text = format!("{e:#}");
+            if usage {
+                // A usage error is one line, also when the input it quotes holds a
+                // newline or another control character (`lab up $'a\nb'`): escaped.
+                let one: String = text
+                    .chars()
+                    .map(|c| {
+                        if c.is_control() {
+                            c.escape_debug().to_string()
+                        } else {
+                            c.to_string()
+                        }
+                    })
+                    .collect();
+                eprintln!("Error: {one}");
                 2
             } else {
+                eprintln!("Error: {text}");
                 1
             }
         }

@@ -7,6 +7,7 @@
 //! ```text
 //! open:   recording (run directory, clock, events, samplers)   [Session::open]
 //! run:    broker (embedded nodes, or servers we did not start)  [Session::run]
+//!         proc_io sampler (the embedded servers' /proc/PID/io into proc_io.csv)
 //!         monitor (/varz, /jsz into varz.csv, jsz.csv)
 //!         the body (load, phases), with a stop flag
 //!         monitor stopped, broker stopped (its meta kept for meta.json)
@@ -216,12 +217,24 @@ impl Session {
         };
         let (clock, events, run_dir) = (self.clock, self.events.clone(), self.run_dir.clone());
         let user_stop = self.user_stop.clone();
+        let rec = &mut self.rec;
         self.rt.block_on(async {
             let (cluster, servers, targets) = match broker {
                 BrokerPlan::None => (None, vec![], vec![]),
                 BrokerPlan::External { servers, monitors } => (None, servers, monitors),
                 BrokerPlan::Embedded(opts) => match Cluster::start(opts, &events).await {
                     Ok(c) => {
+                        // The servers' /proc/PID/io every 10 ms into proc_io.csv: how
+                        // much of each device's traffic is the broker's.
+                        // With --trace, their sync calls too (nothing without).
+                        if let Some(r) = rec.as_mut() {
+                            if let Err(e) = r.sample_processes(Path::new("/proc"), &c.pids()) {
+                                events.error("proc_io", "open", &format!("{e:#}"));
+                            }
+                            for (_, pid) in c.pids() {
+                                r.trace_pid(pid);
+                            }
+                        }
                         let (urls, targets) = (c.client_urls(), c.monitor_targets());
                         (Some(c), urls, targets)
                     }
@@ -289,18 +302,22 @@ impl Session {
     }
 
     /// Finishes the recording (meta.json complete) and, with `report`, writes the report.
-    /// Without a recording of its own, nothing.
+    /// Without a recording of its own, nothing. Returns the run directory, the summary and
+    /// the warnings of reading the recording back, for the command to print at its end.
     pub fn close(
         self,
         report: Option<&ReportOptions>,
-    ) -> anyhow::Result<Option<(PathBuf, Summary)>> {
+    ) -> anyhow::Result<Option<(PathBuf, Summary, Vec<String>)>> {
         let Some(rec) = self.rec else {
             return Ok(None);
         };
         let dir = rec.dir.clone();
         rec.finish()?;
         match report {
-            Some(o) => Ok(Some((dir.clone(), report::report(&dir, o)?))),
+            Some(o) => {
+                let (s, warnings) = report::report_noted(&dir, o)?;
+                Ok(Some((dir, s, warnings)))
+            }
             None => Ok(None),
         }
     }
@@ -311,6 +328,7 @@ impl Session {
 async fn stop_cluster<T>(live: &mut Live, ran: &mut Ran<T>) {
     if let Some(mut c) = live.cluster.take() {
         ran.cluster_meta = Some(c.meta());
+        c.record_store_usage();
         if let Err(e) = c.stop().await {
             if ran.result.is_ok() {
                 ran.result = Err(e);

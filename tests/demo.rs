@@ -116,6 +116,12 @@ fn a_store_that_fills_up_makes_demo_exit_1_saying_what_when_and_how_many() {
     let (at_s, rest) = rest
         .split_once(" s into the load (insufficient resources): ")
         .unwrap();
+    // Then which node, which volume and how full (tests/hardening_faults.rs checks it).
+    let (rest, store) = rest.split_once("; store of node n1 (").unwrap();
+    assert!(
+        store.contains(&format!("on {} (ext4) was ", lo.dev)),
+        "{last}"
+    );
     let count = rest.strip_suffix(" publishes failed").unwrap();
     let at_s: f64 = at_s.parse().unwrap();
     let count: u64 = count.replace(',', "").parse().unwrap();

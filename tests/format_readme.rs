@@ -102,6 +102,10 @@ fn meta_fields() -> BTreeSet<String> {
         end_wall: Some(String::new()),
         duration_ns: Some(1),
         error_events: Some(0),
+        lost: vec![meta::Lost {
+            after_t_ns: Some(0),
+            ..Default::default()
+        }],
         devices: vec![meta::MetaDevice {
             queue: meta::queue_keys()
                 .map(|k| (k.to_string(), String::new()))
@@ -112,6 +116,7 @@ fn meta_fields() -> BTreeSet<String> {
             ("diskstats", "diskstats.csv.gz"),
             ("meminfo", "meminfo.csv"),
             ("cpu", "cpu.csv"),
+            ("proc_io", "proc_io.csv"),
         ]
         .iter()
         .map(|(k, f)| (k.to_string(), sampler(f)))
@@ -241,6 +246,62 @@ fn summary_fields() -> BTreeSet<String> {
         }),
         failures: vec![summary::Failure::default()],
         faults: vec![summary::Fault::default()],
+        broker_io: Some(summary::BrokerIo {
+            processes: vec![summary::ProcessIo::default()],
+            devices: vec![summary::DeviceShare {
+                write_share_pct: Some(1.0),
+                read_share_pct: Some(1.0),
+                ..Default::default()
+            }],
+        }),
+        trace: Some({
+            let pct = summary::Percentiles {
+                p50_us: Some(1.0),
+                ..Default::default()
+            };
+            let at = summary::AtThatMs {
+                in_write_burst: Some(String::new()),
+                load: vec![summary::LoadAt {
+                    lat_p99_us: Some(1.0),
+                    ..Default::default()
+                }],
+                broker: vec![summary::BrokerAt {
+                    cpu_pct: Some(1.0),
+                    in_msgs_per_s: Some(1.0),
+                    ..Default::default()
+                }],
+                probe: vec![summary::ProbeAt {
+                    clat_p99_us: Some(1.0),
+                    ..Default::default()
+                }],
+                line: String::new(),
+            };
+            summary::TraceSummary {
+                lost_line: Some(String::new()),
+                fsync: vec![summary::FsyncProcess {
+                    latency: pct.clone(),
+                    ..Default::default()
+                }],
+                requests_by_op: vec![summary::RequestGroup {
+                    service: pct.clone(),
+                    queue: pct,
+                    service_hist_us: vec![summary::Log2Bucket::default()],
+                    size_hist_bytes: vec![summary::Log2Bucket::default()],
+                    ..Default::default()
+                }],
+                slowest_fsyncs: vec![summary::SlowFsync {
+                    at: at.clone(),
+                    ..Default::default()
+                }],
+                slowest_requests: vec![summary::SlowRequest {
+                    queue_ms: Some(1.0),
+                    at,
+                    ..Default::default()
+                }],
+                fsyncs_in_bursts: vec![summary::FsyncsInBursts::default()],
+                ..Default::default()
+            }
+        }),
     };
     let mut out = BTreeSet::new();
     keys(&serde_json::to_value(&s).unwrap(), &mut out);
@@ -294,7 +355,7 @@ fn problems(text: &str) -> Vec<String> {
         .map(String::from),
     );
     let mut out = vec![];
-    let csvs: [(&str, String); 11] = [
+    let csvs: [(&str, String); 12] = [
         (format::diskstats::FILE, format::diskstats::header()),
         (
             format::procfs::MEMINFO_FILE,
@@ -316,6 +377,7 @@ fn problems(text: &str) -> Vec<String> {
         (format::probe::FILE, format::probe::HEADER.into()),
         (format::fsync::FILE, format::fsync::HEADER.into()),
         (format::rates::FILE, format::rates::HEADER.into()),
+        (format::proc_io::FILE, format::proc_io::HEADER.into()),
         (
             format::fsync_calls::FILE,
             format::fsync_calls::HEADER.into(),

@@ -89,36 +89,148 @@ fn a_steady_writer_has_no_bursts() {
     let run = d.path().join("run");
     // One "burst" that lasts the whole run is a steady writer.
     synth(&run, 10, &[(0, 10_000, 100)]);
+    let b = bursts_of(&run);
+    assert_eq!(b["count"], 0, "{b:#}");
+    assert!(b["list"].as_array().unwrap().is_empty(), "{b:#}");
+    assert_eq!(b["regular"], false);
+    assert_eq!(b["share_of_bytes"], 0.0, "{b:#}");
+}
+
+/// The opposite of the steady writer: the same steady stream with K bursts of different
+/// sizes at irregular times on top gives exactly K, each starting at its time (to the
+/// sample), lasting its length and holding its bytes.
+#[test]
+fn a_steady_writer_with_k_bursts_on_top_gives_exactly_k_at_their_times() {
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("run");
+    // (start_ms, duration_ms, MiB/s): starts on the 10 ms bins of the finder.
+    let bursts = [
+        (1_000, 30, 800),
+        (2_370, 50, 300),
+        (4_120, 20, 500),
+        (5_500, 60, 400),
+        (7_910, 40, 600),
+    ];
+    let mut all = vec![(0, 10_000, 50)];
+    all.extend(bursts);
+    synth(&run, 10, &all);
+    let b = bursts_of(&run);
+    assert_eq!(b["count"], bursts.len(), "{b:#}");
+    let list = b["list"].as_array().unwrap();
+    assert_eq!(list.len(), bursts.len(), "{b:#}");
+    for (x, &(start_ms, dur_ms, rate)) in list.iter().zip(&bursts) {
+        let start_s = x["start_s"].as_f64().unwrap();
+        assert!(
+            (start_s - start_ms as f64 / 1e3).abs() < 0.001,
+            "burst at {start_ms} ms found at {start_s} s: {b:#}"
+        );
+        let dur = x["duration_ms"].as_f64().unwrap();
+        assert!((dur - dur_ms as f64).abs() < 0.5, "{start_ms}: {dur} ms");
+        // The burst's bytes and the steady stream's under it.
+        let per_ms = |r: u64| r * MIB / 1000 / 512 * 512;
+        let want = ((per_ms(rate) + per_ms(50)) * dur_ms) as f64;
+        let got = x["bytes"].as_f64().unwrap();
+        assert!(
+            (got - want).abs() < 1.0,
+            "{start_ms}: {got} bytes, not {want}"
+        );
+    }
+}
+
+/// The write bursts of `syn0` after `report --no-charts` of `run`.
+fn bursts_of(run: &Path) -> serde_json::Value {
     let o = diskpulse()
         .args(["report", "--no-charts"])
-        .arg(&run)
+        .arg(run)
         .output()
         .unwrap();
-    assert!(o.status.success());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = read_json(&run.join("summary.json"));
-    let b = &device(&s, "syn0")["write"]["bursts"];
-    assert!(b["count"].as_u64().unwrap() <= 1, "{b:#}");
-    assert_eq!(b["regular"], false);
+    device(&s, "syn0")["write"]["bursts"].clone()
+}
+
+/// The whole lines (header included) a gzip reader gets out of a stream cut short, read
+/// independently of diskpulse's reader.
+fn whole_lines_of_cut_gzip(bytes: &[u8]) -> Vec<String> {
+    use std::io::Read;
+    let mut out = vec![];
+    let mut r = flate2::read::GzDecoder::new(bytes);
+    let mut buf = [0u8; 4096];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8(out).unwrap();
+    let whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+    whole.lines().map(str::to_string).collect()
 }
 
 #[test]
 fn reads_a_cut_off_recording() {
     let d = tempfile::tempdir().unwrap();
     let run = d.path().join("run");
-    synth(&run, 10, &[(2000, 50, 500), (6000, 50, 500)]);
+    let bursts = [(2000, 50, 500), (6000, 50, 500), (9000, 50, 500)];
+    synth(&run, 10, &bursts);
+    // As a kill -9 leaves it: meta.json still says complete: false (written at the start).
+    let mp = run.join("meta.json");
+    let mut meta = read_json(&mp);
+    meta["complete"] = serde_json::json!(false);
+    std::fs::write(&mp, meta.to_string()).unwrap();
     // Cut the gzip stream as a kill -9 would.
     let p = run.join("diskstats.csv.gz");
     let bytes = std::fs::read(&p).unwrap();
-    std::fs::write(&p, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let cut = &bytes[..bytes.len() * 2 / 3];
+    std::fs::write(&p, cut).unwrap();
+    let lines = whole_lines_of_cut_gzip(cut);
+    let rows = lines.len() - 1;
+    let last_t_ns: u64 = lines
+        .last()
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Rows are 1 ms apart from 0: the cut fell inside the run, after the first burst.
+    assert_eq!(last_t_ns, (rows as u64 - 1) * 1_000_000);
+    assert!(
+        (2_100..9_000).contains(&(rows as u64)),
+        "cut at row {rows}: move the cut"
+    );
     let o = diskpulse()
         .args(["report", "--no-charts"])
         .arg(&run)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // Every whole row read, nothing after: the last t_ns is the run's end.
     let s = read_json(&run.join("summary.json"));
-    let b = &device(&s, "syn0")["write"]["bursts"];
-    assert!(b["count"].as_u64().unwrap() >= 1, "{b:#}");
+    let dev = device(&s, "syn0");
+    assert_eq!(dev["rows"], rows, "{err}");
+    assert_eq!(s["duration_s"], last_t_ns as f64 / 1e9, "{err}");
+    // Both warnings: the cut end, named by file and line, and the incomplete flag.
+    assert!(
+        err.lines().any(|l| l.starts_with("warning: ")
+            && l.contains("diskstats.csv.gz")
+            && l.contains(&format!("read up to line {}", rows + 1))),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("warning: ")
+                && l.contains("meta.json: the recording is incomplete")),
+        "{err}"
+    );
+    // The bursts that ended before the cut, and only those.
+    let ended = bursts
+        .iter()
+        .filter(|&&(s, d, _)| (s + d) * 1_000_000 <= last_t_ns)
+        .count();
+    let b = &dev["write"]["bursts"];
+    assert_eq!(b["count"], ended, "{b:#}");
 }
 
 #[test]

@@ -111,9 +111,11 @@ args = ["--rw", "randrw", "--rwmixread", "70", "--bs", "8k", "--iodepth", "8", "
     let probe = busy_rows(&run.join("probe.csv"), "ios");
     let (l0, l1) = (*load.iter().min().unwrap(), *load.iter().max().unwrap());
     let (p0, p1) = (*probe.iter().min().unwrap(), *probe.iter().max().unwrap());
-    // Inside the load's span (rows are stamped with their window's start).
+    // Inside the load's span (rows are stamped with their window's start); the probe is
+    // stopped when the load phase's process has ended, which takes up to a few hundred
+    // ms on a loaded 2-core machine: the same 1 s bound as the phase_end events below.
     assert!(
-        p0 >= l0 && p1 <= l1 + WINDOW_NS,
+        p0 >= l0 && p1 <= l1 + WINDOW_NS + 1_000_000_000,
         "probe {p0}..{p1}, load {l0}..{l1}"
     );
     // Started 1 s into the load, ran until it ended: not a fixed runtime (1 h).

@@ -163,6 +163,11 @@ pub enum Style {
     Step,
     /// A dashed line, e.g. the "30 s UI average" overlay.
     DashedLine,
+    /// A vertical mark from the axis's floor to the value at every point, no line
+    /// between them: discrete events such as one fsync call each (its height its
+    /// duration). Downsampled, a pixel column gets one mark to its highest value, so
+    /// the slowest call of a column is the one seen; every mark is at least 2 px tall.
+    Stems,
 }
 
 /// A labelled instant drawn as a vertical dashed line across all panels.

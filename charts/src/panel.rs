@@ -134,6 +134,9 @@ pub(crate) fn draw_panel(
     let y_of = |v: f64| chart.backend_coord(&(t0, v)).1;
     // Bands first (under every line), then lines in series order.
     for (i, (series, shape)) in panel.series.iter().zip(&shapes).enumerate() {
+        if series.style == Style::Stems {
+            continue;
+        }
         let tint = series_color(series, i).mix(BAND_OPACITY).filled();
         for polygon in shape.band(left, y_of) {
             root.draw(&Polygon::new(polygon, tint))?;
@@ -142,6 +145,13 @@ pub(crate) fn draw_panel(
     for (i, (series, shape)) in panel.series.iter().zip(&shapes).enumerate() {
         let dashed = series.style == Style::DashedLine;
         let style = line_style(series_color(series, i), dashed);
+        if series.style == Style::Stems {
+            let floor = y_of(0.0).min(plot_bottom);
+            for stem in shape.stems(left, floor, x_of, y_of) {
+                root.draw(&PathElement::new(stem, style))?;
+            }
+            continue;
+        }
         for path in shape.line(left, series.style == Style::Step, x_of, y_of) {
             if dashed {
                 root.draw(&DashedPathElement::new(

@@ -136,6 +136,34 @@ impl Shape {
     }
 }
 
+impl Shape {
+    /// [`Style::Stems`]: one vertical mark per point (per column when downsampled, to the
+    /// column's max) from `floor` (a pixel row) up to the value, at least 2 px tall.
+    pub fn stems(
+        &self,
+        left: i32,
+        floor: i32,
+        x_of: impl Fn(f64) -> i32,
+        y_of: impl Fn(f64) -> i32,
+    ) -> Vec<[Px; 2]> {
+        let stem = |x: i32, v: f64| [(x, floor), (x, y_of(v).min(floor - 2))];
+        match self {
+            Shape::Columns(cols) => cols
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.n > 0 && c.max.is_finite())
+                .map(|(c, col)| stem(left + c as i32, col.max))
+                .collect(),
+            Shape::Runs(runs) => runs
+                .iter()
+                .flatten()
+                .filter(|(_, v)| v.is_finite())
+                .map(|&(t, v)| stem(x_of(t), v))
+                .collect(),
+        }
+    }
+}
+
 /// One path through `pts`, as steps (each value holds until the next point) or
 /// straight segments; a lone point becomes a 1-px dash.
 fn path_of(pts: &[Px], step: bool) -> Vec<Px> {
@@ -219,6 +247,29 @@ fn runs_of(t: &[f64], v: &[f64], t0: f64, t1: f64, step: bool) -> Vec<Vec<(f64, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stems_mark_every_point_and_a_downsampled_column_at_its_max() {
+        let s = |t: Vec<f64>, v: Vec<f64>| Series {
+            t_s: t,
+            v,
+            style: Style::Stems,
+            ..Default::default()
+        };
+        let few = Shape::of(&s(vec![1.0, 2.0], vec![5.0, f64::NAN]), (0.0, 10.0), 100);
+        let st = few.stems(0, 100, |t| (t * 10.0) as i32, |v| 100 - v as i32);
+        assert_eq!(st, vec![[(10, 100), (10, 95)]]);
+        // 1000 points in 10 columns: one stem per column, to its highest value; a zero
+        // still gets a 2 px mark.
+        let t: Vec<f64> = (0..1000).map(|i| i as f64 / 100.0).collect();
+        let mut v = vec![0.0; 1000];
+        v[150] = 40.0;
+        let many = Shape::of(&s(t, v), (0.0, 10.0), 10);
+        let st = many.stems(0, 100, |t| t as i32, |v| 100 - v as i32);
+        assert_eq!(st.len(), 10);
+        assert_eq!(st[1], [(1, 100), (1, 60)]);
+        assert_eq!(st[0], [(0, 100), (0, 98)]);
+    }
 
     #[test]
     fn runs_break_at_nan_and_clip_to_the_range() {

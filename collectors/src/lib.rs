@@ -23,6 +23,7 @@ pub mod gate;
 pub mod mounts;
 pub mod periodic;
 pub mod probe;
+pub mod procio;
 pub mod procstat;
 pub mod sysfs;
 pub mod tracefs;

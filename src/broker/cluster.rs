@@ -511,6 +511,11 @@ impl Cluster {
     }
 
     /// What `meta.json` records: the cluster and every node's [`Broker::meta`].
+    /// Records how full each node's store volume is (`store_volume` events).
+    pub fn record_store_usage(&self) {
+        super::store_usage::record(&self.nodes, &self.events);
+    }
+
     pub fn meta(&self) -> serde_json::Value {
         serde_json::json!({
             "nodes": self.nodes.len(),

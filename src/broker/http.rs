@@ -38,7 +38,10 @@ pub(super) fn parse_http_url(url: &str) -> anyhow::Result<HttpUrl> {
     let (host, port) = match hostport.rsplit_once(':') {
         Some((h, p)) if !h.is_empty() => (
             h,
-            p.parse::<u16>().map_err(|_| bad("the port is a number"))?,
+            p.parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .ok_or_else(|| bad("the port is a number 1-65535"))?,
         ),
         _ => (hostport, 80),
     };

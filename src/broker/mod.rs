@@ -14,7 +14,9 @@
 //! - It runs in its own process group, so a Ctrl-C in the terminal reaches diskpulse
 //!   only; diskpulse then stops the server cleanly ([`Broker::stop`]: SIGTERM, up to
 //!   10 s, then SIGKILL). Every exit path stops it: [`Drop`] kills and reaps a server
-//!   that is still running.
+//!   that is still running. A `kill -9` of diskpulse kills it too (PR_SET_PDEATHSIG,
+//!   [`crate::lab::os::die_with_parent`]): it is spawned from the runtime's own threads,
+//!   which live as long as the session.
 //! - `start` returns only once JetStream answers an account-info request on the client
 //!   port, from the server we started (its `server_name` is checked), within 30 s.
 //!
@@ -32,6 +34,7 @@ mod cluster;
 mod config;
 mod http;
 pub mod monitor;
+pub mod store_usage;
 
 pub use cluster::{Cluster, ClusterOptions, DEFAULT_CLUSTER_NAME};
 use config::{config_text, free_ports, ClusterConf};
@@ -276,7 +279,9 @@ impl Broker {
         let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
         let log_err = log.try_clone()?;
         let spawned_at = Instant::now();
-        let child = Command::new(&self.binary)
+        let mut cmd = Command::new(&self.binary);
+        crate::lab::os::die_with_parent(&mut cmd);
+        let child = cmd
             .arg("-c")
             .arg(&self.config_path)
             .stdin(Stdio::null())

@@ -188,6 +188,12 @@ pub async fn start_monitor(
     }))
 }
 
+/// Checks a `--monitor` URL before anything starts (the poller would refuse it only
+/// after the recording had begun).
+pub fn check_url(url: &str) -> anyhow::Result<()> {
+    parse_http_url(url).map(|_| ())
+}
+
 /// One server's polling loop.
 struct Poller {
     stats: ServerPollStats,

@@ -34,8 +34,26 @@ pub struct BenchArgs {
     pub iterations: u64,
 }
 
+/// The most tight-loop iterations: at about 10 us a sample, 10 million take minutes per
+/// stage; u64::MAX ran until killed.
+const MAX_ITERATIONS: u64 = 10_000_000;
+/// The longest scheduled loop: a day of jitter says all a bench can; record for longer.
+const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
 pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     use crate::cli::fmt_duration;
+    if a.iterations > MAX_ITERATIONS {
+        return Err(crate::usage!(
+            "--iterations {}: at most {MAX_ITERATIONS} (at about 10 us a sample, more takes hours per stage); the default 20000 is plenty",
+            a.iterations
+        ));
+    }
+    if a.duration > MAX_DURATION {
+        return Err(crate::usage!(
+            "--duration {}: at most 24h (a day of the sampling loop says all a bench can); record a long run with `diskpulse record`",
+            fmt_duration(a.duration)
+        ));
+    }
     if a.duration.is_zero() || a.iterations == 0 || a.devices == 0 {
         return Err(crate::usage!(
             "--duration, --iterations and --devices must be above 0; got --duration {} --iterations {} --devices {}",

@@ -46,7 +46,9 @@ pub struct CheckArgs {
     pub test_time: Duration,
 }
 
-pub fn run(a: CheckArgs) -> anyhow::Result<i32> {
+/// The checks of the arguments alone (not of the targets): also for `diskpulse run
+/// --dry-run`, which checks a scenario's check phases without running them.
+pub(crate) fn check_args(a: &CheckArgs) -> anyhow::Result<()> {
     for (flag, v) in [("--sample", a.sample), ("--test-time", a.test_time)] {
         if v < Duration::from_millis(10) || v > Duration::from_secs(600) {
             return Err(usage!(
@@ -55,6 +57,11 @@ pub fn run(a: CheckArgs) -> anyhow::Result<i32> {
             ));
         }
     }
+    Ok(())
+}
+
+pub fn run(a: CheckArgs) -> anyhow::Result<i32> {
+    check_args(&a)?;
     let o = Options {
         quick: a.quick,
         allow_destructive: a.allow_destructive,

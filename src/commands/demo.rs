@@ -50,6 +50,12 @@ pub struct DemoArgs {
     /// Window of the "UI" average in the report.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub ui_average: Duration,
+    /// Trace nats-server's sync calls (fsync, fdatasync, ...) and every block request of
+    /// the store's devices through tracefs (root): fsync_calls.csv.gz and
+    /// block_requests.csv.gz, on the timeline and in the report. Without root or
+    /// tracefs: one line, and the demo runs without it.
+    #[arg(long)]
+    pub trace: bool,
 }
 
 pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
@@ -81,18 +87,29 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
             crate::cli::fmt_duration(a.duration)
         ));
     }
-    if a.ui_average.is_zero() {
+    if a.ui_average < super::report::MIN_UI_AVERAGE {
         return Err(usage!(
-            "--ui-average must be more than 0s (it is the window of the report's moving average, like 30s)"
+            "--ui-average {} is too short: at least {} (it is the window of the report's moving average, like 30s)",
+            crate::cli::fmt_duration(a.ui_average),
+            crate::cli::fmt_duration(super::report::MIN_UI_AVERAGE)
         ));
+    }
+    if let Some(d) = &a.store_dir {
+        super::check_store_dir("--store-dir", d)?;
     }
     let binary = broker::find_nats_server(a.nats_server.as_deref()).map_err(|e| usage!("{e:#}"))?;
     let (store_dir, remove_store) = match &a.store_dir {
         Some(d) => (d.clone(), false),
-        None => (
-            PathBuf::from(format!("/var/tmp/diskpulse-demo-{}", std::process::id())),
-            true,
-        ),
+        None => {
+            clean_killed_stores(std::path::Path::new(STORE_PARENT));
+            (
+                PathBuf::from(format!(
+                    "{STORE_PARENT}/{STORE_PREFIX}{}",
+                    std::process::id()
+                )),
+                true,
+            )
+        }
     };
     let store_parent_existed = store_dir.exists();
     std::fs::create_dir_all(&store_dir).map_err(|e| {
@@ -109,7 +126,11 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
         cpu_interval: Duration::from_millis(100),
     };
     let setup = match samplers.setup() {
-        Ok(s) => s,
+        // The embedded server's pid is handed to the trace once it runs (session.rs).
+        Ok(s) => crate::recording::RecordSetup {
+            trace: a.trace.then(crate::recording::TraceSetup::default),
+            ..s
+        },
         Err(e) => {
             if !store_parent_existed {
                 let _ = std::fs::remove_dir_all(&store_dir);
@@ -129,9 +150,15 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
         ui_window_ns: a.ui_average.as_nanos() as u64,
         ..Default::default()
     };
-    let s = report::report(&dir, &o)?;
+    let (s, warnings) = report::report_noted(&dir, &o)?;
     print!("{}", report::table(&s));
     println!("{}", dir.display());
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    // What reading the recording back found (a cut-off end, damaged lines), as `report`
+    // prints it: once, before the failure lines that end the output.
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
     if let Some(e) = rec_err {
         eprintln!("Error: {e:#} (the recording and report are kept)");
         return Ok(1);
@@ -150,6 +177,43 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
         return Ok(1);
     }
     Ok(code)
+}
+
+/// Where the default store goes: `STORE_PARENT/STORE_PREFIX<pid>`, removed at the end.
+const STORE_PARENT: &str = "/var/tmp";
+const STORE_PREFIX: &str = "diskpulse-demo-";
+
+/// Removes the default stores of demos that were killed (`kill -9`: no end to remove
+/// them; their nats-server died with them): `diskpulse-demo-<pid>` directories whose pid
+/// is not a running diskpulse. Says what it removed.
+fn clean_killed_stores(parent: &std::path::Path) {
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(STORE_PREFIX)
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() == "diskpulse" || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let p = e.path();
+        match std::fs::remove_dir_all(&p) {
+            Ok(()) => eprintln!(
+                "diskpulse demo: removed {}, the store of a demo that was killed (pid {pid} is gone)",
+                p.display()
+            ),
+            Err(err) => eprintln!(
+                "diskpulse demo: cannot remove {}, the store of a killed demo: {err}",
+                p.display()
+            ),
+        }
+    }
 }
 
 /// Records while the broker and publisher run. Returns the exit code and a load/broker

@@ -189,6 +189,7 @@ fn up(a: UpArgs) -> anyhow::Result<i32> {
 
 fn down(a: DownArgs) -> anyhow::Result<i32> {
     // Ctrl-C must not cut a teardown in half: it finishes, then exits 130.
+    check_root_to_read(&a.root.root)?;
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
     let lab = Lab::open(&a.root.root);
@@ -221,7 +222,20 @@ fn down(a: DownArgs) -> anyhow::Result<i32> {
     Ok(if stop.load(Ordering::Relaxed) { 130 } else { 0 })
 }
 
+/// `lab down` and `lab list` read `--root`: a missing one holds no volumes, but one that
+/// is not a directory is a slip (it failed with exit 1 reading `FILE/state.json`).
+fn check_root_to_read(root: &std::path::Path) -> anyhow::Result<()> {
+    if root.exists() && !root.is_dir() {
+        return Err(crate::usage!(
+            "--root {} is not a directory; name the lab's directory, like /var/tmp/diskpulse-lab",
+            root.display()
+        ));
+    }
+    Ok(())
+}
+
 fn list(a: ListArgs) -> anyhow::Result<i32> {
+    check_root_to_read(&a.root.root)?;
     let lab = Lab::open(&a.root.root);
     let vols = lab.list()?;
     let mut out = String::new();

@@ -45,6 +45,11 @@ pub struct LoadCmdArgs {
     /// Record the disks (the store's devices, or --device/--path) beside the load, then report.
     #[arg(long)]
     pub record: bool,
+    /// With --record and the embedded broker: trace the servers' sync calls (fsync,
+    /// fdatasync, ...) and every block request of the recorded devices through tracefs
+    /// (root). Without root or tracefs: one line, and the load runs without it.
+    #[arg(long)]
+    pub trace: bool,
     /// Run directory for --record. Default: diskpulse-runs/<time>-load.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -54,6 +59,7 @@ pub struct LoadCmdArgs {
 
 pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     a.load.validate()?;
+    check_record_flags(&a)?;
     let sync: SyncMode = a
         .sync_interval
         .parse()
@@ -93,6 +99,19 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     );
     copts.binary = binary;
     let store_dirs = copts.node_store_dirs().map_err(|e| usage!("{e:#}"))?;
+    for d in &a.store_dir {
+        super::check_store_dir("--store-dir", d)?;
+    }
+    if a.trace && !a.record {
+        return Err(usage!(
+            "--trace needs --record (it traces into the load's own recording); under `diskpulse record -- ...` give --trace to record"
+        ));
+    }
+    if a.trace && !embedded {
+        return Err(usage!(
+            "--trace traces the embedded servers; for servers you started use `diskpulse record --trace --trace-pid PID -- diskpulse load ...`"
+        ));
+    }
     // Recording setup is validated before anything starts.
     let record = if a.record {
         if parent_run.is_some() {
@@ -113,12 +132,14 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
             }
             s.paths = store_dirs.clone();
         }
-        let setup = s.setup().inspect_err(|_| {
+        let mut setup = s.setup().inspect_err(|_| {
             // Bad sampler flags leave nothing behind, not even the store directory.
             if remove_store {
                 let _ = std::fs::remove_dir_all(&base);
             }
         })?;
+        // The servers' pids are handed to the trace once they run (session.rs).
+        setup.trace = a.trace.then(crate::recording::TraceSetup::default);
         let dir = a.out.clone().unwrap_or_else(|| default_run_dir("load"));
         RecordTo::New {
             dir,
@@ -221,9 +242,13 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
         session.set_meta("broker", m)?;
     }
     session.set_meta("load", json)?;
-    if let Some((dir, s)) = session.close(Some(&ReportOptions::default()))? {
+    if let Some((dir, s, warnings)) = session.close(Some(&ReportOptions::default()))? {
         eprint!("{}", report::table(&s));
         println!("{}", dir.display());
+        // What reading the recording back found (as `report` prints it), once.
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
     }
     if let Some(d) = ran.died {
         eprintln!("Error: {d}");
@@ -282,4 +307,47 @@ fn spawn_progress(
         }
         pb.finish_and_clear();
     })
+}
+
+/// The recording flags: each needs --record (without it they were silently ignored), the
+/// monitor URLs and interval are checked now (they failed after the recording had
+/// begun), and no sampler interval is longer than the run.
+fn check_record_flags(a: &LoadCmdArgs) -> anyhow::Result<()> {
+    // The defaults as clap gives them (one source for them: the attributes).
+    let d = {
+        use clap::{Args as _, FromArgMatches as _};
+        let m = SamplerArgs::augment_args(clap::Command::new("defaults"))
+            .get_matches_from(["defaults"]);
+        SamplerArgs::from_arg_matches(&m)?
+    };
+    let s = &a.samplers;
+    if !a.record {
+        let given = [
+            ("--out", a.out.is_some()),
+            ("--device", !s.devices.is_empty()),
+            ("--path", !s.paths.is_empty()),
+            ("--interval", s.interval != d.interval),
+            ("--mem-interval", s.mem_interval != d.mem_interval),
+            ("--cpu-interval", s.cpu_interval != d.cpu_interval),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(usage!(
+                "{flag} is a recording flag and needs --record (without it nothing is recorded); add --record or leave {flag} out"
+            ));
+        }
+    }
+    for u in &a.monitors {
+        broker::monitor::check_url(u).map_err(|e| usage!("--monitor '{u}': {e:#}"))?;
+    }
+    if a.record && a.monitor_interval.is_zero() {
+        return Err(usage!(
+            "--monitor-interval must be more than 0s (how often /varz and /jsz are polled, like 250ms)"
+        ));
+    }
+    if a.record {
+        if let Some(dur) = a.load.duration {
+            s.check_within(dur)?;
+        }
+    }
+    Ok(())
 }

@@ -119,7 +119,45 @@ pub fn stop_on_signals(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> 
     Ok(())
 }
 
-/// The full argv, for meta.json (secrets are redacted there).
+/// The full argv, for meta.json (secrets are redacted there). An argument that is not
+/// UTF-8 (a path) is kept lossily: `std::env::args` would panic on it.
 pub fn argv() -> Vec<String> {
-    std::env::args().collect()
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Checks a broker store directory (`--store-dir`) before anything is started: an existing
+/// directory, or a missing one whose parent is a directory (only the last level is made,
+/// never a tree: a typo must not create `/nonexistent/dir` on `/`), and not on a kernel
+/// pseudo file system (the broker would fail after the recording started).
+pub fn check_store_dir(flag: &str, dir: &std::path::Path) -> anyhow::Result<()> {
+    let shown = dir.display();
+    let on = match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => dir.to_path_buf(),
+        Ok(_) => {
+            return Err(crate::usage!(
+                "{flag} {shown}: exists and is not a directory; name a directory on a disk"
+            ))
+        }
+        Err(_) => {
+            let parent = match dir.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => std::path::Path::new("."),
+            };
+            if !parent.is_dir() {
+                return Err(crate::usage!(
+                    "{flag} {shown}: its parent {} is not an existing directory; diskpulse makes only the last directory, never a tree: create the parent first",
+                    parent.display()
+                ));
+            }
+            parent.to_path_buf()
+        }
+    };
+    if let Some(fs) = collectors::probe::target::pseudo_fs_name(&on) {
+        return Err(crate::usage!(
+            "{flag} {shown}: is on {fs}, a kernel pseudo file system, not storage; name a directory on a disk-backed file system"
+        ));
+    }
+    Ok(())
 }

@@ -31,8 +31,11 @@ pub struct ReportArgs {
     pub no_html: bool,
 }
 
+/// The shortest `--ui-average` (also for `demo`, which reports with it).
+pub const MIN_UI_AVERAGE: Duration = Duration::from_millis(10);
+
 pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
-    if a.ui_average < Duration::from_millis(10) {
+    if a.ui_average < MIN_UI_AVERAGE {
         return Err(usage!("--ui-average must be at least 10ms"));
     }
     if a.window < Duration::from_millis(1) {

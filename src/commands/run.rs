@@ -22,6 +22,11 @@ pub struct RunArgs {
     /// Where lab volumes live (images, mounts, state).
     #[arg(long, default_value = "/var/tmp/diskpulse-lab", value_name = "DIR")]
     pub lab_root: PathBuf,
+    /// Trace the broker nodes' sync calls and the volumes' block requests in every run
+    /// (tracefs, root; as `[samplers] trace = true`). Without root or tracefs: one line,
+    /// and the runs go on without it.
+    #[arg(long)]
+    pub trace: bool,
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
@@ -85,11 +90,40 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         .unwrap_or_else(|| crate::recording::session::default_run_dir(&sc.name));
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
+    clean_stale_lab(&a.lab_root)?;
     let o = srun::StudyOptions {
         out,
         lab_root: a.lab_root,
         exe: std::env::current_exe()?,
         stop,
+        trace: a.trace,
     };
     srun::run_study(&a.scenario, &o)
+}
+
+/// Tears down what a killed run left in the lab (its creator is gone and it was not kept
+/// by `lab up`), saying what was cleaned, before this run makes volumes of its own.
+fn clean_stale_lab(root: &std::path::Path) -> anyhow::Result<()> {
+    let lab = crate::lab::Lab::open(root);
+    let done = lab.clean_stale().map_err(|e| {
+        e.context(format!(
+            "cleaning what a killed run left under {} (try `diskpulse lab down --all --root {}`)",
+            root.display(),
+            root.display()
+        ))
+    })?;
+    for t in done {
+        eprintln!(
+            "diskpulse run: cleaned lab volume {} left by a run that was killed: {}",
+            t.name,
+            t.removed.join(", ")
+        );
+        for a in &t.left_alone {
+            eprintln!(
+                "diskpulse run: {}: left alone (not ours any more): {a}",
+                t.name
+            );
+        }
+    }
+    Ok(())
 }

@@ -34,6 +34,16 @@ pub struct MetaDevice {
     pub queue: BTreeMap<String, String>,
 }
 
+/// One file of a recording whose rows stopped reaching the disk: `file`, `after_t_ns`
+/// (its last whole row on the run clock; rows after it are lost; `None`: no row
+/// reached it), `error` (why, e.g. no space left on the device).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Lost {
+    pub file: String,
+    pub after_t_ns: Option<u64>,
+    pub error: String,
+}
+
 /// A sampler loop's statistics at the end of the run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct SamplerStats {
@@ -91,6 +101,10 @@ pub struct Meta {
     pub complete: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_events: Option<u64>,
+    /// What a recording cut short lost (a full `--out`): one entry per file whose writer
+    /// failed; absent when nothing was lost.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<Lost>,
     /// The sections other parts add (`broker`, `broker_nodes`, `load`, `phases`), read
     /// by type through [`Meta::load`], [`Meta::broker`], [`Meta::broker_nodes`],
     /// [`Meta::phases`].

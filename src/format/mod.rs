@@ -39,6 +39,7 @@ pub mod load;
 pub mod meta;
 pub mod monitor;
 pub mod probe;
+pub mod proc_io;
 pub mod procfs;
 pub mod rates;
 pub mod study;

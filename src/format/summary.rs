@@ -293,6 +293,224 @@ pub struct Fault {
     pub recovered_s: Option<f64>,
 }
 
+/// One broker process's `/proc/PID/io` over the run (proc_io.csv: last row minus first).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ProcessIo {
+    pub pid: u32,
+    pub comm: String,
+    /// Seconds between its first and last sample.
+    pub sampled_s: f64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub cancelled_write_bytes: u64,
+    pub rchar: u64,
+    pub wchar: u64,
+    pub syscr: u64,
+    pub syscw: u64,
+    /// Highest `write_bytes` rate over aligned 100 ms windows, MiB/s.
+    pub write_peak_mib_s_100ms: f64,
+}
+
+/// How much of one device's traffic the broker's processes account for, over the span
+/// they were sampled: every broker process's `write_bytes` (dirtied or O_DIRECT-written
+/// by it) against the device's written bytes from diskstats (at completion, writeback
+/// included), and the same for reads.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct DeviceShare {
+    pub device: String,
+    pub broker_write_bytes: u64,
+    pub device_write_bytes: f64,
+    /// broker / device, %; None when the device wrote nothing. Can exceed 100: bytes
+    /// dirtied and never written back before the end, or the same page dirtied twice
+    /// and written once, count for the process, not the device.
+    pub write_share_pct: Option<f64>,
+    pub broker_read_bytes: u64,
+    pub device_read_bytes: f64,
+    pub read_share_pct: Option<f64>,
+    pub line: String,
+}
+
+/// The broker's own I/O (proc_io.csv) beside its devices'.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct BrokerIo {
+    pub processes: Vec<ProcessIo>,
+    /// The broker's devices ([`Interference`]'s preferred devices; every device when the
+    /// run does not say).
+    pub devices: Vec<DeviceShare>,
+}
+
+/// One log2 bucket of a distribution (biolatency's and bitesize's view): values `v`
+/// with `lo <= v < hi`, `hi = 2 * lo` (the first bucket is `0 <= v < 1`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Log2Bucket {
+    pub lo: u64,
+    pub hi: u64,
+    pub count: u64,
+}
+
+/// One traced process's sync calls (fsync_calls.csv.gz).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FsyncProcess {
+    pub pid: u32,
+    pub comm: String,
+    /// Calls per kind (`fsync`, `fdatasync`, ...).
+    pub by_call: BTreeMap<String, u64>,
+    /// Calls that returned an error.
+    pub errors: u64,
+    /// Time inside sync calls, s (summed over threads).
+    pub total_s: f64,
+    /// Call duration (`count` = calls).
+    pub latency: Percentiles,
+}
+
+/// The block requests of one device and op (block_requests.csv.gz).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RequestGroup {
+    pub device: String,
+    /// `read`, `write`, `flush`, `discard`, `write_zeroes`, `other`.
+    pub op: String,
+    pub bytes: u64,
+    /// Requests with the kernel's FUA / PREFLUSH flag, and that failed.
+    pub fua: u64,
+    pub preflush: u64,
+    pub errors: u64,
+    /// Issue to completion (the device's time); `count` = requests.
+    pub service: Percentiles,
+    /// Insert to issue (the queue's time), of the requests with an insert.
+    pub queue: Percentiles,
+    /// Service time in log2 buckets of µs (`lo`, `hi` µs).
+    pub service_hist_us: Vec<Log2Bucket>,
+    /// Request sizes in log2 buckets of bytes.
+    pub size_hist_bytes: Vec<Log2Bucket>,
+}
+
+/// What else was going on at one instant (a slow call's or request's start): the load's
+/// window, the broker's /varz poll, the probe's window, the write burst it fell in.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AtThatMs {
+    /// The broker device whose write burst holds the instant, if any.
+    pub in_write_burst: Option<String>,
+    /// load.csv's window holding it, per role: `role`, `window_start_s`, `ops_per_s`,
+    /// `lat_p99_us`.
+    pub load: Vec<LoadAt>,
+    /// varz.csv per server: `server`, `cpu_pct` and `in_msgs_per_s` between the polls
+    /// around the instant.
+    pub broker: Vec<BrokerAt>,
+    /// probe.csv's window holding it, per direction: `direction`, `window_start_s`,
+    /// `iops`, `clat_p99_us`.
+    pub probe: Vec<ProbeAt>,
+    /// All of it in words.
+    pub line: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct LoadAt {
+    pub role: String,
+    pub window_start_s: f64,
+    pub ops_per_s: f64,
+    pub lat_p99_us: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct BrokerAt {
+    pub server: String,
+    pub cpu_pct: Option<f64>,
+    pub in_msgs_per_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ProbeAt {
+    pub direction: String,
+    pub window_start_s: f64,
+    pub iops: f64,
+    pub clat_p99_us: Option<f64>,
+}
+
+/// One of the slowest sync calls.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct SlowFsync {
+    /// The call's start on the run clock, s.
+    pub t_s: f64,
+    pub dur_ms: f64,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub call: String,
+    pub file: String,
+    pub ret: i64,
+    pub at: AtThatMs,
+}
+
+/// One of the slowest block requests (by service time).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct SlowRequest {
+    /// Issue time on the run clock, s.
+    pub t_s: f64,
+    pub device: String,
+    pub op: String,
+    pub flags: String,
+    pub sector: u64,
+    pub bytes: u64,
+    pub queue_ms: Option<f64>,
+    pub service_ms: f64,
+    pub error: i32,
+    pub comm: String,
+    pub at: AtThatMs,
+}
+
+/// How the sync calls line up with a device's write bursts: the done-means figure of
+/// `demo --trace` (issue 11).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FsyncsInBursts {
+    pub device: String,
+    pub bursts: usize,
+    /// Bursts with a sync call inside them or starting up to `lead_ms` before them.
+    pub bursts_with_fsync: usize,
+    pub calls: usize,
+    /// Calls inside a burst (or up to `lead_ms` before its start).
+    pub calls_in_bursts: usize,
+    pub lead_ms: f64,
+    pub line: String,
+}
+
+/// summary.json `trace` (`--trace`, issue 11): the traced sync calls and block requests.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TraceSummary {
+    /// What was traced, from meta.json's `trace`, in words.
+    pub source: String,
+    pub calls: u64,
+    pub requests: u64,
+    /// Events the kernel lost (meta.json `trace.stats.lost_events`); 0 in a complete
+    /// trace. Not 0: the figures below undercount, `lost_line` says so.
+    pub lost_events: u64,
+    pub lost_line: Option<String>,
+    /// Per process, most calls first.
+    pub fsync: Vec<FsyncProcess>,
+    /// Per device and op, busiest device first.
+    pub requests_by_op: Vec<RequestGroup>,
+    /// The slowest 10, slowest first.
+    pub slowest_fsyncs: Vec<SlowFsync>,
+    pub slowest_requests: Vec<SlowRequest>,
+    /// Per broker device with write bursts.
+    pub fsyncs_in_bursts: Vec<FsyncsInBursts>,
+    /// The sentences the report prints.
+    pub lines: Vec<String>,
+}
+
 /// The document.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
@@ -325,6 +543,13 @@ pub struct Summary {
     /// Every fault under the load, in time order; empty without one.
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// The broker processes' own I/O and their share of each device's; None without
+    /// proc_io.csv.
+    #[serde(default)]
+    pub broker_io: Option<BrokerIo>,
+    /// The traced sync calls and block requests; None without `--trace`.
+    #[serde(default)]
+    pub trace: Option<TraceSummary>,
 }
 
 impl Summary {

@@ -68,6 +68,28 @@ impl Lab {
         self.teardown_matching(&root, |_| true)
     }
 
+    /// Tears down the volumes whose creator died without tearing them down (a `kill -9`
+    /// of `run` mid-study) and that were not kept with `lab up`: what the next `run`
+    /// calls before it starts, so a killed study's loop devices, mounts, cgroups and
+    /// images do not pile up. A mount can stay busy for a moment while the killed run's
+    /// broker exits (it dies with its parent), so a busy teardown is tried again for up
+    /// to 5 s.
+    pub fn clean_stale(&self) -> anyhow::Result<Vec<Teardown>> {
+        let Some(root) = self.existing_root() else {
+            return Ok(vec![]);
+        };
+        let stale = |e: &Entry| !e.kept && !os::process_alive(e.owner_pid, e.owner_start_ticks);
+        let t0 = std::time::Instant::now();
+        loop {
+            match self.teardown_matching(&root, stale) {
+                Err(_) if t0.elapsed() < Duration::from_secs(5) => {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// Tears down each entry `pick` selects, under the state lock.
     pub(super) fn teardown_matching(
         &self,

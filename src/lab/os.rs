@@ -105,6 +105,27 @@ pub fn run_tool(
     Ok(out)
 }
 
+/// Makes `cmd`'s child get SIGKILL when diskpulse dies (`kill -9` included), so no broker
+/// or phase child outlives the run that started it (issue 10 point 4: a `kill -9`ed demo
+/// left its nats-server running). The kernel sends the signal when the *thread* that
+/// spawned the child ends: spawn from a thread that outlives the child (the main thread,
+/// a runtime worker, or the blocking thread that waits for it), never from a short-lived
+/// one. A parent that died between fork and the prctl is caught by comparing getppid.
+pub fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: prctl, getppid and _exit are async-signal-safe; nothing is allocated.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != parent {
+                libc::_exit(137);
+            }
+            Ok(())
+        });
+    }
+}
+
 /// `/dev/loop12` -> `loop12`; `None` for anything that is not a loop device path.
 /// State files are input: a name that is not exactly this shape is never acted on.
 pub fn loop_name(dev: &str) -> Option<&str> {

@@ -432,11 +432,24 @@ impl LoadArgs {
                 self.threads
             ));
         }
-        if self.subject.is_empty() || self.subject.contains(char::is_whitespace) {
+        // NATS subjects are tokens separated by '.', none of them empty ("a..b", ".a").
+        if self.subject.is_empty()
+            || self.subject.contains(char::is_whitespace)
+            || self.subject.split('.').any(str::is_empty)
+        {
             return Err(usage!(
-                "--subject '{}' is not a valid subject",
+                "--subject '{}' is not a valid subject: tokens separated by '.', none of them empty, no spaces, like diskpulse.bench",
                 self.subject
             ));
+        }
+        if matches!(self.mode, Mode::JsPub | Mode::JsConsume) {
+            Self::check_name("--stream", &self.stream)?;
+        }
+        if matches!(
+            self.mode,
+            Mode::KvPut | Mode::KvGet | Mode::ObjPut | Mode::ObjGet
+        ) {
+            Self::check_name("--bucket", &self.bucket)?;
         }
         self.check_fd_limit()
     }
@@ -481,7 +494,9 @@ impl LoadArgs {
     pub fn connections(&self) -> u64 {
         let raw_pubs =
             matches!(self.mode, Mode::Pub | Mode::Cast) && self.connect.is_plain() && !self.no_raw;
-        let main = self.main_clients() as u64 * if raw_pubs { 2 } else { 1 };
+        // Saturating: `--clients 18446744073709551615` must reach the limit check, not
+        // overflow here.
+        let main = (self.main_clients() as u64).saturating_mul(if raw_pubs { 2 } else { 1 });
         let others = match self.mode {
             Mode::Pub => self.sub,
             Mode::Request | Mode::Cast => self.reply,
@@ -489,14 +504,14 @@ impl LoadArgs {
             Mode::ObjPut => self.consumers,
             _ => 0,
         } as u64;
-        main + others + 1
+        main.saturating_add(others).saturating_add(1)
     }
 
     /// Every connection is a file descriptor: more clients than RLIMIT_NOFILE allows
     /// would fail with "Too many open files" after all the others had connected. Raises
     /// the soft limit to the hard one when that is enough; refuses otherwise.
     pub fn check_fd_limit(&self) -> anyhow::Result<()> {
-        let need = self.connections() + FD_RESERVE;
+        let need = self.connections().saturating_add(FD_RESERVE);
         let (soft, hard) = nofile_limit()?;
         if need <= soft {
             return Ok(());
@@ -505,11 +520,42 @@ impl LoadArgs {
             set_nofile_soft(hard)?;
             return Ok(());
         }
+        // Name the flags that make the connections (`--sub 1e19` was reported as
+        // "--clients 1").
+        let (flag, others) = match self.mode {
+            Mode::Pub => ("--sub", self.sub),
+            Mode::Request | Mode::Cast => ("--reply", self.reply),
+            Mode::JsPub => ("--consume", self.consume),
+            Mode::ObjPut => ("--consumers", self.consumers),
+            _ => ("", 0),
+        };
+        let with = if others > 0 {
+            format!(" {flag} {others}")
+        } else {
+            String::new()
+        };
         Err(usage!(
-            "--clients {}: {} connections need about {need} file descriptors, but the limit (RLIMIT_NOFILE) is {hard}; use fewer clients, or raise the limit (`ulimit -n {need}` as root, LimitNOFILE= in a systemd unit)",
+            "--clients {}{with}: {} connections need about {need} file descriptors, but the limit (RLIMIT_NOFILE) is {hard}; use fewer clients, or raise the limit (`ulimit -n {need}` as root, LimitNOFILE= in a systemd unit)",
             self.main_clients(),
             self.connections()
         ))
+    }
+
+    /// A stream or bucket name the server would refuse only after the run started
+    /// (exit 1 after a broker was started): letters, digits, '-' and '_', at most 255.
+    fn check_name(flag: &str, name: &str) -> anyhow::Result<()> {
+        let ok = !name.is_empty()
+            && name.len() <= 255
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if ok {
+            Ok(())
+        } else {
+            Err(usage!(
+                "{flag} '{name}': a stream or bucket name is 1 to 255 letters, digits, '-' or '_' (no '.', '*', '>', '/' or spaces: the server refuses them), like DISKPULSE"
+            ))
+        }
     }
 
     /// --msgs, or unlimited with --duration, or nats bench's default of 100,000.

@@ -91,6 +91,16 @@ impl ConnectArgs {
                 ));
             }
         }
+        if self.user.as_deref() == Some("") {
+            return Err(usage!(
+                "--user '': an empty user name authenticates nothing; pass the user the server knows, or leave --user and --password out"
+            ));
+        }
+        if self.token.as_deref() == Some("") {
+            return Err(usage!(
+                "--token '': an empty token authenticates nothing; pass the server's token, or leave --token out"
+            ));
+        }
         if self.password.is_some() != self.user.is_some() {
             return Err(usage!("--user and --password go together"));
         }

@@ -233,6 +233,7 @@ impl Recording {
             .collect(),
             complete: false,
             error_events: None,
+            lost: vec![],
             sections: Default::default(),
         };
         meta.write(&dir.join(crate::format::meta::FILE))?;
@@ -298,6 +299,47 @@ impl Recording {
         }
         events.event("record_start", json!({}));
         Ok(rec)
+    }
+
+    /// Samples `/proc/PID/io` of `pids` (`(name, pid)`: the embedded servers) every
+    /// 10 ms into `proc_io.csv` from now until the recording finishes, and names the
+    /// sampler in meta.json (`samplers.proc_io`, its source the pids). A pid whose `io`
+    /// cannot be opened is an error naming it (the caller records it and goes on).
+    pub fn sample_processes(
+        &mut self,
+        procfs: &Path,
+        pids: &[(String, u32)],
+    ) -> anyhow::Result<()> {
+        if pids.is_empty() || self.finished {
+            return Ok(());
+        }
+        let interval_ns = samplers::PROC_IO_INTERVAL_NS;
+        let nums: Vec<u32> = pids.iter().map(|p| p.1).collect();
+        let t = samplers::spawn_procio(
+            procfs,
+            &nums,
+            &self.dir,
+            self.clock,
+            interval_ns,
+            self.stop.clone(),
+            self.events.clone(),
+        )?;
+        self.threads.push(t);
+        let source = pids
+            .iter()
+            .map(|(n, p)| format!("{n}={p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        self.meta.samplers.insert(
+            "proc_io".into(),
+            SamplerMeta {
+                file: crate::format::proc_io::FILE.into(),
+                interval_us: interval_ns / 1000,
+                source: Some(format!("/proc/PID/io of {source}")),
+                stats: None,
+            },
+        );
+        self.write_meta()
     }
 
     /// Starts the tracefs collector; when it cannot run here (not root, no tracefs),
@@ -410,7 +452,7 @@ impl Recording {
             );
         }
         for t in self.threads.drain(..) {
-            let (name, _file, r) = t.join();
+            let (name, file, r) = t.join();
             match r {
                 Ok(s) => {
                     if let Some(m) = self.meta.samplers.get_mut(name) {
@@ -419,6 +461,11 @@ impl Recording {
                 }
                 Err(e) => {
                     self.events.error(name, "sampler", &format!("{e:#}"));
+                    self.meta.lost.push(crate::format::meta::Lost {
+                        file: file.to_string(),
+                        after_t_ns: last_row_t_ns(&self.dir, file),
+                        error: format!("{}", e.root_cause()),
+                    });
                     first_err.get_or_insert(e);
                 }
             }
@@ -488,6 +535,17 @@ fn explain_full(e: anyhow::Error, dir: &Path) -> anyhow::Error {
         ))
     } else {
         e
+    }
+}
+
+/// The `t_ns` of the last whole row of a sampler's file, read back as `report` reads it.
+fn last_row_t_ns(dir: &Path, file: &str) -> Option<u64> {
+    if file == crate::format::diskstats::FILE {
+        let (rows, _) = crate::format::diskstats::read(&dir.join(file)).ok()?;
+        rows.iter().filter_map(|d| d.t_ns.last().copied()).max()
+    } else {
+        let (t, _) = crate::format::procfs::read(dir, file).ok()??;
+        t.t_ns.last().copied()
     }
 }
 

@@ -16,7 +16,7 @@ use crate::format::probe::ProbeRow;
 use crate::format::procfs::{CPU_COLUMNS, CPU_TICK_COLUMNS};
 
 /// Events drawn as markers (the others stay in events.jsonl and summary.json).
-const MARKER_KINDS: [&str; 13] = [
+const MARKER_KINDS: [&str; 14] = [
     "broker_ready",
     "node_stop",
     "restart",
@@ -30,6 +30,7 @@ const MARKER_KINDS: [&str; 13] = [
     "device_back",
     "device_appeared",
     "command_exit",
+    "trace_lost",
 ];
 
 const WRITE: &str = "#d62728";
@@ -156,6 +157,9 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
     }
     panels.extend(run.probe.as_ref().and_then(probe_panel));
     panels.extend(fsync_panel(&run.fsync));
+    let summaries: Vec<_> = analyses.iter().map(|a| a.summary.clone()).collect();
+    let broker = super::interference::broker_devices(&run.meta, &summaries);
+    panels.extend(super::trace_charts::panels(run, &broker));
     for (d, a) in run.disks.iter().zip(analyses) {
         // Idle devices (nothing read or written) get no panels of their own.
         if a.summary.write.bytes == 0.0 && a.summary.read.bytes == 0.0 {
@@ -171,6 +175,11 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
             end_s,
             WRITE,
         ));
+        // The broker's own writes (proc_io.csv) on its devices' panels: what share of
+        // this is the broker's, and when it dirtied what the device writes later.
+        if broker.is_empty() || broker.contains(n) {
+            tp.extend(super::procio::write_series(run, "#000000"));
+        }
         if a.summary.read.bytes > 0.0 {
             tp.push(series("read", r.0, r.1, Style::Envelope, READ));
             tp.push(ui_overlay(
@@ -286,6 +295,12 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
                 (Some(p), _) if e.kind == "phase_start" => p.to_string(),
                 (Some(p), _) if e.kind == "phase_end" => format!("{p} end"),
                 (_, Some(n)) => format!("{} {n}", e.kind),
+                _ if e.kind == "trace_lost" => format!(
+                    "trace lost {} events",
+                    e.detail_f64("lost_events")
+                        .map(|c| c.to_string())
+                        .unwrap_or("?".into())
+                ),
                 _ => e.kind.clone(),
             },
         })

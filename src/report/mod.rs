@@ -9,9 +9,13 @@ pub mod derive;
 pub mod faults;
 pub mod html;
 pub mod interference;
+pub mod procio;
 pub mod rates;
 pub mod run;
 pub mod table;
+pub mod trace;
+pub mod trace_charts;
+pub mod trace_context;
 
 use std::path::Path;
 
@@ -87,11 +91,14 @@ pub fn analyse(
         .collect();
     let devices: Vec<DeviceSummary> = analyses.iter().map(|a| a.summary.clone()).collect();
     let restarts = restarts(&run);
+    let broker = interference::broker_devices(&run.meta, &devices);
+    let broker_io = procio::broker_io(&run, &devices, &broker);
+    let trace = trace::trace(&run, &devices, &broker);
     let interference = interference::interference(
         &run.probe_hist,
         &run.load_hist,
         &devices,
-        &interference::broker_devices(&run.meta, &devices),
+        &broker,
         &restarts,
         &run.events,
     );
@@ -115,6 +122,8 @@ pub fn analyse(
             faults::add_window_losses(&mut f, &run.load);
             f
         },
+        broker_io,
+        trace,
     };
     Ok((run, analyses, summary))
 }
@@ -131,8 +140,23 @@ fn failures(run: &Run) -> Vec<crate::format::summary::Failure> {
         .flat_map(|l| l.roles.into_iter().flat_map(|r| r.failures))
         .collect();
     all.sort_by_key(|f| f.count);
+    // The store full: which node, which volume and how full, in the same line.
+    let stores: Vec<String> = run
+        .events
+        .iter()
+        .filter(|e| e.kind == "store_volume")
+        .map(|e| crate::broker::store_usage::line(&e.detail))
+        .collect();
+    for f in all.iter_mut() {
+        if crate::load::output::kind_words(&f.kind).0 == STORE_FULL && !stores.is_empty() {
+            f.line = format!("{}; {}", f.line, stores.join("; "));
+        }
+    }
     all
 }
+
+/// How [`crate::load::output::kind_words`] says the broker refused for want of space.
+const STORE_FULL: &str = "the store filled up";
 
 /// Writes summary.json, rates.csv, timeline.png/.svg and report.html into `dir`.
 fn write_outputs(

@@ -34,6 +34,14 @@ pub struct Run {
     pub probe: Option<BTreeMap<String, Vec<ProbeRow>>>,
     /// fsync.csv; empty without `diskpulse fsync`.
     pub fsync: Vec<FsyncRow>,
+    /// proc_io.csv by pid: the broker processes' /proc/PID/io; None without it.
+    pub proc_io: Option<Vec<crate::format::proc_io::ProcRows>>,
+    /// `--trace`: fsync_calls.csv.gz and block_requests.csv.gz; None when the run was not
+    /// traced (meta.json has no `trace`) or the file cannot be read (a warning).
+    pub fsync_calls: Option<Vec<crate::format::fsync_calls::FsyncCall>>,
+    pub block_requests: Option<Vec<crate::format::block_requests::BlockRequest>>,
+    /// varz.csv by server (what the broker was doing at a traced call); empty without.
+    pub varz: BTreeMap<String, Table>,
     /// probe.hlog and load.hlog: every window's latency histogram; empty without them.
     pub probe_hist: Vec<hist::Interval>,
     pub load_hist: Vec<hist::Interval>,
@@ -114,6 +122,42 @@ impl Run {
             warnings.push(left_out("the fsync tests", e));
             vec![]
         });
+        let proc_io = match crate::format::proc_io::read_noted(dir) {
+            Ok((p, w)) => {
+                warnings.extend(w);
+                p
+            }
+            Err(e) => {
+                warnings.push(left_out("the broker's own I/O", e));
+                None
+            }
+        };
+        let traced = meta.trace().is_some();
+        let fsync_calls = match crate::format::fsync_calls::read(dir) {
+            Ok((v, w)) => {
+                warnings.extend(w);
+                traced.then_some(v)
+            }
+            Err(e) => {
+                warnings.push(left_out("the traced sync calls", e));
+                None
+            }
+        };
+        let block_requests = match crate::format::block_requests::read(dir) {
+            Ok((v, w)) => {
+                warnings.extend(w);
+                traced.then_some(v)
+            }
+            Err(e) => {
+                warnings.push(left_out("the traced block requests", e));
+                None
+            }
+        };
+        let varz = crate::format::monitor::read(dir, crate::format::monitor::VARZ_FILE)
+            .unwrap_or_else(|e| {
+                warnings.push(left_out("the broker's /varz beside traced calls", e));
+                Default::default()
+            });
         let mut hlog = |name: &str| {
             let p = dir.join(name);
             if !p.exists() {
@@ -152,6 +196,19 @@ impl Run {
             Some(d) => d.max(last_seen),
             None => last_seen,
         };
+        // A device that vanished mid-run (removed, or a loop device detached): its rows
+        // end there; said with when, so its flat tail is not read as an idle device.
+        for e in events.iter().filter(|e| e.kind == "device_gone") {
+            warnings.push(format!(
+                "{}: device {} vanished at {:.3} s{}; its rows end there",
+                dir.join(crate::format::events::FILE).display(),
+                e.detail_str("device").unwrap_or("?"),
+                e.t_ns as f64 / 1e9,
+                e.detail_str("why")
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default()
+            ));
+        }
         if !meta.complete {
             warnings.push(format!(
                 "{}: the recording is incomplete (complete: false: it was cut short, by a crash or kill -9?); the report covers what it holds",
@@ -166,6 +223,10 @@ impl Run {
             load,
             probe,
             fsync,
+            proc_io,
+            fsync_calls,
+            block_requests,
+            varz,
             probe_hist,
             load_hist,
             events,

@@ -79,6 +79,40 @@ pub fn table(s: &Summary) -> String {
             st.samples, st.expected, d.interval_us, st.jitter_p99_us
         );
     }
+    if let Some(b) = &s.broker_io {
+        for d in &b.devices {
+            let _ = writeln!(out, "{}", d.line);
+        }
+    }
+    if let Some(t) = &s.trace {
+        for l in &t.lines {
+            let _ = writeln!(out, "trace: {l}");
+        }
+        for c in t.slowest_fsyncs.iter().take(3) {
+            let _ = writeln!(
+                out,
+                "slow {} at {:.3} s: {:.1} ms ({} pid {}{}); {}",
+                c.call,
+                c.t_s,
+                c.dur_ms,
+                c.comm,
+                c.pid,
+                if c.file.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {}", c.file)
+                },
+                c.at.line
+            );
+        }
+        for r in t.slowest_requests.iter().take(3) {
+            let _ = writeln!(
+                out,
+                "slow {} {} at {:.3} s: {:.1} ms service, {} B {} ({}); {}",
+                r.device, r.op, r.t_s, r.service_ms, r.bytes, r.flags, r.comm, r.at.line
+            );
+        }
+    }
     for r in &s.restarts {
         let _ = writeln!(
             out,

@@ -1,5 +1,9 @@
 //! A scenario's matrix: the cartesian product of its parameters as cells (each with a
 //! directory-safe id), and `${name}` replaced by a cell's values.
+//!
+//! A cell's id names its directory and its params go to `study.json`, so neither holds a
+//! secret: [`hide_secrets`] shows a value its phases use as a secret as `***` (the value
+//! is still what the phases run with).
 
 use super::spec::Matrix;
 
@@ -34,19 +38,46 @@ pub fn expand(m: &Matrix) -> Vec<Cell> {
     }
     cells
         .into_iter()
-        .map(|params| {
-            let id = if params.is_empty() {
-                "base".to_string()
-            } else {
-                params
-                    .iter()
-                    .map(|(k, v)| format!("{}-{}", sanitize(k, '_'), sanitize(v, '-')))
-                    .collect::<Vec<_>>()
-                    .join("_")
-            };
-            Cell { params, id }
+        .map(|params| Cell {
+            id: id_of(&params),
+            params,
         })
         .collect()
+}
+
+/// `base` without parameters, else `name-value_name-value` sanitized.
+fn id_of(params: &[(String, String)]) -> String {
+    if params.is_empty() {
+        return "base".to_string();
+    }
+    params
+        .iter()
+        .map(|(k, v)| format!("{}-{}", sanitize(k, '_'), sanitize(v, '-')))
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
+/// Hides the secrets of a cell's shown values (issue 10 point 2): a value that holds one
+/// of `secrets` (what [`crate::redact::secrets`] finds in the cell's phase arguments,
+/// e.g. `pw` in `--password ${pw}`) becomes [`crate::redact::HIDDEN`], a URL's user info
+/// `nats://***@host`; the id is made again from them. Two cells that then look the same
+/// are refused like any two cells that share a directory.
+pub fn hide_secrets(cell: &mut Cell, secrets: &[String]) {
+    let mut changed = false;
+    for (_, v) in &mut cell.params {
+        let shown = if secrets.iter().any(|s| v.contains(s.as_str())) {
+            crate::redact::HIDDEN.to_string()
+        } else {
+            crate::redact::text(v)
+        };
+        if shown != *v {
+            *v = shown;
+            changed = true;
+        }
+    }
+    if changed {
+        cell.id = id_of(&cell.params);
+    }
 }
 
 /// The number of cells and of runs (cells x repeat), counted from the value counts
@@ -121,4 +152,45 @@ pub fn substitute(s: &str, cell: &Cell) -> Result<String, String> {
     }
     out.push_str(rest);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(params: &[(&str, &str)]) -> Cell {
+        let params: Vec<(String, String)> = params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Cell {
+            id: id_of(&params),
+            params,
+        }
+    }
+
+    #[test]
+    fn a_value_used_as_a_secret_is_shown_hidden_and_the_id_follows() {
+        let mut c = cell(&[("pw", "hunter22"), ("sync", "always")]);
+        hide_secrets(&mut c, &["hunter22".to_string()]);
+        assert_eq!(c.params[0].1, "***");
+        assert_eq!(c.params[1].1, "always");
+        assert_eq!(c.id, "pw----_sync-always");
+    }
+
+    #[test]
+    fn a_url_value_keeps_its_host_and_loses_its_user_info() {
+        let mut c = cell(&[("srv", "nats://a:pw@h1:4222")]);
+        hide_secrets(&mut c, &[]);
+        assert_eq!(c.params[0].1, "nats://***@h1:4222");
+        assert!(!c.id.contains("pw"), "{}", c.id);
+    }
+
+    #[test]
+    fn a_cell_without_secrets_is_unchanged() {
+        let mut c = cell(&[("size", "8k")]);
+        let before = c.clone();
+        hide_secrets(&mut c, &["other".to_string()]);
+        assert_eq!(c, before);
+    }
 }

@@ -120,7 +120,10 @@ fn child(
     cgroup: Option<&Path>,
     stop: &AtomicBool,
 ) -> anyhow::Result<(i32, String)> {
-    let mut c = Command::new(exe)
+    let mut c = Command::new(exe);
+    // Waited for on this blocking thread, which lives as long as the child.
+    crate::lab::os::die_with_parent(&mut c);
+    let mut c = c
         .args(args)
         .env(collectors::clock::ENV_ZERO, zero_ns.to_string())
         .env("DISKPULSE_RUN_DIR", run_dir)

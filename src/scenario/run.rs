@@ -40,6 +40,8 @@ pub struct StudyOptions {
     /// The diskpulse binary for phase child processes.
     pub exe: PathBuf,
     pub stop: Arc<AtomicBool>,
+    /// `run --trace`: trace every run (as `[samplers] trace = true`).
+    pub trace: bool,
 }
 
 /// Replaces every `${name}` in the file's text with the cell's value. The file was
@@ -159,6 +161,7 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     };
     write_study(&records, "running")?;
     let mut failed = 0;
+    let mut warnings = vec![];
     'all: for (cell, s) in cells.iter().zip(&concrete) {
         for rep in 1..=sc.matrix.repeat {
             if o.stop.load(Ordering::Relaxed) {
@@ -167,7 +170,7 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
             let dir = o.out.join("cells").join(&cell.id).join(format!("r{rep}"));
             eprintln!("== {} r{rep}: {}", cell.id, dir.display());
             let t0 = Instant::now();
-            let r = run_one(s, cell, &dir, o);
+            let r = run_one(s, cell, &dir, o, &mut warnings);
             let (status, error) = match &r {
                 Ok(()) if o.stop.load(Ordering::Relaxed) => ("interrupted".to_string(), None),
                 Ok(()) => ("ok".to_string(), None),
@@ -201,6 +204,10 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     // Failure is loud: a failed run's error is what the study prints last (a load phase's
     // error ends with its loud line: what failed, when, how many).
     let _ = std::io::Write::flush(&mut std::io::stdout());
+    // What reading the recordings back found (as `report` prints it), once per run.
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
     for r in records.iter().filter(|r| r.status == "failed") {
         eprintln!(
             "{} r{} failed: {}",
@@ -218,7 +225,15 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     })
 }
 
-fn run_one(s: &Scenario, _cell: &Cell, dir: &Path, o: &StudyOptions) -> anyhow::Result<()> {
+/// Runs one cell's repeat into `dir`; the warnings of reading its recording back are
+/// added to `warnings` (the study prints them once, at its end).
+fn run_one(
+    s: &Scenario,
+    _cell: &Cell,
+    dir: &Path,
+    o: &StudyOptions,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<()> {
     let lab = Lab::open(&o.lab_root).with_stop(o.stop.clone());
     // Volumes: lab ones are created for this run and torn down after it, whatever happens.
     let mut vols: Vec<(String, PathBuf, Option<Volume>)> = vec![];
@@ -248,7 +263,7 @@ fn run_one(s: &Scenario, _cell: &Cell, dir: &Path, o: &StudyOptions) -> anyhow::
                 _ => unreachable!("checked by spec::parse"),
             }
         }
-        run_recorded(s, dir, &vols, o)
+        run_recorded(s, dir, &vols, o, warnings)
     })();
     let mut down_err = None;
     for (_, _, v) in vols.iter_mut().rev() {
@@ -307,6 +322,7 @@ fn run_recorded(
     dir: &Path,
     vols: &[(String, PathBuf, Option<Volume>)],
     o: &StudyOptions,
+    warnings: &mut Vec<String>,
 ) -> anyhow::Result<()> {
     let r = Resolver::default();
     let mut lists = vec![];
@@ -319,7 +335,8 @@ fn run_recorded(
         mem_interval: parse_duration(&s.samplers.mem_interval).map_err(anyhow::Error::msg)?,
         cpu_interval: parse_duration(&s.samplers.cpu_interval).map_err(anyhow::Error::msg)?,
         procfs: PathBuf::from("/proc"),
-        trace: None,
+        // The nodes' pids are handed to the trace once they run (session.rs).
+        trace: (s.samplers.trace || o.trace).then(crate::recording::TraceSetup::default),
     };
     let argv = vec!["diskpulse".to_string(), "run".to_string(), s.name.clone()];
     let record = RecordTo::New {
@@ -406,6 +423,27 @@ fn run_recorded(
         }
         Err(e) => Err(e),
     };
-    session.close(Some(&crate::report::ReportOptions::default()))?;
-    res
+    if let Some((d, _, w)) = session.close(Some(&crate::report::ReportOptions::default()))? {
+        warnings.extend(w.into_iter().map(|w| format!("{}: {w}", d.display())));
+    }
+    res.map_err(|e| with_store_usage(e, dir))
+}
+
+/// A load that failed because the broker's store filled up says which node, which volume
+/// and how full (the `store_volume` events the session recorded when it stopped them).
+fn with_store_usage(e: anyhow::Error, dir: &Path) -> anyhow::Error {
+    let text = format!("{e:#}");
+    if !text.contains(crate::load::output::kind_words("insufficient_resources").0) {
+        return e;
+    }
+    let stores: Vec<String> = crate::format::events::read(dir)
+        .unwrap_or_default()
+        .iter()
+        .filter(|ev| ev.kind == "store_volume")
+        .map(|ev| crate::broker::store_usage::line(&ev.detail))
+        .collect();
+    if stores.is_empty() {
+        return e;
+    }
+    anyhow::anyhow!("{text}; {}", stores.join("; "))
 }

@@ -160,6 +160,10 @@ pub struct SamplersDecl {
     pub cpu_interval: String,
     #[serde(default = "ms250")]
     pub monitor_interval: String,
+    /// Trace the broker nodes' sync calls and the volumes' block requests (tracefs, as
+    /// `demo --trace`); `run --trace` turns it on for every scenario.
+    #[serde(default)]
+    pub trace: bool,
 }
 
 impl Default for SamplersDecl {
@@ -169,6 +173,7 @@ impl Default for SamplersDecl {
             mem_interval: ms10(),
             cpu_interval: ms100(),
             monitor_interval: ms250(),
+            trace: false,
         }
     }
 }

@@ -7,12 +7,14 @@
 //! What must stay true:
 //! - Nothing here writes, creates or starts anything: a volume `path` is looked at
 //!   (`metadata`), never created; phase arguments go through the same clap parsers and
-//!   `validate`/`resolve` functions the child command runs, without running it.
+//!   `validate`/`resolve`/`check_args` functions the child command runs (load, probe,
+//!   fsync, check), without running it.
 //! - The matrix is counted from its value counts before it is expanded: at most
 //!   [`MAX_RUNS`] runs (cells x repeat).
 //! - Nothing a scenario names leaves the study directory: the scenario `name` (part of
 //!   the default `diskpulse-runs/<time>-<name>`) has no '/', NUL or "..", and cell ids are
-//!   sanitized ([`super::matrix`]) and must differ.
+//!   sanitized ([`super::matrix`]) and must differ; a matrix value a phase uses as a
+//!   secret shows as `***` in the cell's id and params ([`super::matrix::hide_secrets`]).
 //! - Positions: a value written in the file is found in the file's text (a matrix value
 //!   in its `[matrix]` list); otherwise the line of the substituted cell (lines are the
 //!   same as the file's: substitution adds none).
@@ -44,24 +46,18 @@ pub struct Checked {
 /// Parses and checks a whole study: the file, its matrix, and every cell as it will run.
 pub fn check_study(path: &str, text: &str) -> Result<Checked, SpecError> {
     let scenario = spec::parse(path, text)?;
-    let cells = spec::expand(&scenario.matrix);
-    for (i, c) in cells.iter().enumerate() {
-        if let Some(d) = cells[..i].iter().find(|d| d.id == c.id) {
-            return Err(err_at(
-                path,
-                text,
-                key_span(text, "matrix", &c.params[0].0),
-                format!(
-                    "matrix cells {:?} and {:?} get the same directory cells/{}: values differ only in characters other than letters, digits, '.' and '-'; make them differ in those",
-                    d.params, c.params, c.id
-                ),
-            ));
-        }
-    }
+    let mut cells = spec::expand(&scenario.matrix);
     let mut concrete = vec![];
-    for c in &cells {
+    for c in &mut cells {
         let t = cell_text(text, c);
         let s = spec::parse_cell(&format!("{path} (cell {})", c.id), &t)?;
+        // Before anything shows the cell: its id and params keep no secret.
+        let secrets: Vec<String> = s
+            .phases
+            .iter()
+            .flat_map(|p| crate::redact::secrets(&p.get_ref().args))
+            .collect();
+        super::matrix::hide_secrets(c, &secrets);
         let cx = Cx {
             path,
             text,
@@ -74,6 +70,19 @@ pub fn check_study(path: &str, text: &str) -> Result<Checked, SpecError> {
         };
         check_cell(&cx, &s)?;
         concrete.push(s);
+    }
+    for (i, c) in cells.iter().enumerate() {
+        if let Some(d) = cells[..i].iter().find(|d| d.id == c.id) {
+            return Err(err_at(
+                path,
+                text,
+                key_span(text, "matrix", &c.params[0].0),
+                format!(
+                    "matrix cells {:?} and {:?} get the same directory cells/{}: values differ only in characters other than letters, digits, '.' and '-' (or only in secrets, shown as ***); make them differ in those",
+                    d.params, c.params, c.id
+                ),
+            ));
+        }
     }
     Ok(Checked {
         scenario,
@@ -383,6 +392,12 @@ fn check_args(
             Command::Load(a) => a.load.validate().map_err(|e| format!("{e:#}")),
             Command::Probe(a) => {
                 crate::commands::probe::check_args(&a).map_err(|e| format!("{e:#}"))
+            }
+            Command::Fsync(a) => {
+                crate::commands::fsync::check_args(&a).map_err(|e| format!("{e:#}"))
+            }
+            Command::Check(a) => {
+                crate::commands::check::check_args(&a).map_err(|e| format!("{e:#}"))
             }
             _ => Ok(()),
         },

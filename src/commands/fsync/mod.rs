@@ -61,7 +61,12 @@ pub struct FsyncArgs {
 /// Shortest --secs-per-test: shorter gives too few ops on a slow disk to say anything.
 const MIN_PER_TEST: Duration = Duration::from_millis(10);
 
-pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
+/// Longest --secs-per-test: 22 tests of 10 minutes are already 3 h 40 min.
+const MAX_PER_TEST: Duration = Duration::from_secs(600);
+
+/// The checks of the arguments alone (not of `--dir`): also for `diskpulse run --dry-run`,
+/// which checks a scenario's fsync phases without running them.
+pub(crate) fn check_args(a: &FsyncArgs) -> anyhow::Result<()> {
     if a.secs_per_test < MIN_PER_TEST {
         return Err(usage!(
             "--secs-per-test {} is too short: the shortest is {}",
@@ -69,6 +74,19 @@ pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
             fmt_duration(MIN_PER_TEST)
         ));
     }
+    if a.secs_per_test > MAX_PER_TEST {
+        return Err(usage!(
+            "--secs-per-test {} is too long: at most {} (the 22 tests would take {} x 22); pass 2s to 10m",
+            fmt_duration(a.secs_per_test),
+            fmt_duration(MAX_PER_TEST),
+            fmt_duration(a.secs_per_test)
+        ));
+    }
+    select(engine::all_tests(), &a.only).map(|_| ())
+}
+
+pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
+    check_args(&a)?;
     let md = std::fs::metadata(&a.dir).map_err(|e| {
         usage!(
             "--dir takes an existing directory; got '{}': {e}",

@@ -289,9 +289,14 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
     }
     let rate_iops = a.rate_iops.or(p.rate_iops);
     if let Some(r) = rate_iops {
-        if !(r.is_finite() && r > 0.0 && r <= 10_000_000.0) {
+        if !(r.is_finite() && r > 0.0) {
             return Err(usage!(
                 "--rate-iops takes a total rate above 0 (I/Os per second); got {r}"
+            ));
+        }
+        if r > 10_000_000.0 {
+            return Err(usage!(
+                "--rate-iops {r}: at most 10000000 I/Os per second (the pacer schedules each I/O in whole ns, and no device does more); leave --rate-iops out to go as fast as the device can"
             ));
         }
     }
@@ -334,6 +339,14 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             fmt_duration(window)
         ));
     }
+    // A window longer than the run has no whole window: probe.csv would have no row.
+    if let Some(rt) = runtime.filter(|rt| window > *rt) {
+        return Err(usage!(
+            "--window {} is longer than --runtime {}: probe.csv would have no whole window; use a window shorter than the run",
+            fmt_duration(window),
+            fmt_duration(rt)
+        ));
+    }
     let json = match a.output_format.as_str() {
         "normal" => false,
         "json" => true,
@@ -362,6 +375,14 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         if !dir.is_dir() {
             return Err(usage!(
                 "--write-lat-log {}: the directory {} does not exist; create it or pass another prefix",
+                prefix.display(),
+                dir.display()
+            ));
+        }
+        // Found only after the file was laid out (exit 1) before.
+        if let Some(fs) = collectors::probe::target::pseudo_fs_name(dir) {
+            return Err(usage!(
+                "--write-lat-log {}: {} is on {fs}, a kernel pseudo file system; pass a prefix in a directory on a disk, like /tmp/run/probe",
                 prefix.display(),
                 dir.display()
             ));

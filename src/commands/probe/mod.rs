@@ -72,6 +72,32 @@ pub(crate) fn check_args(a: &ProbeArgs) -> anyhow::Result<()> {
     resolve(a).map(|_| ())
 }
 
+/// A file to lay out must fit in its file system's free space: `--size 16383G` wrote
+/// until the disk was full, `--size 18446744073709551615` overflowed rounding up.
+fn check_room(tgt: &target::Target) -> anyhow::Result<()> {
+    let Some((from, to)) = tgt.layout else {
+        return Ok(());
+    };
+    let need = to.saturating_sub(from);
+    let dir = match tgt.path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    // Rounding up to 4 KiB blocks must stay within u64 too.
+    let fits_u64 = to.checked_add(collectors::directio::ALIGN as u64).is_some();
+    match crate::lab::os::free_bytes(dir) {
+        Some(free) if need > free || !fits_u64 => Err(usage!(
+            "--size {}: laying out {} needs {} but {} has {} free; pass a smaller --size",
+            crate::units::bytes_exact(to),
+            tgt.path.display(),
+            crate::units::bytes_exact(need),
+            dir.display(),
+            crate::units::bytes_exact(free)
+        )),
+        _ => Ok(()),
+    }
+}
+
 pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     let mut r = resolve(&a)?;
     let phase = crate::format::phase_from_env().map_err(|e| usage!("{e:#}"))?;
@@ -102,6 +128,7 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         procfs: "/proc".into(),
     };
     let mut tgt = target::inspect(&r.filename, &opts).map_err(refusal_is_usage)?;
+    check_room(&tgt)?;
     let big = r.spec.bs[0].max(r.spec.bs[1]);
     if tgt.size < big {
         return Err(usage!(

@@ -13,6 +13,8 @@ use collectors::diskstats::{self, DiskCounters, DiskstatsReader, MAX_FIELDS};
 use collectors::periodic;
 use collectors::sysfs::BlockSysfs;
 
+pub use super::disk_source::DiskSource;
+use super::loopwatch::{Change, LoopWatch};
 use super::SamplerThread;
 use crate::recording::writer::{put_u64, ChunkSink};
 use crate::recording::EventLog;
@@ -40,6 +42,8 @@ struct Tracked {
     /// The sysfs stat file (sysfs source only).
     stat: Option<File>,
     last_reopen_ns: u64,
+    /// Loop devices bound at the start: whether they are still bound ([`LoopWatch`]).
+    loop_watch: Option<LoopWatch>,
 }
 
 impl Tracked {
@@ -57,6 +61,7 @@ impl Tracked {
             ever_seen: false,
             stat: None,
             last_reopen_ns: 0,
+            loop_watch: None,
         }
     }
 }
@@ -115,7 +120,8 @@ fn observe(d: &mut Tracked, t: u64, c: DiskCounters, buf: &mut Vec<u8>, events: 
     d.ever_seen = true;
 }
 
-/// Records that a device present before is gone (its last sample is written first).
+/// Records that a device present before is gone (its last sample is written first);
+/// a detached loop device says so and which file it was bound to.
 fn gone(d: &mut Tracked, t: u64, buf: &mut Vec<u8>, events: &EventLog) {
     d.present = false;
     if d.pending {
@@ -123,53 +129,16 @@ fn gone(d: &mut Tracked, t: u64, buf: &mut Vec<u8>, events: &EventLog) {
         put_disk_row(buf, lt, d, &lc);
         d.pending = false;
     }
-    events.event_at(
-        t,
-        "device_gone",
-        serde_json::json!({"device": String::from_utf8_lossy(&d.name)}),
-    );
+    let mut v = serde_json::json!({"device": String::from_utf8_lossy(&d.name)});
+    if let Some(w) = d.loop_watch.as_ref().filter(|w| !w.bound) {
+        v["why"] = format!("loop device detached (it was bound to {})", w.backing).into();
+    }
+    events.event_at(t, "device_gone", v);
 }
 
-/// Where the counters come from. Both give the same kernel counters
-/// (`part_stat_read_all`), in the same order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DiskSource {
-    /// `<procfs>/diskstats`: one read for every device on the host. Needed to see devices
-    /// appear ([`DeviceFilter::All`]); its cost grows with every device the host has.
-    Procfs(PathBuf),
-    /// `<sysfs>/class/block/<name>/stat`, one held file per recorded device: the same
-    /// counters without the name columns. Costs grow with the devices recorded only
-    /// (about 1.5 us each here, against ~9 us for a 10-device /proc/diskstats).
-    Sysfs(PathBuf),
-}
-
-impl DiskSource {
-    /// Per-device sysfs files when every listed device has one, else /proc/diskstats.
-    pub fn auto(
-        procfs: &Path,
-        sysfs: &Path,
-        filter: &DeviceFilter,
-        names: &[(u32, u32, String)],
-    ) -> DiskSource {
-        let all_have_stat = matches!(filter, DeviceFilter::Only(_))
-            && !names.is_empty()
-            && names
-                .iter()
-                .all(|(_, _, n)| BlockSysfs::new(sysfs).has_stat(n));
-        if all_have_stat {
-            DiskSource::Sysfs(sysfs.to_path_buf())
-        } else {
-            DiskSource::Procfs(procfs.to_path_buf())
-        }
-    }
-
-    /// For meta.json.
-    pub fn describe(&self) -> String {
-        match self {
-            DiskSource::Procfs(p) => p.join("diskstats").display().to_string(),
-            DiskSource::Sysfs(p) => format!("{}/class/block/<device>/stat", p.display()),
-        }
-    }
+/// Whether a device's rows stop: a loop device no longer bound to its file.
+fn detached(d: &Tracked) -> bool {
+    d.loop_watch.as_ref().is_some_and(|w| !w.bound)
 }
 
 /// Opens a device's sysfs stat file if the device there still has number `major:minor`.
@@ -210,6 +179,20 @@ impl DiskSampler {
             .iter()
             .map(|(ma, mi, n)| Tracked::new(*ma, *mi, n.as_bytes()))
             .collect();
+        // Where to watch loop devices' binding: the sysfs of the source, or the real one
+        // beside the real /proc (a fake /proc in tests has no sysfs to match).
+        let sysfs = match &source {
+            DiskSource::Sysfs(root) => Some(root.clone()),
+            DiskSource::Procfs(p) if p == Path::new("/proc") => Some(PathBuf::from("/sys")),
+            DiskSource::Procfs(_) => None,
+        };
+        if let Some(sys) = &sysfs {
+            for d in tracked.iter_mut() {
+                d.loop_watch = std::str::from_utf8(&d.name)
+                    .ok()
+                    .and_then(|n| LoopWatch::for_device(sys, n));
+            }
+        }
         let reader = match source {
             DiskSource::Procfs(p) => Reader::Procfs(DiskstatsReader::open(&p)?),
             DiskSource::Sysfs(root) => {
@@ -242,8 +225,17 @@ impl DiskSampler {
     /// Takes one sample: read, stamp, parse, write changed rows. Allocates nothing in the
     /// steady state.
     pub fn sample(&mut self) {
+        let now = self.clock.now_ns();
         for d in self.tracked.iter_mut() {
             d.seen_this_sample = false;
+            if let Some(Change::Attached) = d.loop_watch.as_mut().and_then(|w| w.check(now)) {
+                self.events.event_at(
+                    now,
+                    "loop_attached",
+                    serde_json::json!({"device": String::from_utf8_lossy(&d.name),
+                        "backing_file": d.loop_watch.as_ref().map(|w| w.backing.clone())}),
+                );
+            }
         }
         let t = match &mut self.reader {
             Reader::Procfs(r) => {
@@ -276,6 +268,9 @@ impl DiskSampler {
                     let Some(c) = diskstats::parse_counters(rest) else {
                         continue;
                     };
+                    if pos.is_some_and(|i| detached(&self.tracked[i])) {
+                        continue;
+                    }
                     let idx = match pos {
                         Some(i) => i,
                         None => {
@@ -299,6 +294,9 @@ impl DiskSampler {
             Reader::Sysfs { root, buf } => {
                 let mut t_last = 0;
                 for d in self.tracked.iter_mut() {
+                    if detached(d) {
+                        continue;
+                    }
                     if d.stat.is_none() {
                         // Gone: look for it again once a second (opening allocates a path).
                         let now = self.clock.now_ns();

@@ -1,4 +1,5 @@
-//! The sampler threads of a recording: diskstats, meminfo, cpu.
+//! The sampler threads of a recording: diskstats, meminfo, cpu, and proc_io (the
+//! broker's `/proc/PID/io`, [`crate::format::proc_io`]) once a broker runs.
 //!
 //! ## `diskstats.csv.gz`
 //! `t_ns,device,major,minor,` then the 17 raw counters of [`collectors::diskstats`] in
@@ -14,7 +15,10 @@
 //! every sample.
 
 mod disk;
+mod disk_source;
+mod loopwatch;
 mod proc;
+mod procio;
 
 use std::thread::JoinHandle;
 
@@ -22,6 +26,7 @@ use collectors::periodic::LoopStats;
 
 pub use disk::{diskstats_header, spawn_disk, DeviceFilter, DiskSampler, DiskSource};
 pub use proc::{cpu_row, mem_row, spawn_proc, ProcSource};
+pub use procio::{spawn_procio, DEFAULT_INTERVAL_NS as PROC_IO_INTERVAL_NS};
 
 /// A running sampler thread.
 pub struct SamplerThread {

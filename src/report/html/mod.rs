@@ -22,6 +22,7 @@ mod format;
 mod head;
 mod interference;
 mod results;
+mod trace;
 
 use super::charts_build;
 use super::run::Run;
@@ -182,6 +183,8 @@ pub fn run_section(run: &Run, summary: &Summary, timeline: &Timeline) -> String 
     devices::windows(&mut s, summary);
     devices::bursts(&mut s, summary);
     interference::interference(&mut s, summary);
+    trace::broker_io(&mut s, summary);
+    trace::trace(&mut s, summary);
     results::load(&mut s, run, summary);
     results::faults(&mut s, summary);
     results::fsync(&mut s, &run.fsync);
