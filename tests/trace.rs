@@ -17,6 +17,14 @@ use diskpulse::format::{block_requests, fsync_calls};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 
+/// One tracing diskpulse at a time in this binary: a starting tracer removes the stale
+/// instances of others, and the stale-instance test must see its own removal.
+static ONE_TRACE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_trace_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn can_trace() -> bool {
     if !can_use_loop_devices() {
         return false;
@@ -95,6 +103,7 @@ fn n_fdatasync_calls_are_recorded_exactly_with_their_own_durations_and_ctrl_c_re
     if !can_trace() {
         return;
     }
+    let _one = one_trace_at_a_time();
     let mut lo = LoopDev::new("256M");
     let mnt = lo.mount_ext4();
     let out = tempfile::tempdir().unwrap();
@@ -161,6 +170,15 @@ fn n_fdatasync_calls_are_recorded_exactly_with_their_own_durations_and_ctrl_c_re
     );
     let stats = trace_stats(&dir);
     assert_eq!(stats["lost_events"], 0, "{stats}");
+    // The mono trace clock is CLOCK_MONOTONIC: the offset measured at the start lies
+    // within its bound, and the bound is tight.
+    let t = &read_json(&dir.join("meta.json"))["trace"];
+    let bound = t["clock_offset_bound_ns"].as_u64().unwrap();
+    assert!(bound < 100_000, "{t}");
+    assert!(
+        t["clock_offset_ns"].as_i64().unwrap().unsigned_abs() <= bound,
+        "{t}"
+    );
     for (i, (r, (t0, t1))) in mine.iter().zip(&own).enumerate() {
         assert_eq!(r.pid, std::process::id());
         assert_eq!(r.call, "fdatasync");
@@ -214,6 +232,7 @@ fn m_direct_writes_to_a_loop_device_are_m_write_requests_of_their_size() {
     if !can_trace() {
         return;
     }
+    let _one = one_trace_at_a_time();
     let lo = LoopDev::new("128M");
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("run");
@@ -271,51 +290,41 @@ fn a_throttled_loop_device_issues_its_requests_at_the_throttle_rate() {
     if !can_trace() {
         return;
     }
-    let blkio = Path::new("/sys/fs/cgroup/blkio");
-    if !blkio.join("blkio.throttle.write_iops_device").exists() {
-        skip("no cgroup v1 blkio throttle here (blkio.throttle.write_iops_device)");
+    let _one = one_trace_at_a_time();
+    let _lock = cgroup::lock();
+    let Some(h) = cgroup::hierarchy() else {
         return;
-    }
-    let lo = LoopDev::new("64M");
-    let cg = blkio.join(format!("diskpulse-trace-test-{}", std::process::id()));
-    std::fs::create_dir_all(&cg).unwrap();
-    struct Cg(PathBuf);
-    impl Drop for Cg {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir(&self.0);
-        }
-    }
-    let _cg = Cg(cg.clone());
-    let (ma, mi) = {
-        let t = std::fs::read_to_string(format!("/sys/class/block/{}/dev", lo.name())).unwrap();
-        let (a, b) = t.trim().split_once(':').unwrap();
-        (a.to_string(), b.to_string())
     };
-    const IOPS: u64 = 100;
-    std::fs::write(
-        cg.join("blkio.throttle.write_iops_device"),
-        format!("{ma}:{mi} {IOPS}"),
-    )
-    .unwrap();
+    let lo = LoopDev::new("64M");
+    // Low enough that dd unthrottled is far faster even on a busy machine (4.6 ms a
+    // write measured during a release build).
+    const IOPS: u64 = 20;
+    let cg = cgroup::Throttled::new(&h, lo.name(), IOPS as u32);
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("run");
     let rec = start_record(&dir, &["--device", lo.name()]);
-    // The same 60 writes outside the cgroup (sectors from 0), then inside (from 8 MiB).
+    // The same 30 writes outside the cgroup (sectors from 0), then inside (from 8 MiB).
     let dd = |inside: bool| {
-        let enter = if inside {
-            format!("echo $$ > {}/cgroup.procs && ", cg.display())
+        let of = format!("of={}", lo.dev);
+        let seek = format!("seek={}", if inside { 2048 } else { 0 });
+        let argv = [
+            "dd",
+            "if=/dev/zero",
+            &of,
+            "bs=4k",
+            "count=30",
+            &seek,
+            "oflag=direct",
+            "status=none",
+        ];
+        let st = if inside {
+            cg.command(&argv).status()
         } else {
-            String::new()
-        };
-        let seek = if inside { 2048 } else { 0 };
-        let st = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "{enter}exec dd if=/dev/zero of={} bs=4k count=60 seek={seek} oflag=direct status=none",
-                lo.dev
-            ))
-            .status()
-            .unwrap();
+            std::process::Command::new(argv[0])
+                .args(&argv[1..])
+                .status()
+        }
+        .unwrap();
         assert!(st.success());
     };
     dd(false);
@@ -334,7 +343,7 @@ fn a_throttled_loop_device_issues_its_requests_at_the_throttle_rate() {
         (w.last().unwrap().t_ns - w[0].t_ns) / (w.len() as u64 - 1)
     };
     let (free, writes) = (split(false), split(true));
-    assert_eq!((free.len(), writes.len()), (60, 60), "dd's 60 + 60 writes");
+    assert_eq!((free.len(), writes.len()), (30, 30), "dd's 30 + 30 writes");
     // blk-throttle lets a slice's share through at once (bursts of about IOPS/10 per
     // 100 ms slice, more after an idle slice); on average at most one per 1/iops.
     let want = 1_000_000_000 / IOPS;
@@ -361,6 +370,7 @@ fn a_stale_instance_of_a_dead_diskpulse_is_removed_at_the_next_start() {
     if !can_trace() {
         return;
     }
+    let _one = one_trace_at_a_time();
     // A pid that is certainly gone: a child that exited.
     let mut c = std::process::Command::new("true").spawn().unwrap();
     c.wait().unwrap();
@@ -387,18 +397,10 @@ fn a_stale_instance_of_a_dead_diskpulse_is_removed_at_the_next_start() {
 
 #[test]
 fn without_root_trace_says_so_in_one_line_and_the_rest_records() {
-    if unsafe { libc::geteuid() } != 0 {
-        skip("needs root to drop to an unprivileged user");
+    if !need_root("dropping to an unprivileged user") || !have_tool("setpriv", "util-linux") {
         return;
     }
-    if std::process::Command::new("setpriv")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        skip("setpriv not found (util-linux)");
-        return;
-    }
+    let _one = one_trace_at_a_time();
     let out = tempfile::tempdir().unwrap();
     std::fs::set_permissions(
         out.path(),
@@ -476,6 +478,7 @@ fn record_trace_with_a_command_traces_its_short_children() {
     if !can_trace() {
         return;
     }
+    let _one = one_trace_at_a_time();
     let mut lo = LoopDev::new("128M");
     let mnt = lo.mount_ext4();
     let out = tempfile::tempdir().unwrap();
@@ -511,4 +514,77 @@ fn record_trace_with_a_command_traces_its_short_children() {
     assert_eq!(m["trace"]["children"], true);
     assert_eq!(m["trace"]["stats"]["lost_events"], 0);
     drop(lo);
+}
+
+#[test]
+fn a_run_that_loses_events_says_so_in_meta_events_and_on_stderr() {
+    if !can_trace() {
+        return;
+    }
+    let _one = one_trace_at_a_time();
+    let lo = LoopDev::new("64M");
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    // A 4 KiB ring buffer per CPU holds ~50 events: 4,000 direct writes (8,000 events)
+    // between two 10 ms reads overflow it.
+    let mut c = diskpulse()
+        .env("DISKPULSE_TRACE_BUFFER_KIB", "4")
+        .args([
+            "record",
+            "--trace",
+            "--device",
+            lo.name(),
+            "--duration",
+            "30s",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while !std::fs::read_to_string(dir.join("meta.json")).is_ok_and(|t| t.contains("\"trace\"")) {
+        assert!(c.try_wait().unwrap().is_none(), "record ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    write_direct(Path::new(&lo.dev), 16 << 20, 4096);
+    std::thread::sleep(Duration::from_millis(1200));
+    let (code, stderr) = interrupt(c);
+    assert_eq!(code, 130, "{stderr}");
+    let lost = trace_stats(&dir)["lost_events"].as_u64().unwrap();
+    assert!(lost > 0, "a 4 KiB buffer lost nothing? {stderr}");
+    assert!(
+        stderr.contains("incomplete") && stderr.contains(&format!("{lost} lost")),
+        "{stderr}"
+    );
+    let events = diskpulse::format::events::read(&dir).unwrap();
+    let noted: u64 = events
+        .iter()
+        .filter(|e| e.kind == "trace_lost")
+        .map(|e| e.detail["lost_events"].as_u64().unwrap())
+        .sum();
+    assert_eq!(noted, lost, "the trace_lost events add up to the total");
+    let _ = std::io::stdout().flush();
+}
+
+#[test]
+fn a_bad_trace_buffer_size_is_refused_before_anything_is_written() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    for v in ["lots", "2", "2000000"] {
+        let o = diskpulse()
+            .env("DISKPULSE_TRACE_BUFFER_KIB", v)
+            .args(["record", "--trace", "--duration", "200ms", "--out"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{v}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!("DISKPULSE_TRACE_BUFFER_KIB={v}"))
+                && stderr.contains("4 to 1048576"),
+            "{stderr}"
+        );
+        assert!(!dir.exists(), "{v}: nothing written");
+    }
 }

@@ -147,6 +147,7 @@ impl TraceArgs {
         if !self.trace {
             return Ok(None);
         }
+        crate::recording::trace::buffer_kib_from_env().map_err(|e| usage!("{e}"))?;
         for pid in &self.trace_pids {
             if *pid == 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 return Err(usage!(

@@ -77,6 +77,26 @@ impl TraceThread {
     }
 }
 
+/// The environment variable that sets the ring buffer per CPU (KiB; default
+/// [`tracefs::BUFFER_KIB_PER_CPU`]): smaller to check what a run that loses events says,
+/// larger for a machine with bursts past 50,000 events a second.
+pub const ENV_BUFFER_KIB: &str = "DISKPULSE_TRACE_BUFFER_KIB";
+
+/// The buffer size from [`ENV_BUFFER_KIB`]; an error naming the variable, the limits and
+/// the fix. `record --trace` checks it before anything is written.
+pub fn buffer_kib_from_env() -> Result<Option<u64>, String> {
+    match std::env::var(ENV_BUFFER_KIB) {
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(k) if (4..=1 << 20).contains(&k) => Ok(Some(k)),
+            _ => Err(format!(
+                "{ENV_BUFFER_KIB}={v}: takes KiB per CPU from 4 to 1048576 (1 GiB); unset it for the default {}",
+                tracefs::BUFFER_KIB_PER_CPU
+            )),
+        },
+        Err(_) => Ok(None),
+    }
+}
+
 /// A block device's name from sysfs (`/sys/dev/block/MAJ:MIN/uevent` `DEVNAME`).
 fn sysfs_name(major: u32, minor: u32) -> String {
     std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/uevent"))
@@ -104,7 +124,10 @@ pub fn start(
         children: setup.children,
         comms: setup.comms.clone(),
     };
-    let cfg = tracefs::Config::new(who, devices.iter().map(|d| (d.0, d.1)).collect());
+    let mut cfg = tracefs::Config::new(who, devices.iter().map(|d| (d.0, d.1)).collect());
+    if let Some(kib) = buffer_kib_from_env()? {
+        cfg.buffer_kib_per_cpu = kib;
+    }
     let mut tracer = Tracer::start(&cfg)?;
     if !tracer.info.removed_stale.is_empty() {
         eprintln!(
