@@ -723,3 +723,32 @@ fn an_out_that_fills_during_record_keeps_what_was_written_and_meta_says_what_was
     assert_eq!(o.status.code(), Some(0), "{rerr}");
     assert!(rerr.contains("incomplete"), "{rerr}");
 }
+
+/// A `load` killed with its `run` (a scenario phase dies with its parent) leaves its
+/// default store `/var/tmp/diskpulse-load-<pid>`; the next `load` with an embedded
+/// broker removes the stores of loads that are gone, saying so, and keeps a live one's.
+#[test]
+fn the_next_load_removes_the_store_of_a_killed_load() {
+    if !have_nats_server() {
+        return;
+    }
+    // A pid that is surely gone: a child that ran and was reaped.
+    let mut c = Command::new("true").spawn().unwrap();
+    let dead = c.id();
+    c.wait().unwrap();
+    let stale = PathBuf::from(format!("/var/tmp/diskpulse-load-{dead}"));
+    std::fs::create_dir_all(stale.join("jetstream")).unwrap();
+    std::fs::write(stale.join("jetstream/x"), b"left by a killed load").unwrap();
+    let o = diskpulse()
+        .args(["load", "js-pub", "--msgs", "20", "--size", "64", "--quiet"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!stale.exists(), "{} is still there: {err}", stale.display());
+    assert!(
+        err.contains(&format!("removed {}", stale.display()))
+            && err.contains("a load that was killed"),
+        "{err}"
+    );
+}

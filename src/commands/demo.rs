@@ -101,7 +101,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
     let (store_dir, remove_store) = match &a.store_dir {
         Some(d) => (d.clone(), false),
         None => {
-            clean_killed_stores(std::path::Path::new(STORE_PARENT));
+            super::clean_killed_stores(std::path::Path::new(STORE_PARENT), STORE_PREFIX, "demo");
             (
                 PathBuf::from(format!(
                     "{STORE_PARENT}/{STORE_PREFIX}{}",
@@ -182,39 +182,6 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
 /// Where the default store goes: `STORE_PARENT/STORE_PREFIX<pid>`, removed at the end.
 const STORE_PARENT: &str = "/var/tmp";
 const STORE_PREFIX: &str = "diskpulse-demo-";
-
-/// Removes the default stores of demos that were killed (`kill -9`: no end to remove
-/// them; their nats-server died with them): `diskpulse-demo-<pid>` directories whose pid
-/// is not a running diskpulse. Says what it removed.
-fn clean_killed_stores(parent: &std::path::Path) {
-    let Ok(rd) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(STORE_PREFIX)
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if comm.trim() == "diskpulse" || !e.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let p = e.path();
-        match std::fs::remove_dir_all(&p) {
-            Ok(()) => eprintln!(
-                "diskpulse demo: removed {}, the store of a demo that was killed (pid {pid} is gone)",
-                p.display()
-            ),
-            Err(err) => eprintln!(
-                "diskpulse demo: cannot remove {}, the store of a killed demo: {err}",
-                p.display()
-            ),
-        }
-    }
-}
 
 /// Records while the broker and publisher run. Returns the exit code and a load/broker
 /// error that happened after the recording started (the recording is still complete).

@@ -152,6 +152,9 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
         RecordTo::Nothing
     };
     // Every check has passed: now the first file may be written.
+    if remove_store && embedded {
+        super::clean_killed_stores(std::path::Path::new("/var/tmp"), "diskpulse-load-", "load");
+    }
     a.load.create_csv()?;
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;

@@ -161,3 +161,37 @@ pub fn check_store_dir(flag: &str, dir: &std::path::Path) -> anyhow::Result<()> 
     }
     Ok(())
 }
+
+/// Removes the default stores of `demo`s or `load`s that were killed (`kill -9`, or a
+/// scenario phase dying with its `run`: no end to remove them; their nats-server died
+/// with them): `<prefix><pid>` directories whose pid is not a running diskpulse. Says
+/// what it removed.
+pub fn clean_killed_stores(parent: &std::path::Path, prefix: &str, what: &str) {
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(prefix)
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() == "diskpulse" || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let p = e.path();
+        match std::fs::remove_dir_all(&p) {
+            Ok(()) => eprintln!(
+                "diskpulse {what}: removed {}, the store of a {what} that was killed (pid {pid} is gone)",
+                p.display()
+            ),
+            Err(err) => eprintln!(
+                "diskpulse {what}: cannot remove {}, the store of a killed {what}: {err}",
+                p.display()
+            ),
+        }
+    }
+}
