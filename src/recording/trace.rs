@@ -21,7 +21,7 @@ use serde_json::json;
 
 use super::writer::ChunkSink;
 use super::EventLog;
-use crate::format::block_requests::{self, op_of_rwbs, BlockRequest};
+use crate::format::block_requests::{self, op_of_rwbs, BlockRequestRef};
 use crate::format::fsync_calls::{self, FsyncCall};
 use crate::format::meta::{TraceMeta, TraceStats};
 
@@ -177,29 +177,30 @@ pub fn start(
                         file: c.file,
                         ret: c.ret,
                     };
-                    calls.buf().extend_from_slice(r.to_line().as_bytes());
+                    r.write_line(calls.buf());
                     calls.row_done(clock.now_ns());
                 }
                 Row::Request(b) => {
+                    // The hot path (every request of the device): no allocation, the
+                    // row goes straight into the chunk buffer.
                     let device = names
                         .entry((b.major, b.minor))
-                        .or_insert_with(|| sysfs_name(b.major, b.minor))
-                        .clone();
-                    let r = BlockRequest {
+                        .or_insert_with(|| sysfs_name(b.major, b.minor));
+                    BlockRequestRef {
                         t_ns: b.issue_ns.saturating_sub(zero),
                         device,
                         major: b.major,
                         minor: b.minor,
-                        op: op_of_rwbs(&b.rwbs).to_string(),
-                        flags: b.rwbs,
+                        op: op_of_rwbs(b.rwbs()),
+                        flags: b.rwbs(),
                         sector: b.sector,
                         bytes: b.bytes,
                         queue_ns: b.queue_ns,
                         service_ns: b.service_ns,
                         error: b.error,
-                        comm: b.comm,
-                    };
-                    reqs.buf().extend_from_slice(r.to_line().as_bytes());
+                        comm: b.comm(),
+                    }
+                    .write_line(reqs.buf());
                     reqs.row_done(clock.now_ns());
                 }
             };

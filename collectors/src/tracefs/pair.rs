@@ -31,19 +31,38 @@ pub struct SyncCall {
     pub ret: i64,
 }
 
-/// One completed block request, timestamps on the trace clock (ns).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One completed block request, timestamps on the trace clock (ns). Its strings are the
+/// kernel's fixed arrays (NUL-padded), so a request costs no allocation on the way to
+/// its row: [`BlockReq::rwbs`] and [`BlockReq::comm`] borrow them as text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockReq {
     pub issue_ns: u64,
     pub major: u32,
     pub minor: u32,
-    pub rwbs: String,
+    pub rwbs_raw: [u8; 10],
     pub sector: u64,
     pub bytes: u64,
     pub queue_ns: Option<u64>,
     pub service_ns: u64,
     pub error: i32,
-    pub comm: String,
+    pub comm_raw: [u8; 16],
+}
+
+/// The text before the first NUL (empty when it is not UTF-8: the kernel writes ASCII).
+fn cstr_ref(b: &[u8]) -> &str {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    std::str::from_utf8(&b[..end]).unwrap_or("")
+}
+
+impl BlockReq {
+    /// The kernel's rwbs string (`WS`, `FWFS`, ...).
+    pub fn rwbs(&self) -> &str {
+        cstr_ref(&self.rwbs_raw)
+    }
+    /// The task that issued it, as the issue tracepoint says.
+    pub fn comm(&self) -> &str {
+        cstr_ref(&self.comm_raw)
+    }
 }
 
 /// What the reader decoded from one event (no allocation: fixed arrays for strings).
@@ -427,13 +446,13 @@ impl Pairer {
                     issue_ns: t_issue,
                     major: dev >> 20,
                     minor: dev & ((1 << 20) - 1),
-                    rwbs: cstr(&rwbs),
+                    rwbs_raw: rwbs,
                     sector,
                     bytes,
                     queue_ns: ins.map(|i| t_issue.saturating_sub(i)),
                     service_ns: ts.saturating_sub(t_issue),
                     error: error.abs(),
-                    comm: cstr(&comm),
+                    comm_raw: comm,
                 }));
             }
         }
@@ -730,12 +749,7 @@ mod tests {
             (8, Some(50), 750, 5, 4096)
         );
         assert_eq!(
-            (
-                r[1].major,
-                r[1].minor,
-                r[1].rwbs.as_str(),
-                r[1].comm.as_str()
-            ),
+            (r[1].major, r[1].minor, r[1].rwbs(), r[1].comm()),
             (7, 3, "FWFS", "fio")
         );
         assert_eq!(stats.unpaired, 1);
