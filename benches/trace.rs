@@ -1,9 +1,19 @@
 //! What `record --trace` costs and how well its block latencies agree with fio's (issue
-//! 11): fio at its highest IOPS (randwrite 4k, O_DIRECT, libaio, iodepth 32) on a loop
-//! device over a file in /var/tmp, alternately without and with `diskpulse record
-//! --trace --device LOOP` running beside it. Prints per pair the IOPS ratio, fio's
-//! completion latency p50/p99 against the traced requests' issue-to-completion p50/p99,
-//! the events/s the trace read and the events it lost.
+//! 11), on a loop device over a file in /var/tmp:
+//! 1. cost: fio at its highest IOPS (randwrite 4k, O_DIRECT, libaio, iodepth 32), in
+//!    pairs without and with `diskpulse record --trace --device LOOP` beside it (the
+//!    order alternates, so a machine getting busier does not favour one side): the IOPS
+//!    ratio, the events/s read, the events lost, and the CPU time of the recorder's
+//!    `trace` thread and of the writer thread compressing block_requests.csv.gz (from
+//!    /proc/PID/task/TID/stat), per request;
+//! 2. latency at iodepth 32, from the traced runs of 1: fio's completion latency (clat)
+//!    p50/p99/mean against the traced issue-to-completion p50/p99/mean, and the requests
+//!    in flight each implies (Little's law: iops x mean). fio's clat runs from io_submit's
+//!    return to fio reaping the completion; the trace sees the request from its issue to
+//!    the driver to its completion in the kernel: at iodepth 32 on two busy cores fio's
+//!    clat also holds the time a completed request waits for fio to come and reap it;
+//! 3. latency at iodepth 1, traced: fio waits in io_getevents for its one request, so its
+//!    clat is the request's time in the kernel plus one wake-up: like for like.
 //!
 //! Run (root, fio): `cargo bench --bench trace` (release build), or without a release
 //! build `cargo bench --profile dev --bench trace`. `DISKPULSE_BENCH_SECS` sets each fio
