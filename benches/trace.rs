@@ -12,8 +12,12 @@
 //!    return to fio reaping the completion; the trace sees the request from its issue to
 //!    the driver to its completion in the kernel: at iodepth 32 on two busy cores fio's
 //!    clat also holds the time a completed request waits for fio to come and reap it;
-//! 3. latency at iodepth 1, traced: fio waits in io_getevents for its one request, so its
-//!    clat is the request's time in the kernel plus one wake-up: like for like.
+//! 3. latency at iodepth 1, traced: fio waits in io_getevents for its one request; its
+//!    clat starts when io_submit returns (after the request's issue), its lat before
+//!    io_submit: the traced issue-to-completion lies between the two.
+//!
+//! Cost has three arms: fio alone (off), fio beside `record` without `--trace` (rec: the
+//! recorder's own samplers, diskstats every ms), and beside `record --trace` (on).
 //!
 //! Run (root, fio): `cargo bench --bench trace` (release build), or without a release
 //! build `cargo bench --profile dev --bench trace`. `DISKPULSE_BENCH_SECS` sets each fio
@@ -57,6 +61,9 @@ struct Fio {
     clat_p50_ns: f64,
     clat_p99_ns: f64,
     clat_mean_ns: f64,
+    /// Submission (before io_submit) to reaping: what the application waits.
+    lat_p50_ns: f64,
+    lat_p99_ns: f64,
 }
 
 /// fio randwrite 4k O_DIRECT libaio at `iodepth` on `dev` for `secs`.
@@ -74,17 +81,21 @@ fn fio(dev: &str, secs: u64, iodepth: u32) -> Fio {
             "--size=256M",
             "--time_based",
             &format!("--runtime={secs}"),
+            "--lat_percentiles=1",
             "--output-format=json",
         ],
     );
     let v: serde_json::Value = serde_json::from_str(&out).expect("fio JSON");
     let w = &v["jobs"][0]["write"];
     let p = |q: &str| w["clat_ns"]["percentile"][q].as_f64().unwrap_or(f64::NAN);
+    let l = |q: &str| w["lat_ns"]["percentile"][q].as_f64().unwrap_or(f64::NAN);
     Fio {
         iops: w["iops"].as_f64().unwrap_or(f64::NAN),
         clat_p50_ns: p("50.000000"),
         clat_p99_ns: p("99.000000"),
         clat_mean_ns: w["clat_ns"]["mean"].as_f64().unwrap_or(f64::NAN),
+        lat_p50_ns: l("50.000000"),
+        lat_p99_ns: l("99.000000"),
     }
 }
 
@@ -134,19 +145,28 @@ fn thread_cpu_ms(pid: u32) -> Vec<(String, f64)> {
     out
 }
 
-fn traced_fio(lo: &Loop, name: &str, secs: u64, iodepth: u32, runs: &Path, i: usize) -> Traced {
+/// fio beside `diskpulse record --device LOOP` (with `--trace` when `trace`).
+fn traced_fio(
+    lo: &Loop,
+    name: &str,
+    (secs, iodepth, trace): (u64, u32, bool),
+    runs: &Path,
+    i: usize,
+) -> Traced {
     let dir = runs.join(format!("run{i}"));
     let mut rec = Command::new(env!("CARGO_BIN_EXE_diskpulse"))
-        .args(["record", "--trace", "--device", name, "--duration", "1h"])
+        .args(["record", "--device", name, "--duration", "1h"])
+        .args(trace.then_some("--trace"))
         .arg("--out")
         .arg(&dir)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the trace to run.
+    // Wait for the trace (or the samplers) to run.
+    let ready = if trace { "\"trace\"" } else { "\"samplers\"" };
     for _ in 0..500 {
-        if std::fs::read_to_string(dir.join("meta.json")).is_ok_and(|t| t.contains("\"trace\"")) {
+        if std::fs::read_to_string(dir.join("meta.json")).is_ok_and(|t| t.contains(ready)) {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -170,7 +190,10 @@ fn traced_fio(lo: &Loop, name: &str, secs: u64, iodepth: u32, runs: &Path, i: us
         serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
     let stats = &meta["trace"]["stats"];
     let dur_s = meta["duration_ns"].as_f64().unwrap_or(f64::NAN) / 1e9;
-    let (rows, _) = block_requests::read(&dir).unwrap();
+    let rows = match trace {
+        true => block_requests::read(&dir).unwrap().0,
+        false => vec![],
+    };
     let mut lat: Vec<u64> = rows
         .iter()
         .filter(|r| r.device == name && r.op == "write")
@@ -227,24 +250,35 @@ fn main() {
     println!(
         "1. cost: fio randwrite 4k direct libaio iodepth 32 on {name} (over /var/tmp), {secs} s a run, {pairs} pairs (the order alternates)"
     );
-    println!("pair  order   iops_off  iops_on  on/off  requests  events_per_s  lost  trace_cpu_ms  writer_cpu_ms  recorder_cpu_ms  trace_us_per_req");
+    println!("pair  order   iops_off  iops_rec  iops_on  rec/off  on/rec  on/off  requests  events_per_s  lost  trace_cpu_ms  writer_cpu_ms  recorder_cpu_ms  trace_us_per_req");
     let mut ratios = vec![];
+    let mut trace_ratios = vec![];
     let mut deep = vec![];
     for i in 0..pairs {
-        let (off, on) = if i % 2 == 0 {
+        let (off, rec, on) = if i % 2 == 0 {
             let off = fio(&lo.dev, secs, 32);
-            (off, traced_fio(&lo, &name, secs, 32, runs.path(), i))
+            let rec = traced_fio(&lo, &name, (secs, 32, false), runs.path(), 100 + i);
+            (
+                off,
+                rec,
+                traced_fio(&lo, &name, (secs, 32, true), runs.path(), i),
+            )
         } else {
-            let on = traced_fio(&lo, &name, secs, 32, runs.path(), i);
-            (fio(&lo.dev, secs, 32), on)
+            let on = traced_fio(&lo, &name, (secs, 32, true), runs.path(), i);
+            let rec = traced_fio(&lo, &name, (secs, 32, false), runs.path(), 100 + i);
+            (fio(&lo.dev, secs, 32), rec, on)
         };
         let ratio = on.fio.iops / off.iops;
         ratios.push(ratio);
+        trace_ratios.push(on.fio.iops / rec.fio.iops);
         println!(
-            "{i:>4}  {:<6}  {:>8.0}  {:>7.0}  {:>6.3}  {:>8}  {:>12.0}  {:>4}  {:>12.0}  {:>13.0}  {:>15.0}  {:>16.2}",
+            "{i:>4}  {:<6}  {:>8.0}  {:>8.0}  {:>7.0}  {:>7.3}  {:>6.3}  {:>6.3}  {:>8}  {:>12.0}  {:>4}  {:>12.0}  {:>13.0}  {:>15.0}  {:>16.2}",
             if i % 2 == 0 { "off-on" } else { "on-off" },
             off.iops,
+            rec.fio.iops,
             on.fio.iops,
+            rec.fio.iops / off.iops,
+            on.fio.iops / rec.fio.iops,
             ratio,
             on.requests,
             on.events_per_s,
@@ -257,10 +291,13 @@ fn main() {
         deep.push(on);
     }
     ratios.sort_by(f64::total_cmp);
+    trace_ratios.sort_by(f64::total_cmp);
     println!(
-        "median on/off IOPS ratio {:.3} (tracing costs {:.1}%)",
+        "median on/off IOPS ratio {:.3} (record --trace costs {:.1}%); on/rec {:.3} (the trace alone, over a record without it, costs {:.1}%)",
         ratios[ratios.len() / 2],
-        (1.0 - ratios[ratios.len() / 2]) * 100.0
+        (1.0 - ratios[ratios.len() / 2]) * 100.0,
+        trace_ratios[trace_ratios.len() / 2],
+        (1.0 - trace_ratios[trace_ratios.len() / 2]) * 100.0
     );
     // fio's clat runs from io_submit's return to fio reaping the completion; the trace
     // sees issue to completion in the kernel. At iodepth 32 the difference is the time a
@@ -282,22 +319,23 @@ fn main() {
             on.fio.iops * on.mean_ns / 1e9,
         );
     }
-    // Like for like: at iodepth 1 fio waits in io_getevents for its one request, so its
-    // clat is the request's time in the kernel plus one wake-up.
+    // Like for like: at iodepth 1 fio waits in io_getevents for its one request. Its clat
+    // starts when io_submit returns, after the request was issued; its lat starts before
+    // io_submit: the traced issue-to-completion lies between the two.
     println!();
-    println!("3. latency at iodepth 1 (fio waits for each request), traced, us");
-    println!("run  fio_iops  fio_clat_p50  trace_p50  p50_ratio  fio_clat_p99  trace_p99  p99_ratio  requests  lost");
+    println!("3. latency at iodepth 1 (fio waits for each request), traced, us: fio clat <= trace <= fio lat");
+    println!("run  fio_iops  fio_clat_p50  trace_p50  fio_lat_p50  fio_clat_p99  trace_p99  fio_lat_p99  requests  lost");
     for i in 0..pairs {
-        let on = traced_fio(&lo, &name, secs, 1, runs.path(), pairs + i);
+        let on = traced_fio(&lo, &name, (secs, 1, true), runs.path(), pairs + i);
         println!(
-            "{i:>3}  {:>8.0}  {:>12.1}  {:>9.1}  {:>9.3}  {:>12.1}  {:>9.1}  {:>9.3}  {:>8}  {:>4}",
+            "{i:>3}  {:>8.0}  {:>12.1}  {:>9.1}  {:>11.1}  {:>12.1}  {:>9.1}  {:>11.1}  {:>8}  {:>4}",
             on.fio.iops,
             on.fio.clat_p50_ns / 1e3,
             on.p50_ns / 1e3,
-            on.p50_ns / on.fio.clat_p50_ns,
+            on.fio.lat_p50_ns / 1e3,
             on.fio.clat_p99_ns / 1e3,
             on.p99_ns / 1e3,
-            on.p99_ns / on.fio.clat_p99_ns,
+            on.fio.lat_p99_ns / 1e3,
             on.requests,
             on.lost
         );
