@@ -166,6 +166,9 @@ pub fn start(
             // Like the samplers: a low real-time priority, so a busy machine does not
             // starve the reader until the ring buffers overflow.
             let _ = collectors::periodic::try_realtime();
+            // The run time, read once a poll: the writers' hand-off pacing needs no more
+            // (a clock read per row was 3% of the thread's time).
+            let now_ns = std::cell::Cell::new(clock.now_ns());
             let mut write = |row: Row| match row {
                 Row::Call(c) => {
                     let r = FsyncCall {
@@ -180,7 +183,7 @@ pub fn start(
                         ret: c.ret,
                     };
                     r.write_line(calls.buf());
-                    calls.row_done(clock.now_ns());
+                    calls.row_done(now_ns.get());
                 }
                 Row::Request(b) => {
                     // The hot path (every request of the device): no allocation, the
@@ -203,7 +206,7 @@ pub fn start(
                         comm: b.comm(),
                     }
                     .write_line(reqs.buf());
-                    reqs.row_done(clock.now_ns());
+                    reqs.row_done(now_ns.get());
                 }
             };
             let mut lost_seen = 0u64;
@@ -219,11 +222,12 @@ pub fn start(
             };
             let mut failed = None;
             while !stop.load(Ordering::Relaxed) {
+                now_ns.set(clock.now_ns());
                 if let Err(e) = tracer.poll(&mut write) {
                     failed = Some(e);
                     break;
                 }
-                let now = clock.now_ns();
+                let now = now_ns.get();
                 if now.saturating_sub(lost_checked_ns) >= LOST_EVERY_NS {
                     lost_checked_ns = now;
                     note_lost(tracer.lost(), &mut lost_seen);
