@@ -205,7 +205,9 @@ async fn duration_mode_stops_on_time_and_drop_kills_the_server() {
     .await
     .unwrap();
     let took = t0.elapsed();
-    assert!(took < Duration::from_millis(1700), "took {took:?}");
+    // 700 ms of publishing, then at most the 2 s drain of in-flight publishes (sync
+    // always on a loaded 2-core machine took 1.86 s once), never an open end.
+    assert!(took < Duration::from_millis(3200), "took {took:?}");
     assert!(s.ops > 0, "{s:?}");
     assert_eq!(s.errors, 0, "{s:?}");
 

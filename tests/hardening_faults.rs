@@ -319,8 +319,14 @@ fn rows_of(file: &Path) -> Vec<(u64, String)> {
     } else {
         let _ = std::io::BufReader::new(f).read_to_string(&mut text);
     }
-    text.lines()
+    // Whole rows only: a line the full disk cut short (no newline, or fewer cells than
+    // the header) is not a row, as the readers say.
+    let cells = text.lines().next().map_or(0, |h| h.split(',').count());
+    let whole = text.rfind('\n').map_or("", |i| &text[..i]);
+    whole
+        .lines()
         .skip(1)
+        .filter(|l| l.split(',').count() == cells)
         .filter_map(|l| {
             let mut c = l.split(',');
             let t = c.next()?.parse().ok()?;

@@ -426,6 +426,16 @@ fn try_row(row: &Row, fixtures: &Path, file: &Path, dir: &Path) -> Option<String
     if !left.is_empty() {
         wrong.push(format!("wrote {left:?}"));
     }
+    // Nor anything of its own elsewhere: an embedded broker's default store.
+    for own in [
+        format!("/var/tmp/diskpulse-load-{pgid}"),
+        format!("/var/tmp/diskpulse-demo-{pgid}"),
+    ] {
+        if Path::new(&own).exists() {
+            let _ = std::fs::remove_dir_all(&own);
+            wrong.push(format!("left {own}"));
+        }
+    }
     if listing(fixtures) != fixtures_before {
         wrong.push("changed the fixtures".into());
     }

@@ -85,3 +85,31 @@ mod tests {
         assert_eq!(of(Path::new("/no/such/path")), None);
     }
 }
+
+/// Kernel pseudo file systems (statfs magics from include/uapi/linux/magic.h): their
+/// files are views of kernel state, not storage, so nothing may be measured or kept
+/// there (a probe would write into a kernel knob; a lab image could not be kept).
+const PSEUDO: [(u32, &str); 15] = [
+    (0x9fa0, "proc"),
+    (0x6265_6572, "sysfs"),
+    (0x6462_6720, "debugfs"),
+    (0x7472_6163, "tracefs"),
+    (0x0027_e0eb, "cgroup"),
+    (0x6367_7270, "cgroup2"),
+    (0x1cd1, "devpts"),
+    (0x7363_6673, "securityfs"),
+    (0xcafe_4a11, "bpf"),
+    (0x6265_6570, "configfs"),
+    (0x6165_676c, "pstore"),
+    (0xde5e_81e4, "efivarfs"),
+    (0x1980_0202, "mqueue"),
+    (0x4249_4e4d, "binfmt_misc"),
+    (0x6e73_6673, "nsfs"),
+];
+
+/// The name of the kernel pseudo file system holding `path` (`proc`, `sysfs`,
+/// `cgroup`, ...), or `None` for a file system that holds files.
+pub fn pseudo_name(path: &Path) -> Option<&'static str> {
+    let t = of(path)?;
+    PSEUDO.iter().find(|(m, _)| *m == t.0).map(|(_, n)| *n)
+}

@@ -3,7 +3,7 @@
 //! beside it, and under `diskpulse record -- diskpulse load ...` it writes `load.csv`
 //! into the parent's run on the parent's clock.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -151,10 +151,9 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     } else {
         RecordTo::Nothing
     };
-    // Every check has passed: now the first file may be written.
-    if remove_store && embedded {
-        super::clean_killed_stores(std::path::Path::new("/var/tmp"), "diskpulse-load-", "load");
-    }
+    // Every check has passed: now the first file may be written. The default store goes
+    // on every way out (a failure after this point too), not only after a whole run.
+    let _store = (remove_store && embedded).then(|| RemoveOnDrop(base.clone()));
     a.load.create_csv()?;
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
@@ -189,6 +188,8 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     });
     if remove_store && embedded {
         let _ = std::fs::remove_dir_all(&base);
+        // And those of loads killed before they could (a scenario phase dying with its run).
+        super::clean_killed_stores(Path::new("/var/tmp"), "diskpulse-load-", "load");
     }
     let outcome = match ran.result {
         Ok(x) => x,
@@ -353,4 +354,14 @@ fn check_record_flags(a: &LoadCmdArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Removes a directory when dropped: the default store of an embedded broker, on every
+/// path out of `load`.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

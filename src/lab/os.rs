@@ -317,29 +317,10 @@ pub fn free_bytes(p: &Path) -> Option<u64> {
     (r == 0).then(|| s.f_bavail as u64 * s.f_frsize as u64)
 }
 
-/// The name of the kernel pseudo file system holding `p` (procfs, sysfs, cgroup, ...),
-/// where no image can be kept; `None` for file systems that hold files. The magics are
-/// those of include/uapi/linux/magic.h.
+/// The name of the kernel pseudo file system holding `p` (proc, sysfs, cgroup, ...),
+/// where no image can be kept; `None` for file systems that hold files.
 pub fn pseudo_fs(p: &Path) -> Option<&'static str> {
-    let t = collectors::fstype::of(p)?;
-    Some(match t.0 {
-        0x9fa0 => "procfs",
-        0x6265_6572 => "sysfs",
-        0x0027_e0eb => "cgroup",
-        0x6367_7270 => "cgroup2",
-        0x6462_6720 => "debugfs",
-        0x7472_6163 => "tracefs",
-        0x1cd1 => "devpts",
-        0x7363_6673 => "securityfs",
-        0xcafe_4a11 => "bpf",
-        0x6265_6570 => "configfs",
-        0x6165_676c => "pstore",
-        0xde5e_81e4 => "efivarfs",
-        0x1980_0202 => "mqueue",
-        0x4249_4e4d => "binfmt_misc",
-        0x6e73_6673 => "nsfs",
-        _ => return None,
-    })
+    collectors::fstype::pseudo_name(p)
 }
 
 /// Whether `p` is on a file system mounted read-only.

@@ -317,16 +317,17 @@ impl Recording {
             return Ok(());
         }
         let interval_ns = samplers::PROC_IO_INTERVAL_NS;
-        let nums: Vec<u32> = pids.iter().map(|p| p.1).collect();
+        if let Ok(mut v) = self.procio_added.lock() {
+            v.extend(pids.iter().map(|p| p.1));
+        }
         let t = samplers::spawn_procio(
             procfs,
-            &nums,
+            self.procio_added.clone(),
             &self.dir,
             self.clock,
             interval_ns,
             self.stop.clone(),
             self.events.clone(),
-            self.procio_added.clone(),
         )?;
         self.threads.push(t);
         let source = pids

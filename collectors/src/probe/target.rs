@@ -370,23 +370,6 @@ impl Drop for Target {
 }
 
 /// The file-system type holding `path` for messages ("ext2/3/4", "tmpfs", ...).
-/// Kernel pseudo file systems (statfs magics from linux/magic.h): their files are
-/// views of kernel state, not storage, so a probe there measures nothing and may write
-/// into a kernel knob. `/proc/version` was laid out, then failed at open with exit 1.
-const PSEUDO_FS: [(u32, &str); 11] = [
-    (0x9fa0, "proc"),
-    (0x6265_6572, "sysfs"),
-    (0x6462_6720, "debugfs"),
-    (0x7472_6163, "tracefs"),
-    (0x0027_e0eb, "cgroup"),
-    (0x6367_7270, "cgroup2"),
-    (0x1cd1, "devpts"),
-    (0x7363_6673, "securityfs"),
-    (0xcafe_4a11, "bpf"),
-    (0x6265_6570, "configfs"),
-    (0xde5e_81e4, "efivarfs"),
-];
-
 /// Refuses a target whose file system (`fs_of`: the file, or its directory for a new
 /// one) is a kernel pseudo file system.
 fn refuse_pseudo_fs(path: &Path, fs_of: &Path) -> Result<(), ProbeError> {
@@ -402,8 +385,7 @@ fn refuse_pseudo_fs(path: &Path, fs_of: &Path) -> Result<(), ProbeError> {
 /// The name of the kernel pseudo file system holding `path` (`proc`, `sysfs`, ...), if
 /// it is on one (also used by `diskpulse fsync --dir`).
 pub fn pseudo_fs_name(path: &Path) -> Option<&'static str> {
-    let t = crate::fstype::of(path)?;
-    PSEUDO_FS.iter().find(|(m, _)| *m == t.0).map(|(_, n)| *n)
+    crate::fstype::pseudo_name(path)
 }
 
 pub fn fs_type(path: &Path) -> String {

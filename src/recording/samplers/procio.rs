@@ -30,16 +30,22 @@ pub const DEFAULT_INTERVAL_NS: u64 = 10_000_000;
 /// the sampler thread writing `out_dir/proc_io.csv`.
 pub fn spawn_procio(
     procfs: &Path,
-    pids: &[u32],
+    pids: Arc<std::sync::Mutex<Vec<u32>>>,
     out_dir: &Path,
     clock: Clock,
     interval_ns: u64,
     stop: Arc<AtomicBool>,
     events: EventLog,
-    added: Arc<std::sync::Mutex<Vec<u32>>>,
 ) -> anyhow::Result<SamplerThread> {
+    // The pids there now are opened here (an error names the first that cannot be);
+    // those added later (a node started again) by the thread as they come.
+    let added = pids;
     let mut files = vec![];
-    for &pid in pids {
+    let first: Vec<u32> = added
+        .lock()
+        .map(|mut v| v.drain(..).collect())
+        .unwrap_or_default();
+    for pid in first {
         files.push(ProcIoFile::open(procfs, pid)?);
     }
     let mut sink = ChunkSink::create(&out_dir.join(FILE), HEADER, false)?;
