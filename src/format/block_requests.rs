@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use super::csv::{line, read_rows, t_ns_cell};
+use super::csv::{push_cell, push_i64, push_u64, read_rows, t_ns_cell};
 
 pub const FILE: &str = "block_requests.csv.gz";
 
@@ -74,23 +74,81 @@ pub fn op_of_rwbs(rwbs: &str) -> &'static str {
     }
 }
 
+/// A row to write, borrowing its text: what the trace thread writes for each request
+/// without allocating (at 100,000 requests a second the dozen strings a row of
+/// [`BlockRequest::to_line`] allocated were most of the trace's CPU time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockRequestRef<'a> {
+    pub t_ns: u64,
+    pub device: &'a str,
+    pub major: u32,
+    pub minor: u32,
+    pub op: &'a str,
+    pub flags: &'a str,
+    pub sector: u64,
+    pub bytes: u64,
+    pub queue_ns: Option<u64>,
+    pub service_ns: u64,
+    pub error: i32,
+    pub comm: &'a str,
+}
+
+impl BlockRequestRef<'_> {
+    /// Appends the row as a CSV line, with its newline.
+    pub fn write_line(&self, buf: &mut Vec<u8>) {
+        push_u64(buf, self.t_ns);
+        buf.push(b',');
+        push_cell(buf, self.device);
+        buf.push(b',');
+        push_u64(buf, self.major.into());
+        buf.push(b',');
+        push_u64(buf, self.minor.into());
+        buf.push(b',');
+        push_cell(buf, self.op);
+        buf.push(b',');
+        push_cell(buf, self.flags);
+        buf.push(b',');
+        push_u64(buf, self.sector);
+        buf.push(b',');
+        push_u64(buf, self.bytes);
+        buf.push(b',');
+        if let Some(q) = self.queue_ns {
+            push_u64(buf, q);
+        }
+        buf.push(b',');
+        push_u64(buf, self.service_ns);
+        buf.push(b',');
+        push_i64(buf, self.error.into());
+        buf.push(b',');
+        push_cell(buf, self.comm);
+        buf.push(b'\n');
+    }
+}
+
 impl BlockRequest {
+    /// The row borrowed, for [`BlockRequestRef::write_line`].
+    pub fn as_ref(&self) -> BlockRequestRef<'_> {
+        BlockRequestRef {
+            t_ns: self.t_ns,
+            device: &self.device,
+            major: self.major,
+            minor: self.minor,
+            op: &self.op,
+            flags: &self.flags,
+            sector: self.sector,
+            bytes: self.bytes,
+            queue_ns: self.queue_ns,
+            service_ns: self.service_ns,
+            error: self.error,
+            comm: &self.comm,
+        }
+    }
+
     /// The row as a CSV line, with its newline.
     pub fn to_line(&self) -> String {
-        line(&[
-            self.t_ns.to_string(),
-            self.device.clone(),
-            self.major.to_string(),
-            self.minor.to_string(),
-            self.op.clone(),
-            self.flags.clone(),
-            self.sector.to_string(),
-            self.bytes.to_string(),
-            self.queue_ns.map(|q| q.to_string()).unwrap_or_default(),
-            self.service_ns.to_string(),
-            self.error.to_string(),
-            self.comm.clone(),
-        ])
+        let mut b = Vec::with_capacity(96);
+        self.as_ref().write_line(&mut b);
+        String::from_utf8(b).expect("the cells are UTF-8")
     }
 
     /// Whether the request carried PREFLUSH (a leading `F` before the op letter).
@@ -209,6 +267,10 @@ mod tests {
             error: 0,
             comm: "kworker/0:1H".into(),
         };
+        assert_eq!(
+            a.to_line(),
+            "5000,loop3,7,3,write,FWFS,2048,2097152,1500,250000,0,kworker/0:1H\n"
+        );
         let b = BlockRequest {
             queue_ns: None,
             op: "flush".into(),

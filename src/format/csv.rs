@@ -361,9 +361,69 @@ pub fn read_table_by(p: &Path, key: &str) -> anyhow::Result<BTreeMap<String, Tab
     Ok(out)
 }
 
+/// Appends a cell as CSV (quoted when it holds `,`, `"` or a line break, as [`quote`])
+/// to a row being built, without allocating: the writers of the trace's hot path.
+pub fn push_cell(buf: &mut Vec<u8>, s: &str) {
+    if s.contains([',', '"', '\n', '\r']) {
+        buf.push(b'"');
+        for b in s.bytes() {
+            if b == b'"' {
+                buf.push(b'"');
+            }
+            buf.push(b);
+        }
+        buf.push(b'"');
+    } else {
+        buf.extend_from_slice(s.as_bytes());
+    }
+}
+
+/// Appends `v` in decimal without allocating (the digits built on the stack).
+pub fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
+    let mut d = [0u8; 20];
+    let mut i = d.len();
+    loop {
+        i -= 1;
+        d[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&d[i..]);
+}
+
+/// Appends `v` in decimal without allocating.
+pub fn push_i64(buf: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        buf.push(b'-');
+    }
+    push_u64(buf, v.unsigned_abs());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pushed_cells_and_numbers_read_as_the_allocating_ones() {
+        let mut b = vec![];
+        for v in [0u64, 7, 10, 4096, u64::MAX] {
+            b.clear();
+            push_u64(&mut b, v);
+            assert_eq!(b, v.to_string().as_bytes());
+        }
+        for v in [0i64, -5, 42, i64::MIN, i64::MAX] {
+            b.clear();
+            push_i64(&mut b, v);
+            assert_eq!(b, v.to_string().as_bytes());
+        }
+        for s in ["kworker/0:1H", "a,b", "say \"hi\"", ""] {
+            b.clear();
+            push_cell(&mut b, s);
+            assert_eq!(b, quote(s).as_bytes());
+        }
+    }
 
     #[test]
     fn quoted_cells_keep_their_commas_and_quotes() {

@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use super::csv::{line, read_rows, t_ns_cell};
+use super::csv::{push_cell, push_i64, push_u64, read_rows, t_ns_cell};
 
 pub const FILE: &str = "fsync_calls.csv.gz";
 
@@ -55,19 +55,35 @@ pub struct FsyncCall {
 }
 
 impl FsyncCall {
+    /// Appends the row as a CSV line, with its newline (no allocation).
+    pub fn write_line(&self, buf: &mut Vec<u8>) {
+        push_u64(buf, self.t_ns);
+        buf.push(b',');
+        push_u64(buf, self.dur_ns);
+        buf.push(b',');
+        push_u64(buf, self.pid.into());
+        buf.push(b',');
+        push_u64(buf, self.tid.into());
+        buf.push(b',');
+        push_cell(buf, &self.comm);
+        buf.push(b',');
+        push_cell(buf, &self.call);
+        buf.push(b',');
+        if let Some(fd) = self.fd {
+            push_i64(buf, fd);
+        }
+        buf.push(b',');
+        push_cell(buf, &self.file);
+        buf.push(b',');
+        push_i64(buf, self.ret);
+        buf.push(b'\n');
+    }
+
     /// The row as a CSV line, with its newline.
     pub fn to_line(&self) -> String {
-        line(&[
-            self.t_ns.to_string(),
-            self.dur_ns.to_string(),
-            self.pid.to_string(),
-            self.tid.to_string(),
-            self.comm.clone(),
-            self.call.clone(),
-            self.fd.map(|f| f.to_string()).unwrap_or_default(),
-            self.file.clone(),
-            self.ret.to_string(),
-        ])
+        let mut b = Vec::with_capacity(96);
+        self.write_line(&mut b);
+        String::from_utf8(b).expect("the cells are UTF-8")
     }
 
     /// The call's end on the run clock, ns.

@@ -36,6 +36,9 @@ const HANDOFF_NS: u64 = 50_000_000;
 const FLUSH_EVERY: Duration = Duration::from_millis(200);
 const CHUNK_BYTES: usize = 256 * 1024;
 
+/// The gzip level of the recording's `.csv.gz` files (1 fastest, 9 smallest).
+pub const GZIP_LEVEL: u32 = 3;
+
 /// The sampler-side end: format rows into `buf()`, then call [`ChunkSink::row_done`].
 pub struct ChunkSink {
     buf: Vec<u8>,
@@ -49,13 +52,21 @@ pub struct ChunkSink {
 impl ChunkSink {
     /// Creates `path` (gzip-compressed when `gzip`), writes `header` and starts the writer.
     pub fn create(path: &Path, header: &str, gzip: bool) -> anyhow::Result<ChunkSink> {
+        Self::create_at(path, header, gzip.then_some(GZIP_LEVEL))
+    }
+
+    /// As [`ChunkSink::create`], gzip at `level` (1 fastest, 9 smallest) or plain with
+    /// `None`: the trace's block_requests.csv.gz, 100,000 rows a second and more, takes
+    /// level 1, which costs its writer about half the CPU of the default (benches/trace.rs).
+    pub fn create_at(path: &Path, header: &str, level: Option<u32>) -> anyhow::Result<ChunkSink> {
         let file = File::create(path)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
-        let mut out = if gzip {
+        let mut out = if let Some(level) = level {
             Out::Gzip {
                 file,
                 member: None,
                 spare: Vec::new(),
+                level: flate2::Compression::new(level),
             }
         } else {
             Out::Plain(file)
@@ -221,6 +232,7 @@ enum Out {
         member: Option<flate2::write::GzEncoder<Vec<u8>>>,
         /// The previous member's buffer, reused.
         spare: Vec<u8>,
+        level: flate2::Compression,
     },
 }
 
@@ -229,13 +241,13 @@ impl Out {
         match self {
             Out::Plain(f) => f.write_all(bytes),
             Out::Append(f) => append_locked(f, bytes),
-            Out::Gzip { member, spare, .. } => member
-                .get_or_insert_with(|| {
-                    flate2::write::GzEncoder::new(
-                        std::mem::take(spare),
-                        flate2::Compression::new(3),
-                    )
-                })
+            Out::Gzip {
+                member,
+                spare,
+                level,
+                ..
+            } => member
+                .get_or_insert_with(|| flate2::write::GzEncoder::new(std::mem::take(spare), *level))
                 .write_all(bytes),
         }
     }
@@ -249,6 +261,7 @@ impl Out {
                 file,
                 member,
                 spare,
+                ..
             } => {
                 if let Some(m) = member.take() {
                     let mut bytes = m.finish()?;

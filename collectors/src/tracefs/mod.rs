@@ -32,6 +32,7 @@
 
 pub mod instance;
 pub mod pair;
+pub mod procs;
 pub mod ring;
 
 use std::fs::File;

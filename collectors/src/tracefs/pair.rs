@@ -6,13 +6,14 @@
 //! order (the reader merges the CPUs' buffers), so an exit or completion on another CPU
 //! than its start still finds it.
 //!
-//! Which process a thread belongs to (tgid), its name and its parent come from
-//! `/proc/TID/status`, read once per thread; the file behind an fd from
-//! `/proc/PID/fd/N`, cached per (pid, fd) for a second (fds are reused after `close`).
+//! Which process a thread belongs to (tgid), its name and its parent, and the file
+//! behind an fd, come from /proc through [`Procs`] (`procs.rs`, cached).
 
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+
+pub use super::procs::Procs;
+use super::procs::CACHE_MAX;
 
 /// The sync calls traced, by index: the `call` column's names.
 pub const CALLS: [&str; 4] = ["fsync", "fdatasync", "sync_file_range", "msync"];
@@ -31,19 +32,38 @@ pub struct SyncCall {
     pub ret: i64,
 }
 
-/// One completed block request, timestamps on the trace clock (ns).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One completed block request, timestamps on the trace clock (ns). Its strings are the
+/// kernel's fixed arrays (NUL-padded), so a request costs no allocation on the way to
+/// its row: [`BlockReq::rwbs`] and [`BlockReq::comm`] borrow them as text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockReq {
     pub issue_ns: u64,
     pub major: u32,
     pub minor: u32,
-    pub rwbs: String,
+    pub rwbs_raw: [u8; 10],
     pub sector: u64,
     pub bytes: u64,
     pub queue_ns: Option<u64>,
     pub service_ns: u64,
     pub error: i32,
-    pub comm: String,
+    pub comm_raw: [u8; 16],
+}
+
+/// The text before the first NUL (empty when it is not UTF-8: the kernel writes ASCII).
+fn cstr_ref(b: &[u8]) -> &str {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    std::str::from_utf8(&b[..end]).unwrap_or("")
+}
+
+impl BlockReq {
+    /// The kernel's rwbs string (`WS`, `FWFS`, ...).
+    pub fn rwbs(&self) -> &str {
+        cstr_ref(&self.rwbs_raw)
+    }
+    /// The task that issued it, as the issue tracepoint says.
+    pub fn comm(&self) -> &str {
+        cstr_ref(&self.comm_raw)
+    }
 }
 
 /// What the reader decoded from one event (no allocation: fixed arrays for strings).
@@ -106,127 +126,6 @@ pub struct Who {
     pub comms: Vec<String>,
 }
 
-#[derive(Debug, Clone)]
-struct Thread {
-    tgid: u32,
-    comm: String,
-    /// The process and its ancestors (tgid first), when `children`.
-    line: Vec<u32>,
-    /// Gone before /proc was read: only its id is known.
-    gone: bool,
-}
-
-/// The thread and fd caches over a /proc tree.
-#[derive(Debug)]
-pub struct Procs {
-    procfs: PathBuf,
-    threads: HashMap<u32, Thread>,
-    fds: HashMap<(u32, i64), (String, u64)>,
-}
-
-/// How long a resolved fd's path is trusted, ns of the trace clock.
-const FD_TTL_NS: u64 = 1_000_000_000;
-/// Caches are emptied past this many entries (a run with millions of threads or fds).
-const CACHE_MAX: usize = 1 << 16;
-
-fn status_field(text: &str, key: &str) -> Option<String> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(key))
-        .map(|v| v.trim().to_string())
-}
-
-impl Procs {
-    pub fn new(procfs: PathBuf) -> Procs {
-        Procs {
-            procfs,
-            threads: HashMap::new(),
-            fds: HashMap::new(),
-        }
-    }
-
-    /// (tgid, name, parent) of a thread or process; `None` when it is gone.
-    fn status(&self, tid: u32) -> Option<(u32, String, u32)> {
-        let text =
-            std::fs::read_to_string(self.procfs.join(tid.to_string()).join("status")).ok()?;
-        Some((
-            status_field(&text, "Tgid:")?.parse().ok()?,
-            status_field(&text, "Name:").unwrap_or_default(),
-            status_field(&text, "PPid:")
-                .and_then(|p| p.parse().ok())
-                .unwrap_or(0),
-        ))
-    }
-
-    fn thread(&mut self, tid: u32, children: bool) -> &Thread {
-        if self.threads.len() > CACHE_MAX {
-            self.threads.clear();
-        }
-        if !self.threads.contains_key(&tid) {
-            let t = match self.status(tid) {
-                Some((tgid, comm, ppid)) => {
-                    let mut line = vec![tgid];
-                    if children {
-                        let mut p = if tgid == tid {
-                            ppid
-                        } else {
-                            self.status(tgid).map(|s| s.2).unwrap_or(0)
-                        };
-                        while p > 1 && line.len() < 64 {
-                            line.push(p);
-                            p = self.status(p).map(|s| s.2).unwrap_or(0);
-                        }
-                    }
-                    Thread {
-                        tgid,
-                        comm,
-                        line,
-                        gone: false,
-                    }
-                }
-                // Gone before we looked: only its id is known (the process's own id
-                // when it was the main thread).
-                None => Thread {
-                    tgid: tid,
-                    comm: String::new(),
-                    line: vec![tid],
-                    gone: true,
-                },
-            };
-            self.threads.insert(tid, t);
-        }
-        &self.threads[&tid]
-    }
-
-    /// Remembers a thread's process before it may be gone (the threads of the traced
-    /// pids at the start).
-    pub fn root(&self) -> &std::path::Path {
-        &self.procfs
-    }
-
-    pub fn learn(&mut self, tid: u32, children: bool) {
-        self.thread(tid, children);
-    }
-
-    /// The path behind `fd` of `pid`, empty when unresolved.
-    fn file(&mut self, pid: u32, fd: i64, now_ns: u64) -> String {
-        if let Some((p, t)) = self.fds.get(&(pid, fd)) {
-            if now_ns.saturating_sub(*t) < FD_TTL_NS {
-                return p.clone();
-            }
-        }
-        if self.fds.len() > CACHE_MAX {
-            self.fds.clear();
-        }
-        let p = std::fs::read_link(self.procfs.join(format!("{pid}/fd/{fd}")))
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if !p.is_empty() {
-            self.fds.insert((pid, fd), (p.clone(), now_ns));
-        }
-        p
-    }
-}
-
 /// Counters of the pairing.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct PairStats {
@@ -245,12 +144,46 @@ pub struct Pairer {
     who: Who,
     pub procs: Procs,
     enters: HashMap<u32, (u64, u8, Option<i64>)>,
-    inserts: HashMap<(u32, u64), VecDeque<u64>>,
-    issued: HashMap<(u32, u64), VecDeque<Issued>>,
+    inserts: HashMap<(u32, u64), VecDeque<u64>, ByDevSector>,
+    issued: HashMap<(u32, u64), VecDeque<Issued>, ByDevSector>,
     /// tid -> (the tid that made it, its name), from fork and exec events: who a thread
     /// or process was when it is gone before /proc is read (a short `dd` in a traced tree).
     forks: HashMap<u32, (u32, [u8; 16])>,
     pub stats: PairStats,
+}
+
+/// The hash of the (device, sector) maps: a multiply and a rotate (FxHash's) instead of
+/// SipHash, which was the pairing's largest cost after the maps themselves at 100,000
+/// requests a second (perf). The keys are the kernel's, not an attacker's.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ByDevSector;
+
+/// [`ByDevSector`]'s hasher.
+#[derive(Debug, Default)]
+pub struct DevSectorHasher(u64);
+
+impl std::hash::Hasher for DevSectorHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl std::hash::BuildHasher for ByDevSector {
+    type Hasher = DevSectorHasher;
+    fn build_hasher(&self) -> DevSectorHasher {
+        DevSectorHasher::default()
+    }
 }
 
 /// Bound on requests waiting for their completion (a lost completion must not grow this).
@@ -262,8 +195,8 @@ impl Pairer {
             who,
             procs,
             enters: HashMap::new(),
-            inserts: HashMap::new(),
-            issued: HashMap::new(),
+            inserts: HashMap::default(),
+            issued: HashMap::default(),
             forks: HashMap::new(),
             stats: PairStats::default(),
         }
@@ -427,13 +360,13 @@ impl Pairer {
                     issue_ns: t_issue,
                     major: dev >> 20,
                     minor: dev & ((1 << 20) - 1),
-                    rwbs: cstr(&rwbs),
+                    rwbs_raw: rwbs,
                     sector,
                     bytes,
                     queue_ns: ins.map(|i| t_issue.saturating_sub(i)),
                     service_ns: ts.saturating_sub(t_issue),
                     error: error.abs(),
-                    comm: cstr(&comm),
+                    comm_raw: comm,
                 }));
             }
         }
@@ -730,12 +663,7 @@ mod tests {
             (8, Some(50), 750, 5, 4096)
         );
         assert_eq!(
-            (
-                r[1].major,
-                r[1].minor,
-                r[1].rwbs.as_str(),
-                r[1].comm.as_str()
-            ),
+            (r[1].major, r[1].minor, r[1].rwbs(), r[1].comm()),
             (7, 3, "FWFS", "fio")
         );
         assert_eq!(stats.unpaired, 1);
