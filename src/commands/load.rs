@@ -87,6 +87,9 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     let parent_run = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
     let remove_store = a.store_dir.is_empty();
     let base = PathBuf::from(format!("/var/tmp/diskpulse-load-{}", std::process::id()));
+    // The default store goes on every way out: a refusal after it was made, a failure, or
+    // the end of a whole run.
+    let _store = (remove_store && embedded).then(|| RemoveOnDrop(base.clone()));
     let mut copts = ClusterOptions::new(
         a.cluster,
         if remove_store {
@@ -132,12 +135,7 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
             }
             s.paths = store_dirs.clone();
         }
-        let mut setup = s.setup().inspect_err(|_| {
-            // Bad sampler flags leave nothing behind, not even the store directory.
-            if remove_store {
-                let _ = std::fs::remove_dir_all(&base);
-            }
-        })?;
+        let mut setup = s.setup()?;
         // The servers' pids are handed to the trace once they run (session.rs).
         setup.trace = a.trace.then(crate::recording::TraceSetup::default);
         let dir = a.out.clone().unwrap_or_else(|| default_run_dir("load"));
@@ -151,9 +149,7 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     } else {
         RecordTo::Nothing
     };
-    // Every check has passed: now the first file may be written. The default store goes
-    // on every way out (a failure after this point too), not only after a whole run.
-    let _store = (remove_store && embedded).then(|| RemoveOnDrop(base.clone()));
+    // Every check has passed: now the first file may be written.
     a.load.create_csv()?;
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
@@ -187,8 +183,8 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
         r
     });
     if remove_store && embedded {
-        let _ = std::fs::remove_dir_all(&base);
-        // And those of loads killed before they could (a scenario phase dying with its run).
+        // The stores of loads killed before they could remove theirs (a scenario phase
+        // dying with its run); this one's goes with `_store`.
         super::clean_killed_stores(Path::new("/var/tmp"), "diskpulse-load-", "load");
     }
     let outcome = match ran.result {
