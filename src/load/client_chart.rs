@@ -104,7 +104,7 @@ pub fn svg(title: &str, clients: &[ClientTotals]) -> String {
             c.ops,
             LEFT + w + 4.0,
             y + BAR * 0.7,
-            charts::format_compact(r, 1.0)
+            natscli::commas(r as u64)
         );
     }
     let _ = write!(

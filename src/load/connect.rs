@@ -54,13 +54,9 @@ impl ConnectArgs {
     /// The servers to use: --server, else $NATS_URL; empty means "start one".
     pub fn server_list(&self) -> Vec<String> {
         if !self.servers.is_empty() {
-            // `--server a,b` is split by clap; `--server a, b` leaves blanks behind.
-            return self
-                .servers
-                .iter()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect();
+            // `--server a,b` is split by clap; an empty entry (`--server a,`) stays, to be
+            // refused by `validate` as an empty URL.
+            return self.servers.clone();
         }
         std::env::var("NATS_URL")
             .ok()

@@ -113,11 +113,11 @@ pub fn sibling(p: &Path, ext: &str) -> PathBuf {
 }
 
 /// nats.go's `commaFormat`.
-fn commas(n: u64) -> String {
+pub(crate) fn commas(n: u64) -> String {
     let d = n.to_string();
     let mut o = String::new();
     for (i, ch) in d.chars().enumerate() {
-        if i > 0 && (d.len() - i) % 3 == 0 {
+        if i > 0 && (d.len() - i).is_multiple_of(3) {
             o.push(',');
         }
         o.push(ch);
