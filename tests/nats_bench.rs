@@ -286,6 +286,14 @@ fn credentials_come_from_the_environment_and_are_never_printed() {
     for text in [&out, &err] {
         assert!(!text.contains(secret) && !text.contains("wrong-pw-from-env"));
     }
+    // In the URL's user info: used, and shown nowhere (the chart's title is the
+    // redacted command line).
+    let with_info = s.url.replace("nats://", &format!("nats://bench:{secret}@"));
+    let (code, out, err) = with(&[], &["--server", &with_info]);
+    assert_eq!(code, 0, "{out}{err}");
+    for text in [&out, &err] {
+        assert!(!text.contains(secret), "{text}");
+    }
     // --help shows which variable, never its value.
     let (code, out, _) = nats_bench(d.path(), &["--help"], &[("NATS_PASSWORD", secret)]);
     assert_eq!(code, 0);

@@ -89,7 +89,7 @@ impl ConnectArgs {
                 || self.nkey.is_some();
             if p.auth.is_some() && flags {
                 return Err(usage!(
-                    "{from} '{}' carries credentials and so do --user/--token/--creds/--nkey; give them once",
+                    "{from} '{}' carries credentials and so do --user/--token/--creds/--nkey (or $NATS_USER, $NATS_CREDS, $NATS_NKEY); give them once",
                     redact_url(&u)
                 ));
             }
