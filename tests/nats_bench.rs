@@ -276,6 +276,15 @@ fn credentials_come_from_the_environment_and_are_never_printed() {
     let (code, out, err) = with(&[("NATS_URL", s.url.as_str())], &[]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains("authorization"), "{err}");
+    // Set but empty is unset (as for natscli): the same refusal, not a usage error.
+    let env = [
+        ("NATS_URL", s.url.as_str()),
+        ("NATS_USER", ""),
+        ("NATS_PASSWORD", ""),
+    ];
+    let (code, out, err) = with(&env, &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("authorization"), "{err}");
     // A flag wins over the environment: a wrong $NATS_PASSWORD, the right --password.
     let env = [
         ("NATS_USER", "bench"),

@@ -24,19 +24,19 @@ pub struct ConnectArgs {
     /// embedded nats-server started for the run.
     #[arg(long = "server", value_name = "URL", value_delimiter = ',')]
     pub servers: Vec<String>,
-    /// User name (with --password). Default: $NATS_USER.
+    /// User name (with --password).
     #[arg(long, env = "NATS_USER", hide_env_values = true)]
     pub user: Option<String>,
-    /// Password (never printed or recorded). Default: $NATS_PASSWORD.
+    /// Password (never printed or recorded).
     #[arg(long, env = "NATS_PASSWORD", hide_env_values = true)]
     pub password: Option<String>,
     /// Token (never printed or recorded).
     #[arg(long)]
     pub token: Option<String>,
-    /// Credentials file (JWT + seed). Default: $NATS_CREDS.
+    /// Credentials file (JWT + seed).
     #[arg(long, value_name = "FILE", env = "NATS_CREDS", hide_env_values = true)]
     pub creds: Option<PathBuf>,
-    /// NKey seed file. Default: $NATS_NKEY.
+    /// NKey seed file.
     #[arg(long, value_name = "FILE", env = "NATS_NKEY", hide_env_values = true)]
     pub nkey: Option<PathBuf>,
     /// CA certificate (PEM) to verify the server.
