@@ -7,6 +7,7 @@ pub mod demo;
 pub mod fsync;
 pub mod lab;
 pub mod load;
+pub mod nats_bench;
 pub mod probe;
 pub mod record;
 pub mod report;
@@ -79,6 +80,19 @@ Examples:
   diskpulse load js-pub --server nats://127.0.0.1:4222 --size 1KiB --rate 5000 --duration 30s
   diskpulse load kv-put --record --out runs/kv")]
     Load(Box<load::LoadCmdArgs>),
+    /// natscli's `nats bench` command line, run by the load generator: its summary and its CSV.
+    #[command(after_help = "\
+Examples:
+  diskpulse nats-bench my_subject --msgs 1000000 --pub 4 --sub 4 --csv=results.csv
+  diskpulse nats-bench benchsubject --js --purge --pub 1 --sub 2 --no-progress
+  diskpulse nats-bench benchsubject --pub 10 --sub 2 --request --server nats://a:4222,nats://b:4222
+  NATS_USER=bench NATS_PASSWORD=... diskpulse nats-bench s --kv --pub 1 --server nats://host:4222
+
+Without --server (or $NATS_URL) it starts an embedded nats-server, as `load` does.
+--csv FILE is natscli's CSV; FILE.diskpulse.csv holds diskpulse's extra columns, FILE.png
+and FILE.svg the per-client rates.
+Exit codes: 0 done, 1 operations failed or messages were lost, 2 bad input (nothing written).")]
+    NatsBench(Box<nats_bench::NatsBenchArgs>),
     /// Run a whole study from a scenario file: volumes, broker, phases, matrix, report.
     #[command(after_help = "\
 Examples:
@@ -106,6 +120,7 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Fsync(a) => fsync::run(a),
         Command::Check(a) => check::run(a),
         Command::Load(a) => load::run(*a),
+        Command::NatsBench(a) => nats_bench::run(*a),
         Command::Run(a) => run::run(a),
         Command::Lab(a) => lab::run(a),
     }
