@@ -47,9 +47,16 @@ pub fn write(
             head.push('=');
             head.push_str(&escape(v, false));
         }
+        // One type per field for the whole series (Influx refuses a field that changes
+        // type): an integer only if every value is one.
+        let int: Vec<bool> = g
+            .fields
+            .iter()
+            .map(|f| f.integer && f.v.iter().all(|v| !v.is_finite() || v.fract() == 0.0))
+            .collect();
         for (i, t) in g.t_ns.iter().enumerate() {
             let mut fields = String::new();
-            for f in &g.fields {
+            for (f, &int) in g.fields.iter().zip(&int) {
                 let v = f.v[i];
                 if !v.is_finite() {
                     continue;
@@ -59,7 +66,7 @@ pub fn write(
                 }
                 fields.push_str(&escape(&f.key, false));
                 fields.push('=');
-                if f.integer && v.fract() == 0.0 {
+                if int {
                     fields.push_str(&format!("{}i", v as i64));
                 } else {
                     fields.push_str(&format!("{v}"));

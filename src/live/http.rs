@@ -1,6 +1,7 @@
-//! The `/metrics` HTTP/1.1 server of `record --listen`: one std thread, one connection
-//! at a time (`Connection: close`), 2 s read and write timeouts, so a stuck client
-//! costs a scrape at most that and never touches the sampler.
+//! The `/metrics` HTTP/1.1 server of `record --listen`: one std thread blocked in
+//! `accept`, one connection at a time (`Connection: close`), 2 s read and write
+//! timeouts, so a stuck client delays other scrapes at most that and never touches the
+//! sampler. Stopping connects to itself to wake the `accept`.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -39,6 +40,15 @@ pub struct Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        // Wake the blocking accept with a connection of our own.
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let _ = TcpStream::connect_timeout(&wake, TIMEOUT);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
@@ -48,20 +58,20 @@ impl Drop for Server {
 /// Serves `live` on `listener` until the [`Server`] is dropped.
 pub fn serve(listener: TcpListener, live: Arc<Live>) -> anyhow::Result<Server> {
     let addr = listener.local_addr()?;
-    listener.set_nonblocking(true)?;
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let handle = std::thread::Builder::new()
         .name("metrics-http".into())
         .spawn(move || {
-            while !st.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((s, _)) => {
+            for conn in listener.incoming() {
+                if st.load(Ordering::SeqCst) {
+                    break;
+                }
+                match conn {
+                    Ok(s) => {
                         let _ = answer(s, &live);
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
+                    // EMFILE and the like: do not spin.
                     Err(_) => std::thread::sleep(Duration::from_millis(20)),
                 }
             }
@@ -74,7 +84,6 @@ pub fn serve(listener: TcpListener, live: Arc<Live>) -> anyhow::Result<Server> {
 }
 
 fn answer(mut s: TcpStream, live: &Live) -> std::io::Result<()> {
-    s.set_nonblocking(false)?;
     s.set_read_timeout(Some(TIMEOUT))?;
     s.set_write_timeout(Some(TIMEOUT))?;
     let mut head = Vec::with_capacity(1024);
