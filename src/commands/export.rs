@@ -40,7 +40,7 @@ pub struct ExportArgs {
 
 pub fn run(a: ExportArgs) -> anyhow::Result<i32> {
     let step_ns = a.step.as_nanos() as u64;
-    if step_ns < 1_000_000 || step_ns % 1_000_000 != 0 {
+    if step_ns < 1_000_000 || !step_ns.is_multiple_of(1_000_000) {
         return Err(usage!(
             "--step {}: must be a whole number of milliseconds, at least 1ms (OpenMetrics timestamps are in ms); e.g. --step 1s or --step 100ms",
             fmt_duration(a.step)

@@ -64,7 +64,7 @@ pub fn page(s: &Snapshot) -> String {
     let mut out = String::with_capacity(4096 + s.devices.len() * 4096);
     let devs: Vec<_> = s.devices.iter().filter(|d| !d.name.is_empty()).collect();
     for m in DISK_METRICS {
-        let n = m.counter.then_some("counter").unwrap_or("gauge");
+        let n = if m.counter { "counter" } else { "gauge" };
         let present: Vec<_> = devs
             .iter()
             .filter_map(|d| d.counters.get(m.field).map(|v| (d, v)))
