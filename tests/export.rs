@@ -487,3 +487,62 @@ fn the_dashboard_parses_and_queries_only_what_the_endpoint_serves() {
         assert!(used.contains(want), "no panel shows {want}");
     }
 }
+
+#[test]
+fn a_broker_run_exports_its_load_and_varz_too() {
+    if !have_nats_server() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("demo");
+    let o = diskpulse()
+        .args(["demo", "--duration", "3s", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let om = tmp.path().join("demo.om");
+    let n = export(&run, "openmetrics", &om, "1s");
+    let text = std::fs::read_to_string(&om).unwrap();
+    let load = diskpulse::format::load::read(&run).unwrap();
+    let (role, rows) = load.iter().next().expect("a load role");
+    let ops: u64 = rows.iter().map(|r| r.ops).sum();
+    let last = |name: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(name))
+            .last()
+            .unwrap_or_else(|| panic!("no {name} in the export"))
+            .rsplitn(3, ' ')
+            .nth(1)
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+    };
+    assert_eq!(
+        last(&format!("diskpulse_load_ops_total{{role=\"{role}\"}}")),
+        ops as f64,
+        "the last point holds the load's total"
+    );
+    assert!(last("diskpulse_nats_in_msgs_total{server=") > 0.0);
+    let lp = tmp.path().join("demo.lp");
+    export(&run, "influx", &lp, "1s");
+    let lp = std::fs::read_to_string(&lp).unwrap();
+    assert!(lp.lines().any(|l| l.starts_with("nats_varz,")));
+    assert!(lp.lines().any(|l| l.starts_with("load,host=")));
+    if have_tool("promtool", "prometheus") {
+        let o = std::process::Command::new("promtool")
+            .args(["tsdb", "create-blocks-from", "openmetrics"])
+            .arg(&om)
+            .arg(tmp.path().join("prom"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let said = String::from_utf8_lossy(&o.stdout);
+        let total: u64 = said
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().nth(4)?.parse::<u64>().ok())
+            .sum();
+        assert_eq!(total, n, "{said}");
+    }
+}

@@ -317,20 +317,21 @@ fn varz_cols() -> Vec<ColumnSpec<'static>> {
     ]
 }
 
-/// load.csv of one role: cumulative ops, bytes and errors at the end of each step, and
-/// the step's highest window p99 and max latency.
+/// load.csv of one role at grid points `t = k * step` up to the end of its last window:
+/// ops, bytes and errors of the windows ended by `t` (counters: the last point holds
+/// the totals), and the highest window p99 and max latency among the windows starting
+/// in `[t, t + step)` (gauges, stamped at the step's start like every window).
 fn load_group(role: &str, rows: &[LoadRow], step: u64) -> Option<Group> {
     let mut rows: Vec<&LoadRow> = rows.iter().collect();
     rows.sort_by_key(|r| r.t_ns + r.window_ns);
     let end = rows.iter().map(|r| r.t_ns + r.window_ns).max()?;
-    let steps = end.div_ceil(step);
-    let t: Vec<u64> = (0..steps).map(|k| k * step).collect();
+    let t: Vec<u64> = (0..=end.div_ceil(step)).map(|k| k * step).collect();
     let mut f_ops = field(
         "diskpulse_load_ops_total",
         "ops",
         true,
         true,
-        "Operations completed by the load role (load.csv ops), summed over windows ended by the step's end.",
+        "Operations completed by the load role (load.csv ops) in the windows ended by the timestamp.",
     );
     let mut f_bytes = field(
         "diskpulse_load_bytes_total",
@@ -360,19 +361,22 @@ fn load_group(role: &str, rows: &[LoadRow], step: u64) -> Option<Group> {
         false,
         "The longest operation among the load windows starting in the step, seconds.",
     );
+    let mut by_start = rows.clone();
+    by_start.sort_by_key(|r| r.t_ns);
     let (mut ops, mut bytes, mut errors) = (0u64, 0u64, 0u64);
-    let mut i = 0;
+    let (mut i, mut j) = (0, 0);
     for &t0 in &t {
         let t1 = t0 + step;
-        while i < rows.len() && rows[i].t_ns + rows[i].window_ns <= t1 {
+        while i < rows.len() && rows[i].t_ns + rows[i].window_ns <= t0 {
             ops += rows[i].ops;
             bytes += rows[i].bytes;
             errors += rows[i].errors;
             i += 1;
         }
-        let inside = rows.iter().filter(|r| r.t_ns >= t0 && r.t_ns < t1);
         let (mut p99, mut max) = (f64::NAN, f64::NAN);
-        for r in inside {
+        while j < by_start.len() && by_start[j].t_ns < t1 {
+            let r = by_start[j];
+            j += 1;
             if let Some(x) = r.lat_p99_us {
                 p99 = if p99.is_nan() { x } else { p99.max(x) };
             }
@@ -455,6 +459,39 @@ mod tests {
             sample_times(999_999, 1_000_001, s, 500_000),
             vec![1_000_001]
         );
+    }
+
+    #[test]
+    fn load_counters_count_ended_windows_and_latency_is_stamped_at_the_start() {
+        let row = |t_ns: u64, ops: u64, p99: f64| LoadRow {
+            t_ns,
+            window_ns: 100_000_000,
+            role: "js-pub".into(),
+            ops,
+            bytes: ops * 10,
+            errors: 0,
+            lat_p50_us: None,
+            lat_p90_us: None,
+            lat_p99_us: Some(p99),
+            lat_p999_us: None,
+            lat_max_us: Some(p99 * 2.0),
+            co_p50_us: None,
+            co_p99_us: None,
+            co_max_us: None,
+            active_ns: 0,
+            phase: None,
+        };
+        let g = load_group(
+            "js-pub",
+            &[row(100_000_000, 20, 2000.0), row(0, 10, 1000.0)],
+            100_000_000,
+        )
+        .unwrap();
+        assert_eq!(g.t_ns, vec![0, 100_000_000, 200_000_000]);
+        assert_eq!(g.fields[0].v, vec![0.0, 10.0, 30.0]);
+        assert_eq!(g.fields[1].v, vec![0.0, 100.0, 300.0]);
+        assert_eq!(g.fields[3].v[..2], [0.001, 0.002]);
+        assert!(g.fields[3].v[2].is_nan());
     }
 
     #[test]
