@@ -508,15 +508,14 @@ fn a_broker_run_exports_its_load_and_varz_too() {
     let (role, rows) = load.iter().next().expect("a load role");
     let ops: u64 = rows.iter().map(|r| r.ops).sum();
     let last = |name: &str| {
-        text.lines()
-            .filter(|l| l.starts_with(name))
-            .last()
-            .unwrap_or_else(|| panic!("no {name} in the export"))
-            .rsplitn(3, ' ')
-            .nth(1)
-            .unwrap()
-            .parse::<f64>()
-            .unwrap()
+        // "name{labels} value timestamp": the value of the last sample.
+        let l = text
+            .lines()
+            .rfind(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} in the export"));
+        let mut cells = l.rsplit(' ');
+        cells.next();
+        cells.next().unwrap().parse::<f64>().unwrap()
     };
     assert_eq!(
         last(&format!("diskpulse_load_ops_total{{role=\"{role}\"}}")),
