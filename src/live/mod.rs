@@ -11,7 +11,8 @@
 //! and renders outside it.
 //!
 //! Memory is bounded: per device two rings of [`HISTORY_BINS`] 10 ms bins (60 s, f32:
-//! 48 KiB) and a few numbers; the pending bins on the sampler side are capped the same.
+//! 48 KiB) and a few numbers; the pending bins on the sampler side (a few, handed over
+//! every sample) are capped the same.
 
 pub mod http;
 pub mod render;
@@ -110,10 +111,8 @@ impl DevLocal {
             last: None,
             acc: [accs, accs],
             peak: [[0.0; 3]; 2],
-            bins: [
-                Vec::with_capacity(HISTORY_BINS),
-                Vec::with_capacity(HISTORY_BINS),
-            ],
+            // Handed over every sample: a few bins, more only while scrapes hold the lock.
+            bins: [Vec::with_capacity(64), Vec::with_capacity(64)],
         }
     }
 }
