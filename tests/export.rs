@@ -175,6 +175,48 @@ fn a_live_scrape_sees_a_10ms_peak_above_the_1s_mean_and_costs_no_samples() {
         got as f64 >= 0.99 * want as f64,
         "{got} of {want} samples with scrapes"
     );
+    // The page's counters are the recording's own rows: the last 1 s scrape's written
+    // bytes are those of the diskstats row at its run clock.
+    let (disks, _) = diskpulse::format::diskstats::read(&run.join("diskstats.csv.gz")).unwrap();
+    let d = disks.iter().find(|d| d.name == lo.name()).unwrap();
+    for p in &pages {
+        let t = (one(p, "diskpulse_recording_seconds", "").unwrap() * 1e9).round() as u64;
+        let k = d.t_ns.iter().rposition(|&x| x <= t + 1).unwrap();
+        let row = d.f[k][6].unwrap() as f64 * 512.0;
+        assert_eq!(
+            one(p, "node_disk_written_bytes_total", &dev_l).unwrap(),
+            row,
+            "at {t} ns"
+        );
+    }
+    // And the highest 10 ms peak the scrapes saw is report's 10 ms peak of the run
+    // (the same aligned windows over the same samples).
+    let live_peak = pages
+        .iter()
+        .filter_map(|p| {
+            one(
+                p,
+                "diskpulse_disk_peak_bytes_per_second",
+                &format!("{dev_l},direction=\"write\",window=\"10ms\""),
+            )
+        })
+        .fold(0.0, f64::max)
+        / 1048576.0;
+    let o = diskpulse()
+        .args(["report", "--no-charts"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary = read_json(&run.join("summary.json"));
+    let report_peak = device(&summary, lo.name())["write"]["peak_mib_s"]["10ms"]
+        .as_f64()
+        .unwrap();
+    eprintln!("10 ms write peak: live {live_peak:.3} MiB/s, report {report_peak:.3} MiB/s");
+    assert!(
+        (live_peak - report_peak).abs() <= 1e-6 * report_peak.max(1.0),
+        "live {live_peak} vs report {report_peak}"
+    );
 }
 
 /// Feeds `input` to a command's stdin: (success, stdout + stderr).
