@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod check;
 pub mod demo;
+pub mod export;
 pub mod fsync;
 pub mod lab;
 pub mod load;
@@ -99,6 +100,15 @@ Examples:
   diskpulse run scenarios/demo.toml --dry-run
   diskpulse run scenarios/raid0-vs-raid1.toml --out studies/raid")]
     Run(run::RunArgs),
+    /// A run's series as OpenMetrics (Prometheus backfill) or Influx line protocol.
+    #[command(after_help = "\
+Examples:
+  diskpulse export runs/idle --format openmetrics --out idle.om
+  promtool tsdb create-blocks-from openmetrics idle.om ./prom-data
+  diskpulse export runs/idle --format influx --step 100ms > idle.lp
+
+Exit codes: 0 done, 2 bad input (nothing written).")]
+    Export(export::ExportArgs),
     /// Lab volumes: ext4, xfs or btrfs RAID 0/1/10 on loop devices, optionally throttled.
     #[command(after_help = "\
 Examples:
@@ -122,6 +132,7 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Load(a) => load::run(*a),
         Command::NatsBench(a) => nats_bench::run(*a),
         Command::Run(a) => run::run(a),
+        Command::Export(a) => export::run(a),
         Command::Lab(a) => lab::run(a),
     }
 }
