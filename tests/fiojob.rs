@@ -1,0 +1,257 @@
+//! fio as fio users write it: the shipped job file against the same job as flags (resolved
+//! and run), fio's `--rate_iops` meaning against real fio on the same file, and a job
+//! file's refusals.
+
+mod common;
+use common::*;
+
+use std::path::Path;
+use std::process::Output;
+
+const JOB: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/scenarios/jobs/8k-70-30-qd8.fio"
+);
+
+/// The same job as the shipped file, in flags (fio's spelling).
+const FLAGS: &[&str] = &[
+    "--name=array-check",
+    "--ioengine=io_uring",
+    "--direct=1",
+    "--time_based",
+    "--runtime=30",
+    "--size=256m",
+    "--rw=randrw",
+    "--rwmixread=70",
+    "--bs=8k",
+    "--iodepth=8",
+    "--rate_iops=10500,4500",
+];
+
+fn probe(args: &[&str]) -> Output {
+    diskpulse().arg("probe").args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_string()
+}
+
+fn ok(o: Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    text(&o.stdout)
+}
+
+fn json(o: Output) -> serde_json::Value {
+    let out = ok(o);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+#[test]
+fn the_job_file_resolves_to_the_same_job_as_the_flags() {
+    let f = ["--filename", "/var/tmp/fiojob-never-written.dat"];
+    let from_file = ok(probe(&[&[JOB, "--show-job"][..], &f].concat()));
+    let from_flags = ok(probe(&[FLAGS, &["--show-job"], &f].concat()));
+    assert_eq!(from_file, from_flags);
+    for line in [
+        "[array-check]",
+        "rw=randrw",
+        "rwmixread=70",
+        "bs=8k",
+        "iodepth=8",
+        "ioengine=io_uring",
+        "direct=1",
+        "rate_iops=10500,4500",
+        "runtime=30s",
+        "time_based",
+        "size=256m",
+    ] {
+        assert!(
+            from_file.lines().any(|l| l == line),
+            "{line} in:\n{from_file}"
+        );
+    }
+    // The preset is the same job; and the printed job read back is the job again.
+    let preset = ok(probe(
+        &[
+            &[
+                "--preset",
+                "array-check",
+                "--name",
+                "array-check",
+                "--size",
+                "256m",
+            ][..],
+            &["--show-job"],
+            &f,
+        ]
+        .concat(),
+    ));
+    assert_eq!(preset, from_file);
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let again = dir.path().join("again.fio");
+    std::fs::write(&again, &from_file).unwrap();
+    let back = ok(probe(&[again.to_str().unwrap(), "--show-job"]));
+    assert_eq!(back, from_file);
+    assert!(!Path::new(f[1]).exists(), "--show-job touches nothing");
+    // A flag beside the file overrides it.
+    let over = ok(probe(
+        &[&[JOB, "--show-job", "--iodepth=4"][..], &f].concat(),
+    ));
+    assert!(over.lines().any(|l| l == "iodepth=4"), "{over}");
+}
+
+#[test]
+fn the_job_file_runs_the_same_job_as_the_flags() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let a = dir.path().join("a.dat");
+    let b = dir.path().join("b.dat");
+    let short = ["--runtime=1", "--size=16m", "--output-format=json"];
+    let fa = ["--filename", a.to_str().unwrap()];
+    let fb = ["--filename", b.to_str().unwrap()];
+    let ja = json(probe(&[&[JOB][..], &short, &fa].concat()));
+    let flags: Vec<&str> = FLAGS
+        .iter()
+        .copied()
+        .filter(|f| !f.starts_with("--runtime") && !f.starts_with("--size"))
+        .collect();
+    let jb = json(probe(&[&flags[..], &short, &fb].concat()));
+    let opts = |j: &serde_json::Value| {
+        let mut o = j["jobs"][0]["job options"].as_object().unwrap().clone();
+        o.remove("filename");
+        o
+    };
+    assert_eq!(opts(&ja), opts(&jb));
+    let o = opts(&ja);
+    assert_eq!(o["rate_iops"], "10500,4500");
+    assert_eq!(o["rwmixread"], "70");
+    assert_eq!(o["bs"], "8k");
+    assert_eq!(o["iodepth"], "8");
+    assert_eq!(ja["diskpulse"]["rate_iops_total"], 15000.0);
+    for j in [&ja, &jb] {
+        let reads = j["jobs"][0]["read"]["total_ios"].as_u64().unwrap();
+        let writes = j["jobs"][0]["write"]["total_ios"].as_u64().unwrap();
+        assert!(reads > 0 && writes > 0, "{reads} reads, {writes} writes");
+    }
+}
+
+/// (read IOPS, write IOPS) of the first job entry of a fio-shaped JSON document.
+fn iops(j: &serde_json::Value) -> (f64, f64) {
+    let job = &j["jobs"][0];
+    (
+        job["read"]["iops"].as_f64().unwrap(),
+        job["write"]["iops"].as_f64().unwrap(),
+    )
+}
+
+#[test]
+fn rate_iops_is_per_direction_as_fios() {
+    if !have_tool("fio", "fio") {
+        return;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let file = dir.path().join("same.dat");
+    let fname = format!("--filename={}", file.display());
+    // A file both use as it is (ours keeps an existing file).
+    write_direct(&file, 32 << 20, 1 << 20);
+    // (extra flags, per-direction IOPS expected for the whole group)
+    let cases: [(&[&str], f64); 3] = [
+        (&["--rate_iops=200"], 200.0),
+        // The mix gives way to the per-direction rate in fio; ours follows.
+        (&["--rate_iops=200", "--rwmixread=70"], 200.0),
+        // Per job: two jobs at 100 are 200 per direction, one entry with group_reporting.
+        (
+            &["--rate_iops=100", "--numjobs=2", "--group_reporting"],
+            200.0,
+        ),
+    ];
+    for (extra, want) in cases {
+        let common_args = [
+            &fname[..],
+            "--rw=randrw",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=psync",
+            "--time_based",
+            "--runtime=3",
+            "--output-format=json",
+        ];
+        let args: Vec<&str> = [&common_args[..], extra].concat();
+        let theirs = {
+            let o = std::process::Command::new("fio")
+                .arg("--name=t")
+                .args(&args)
+                .output()
+                .unwrap();
+            json(o)
+        };
+        let ours = json(probe(&args));
+        assert_eq!(
+            ours["jobs"].as_array().unwrap().len(),
+            theirs["jobs"].as_array().unwrap().len(),
+            "{extra:?}: job entries"
+        );
+        let (fr, fw) = iops(&theirs);
+        let (or, ow) = iops(&ours);
+        eprintln!("{extra:?}: fio {fr:.1} r/s {fw:.1} w/s, diskpulse {or:.1} r/s {ow:.1} w/s");
+        for (who, v) in [
+            ("fio read", fr),
+            ("fio write", fw),
+            ("ours read", or),
+            ("ours write", ow),
+        ] {
+            // fio itself did 189/s per direction at rwmixread 70 here: within 15%.
+            assert!(
+                (v / want - 1.0).abs() < 0.15,
+                "{extra:?}: {who} {v:.1}/s, expected ~{want}"
+            );
+        }
+        assert!(
+            (or / fr - 1.0).abs() < 0.15,
+            "{extra:?}: reads {or:.1} vs fio {fr:.1}"
+        );
+        assert!(
+            (ow / fw - 1.0).abs() < 0.15,
+            "{extra:?}: writes {ow:.1} vs fio {fw:.1}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_job_file_is_one_line_and_exit_2_with_nothing_written() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let target = dir.path().join("p.dat");
+    let job = dir.path().join("bad.fio");
+    std::fs::write(
+        &job,
+        format!(
+            "[global]\nfilename={}\nsize=4m\n\n[j]\nrw=randwrite\nverify=md5\n",
+            target.display()
+        ),
+    )
+    .unwrap();
+    let o = probe(&[job.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains(&format!("{}:7:", job.display())) && lines[0].contains("'verify'"),
+        "{err}"
+    );
+    assert!(!target.exists(), "nothing written");
+    // The old total's name is refused with the two that replace it.
+    let o = probe(&["--filename", target.to_str().unwrap(), "--rate-iops", "500"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("--rate-iops-total 500") && err.contains("--rate_iops=500"),
+        "{err}"
+    );
+    assert!(!target.exists(), "nothing written");
+}
