@@ -372,7 +372,7 @@ mod tests {
 
     fn err(text: &str) -> String {
         let f = file(text);
-        let e = load(f.path()).err().expect("an error");
+        let e = load(f.path()).expect_err("an error");
         assert!(e.downcast_ref::<crate::cli::UsageError>().is_some(), "{e}");
         let s = e.to_string();
         assert!(!s.contains('\n'), "one line: {s}");
