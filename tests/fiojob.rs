@@ -255,3 +255,127 @@ fn a_bad_job_file_is_one_line_and_exit_2_with_nothing_written() {
     );
     assert!(!target.exists(), "nothing written");
 }
+
+/// study.csv as (header, rows).
+fn read_csv(p: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let text = std::fs::read_to_string(p).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
+    let rows = lines
+        .map(|l| l.split(',').map(String::from).collect())
+        .collect();
+    (header, rows)
+}
+
+#[test]
+fn a_2x2_study_has_one_chart_per_figure_grouped_by_the_matrix() {
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let vol = d.path().join("vol");
+    std::fs::create_dir(&vol).unwrap();
+    let sc = d.path().join("tiny.toml");
+    std::fs::write(
+        &sc,
+        format!(
+            r#"name = "tiny"
+description = "2x2 probe study"
+[matrix]
+rw = ["randread", "randwrite"]
+bs = ["4k", "16k"]
+repeat = 2
+[[volumes]]
+name = "v"
+path = "{}"
+[[phases]]
+kind = "probe"
+volume = "v"
+args = ["--rw", "${{rw}}", "--bs", "${{bs}}", "--size", "8m", "--time-based", "--runtime", "1s"]
+"#,
+            vol.display()
+        ),
+    )
+    .unwrap();
+    let out = d.path().join("study");
+    let o = diskpulse()
+        .arg("run")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let (header, rows) = read_csv(&out.join("study.csv"));
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    // Every figure some run has: one PNG (and SVG); none for the others.
+    let first_figure = col("bs").max(col("rw")) + 1;
+    for (i, name) in header.iter().enumerate().skip(first_figure) {
+        let has = rows.iter().any(|r| !r[i].is_empty());
+        let png = out.join("charts").join(format!("{name}.png"));
+        assert_eq!(
+            png.exists(),
+            has,
+            "{name}: a chart iff a run has the figure"
+        );
+        if has {
+            let b = std::fs::read(&png).unwrap();
+            assert_eq!(&b[1..4], b"PNG", "{}", png.display());
+            assert!(out.join("charts").join(format!("{name}.svg")).exists());
+        }
+    }
+    // probe read p99: only the randread cells have it; colour by bs (the first parameter),
+    // groups by rw, one bar per cell with its repeats' mean.
+    let svg = std::fs::read_to_string(out.join("charts/probe_read_lat_p99_us.svg")).unwrap();
+    for label in [
+        "bs = 4k",
+        "bs = 16k",
+        ">randread<",
+        ">randwrite<",
+        ">rw<",
+        ">us<",
+    ] {
+        assert!(svg.contains(label), "{label} in {svg}");
+    }
+    let bars: Vec<&str> = svg
+        .split("<title>")
+        .skip(1)
+        .map(|t| t.split("</title>").next().unwrap())
+        .collect();
+    assert_eq!(bars.len(), 2, "{bars:?}");
+    let (p99, bs, rw) = (col("probe_read_lat_p99_us"), col("bs"), col("rw"));
+    for size in ["4k", "16k"] {
+        let vals: Vec<f64> = rows
+            .iter()
+            .filter(|r| r[bs] == size && r[rw] == "randread" && !r[p99].is_empty())
+            .map(|r| r[p99].parse().unwrap())
+            .collect();
+        let mean = vals.iter().sum::<f64>() / vals.len() as f64;
+        let bar = bars
+            .iter()
+            .find(|b| b.starts_with(&format!("randread {size}:")))
+            .unwrap_or_else(|| panic!("no randread {size} bar in {bars:?}"));
+        let shown: f64 = bar
+            .split("mean ")
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((shown / mean - 1.0).abs() < 0.01, "{bar}: csv mean {mean}");
+        assert!(bar.contains(&format!("n {})", vals.len())), "{bar}");
+    }
+    // report.html embeds every chart and links its files.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<h2>Charts</h2>"));
+    let charts = std::fs::read_dir(out.join("charts"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().unwrap() == "png")
+        .count();
+    assert!(charts >= 2, "{charts} charts");
+    assert_eq!(
+        html.matches("<figure class=\"study-chart\">").count(),
+        charts
+    );
+    assert!(html.contains("href=\"charts/probe_read_lat_p99_us.png\""));
+    assert!(html.contains("probe read p99 us (mean of repeats"));
+}
