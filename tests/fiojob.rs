@@ -379,3 +379,36 @@ args = ["--rw", "${{rw}}", "--bs", "${{bs}}", "--size", "8m", "--time-based", "-
     assert!(html.contains("href=\"charts/probe_read_lat_p99_us.png\""));
     assert!(html.contains("probe read p99 us (mean of repeats"));
 }
+
+#[test]
+fn fio_runs_the_shipped_job_file_as_we_do() {
+    if !have_tool("fio", "fio") {
+        return;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let f = format!("--filename={}", dir.path().join("job.dat").display());
+    let args = [JOB, &f[..], "--runtime=2", "--output-format=json"];
+    let theirs = json(
+        std::process::Command::new("fio")
+            .args(args)
+            .output()
+            .unwrap(),
+    );
+    let ours = json(probe(&args));
+    let (fr, fw) = iops(&theirs);
+    let (or, ow) = iops(&ours);
+    eprintln!("shipped job: fio {fr:.0} r/s {fw:.0} w/s, diskpulse {or:.0} r/s {ow:.0} w/s");
+    // The file's rate_iops=10500,4500: both tools read it as per direction.
+    for (who, v, want) in [
+        ("fio read", fr, 10500.0),
+        ("fio write", fw, 4500.0),
+        ("ours read", or, 10500.0),
+        ("ours write", ow, 4500.0),
+    ] {
+        assert!(
+            (v / want - 1.0).abs() < 0.15,
+            "{who} {v:.0}/s, expected ~{want}"
+        );
+    }
+    assert_eq!(theirs["jobs"][0]["jobname"], ours["jobs"][0]["jobname"]);
+}

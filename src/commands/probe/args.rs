@@ -107,7 +107,7 @@ pub struct ProbeArgs {
     /// rwmixread 70 is 10500 reads + 4500 writes per second (fio: --rate_iops=10500,4500).
     #[arg(long, value_name = "IOPS")]
     pub rate_iops_total: Option<f64>,
-    /// Was the total before 0.x; refused with the two names that replace it.
+    /// The old name of --rate-iops-total: refused, naming the two flags that replace it.
     #[arg(long = "rate-iops", hide = true, value_name = "IOPS")]
     pub rate_iops_old: Option<String>,
     /// linear (even gaps) or poisson (exponential gaps, same mean). Default linear.
