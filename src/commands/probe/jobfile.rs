@@ -93,7 +93,13 @@ fn truthy(v: &str) -> Option<bool> {
 }
 
 /// Reads a job file into the options it sets (nothing is opened or written).
-pub(super) fn load(path: &Path) -> anyhow::Result<ProbeArgs> {
+#[cfg(test)]
+fn load(path: &Path) -> anyhow::Result<ProbeArgs> {
+    load_placed(path).map(|(a, _)| a)
+}
+
+/// [`load`], and where each option the file sets is: (long name, FILE:LINE).
+pub(super) fn load_placed(path: &Path) -> anyhow::Result<(ProbeArgs, Vec<(String, String)>)> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         usage!(
             "cannot read the job file {}: {e}; pass the path of a fio job file",
@@ -103,6 +109,7 @@ pub(super) fn load(path: &Path) -> anyhow::Result<ProbeArgs> {
     let file = path.display().to_string();
     // id -> (argv word, FILE:LINE); a job section's entry replaces [global]'s.
     let mut opts: BTreeMap<String, (Option<String>, String)> = BTreeMap::new();
+    let mut placed: Vec<(String, String)> = vec![];
     let mut section: Option<(String, usize)> = None;
     let mut job: Option<(String, usize)> = None;
     for (i, raw) in text.lines().enumerate() {
@@ -176,7 +183,9 @@ pub(super) fn load(path: &Path) -> anyhow::Result<ProbeArgs> {
                 return Err(usage!("{at}: {first}"));
             }
         }
-        opts.insert(k.id, (word, at));
+        opts.insert(k.id, (word, at.clone()));
+        placed.retain(|(l, _)| *l != k.long);
+        placed.push((k.long, at));
     }
     let Some((job_name, _)) = job else {
         return Err(usage!(
@@ -188,8 +197,34 @@ pub(super) fn load(path: &Path) -> anyhow::Result<ProbeArgs> {
         argv.push(format!("--name={job_name}"));
     }
     One::try_parse_from(&argv)
-        .map(|o| o.a)
+        .map(|o| (o.a, placed))
         .map_err(|e| usage!("{file}: {}", e.to_string().lines().next().unwrap_or("")))
+}
+
+/// Where to point a usage error about a job file: the line of the option it is about
+/// when the file alone gives the same error (not a flag beside it), else the file.
+pub(super) fn place_error(
+    file: &Path,
+    msg: &str,
+    alone: Option<&str>,
+    placed: &[(String, String)],
+) -> String {
+    let at = (alone == Some(msg))
+        .then(|| {
+            placed
+                .iter()
+                .find(|(long, _)| {
+                    msg.starts_with(&format!("--{long} "))
+                        || msg.starts_with(&format!("--{long}:"))
+                        || msg.starts_with(&format!("--{long}="))
+                })
+                .map(|(_, at)| at.clone())
+        })
+        .flatten();
+    format!(
+        "{}: {msg}",
+        at.unwrap_or_else(|| file.display().to_string())
+    )
 }
 
 /// The file's options with the command line's on top: a flag given beside the file wins
@@ -437,5 +472,30 @@ mod tests {
         assert!(e.contains("no job section"), "{e}");
         let e = err("[a]\nshow-job\n");
         assert!(e.contains("'show-job'"), "{e}");
+    }
+
+    fn resolve_err(text: &str, cli: &[&str]) -> String {
+        let f = file(text);
+        let mut argv = vec![f.path().to_str().unwrap()];
+        argv.extend_from_slice(cli);
+        let e = super::super::args::resolve(&One::try_parse_from(argv).unwrap().a)
+            .err()
+            .expect("an error");
+        assert!(e.downcast_ref::<crate::cli::UsageError>().is_some(), "{e}");
+        e.to_string()
+    }
+
+    #[test]
+    fn a_bad_value_names_its_line_unless_a_flag_beside_the_file_is_at_fault() {
+        let e = resolve_err("[global]\ndirect=1\n[j]\nioengine=libaio\n", &[]);
+        assert!(e.contains(":4: --ioengine libaio"), "{e}");
+        let e = resolve_err("[j]\nrw=randrw\nrate_iops=10,\n", &[]);
+        assert!(e.contains(":3: --rate_iops=10,"), "{e}");
+        // The file is fine; the flag beside it is not: no line of the file is blamed.
+        let e = resolve_err("[j]\nrw=randrw\nbs=4k\n", &["--rate_iops=10,"]);
+        assert!(
+            !e.contains(".fio:") && e.contains(".fio: --rate_iops=10,"),
+            "{e}"
+        );
     }
 }
