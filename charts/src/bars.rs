@@ -29,6 +29,7 @@ pub struct Bars {
     pub y_label: String,
     /// What the groups are ("object_size"); shown under the x axis.
     pub x_label: String,
+    /// The groups' labels; a `\n` breaks a label into lines (one per parameter).
     pub groups: Vec<String>,
     /// What the series are ("raid"); the legend reads "raid = 0", "raid = 1". Empty with
     /// one unnamed series: no legend.
@@ -59,7 +60,13 @@ pub fn render_bars_svg(b: &Bars) -> String {
     let (w, h) = (b.width_px.max(200) as f64, b.height_px.max(150) as f64);
     let legend = !b.series_label.is_empty() || b.series.len() > 1;
     let (left, right, top) = (64.0, 16.0, if legend { 52.0 } else { 32.0 });
-    let bottom = 56.0;
+    let lines = b
+        .groups
+        .iter()
+        .map(|g| g.split('\n').count())
+        .max()
+        .unwrap_or(1) as f64;
+    let bottom = 42.0 + 14.0 * lines;
     let (pw, ph) = (w - left - right, h - top - bottom);
     let hi = b
         .values
@@ -136,7 +143,8 @@ pub fn render_bars_svg(b: &Bars) -> String {
                 (yb - yt).max(0.0),
                 palette_hex(s),
                 esc(&format!(
-                    "{name} {}: mean {} (min {}, max {}, n {})",
+                    "{} {}: mean {} (min {}, max {}, n {})",
+                    name.replace('\n', " "),
                     b.series.get(s).map(String::as_str).unwrap_or(""),
                     format_compact(v.mean, v.mean.abs() / 1000.0),
                     format_compact(v.min, v.min.abs() / 1000.0),
@@ -156,14 +164,20 @@ pub fn render_bars_svg(b: &Bars) -> String {
                 );
             }
         }
-        o += &text(
-            left + slot * (g as f64 + 0.5),
-            top + ph + 16.0,
-            11.0,
-            "middle",
-            "",
-            name,
-        );
+        let cx = left + slot * (g as f64 + 0.5);
+        if name.contains('\n') {
+            o += &format!(
+                "<text x=\"{cx:.1}\" y=\"{:.1}\" font-family=\"{FONT_FAMILY}\" font-size=\"11\" fill=\"#222222\" text-anchor=\"middle\">",
+                top + ph + 16.0
+            );
+            for (i, l) in name.split('\n').enumerate() {
+                let dy = if i == 0 { 0.0 } else { 14.0 };
+                o += &format!("<tspan x=\"{cx:.1}\" dy=\"{dy}\">{}</tspan>", esc(l));
+            }
+            o += "</text>\n";
+        } else {
+            o += &text(cx, top + ph + 16.0, 11.0, "middle", "", name);
+        }
     }
     o += &text(
         left + pw / 2.0,
@@ -219,7 +233,15 @@ mod tests {
         );
         // Whiskers only where there are repeats: 2 of the 3 bars.
         assert_eq!(svg.matches("<path").count(), 2);
-        // Taller bar, higher top: 1000 above 800.
+        // Several parameters per group: one line each.
+        let mut b2 = b.clone();
+        b2.groups = vec!["nodes=1\nsync=always".into(), "nodes=3\nsync=5s".into()];
+        let svg2 = render_bars_svg(&b2);
+        assert!(svg2.contains(">sync=always</tspan>") && svg2.contains(">nodes=3</tspan>"));
+        assert!(
+            svg2.contains("<title>nodes=1 sync=always 0: mean"),
+            "{svg2}"
+        );
         let png = crate::svg_to_png(&svg).unwrap();
         assert_eq!(&png[1..4], b"PNG");
     }

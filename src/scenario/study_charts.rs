@@ -3,7 +3,7 @@
 //! largest repeat), cells grouped by the matrix: the first parameter picks the bar's
 //! colour (RAID 0 vs RAID 1), the others the group along the x axis (object size). With
 //! one parameter its values are the groups, one colour. Written as
-//! `STUDY/charts/FIGURE.svg` and `.png` and inlined in `report.html`.
+//! `STUDY/charts/FIGURE.svg` and `.png` (720 px wide, wider when the groups need it) and inlined in `report.html`.
 
 use std::path::Path;
 
@@ -87,7 +87,8 @@ pub fn build(sj: &Study, runs: &[(StudyRun, Figures)]) -> Vec<StudyChart> {
         if vals.is_empty() {
             "all runs".into()
         } else {
-            vals.join(" ")
+            // One line per parameter under the group's bars.
+            vals.join("\n")
         }
     };
     let mut groups: Vec<String> = vec![];
@@ -100,6 +101,16 @@ pub fn build(sj: &Study, runs: &[(StudyRun, Figures)]) -> Vec<StudyChart> {
     if groups.is_empty() {
         groups.push(group_of(&[]));
     }
+    // Wide enough that each group's label lines (about 7 px a character) and bars fit.
+    let longest = groups
+        .iter()
+        .flat_map(|g| g.split('\n'))
+        .chain(series.iter().map(String::as_str))
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(0) as u32;
+    let slot = (longest * 7 + 16).max(series.len() as u32 * 36).max(90);
+    let width = (80 + groups.len() as u32 * slot).clamp(720, 4000);
     let ok: Vec<&(StudyRun, Figures)> = runs.iter().filter(|(r, _)| r.ok()).collect();
     let mut out = vec![];
     for (key, title) in FIGURES {
@@ -144,7 +155,7 @@ pub fn build(sj: &Study, runs: &[(StudyRun, Figures)]) -> Vec<StudyChart> {
             series_label: series_label.clone(),
             series: series.clone(),
             values,
-            width_px: 720,
+            width_px: width,
             height_px: 320,
         };
         out.push(StudyChart {
