@@ -376,7 +376,9 @@ args = ["--rw", "${{rw}}", "--bs", "${{bs}}", "--size", "8m", "--time-based", "-
         html.matches("<figure class=\"study-chart\">").count(),
         charts
     );
-    assert!(html.contains("href=\"charts/probe_read_lat_p99_us.png\""));
+    assert!(html.contains("charts/probe_read_lat_p99_us.png and charts/probe_read_lat_p99_us.svg"));
+    // Self-contained like a run's report.html: nothing referred to.
+    assert!(!html.contains("href=") && !html.contains("src="));
     assert!(html.contains("probe read p99 us (mean of repeats"));
 }
 

@@ -76,7 +76,8 @@ fn md_to_html(md: &str) -> String {
     out
 }
 
-/// The charts section: each figure's bar chart inline, with links to its files.
+/// The charts section: each figure's bar chart inline (the page stays self-contained:
+/// no links; the caption names the PNG/SVG files).
 fn charts_section(charts_: &[StudyChart]) -> String {
     if charts_.is_empty() {
         return String::new();
@@ -84,7 +85,7 @@ fn charts_section(charts_: &[StudyChart]) -> String {
     let mut o = String::from("<h2>Charts</h2>\n");
     for c in charts_ {
         o.push_str(&format!(
-            "<figure class=\"study-chart\">{}<figcaption>{} (<a href=\"charts/{k}.png\">charts/{k}.png</a>, <a href=\"charts/{k}.svg\">.svg</a>)</figcaption></figure>\n",
+            "<figure class=\"study-chart\">{}<figcaption>{} (also charts/{k}.png and charts/{k}.svg beside this page)</figcaption></figure>\n",
             c.svg,
             esc(c.title),
             k = c.key
