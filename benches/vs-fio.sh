@@ -74,7 +74,7 @@ trap 'rm -f "$FILE"; cleanup' EXIT
 JOB1=("4k randwrite QD1 sync" "--rw=randwrite --bs=4k --iodepth=1 --ioengine=psync"
       "--rw randwrite --bs 4k --iodepth 1 --ioengine sync")
 JOB2=("8k randrw 70/30 QD8 15000/s" "--rw=randrw --rwmixread=70 --bs=8k --iodepth=8 --ioengine=io_uring --rate_iops=10500,4500"
-      "--rw randrw --rwmixread 70 --bs 8k --iodepth 8 --ioengine io_uring --rate-iops 15000")
+      "--rw randrw --rwmixread 70 --bs 8k --iodepth 8 --ioengine io_uring --rate-iops-total 15000")
 JOB3=("4k randread QD32 io_uring" "--rw=randread --bs=4k --iodepth=32 --ioengine=io_uring"
       "--rw randread --bs 4k --iodepth 32 --ioengine io_uring")
 JOB4=("1M write QD1 sync" "--rw=write --bs=1m --iodepth=1 --ioengine=psync"

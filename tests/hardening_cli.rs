@@ -76,7 +76,7 @@ fn a_rated_time_based_probe_runs_its_whole_runtime() {
     let t0 = Instant::now();
     let o = diskpulse()
         .args(["probe", "--size", "1m", "--bs", "4k", "--rw", "write"])
-        .args(["--rate-iops", "2", "--time-based", "--runtime", "1s"])
+        .args(["--rate-iops-total", "2", "--time-based", "--runtime", "1s"])
         .arg("--filename")
         .arg(&f)
         .output()
@@ -94,7 +94,7 @@ fn a_rated_time_based_probe_runs_its_whole_runtime() {
     let iops = number_after(&out, "write: ");
     assert!(
         (1.5..=2.5).contains(&iops),
-        "{iops} IOPS at --rate-iops 2: {out}"
+        "{iops} IOPS at --rate-iops-total 2: {out}"
     );
 }
 

@@ -149,9 +149,9 @@ const ROWS: &[Row] = rows![
     2, "got 'maybe'", ["probe", "--filename", "{T}/p.dat", "--sync", "maybe"];
     2, "cannot be used with", ["probe", "--filename", "{T}/p.dat", "--fsync", "1", "--fdatasync", "1"];
     2, "does not write", ["probe", "--filename", "{T}/p.dat", "--fsync", "1", "--rw", "read"];
-    2, "got 0", ["probe", "--filename", "{T}/p.dat", "--rate-iops", "0"];
-    2, "got NaN", ["probe", "--filename", "{T}/p.dat", "--rate-iops", "NaN"];
-    2, "at most 10000000", ["probe", "--filename", "{T}/p.dat", "--rate-iops", "18446744073709551615"];
+    2, "got 0", ["probe", "--filename", "{T}/p.dat", "--rate-iops-total", "0"];
+    2, "got NaN", ["probe", "--filename", "{T}/p.dat", "--rate-iops-total", "NaN"];
+    2, "at most 10000000", ["probe", "--filename", "{T}/p.dat", "--rate-iops-total", "18446744073709551615"];
     2, "got 'x'", ["probe", "--filename", "{T}/p.dat", "--rate-process", "x"];
     2, "--runtime must be above 0", ["probe", "--filename", "{T}/p.dat", "--runtime", "0s"];
     2, "'1e30s'", ["probe", "--filename", "{T}/p.dat", "--runtime", "1h", "--ramp", "1e30s"];

@@ -95,7 +95,7 @@ fn raw_latencies_and_the_merged_intervals_give_the_same_percentiles_for_the_run_
             // io_uring at depth 4 (sync at depth 1 where the kernel refuses io_uring).
             "--iodepth",
             "4",
-            "--rate-iops",
+            "--rate-iops-total",
             "2000",
             "--runtime",
             "2s",
@@ -188,7 +188,7 @@ fn two_probes_of_two_phases_append_to_one_recording_without_a_second_header() {
     let probe = |phase: u32, rw: &str| {
         format!(
             "DISKPULSE_PHASE={phase} {bin} probe --filename {f} --size 8M --rw {rw} --bs 4k \
-             --rate-iops 1000 --runtime 1s --time-based --window 10ms >/dev/null",
+             --rate-iops-total 1000 --runtime 1s --time-based --window 10ms >/dev/null",
             f = d.path().join(format!("f{phase}")).display()
         )
     };

@@ -79,7 +79,7 @@ fn probe_beside_the_load_measured_inside_and_outside_the_brokers_write_bursts() 
            --size 32768 > {m}/load.out 2>&1 &
          i=0; while [ ! -s \"$DISKPULSE_RUN_DIR/load.csv\" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
          sleep 0.5
-         {bin} probe --filename {m}/p.dat --size 16m --rw randwrite --bs 4k --rate-iops 400 \
+         {bin} probe --filename {m}/p.dat --size 16m --rw randwrite --bs 4k --rate-iops-total 400 \
            --runtime 3s --time-based --write-lat-log \"$DISKPULSE_RUN_DIR/lat\" > {m}/probe.out 2>&1
          p=$?; wait $!; l=$?; [ $p -eq 0 ] && [ $l -eq 0 ]",
         m = mnt.display()

@@ -102,7 +102,7 @@ volume = "v"
 with = "load"
 at = "1s"
 during = "load"
-args = ["--rw", "randrw", "--rwmixread", "70", "--bs", "8k", "--iodepth", "8", "--rate-iops", "400", "--time-based", "--runtime", "20s", "--size", "32M"]
+args = ["--rw", "randrw", "--rwmixread", "70", "--bs", "8k", "--iodepth", "8", "--rate-iops-total", "400", "--time-based", "--runtime", "20s", "--size", "32M"]
 "#,
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -331,7 +331,7 @@ args = ["js-pub", "--rate", "500", "--duration", "1h", "--size", "1k", "--stream
 kind = "probe"
 volume = "v"
 during = "load"
-args = ["--rw", "randread", "--bs", "4k", "--rate-iops", "200", "--time-based", "--runtime", "1h", "--size", "16M"]
+args = ["--rw", "randread", "--bs", "4k", "--rate-iops-total", "200", "--time-based", "--runtime", "1h", "--size", "16M"]
 "#,
     )
     .unwrap();

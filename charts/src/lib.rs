@@ -61,6 +61,7 @@
 //! same SVG with `resvg`, using the system's fonts (see [`render_png`]).
 
 mod axis;
+mod bars;
 mod envelope;
 mod layout;
 mod panel;
@@ -70,6 +71,7 @@ mod style;
 mod svg;
 mod ticks;
 
+pub use bars::{render_bars_svg, Bar, Bars};
 pub use envelope::{envelope, Column};
 pub use png::{render_png, svg_to_png};
 pub use svg::render_svg;

@@ -23,6 +23,12 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(0xbc, 0xbd, 0x22),
     RGBColor(0x17, 0xbe, 0xcf),
 ];
+/// The palette's `index`th colour (wrapping) as `#rrggbb`.
+pub(crate) fn palette_hex(index: usize) -> String {
+    let c = PALETTE[index % PALETTE.len()];
+    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
+}
+
 pub(crate) const TEXT: RGBColor = RGBColor(0x22, 0x22, 0x22);
 pub(crate) const MUTED: RGBColor = RGBColor(0x66, 0x66, 0x66);
 pub(crate) const GRID: RGBColor = RGBColor(0xe6, 0xe6, 0xe6);

@@ -14,7 +14,7 @@
 //!   `clat_max_us`: completion latency (from submission; on `sync` rows the sync call's
 //!   own latency), µs with one decimal; empty when the window had no completion.
 //! - `lat_co_p50_us`, `lat_co_p99_us`, `lat_co_p999_us`, `lat_co_max_us`: latency from
-//!   the intended start on the `--rate-iops` schedule (coordinated omission corrected);
+//!   the intended start on the `--rate-iops-total` schedule (coordinated omission corrected);
 //!   without a rate, from when the queue slot came free. Empty on `sync` rows.
 //! - `ramp`: 1 for windows inside `--ramp` (not in the summary's totals), else 0.
 //! - `active_ns`: the part of the window the probe ran (the first window from the

@@ -1,8 +1,9 @@
-//! `STUDY/report.html`: the study tables, then every run's section (its aligned timeline
+//! `STUDY/report.html`: the study's charts and tables, then every run's section (its aligned timeline
 //! and tables), in one self-contained file.
 
 use std::path::Path;
 
+use super::study_charts::StudyChart;
 use crate::format::study::StudyRun;
 use crate::report::html::escape as esc;
 use crate::report::{self, ReportOptions};
@@ -75,9 +76,33 @@ fn md_to_html(md: &str) -> String {
     out
 }
 
-/// The whole study page.
-pub fn study_page(study: &Path, md: &str, runs: &[StudyRun]) -> String {
-    let mut body = md_to_html(md);
+/// The charts section: each figure's bar chart inline (the page stays self-contained:
+/// no links; the caption names the PNG/SVG files).
+fn charts_section(charts_: &[StudyChart]) -> String {
+    if charts_.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from("<h2>Charts</h2>\n");
+    for c in charts_ {
+        o.push_str(&format!(
+            "<figure class=\"study-chart\">{}<figcaption>{} (also charts/{k}.png and charts/{k}.svg beside this page)</figcaption></figure>\n",
+            c.svg,
+            esc(c.title),
+            k = c.key
+        ));
+    }
+    o
+}
+
+/// The whole study page: the title and notes, the charts, the tables, every run.
+pub fn study_page(study: &Path, md: &str, charts_: &[StudyChart], runs: &[StudyRun]) -> String {
+    let (head, tables) = match md.find("## Cells") {
+        Some(i) => md.split_at(i),
+        None => (md, ""),
+    };
+    let mut body = md_to_html(head);
+    body.push_str(&charts_section(charts_));
+    body.push_str(&md_to_html(tables));
     for r in runs {
         body.push_str(&run_fragment(
             &study.join(&r.dir),

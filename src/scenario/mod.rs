@@ -8,4 +8,5 @@ pub mod run;
 pub mod schedule;
 pub mod spec;
 pub mod study;
+pub mod study_charts;
 pub mod validate;

@@ -3,7 +3,8 @@
 //! hidden factor, p99 ack latency, p99 fsync latency, probe write latency, restart read
 //! burst, probe write p99 outside/inside write bursts, ack p99 before/during a restart's
 //! re-read, failed operations); per cell mean and spread over repeats; a table per matrix axis. Written as
-//! `study.json`, `study.csv`, `study.md` and `report.html` in the study directory.
+//! `study.json`, `study.csv`, `study.md` and `report.html` in the study directory, and a
+//! bar chart per figure in `charts/` (`study_charts.rs`).
 //!
 //! Every figure is read, typed, from a file in the run directory ([`crate::format`]):
 //! `summary.json` (devices, restarts), `meta.json`'s `phases[]` (a load phase's roles),
@@ -309,9 +310,12 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
     sj.rest.insert("cells_summary".into(), json!(cell_json));
     sj.rest.insert("axes".into(), Value::Object(axes_json));
     std::fs::write(study.join(fmt::JSON_FILE), serde_json::to_vec_pretty(&sj)?)?;
+    // One chart per figure (STUDY/charts/), also inlined in report.html.
+    let charts_ = super::study_charts::build(&sj, &per_run);
+    super::study_charts::write(study, &charts_)?;
     std::fs::write(
         study.join("report.html"),
-        super::html::study_page(study, &md, &sj.runs),
+        super::html::study_page(study, &md, &charts_, &sj.runs),
     )?;
     Ok(())
 }

@@ -210,7 +210,8 @@ fn bad_flags_are_one_line_and_exit_2() {
             vec!["--rw", "randread", "--fdatasync", "1"],
             "does not write",
         ),
-        (vec!["--runtime", "10"], "'10'"),
+        // A bare number is seconds, as fio's --runtime=30; a wrong unit is refused.
+        (vec!["--runtime", "10x"], "'10x'"),
         (vec!["--preset", "fast"], "array-check"),
         (vec!["--filename", "/var/tmp"], "directory"),
     ] {

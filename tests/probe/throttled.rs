@@ -55,7 +55,7 @@ fn a_throttled_loop_device_shows_up_as_slower() {
     // (coordinated omission corrected) shows the backlog that clat alone hides.
     let mut argv = vec![bin];
     argv.extend_from_slice(&args);
-    argv.extend_from_slice(&["--rate-iops", "1000", "--iodepth", "4"]);
+    argv.extend_from_slice(&["--rate-iops-total", "1000", "--iodepth", "4"]);
     let t = std::time::Instant::now();
     let o = cg.command(&argv).output().unwrap();
     let took = t.elapsed().as_secs_f64();

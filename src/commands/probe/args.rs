@@ -16,11 +16,19 @@ use crate::usage;
 /// Size of a file the probe creates when `--size` is not given.
 pub(super) const DEFAULT_SIZE: u64 = 256 << 20;
 
-#[derive(Args, Debug, Default)]
+/// Seed of the offset and mix generator when `--seed` is not given.
+pub(super) const DEFAULT_SEED: u64 = 0x5EED_D15C;
+
+#[derive(Args, Debug, Default, Clone)]
 #[command(after_help = "\
+fio's spellings work too: --rate_iops, --time_based, --ramp_time, --rate_process, --randseed,
+--write_lat_log, --log_offset, --group_reporting, --blocksize, --readwrite; --runtime and
+--ramp_time take bare numbers as seconds, as fio does. A fio job file: diskpulse probe JOB.fio
+(flags given beside it override the file's options).
+
 Presets (explicit flags override them):
   array-check  the storage study's fio job: --rw randrw --rwmixread 70 --bs 8k --iodepth 8
-               --ioengine io_uring --rate-iops 15000 --time-based --runtime 30s
+               --ioengine io_uring --rate-iops-total 15000 --time-based --runtime 30s
   wal          a write-ahead log: --rw write --bs 8k --iodepth 1 --ioengine sync --fdatasync 1
                --direct 0 --time-based --runtime 10s --size 64MiB (buffered writes, fdatasync each)
 
@@ -28,11 +36,17 @@ Examples:
   diskpulse probe --filename /mnt/vol0/probe.dat --preset array-check
   diskpulse probe --filename /mnt/vol0/probe.dat --rw randread --bs 4k --iodepth 32 --runtime 10s --time-based
   diskpulse probe --filename /mnt/vol0/wal.dat --preset wal --output-format json
+  diskpulse probe scenarios/jobs/8k-70-30-qd8.fio --filename /mnt/vol0/p.dat --runtime=10
+  diskpulse probe --filename=/mnt/vol0/p.dat --rw=randrw --rate_iops=200 --time_based --runtime=5
+  diskpulse probe scenarios/jobs/8k-70-30-qd8.fio --show-job
   diskpulse record --path /mnt/vol0 -- diskpulse probe --filename /mnt/vol0/p.dat --preset array-check
 
 Exit codes: 0 done, 1 an I/O error (what was measured is still printed), 2 bad input or a
 refused target (nothing written), 130 interrupted (what was measured is printed).")]
 pub struct ProbeArgs {
+    /// A fio job file ([global] and one job section, the options below in fio's spelling).
+    #[arg(value_name = "JOB.fio")]
+    pub job_file: Option<PathBuf>,
     /// File or block device to probe. A file that does not exist is created, laid out and
     /// removed afterwards; an existing file is used and kept. A block device: read-only jobs
     /// run as they are, jobs that write need --allow-destructive. Default:
@@ -43,7 +57,7 @@ pub struct ProbeArgs {
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub size: Option<u64>,
     /// read | write | randread | randwrite | rw | randrw (fio's --rw; default read).
-    #[arg(long, value_name = "MODE")]
+    #[arg(long, alias = "readwrite", value_name = "MODE")]
     pub rw: Option<String>,
     /// Percentage of reads in a mixed job (rw, randrw). Default 50.
     #[arg(long, value_name = "PCT")]
@@ -52,7 +66,7 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "PCT", conflicts_with = "rwmixread")]
     pub rwmixwrite: Option<f64>,
     /// Block size, or READ,WRITE sizes (8k or 8k,64k). Default 4k.
-    #[arg(long, value_name = "SIZE[,SIZE]")]
+    #[arg(long, alias = "blocksize", value_name = "SIZE[,SIZE]")]
     pub bs: Option<String>,
     /// I/Os in flight per job (needs --ioengine io_uring above 1). Default 1.
     #[arg(long, value_name = "N")]
@@ -60,7 +74,8 @@ pub struct ProbeArgs {
     /// Parallel jobs (threads), each with its own descriptor, buffers and ring. Default 1.
     #[arg(long, value_name = "N")]
     pub numjobs: Option<u32>,
-    /// sync (pread/pwrite, also "psync") or io_uring. Default: io_uring when --iodepth > 1,
+    /// sync (pread/pwrite; fio's psync, vsync, pvsync, pvsync2 are taken as it) or io_uring
+    /// (libaio, posixaio and the others are refused: not what we run). Default: io_uring when --iodepth > 1,
     /// else sync. Without this flag, a kernel that refuses io_uring gets sync at depth 1 (with
     /// a warning); with it, the probe stops instead.
     #[arg(long, value_name = "ENGINE")]
@@ -77,51 +92,74 @@ pub struct ProbeArgs {
     /// fdatasync after every N writes.
     #[arg(long, value_name = "N")]
     pub fdatasync: Option<u32>,
+    /// fio's rate_iops: I/Os per second PER DIRECTION and PER JOB; READ,WRITE gives each
+    /// direction its own (--rate_iops=10500,4500). In a mixed job both directions run at
+    /// their rates and the mix follows them, as in fio (--rate_iops=200 at rwmixread 70 is
+    /// 200 reads + 200 writes per second). Latency is then also measured from each I/O's
+    /// intended start (lat_co).
+    #[arg(
+        long = "rate_iops",
+        value_name = "IOPS[,IOPS]",
+        conflicts_with = "rate_iops_total"
+    )]
+    pub rate_iops: Option<String>,
     /// TOTAL I/Os per second over all jobs and both directions, split by the mix: 15000 at
-    /// rwmixread 70 is 10500 reads + 4500 writes per second. (fio's --rate_iops applies one
-    /// value per direction and per job: the same job there is --rate_iops=10500,4500.)
-    /// Latency is then also measured from each I/O's intended start (lat_co).
+    /// rwmixread 70 is 10500 reads + 4500 writes per second (fio: --rate_iops=10500,4500).
     #[arg(long, value_name = "IOPS")]
-    pub rate_iops: Option<f64>,
+    pub rate_iops_total: Option<f64>,
+    /// The old name of --rate-iops-total: refused, naming the two flags that replace it.
+    #[arg(long = "rate-iops", hide = true, value_name = "IOPS")]
+    pub rate_iops_old: Option<String>,
     /// linear (even gaps) or poisson (exponential gaps, same mean). Default linear.
-    #[arg(long, value_name = "PROCESS")]
+    #[arg(long, alias = "rate_process", value_name = "PROCESS")]
     pub rate_process: Option<String>,
-    /// Measured time (after --ramp). Without --time-based the job also ends after --size bytes.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    /// Measured time (after --ramp). A bare number is seconds (fio's --runtime=30). Without
+    /// --time-based the job also ends after --size bytes.
+    #[arg(long, value_parser = parse_seconds, value_name = "DURATION")]
     pub runtime: Option<Duration>,
-    /// Run this long before measuring (I/O runs; statistics are not kept).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    /// Run this long before measuring (I/O runs; statistics are not kept); fio's ramp_time,
+    /// a bare number is seconds.
+    #[arg(long, alias = "ramp_time", alias = "ramp-time", value_parser = parse_seconds, value_name = "DURATION")]
     pub ramp: Option<Duration>,
     /// Run for all of --runtime, wrapping around the file (fio's time_based); without it a
     /// job stops after --size bytes of I/O, like fio.
-    #[arg(long)]
+    #[arg(long, alias = "time_based")]
     pub time_based: bool,
+    /// fio's group_reporting: the JSON has one job entry for all --numjobs (summed counts,
+    /// merged latencies) instead of one per job.
+    #[arg(long, alias = "group_reporting")]
+    pub group_reporting: bool,
+    /// Print the resolved job as a fio job file (every option, defaults filled in) and
+    /// exit without touching the target.
+    #[arg(long)]
+    pub show_job: bool,
     /// Window of the per-window rows in probe.csv. Default 100ms.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub window: Option<Duration>,
     /// array-check (the storage study's fio job) or wal (8 KiB writes, fdatasync each).
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
-    /// normal (a summary) or json (fio's --output-format=json shape, plus lat_co_ns).
-    #[arg(long, value_name = "FORMAT", default_value = "normal")]
-    pub output_format: String,
+    /// normal (a summary, the default) or json (fio's --output-format=json shape, plus
+    /// lat_co_ns).
+    #[arg(long, alias = "output_format", value_name = "FORMAT")]
+    pub output_format: Option<String>,
     /// Allow writing to a block device (it is still refused while mounted, held, or
     /// carrying a file-system signature).
     #[arg(long)]
     pub allow_destructive: bool,
-    /// Job name in the JSON (fio's --name).
-    #[arg(long, default_value = "diskpulse")]
-    pub name: String,
-    /// Seed of the offset and mix generator (same seed, same offsets).
-    #[arg(long, default_value_t = 0x5EED_D15C)]
-    pub seed: u64,
+    /// Job name in the JSON (fio's --name). Default diskpulse (a job file: its section's name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Seed of the offset and mix generator (same seed, same offsets). fio: --randseed.
+    #[arg(long, alias = "randseed")]
+    pub seed: Option<u64>,
     /// fio's --write_lat_log: each job's per-I/O completion latencies go to
     /// PREFIX_clat.N.log (N = job from 1), fio 3.33's lines "time_ms, clat_ns, direction,
     /// bs, prio"; time 0 is the probe's start (the `probe_start` event in a recording).
-    #[arg(long, value_name = "PREFIX")]
+    #[arg(long, alias = "write_lat_log", value_name = "PREFIX")]
     pub write_lat_log: Option<PathBuf>,
     /// fio's --log_offset: the latency log also has each I/O's offset (before prio).
-    #[arg(long, requires = "write_lat_log")]
+    #[arg(long, alias = "log_offset", requires = "write_lat_log")]
     pub log_offset: bool,
 }
 
@@ -186,6 +224,113 @@ pub(crate) struct Resolved {
     pub preset: Option<String>,
     pub name: String,
     pub allow_destructive: bool,
+    /// fio's group_reporting: one JSON job entry for all jobs.
+    pub group_reporting: bool,
+    /// Things the user should know about how flags were read (printed on stderr).
+    pub notes: Vec<String>,
+}
+
+/// fio's durations: a bare number is seconds (`--runtime=30`), else [`parse_duration`]'s
+/// units.
+pub(crate) fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return parse_duration(&format!("{t}s"));
+    }
+    parse_duration(t).map_err(|e| {
+        e.replace(
+            "takes a duration like",
+            "takes seconds (30) or a duration like",
+        )
+    })
+}
+
+/// fio's rate_iops value: `R`, `R,W`, `R,` (reads only) or `,W` (writes only).
+fn parse_fio_rate(s: &str) -> anyhow::Result<[Option<f64>; 2]> {
+    let bad = || {
+        usage!("--rate_iops takes I/Os per second per direction and per job, like 500 or 500,200 (reads,writes); got '{s}'")
+    };
+    let one = |p: &str| -> anyhow::Result<Option<f64>> {
+        let p = p.trim();
+        if p.is_empty() {
+            return Ok(None);
+        }
+        let v: f64 = p.parse().map_err(|_| bad())?;
+        if !(v.is_finite() && v > 0.0) {
+            return Err(bad());
+        }
+        Ok(Some(v))
+    };
+    let parts: Vec<&str> = s.split(',').collect();
+    match parts.as_slice() {
+        [r] => {
+            let r = one(r)?.ok_or_else(bad)?;
+            Ok([Some(r), Some(r)])
+        }
+        [r, w] => {
+            let v = [one(r)?, one(w)?];
+            if v == [None, None] {
+                return Err(bad());
+            }
+            Ok(v)
+        }
+        _ => Err(bad()),
+    }
+}
+
+/// fio's per-direction, per-job rate as our total over jobs and directions, and the read
+/// share it implies: in a mixed job fio runs each direction at its own rate and the mix
+/// gives way (measured with fio 3.33: `--rate_iops=200 --rwmixread=70` did 189 reads and
+/// 189 writes per second).
+fn fio_rate_to_total(
+    s: &str,
+    rw: Rw,
+    numjobs: u32,
+    rwmixread: f64,
+    mix_given: bool,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<(f64, f64)> {
+    let [r, w] = parse_fio_rate(s)?;
+    let n = numjobs as f64;
+    match (rw.reads(), rw.writes()) {
+        (true, false) => {
+            let r = r.ok_or_else(|| {
+                usage!("--rate_iops={s} limits only writes, but --rw {} does not write; give the read rate, e.g. --rate_iops=500", rw.name())
+            })?;
+            Ok((r * n, rwmixread))
+        }
+        (false, true) => {
+            let w = w.ok_or_else(|| {
+                usage!("--rate_iops={s} limits only reads, but --rw {} does not read; give the write rate, e.g. --rate_iops=500 or --rate_iops=,500", rw.name())
+            })?;
+            Ok((w * n, rwmixread))
+        }
+        _ => {
+            let (Some(r), Some(w)) = (r, w) else {
+                return Err(usage!(
+                    "--rate_iops={s} limits one direction of a mixed job (fio then runs the other unthrottled, which diskpulse does not do); give both, e.g. --rate_iops=500,200, or use --rate-iops-total"
+                ));
+            };
+            let mix = 100.0 * r / (r + w);
+            if mix_given && (mix - rwmixread).abs() > 0.05 {
+                notes.push(format!(
+                    "--rate_iops={s} is fio's per-direction rate: {} reads and {} writes per second per job, so {mix:.1}% reads, not --rwmixread {rwmixread} (as fio does); for {rwmixread}% reads at the same total, use --rate-iops-total {}",
+                    fmt_num(r),
+                    fmt_num(w),
+                    fmt_num((r + w) * n)
+                ));
+            }
+            Ok(((r + w) * n, mix))
+        }
+    }
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{}", v as u64)
+    } else {
+        format!("{v}")
+    }
 }
 
 fn parse_bool01(flag: &str, s: &str) -> anyhow::Result<bool> {
@@ -220,6 +365,21 @@ fn parse_bs(s: &str) -> anyhow::Result<[u64; 2]> {
 }
 
 pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
+    if let Some(f) = &a.job_file {
+        let (file, placed) = super::jobfile::load_placed(f)?;
+        let merged = super::jobfile::overlay(file.clone(), a);
+        return resolve(&merged).map_err(|e| match e.downcast_ref::<crate::cli::UsageError>() {
+            Some(u) => {
+                // The file alone: does it give the same error (then name its line)?
+                let alone = resolve(&file).err().map(|e| e.to_string());
+                usage!(
+                    "{}",
+                    super::jobfile::place_error(f, &u.0, alone.as_deref(), &placed)
+                )
+            }
+            None => e,
+        });
+    }
     let p = match &a.preset {
         Some(n) => preset(n)?,
         None => Preset::default(),
@@ -249,11 +409,20 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
     }
     let engine_insisted = a.ioengine.is_some();
     let engine = match a.ioengine.as_deref().or(p.ioengine) {
-        Some("sync") | Some("psync") | Some("pvsync") => Engine::Sync,
+        // fio's synchronous engines: one read/write (or readv/preadv) call per I/O, which is
+        // what ours does with pread/pwrite.
+        Some("sync") | Some("psync") | Some("vsync") | Some("pvsync") | Some("pvsync2") => {
+            Engine::Sync
+        }
         Some("io_uring") => Engine::IoUring,
+        Some(other @ ("libaio" | "posixaio")) => {
+            return Err(usage!(
+                "--ioengine {other} is not implemented: diskpulse queues I/O with io_uring; --ioengine io_uring runs the same depth"
+            ))
+        }
         Some(other) => {
             return Err(usage!(
-                "--ioengine takes sync (pread/pwrite) or io_uring; got '{other}'"
+                "--ioengine takes sync, psync, vsync, pvsync, pvsync2 (pread/pwrite, one I/O at a time) or io_uring; got '{other}'"
             ))
         }
         None if iodepth > 1 => Engine::IoUring,
@@ -287,16 +456,30 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             rw.name()
         ));
     }
-    let rate_iops = a.rate_iops.or(p.rate_iops);
+    if let Some(old) = &a.rate_iops_old {
+        return Err(usage!(
+            "--rate-iops is gone: it was a total over jobs and directions while fio's --rate_iops is per direction and per job; write --rate-iops-total {old} for the total, or --rate_iops={old} for fio's meaning"
+        ));
+    }
+    let mut notes = vec![];
+    let mix_given = a.rwmixread.is_some() || a.rwmixwrite.is_some() || p.rwmixread.is_some();
+    let (rate_iops, rwmixread, rate_flag) = match (&a.rate_iops, a.rate_iops_total) {
+        (Some(f), _) => {
+            let (t, mix) = fio_rate_to_total(f, rw, numjobs, rwmixread, mix_given, &mut notes)?;
+            (Some(t), mix, "--rate_iops")
+        }
+        (None, Some(t)) => (Some(t), rwmixread, "--rate-iops-total"),
+        (None, None) => (p.rate_iops, rwmixread, "--rate-iops-total"),
+    };
     if let Some(r) = rate_iops {
         if !(r.is_finite() && r > 0.0) {
             return Err(usage!(
-                "--rate-iops takes a total rate above 0 (I/Os per second); got {r}"
+                "{rate_flag} takes a total rate above 0 (I/Os per second); got {r}"
             ));
         }
         if r > 10_000_000.0 {
             return Err(usage!(
-                "--rate-iops {r}: at most 10000000 I/Os per second (the pacer schedules each I/O in whole ns, and no device does more); leave --rate-iops out to go as fast as the device can"
+                "{rate_flag}: {r} I/Os per second in total; at most 10000000 (the pacer schedules each I/O in whole ns, and no device does more); leave it out to go as fast as the device can"
             ));
         }
     }
@@ -347,7 +530,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             fmt_duration(rt)
         ));
     }
-    let json = match a.output_format.as_str() {
+    let json = match a.output_format.as_deref().unwrap_or("normal") {
         "normal" => false,
         "json" => true,
         o => return Err(usage!("--output-format takes normal or json; got '{o}'")),
@@ -409,7 +592,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             ramp_ns: a.ramp.map(|d| d.as_nanos() as u64).unwrap_or(0),
             time_based,
             window_ns: window.as_nanos() as u64,
-            seed: a.seed,
+            seed: a.seed.unwrap_or(DEFAULT_SEED),
             grid_zero_ns: None,
             lat_log: a.write_lat_log.clone(),
             log_offset: a.log_offset,
@@ -419,8 +602,10 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         json,
         engine_insisted,
         preset: a.preset.clone(),
-        name: a.name.clone(),
+        name: a.name.clone().unwrap_or_else(|| "diskpulse".into()),
         allow_destructive: a.allow_destructive,
+        group_reporting: a.group_reporting,
+        notes,
     })
 }
 
@@ -464,7 +649,7 @@ mod tests {
             "array-check",
             "--iodepth",
             "16",
-            "--rate-iops",
+            "--rate-iops-total",
             "1000",
         ])
         .unwrap();
@@ -502,9 +687,95 @@ mod tests {
         assert!(usage_text(&["--rwmixread", "120"]).contains("120"));
         assert!(usage_text(&["--rw", "sideways"]).contains("'sideways'"));
         assert!(usage_text(&["--preset", "nope"]).contains("array-check"));
-        assert!(usage_text(&["--rate-iops", "0"]).contains("--rate-iops"));
+        assert!(usage_text(&["--rate-iops-total", "0"]).contains("--rate-iops-total"));
+        let e = usage_text(&["--rate-iops", "100"]);
+        assert!(
+            e.contains("--rate-iops-total 100") && e.contains("--rate_iops=100"),
+            "{e}"
+        );
+        assert!(usage_text(&["--ioengine", "libaio"]).contains("io_uring"));
+        assert!(usage_text(&["--ioengine", "mmap"]).contains("'mmap'"));
         assert!(usage_text(&["--direct", "2"]).contains("--direct"));
         assert!(usage_text(&["--size", "4k", "--bs", "8k"]).contains("smaller"));
+    }
+
+    #[test]
+    fn fio_spellings_are_the_same_flags() {
+        let ours = res(&[
+            "--time-based",
+            "--runtime",
+            "30s",
+            "--ramp",
+            "5s",
+            "--rate-process",
+            "poisson",
+            "--seed",
+            "7",
+            "--output-format",
+            "json",
+        ])
+        .unwrap();
+        let fio = res(&[
+            "--time_based",
+            "--runtime=30",
+            "--ramp_time=5",
+            "--rate_process=poisson",
+            "--randseed=7",
+            "--output_format=json",
+        ])
+        .unwrap();
+        assert_eq!(ours.spec.runtime_ns, Some(30_000_000_000));
+        assert_eq!(fio.spec.runtime_ns, ours.spec.runtime_ns);
+        assert_eq!(fio.spec.ramp_ns, 5_000_000_000);
+        assert_eq!(fio.spec.ramp_ns, ours.spec.ramp_ns);
+        assert!(fio.spec.time_based && fio.json);
+        assert_eq!(fio.spec.rate_process, RateProcess::Poisson);
+        assert_eq!(fio.spec.seed, 7);
+        // Bare numbers are seconds only where fio takes seconds; 1.5 is 1.5 s.
+        assert_eq!(
+            res(&["--runtime=1.5"]).unwrap().spec.runtime_ns,
+            Some(1_500_000_000)
+        );
+        assert!(res(&["--ioengine=pvsync2"]).is_ok());
+    }
+
+    #[test]
+    fn fio_rate_iops_is_per_direction_and_per_job() {
+        // One value: each direction at it, per job; the mix follows the rates, as fio.
+        let r = res(&["--rw", "randrw", "--rate_iops=200"]).unwrap();
+        assert_eq!(r.spec.rate_iops, Some(400.0));
+        assert_eq!(r.spec.rwmixread, 50.0);
+        assert!(r.notes.is_empty());
+        let r = res(&["--rw", "randrw", "--rwmixread", "70", "--rate_iops=200"]).unwrap();
+        assert_eq!(r.spec.rate_iops, Some(400.0));
+        assert_eq!(r.spec.rwmixread, 50.0);
+        assert!(
+            r.notes[0].contains("--rate-iops-total 400"),
+            "{:?}",
+            r.notes
+        );
+        let r = res(&["--rw", "randrw", "--rate_iops=10500,4500", "--numjobs", "2"]).unwrap();
+        assert_eq!(r.spec.rate_iops, Some(30_000.0));
+        assert_eq!(r.spec.rwmixread, 70.0);
+        let r = res(&["--rw", "randread", "--rate_iops=500", "--numjobs", "3"]).unwrap();
+        assert_eq!(r.spec.rate_iops, Some(1500.0));
+        let r = res(&["--rw", "write", "--rate_iops=,300"]).unwrap();
+        assert_eq!(r.spec.rate_iops, Some(300.0));
+        // Ours keeps its meaning under its own name.
+        let r = res(&[
+            "--rw",
+            "randrw",
+            "--rwmixread",
+            "70",
+            "--rate-iops-total",
+            "1000",
+        ])
+        .unwrap();
+        assert_eq!((r.spec.rate_iops, r.spec.rwmixread), (Some(1000.0), 70.0));
+        assert!(usage_text(&["--rw", "randrw", "--rate_iops=500,"]).contains("one direction"));
+        assert!(usage_text(&["--rw", "read", "--rate_iops=,500"]).contains("does not write"));
+        assert!(usage_text(&["--rate_iops=x"]).contains("'x'"));
+        assert!(usage_text(&["--rate_iops=0"]).contains("'0'"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `diskpulse probe`: fio's job vocabulary on diskpulse's clock.
 //!
-//! Flags are fio's where fio has one (`--rw`, `--bs`, `--iodepth`, `--rate-iops`, ...),
+//! Flags are fio's where fio has one (`--rw`, `--bs`, `--iodepth`, `--rate_iops`, ...,
+//! in fio's spelling too), or a fio job file (`jobfile.rs`),
 //! resolved in three layers (`args.rs`): an explicit flag beats a `--preset`, which beats the
 //! default. Everything is validated before anything is written (bad input: exit 2, one
 //! line). The engine lives in `collectors::probe`; this module picks the target, lays
@@ -10,6 +11,7 @@
 
 mod args;
 mod csv;
+mod jobfile;
 mod output;
 mod summary;
 
@@ -100,6 +102,13 @@ fn check_room(tgt: &target::Target) -> anyhow::Result<()> {
 
 pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     let mut r = resolve(&a)?;
+    if a.show_job {
+        print!("{}", jobfile::render(&r));
+        return Ok(0);
+    }
+    for n in &r.notes {
+        eprintln!("note: {n}");
+    }
     let phase = crate::format::phase_from_env().map_err(|e| usage!("{e:#}"))?;
     let mut warnings = vec![];
     if r.spec.engine == Engine::IoUring {
@@ -251,6 +260,9 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         );
     }
     result.interrupted = stop.load(Ordering::SeqCst) && result.error().is_none();
+    if r.group_reporting {
+        output::group_jobs(&mut result);
+    }
     let json = output::fio_json(&r, &info, &result);
     if let Some(d) = &run_dir {
         let p = d.join("probe.json");

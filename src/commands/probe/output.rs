@@ -377,6 +377,52 @@ fn job_options(r: &Resolved, info: &RunInfo) -> J {
     obj(v)
 }
 
+/// fio's `group_reporting`: all jobs as one (counts and latencies merged, windows summed,
+/// the longest runtime, the first error), so the JSON has one job entry as fio's does.
+pub(super) fn group_jobs(res: &mut ProbeResult) {
+    if res.jobs.len() < 2 {
+        return;
+    }
+    let jobs = std::mem::take(&mut res.jobs);
+    let mut totals = collectors::probe::stats::WindowStats::new();
+    let mut usage = collectors::probe::Usage::default();
+    let mut samples: Vec<collectors::probe::JobSample> = vec![];
+    let (mut runtime_ns, mut rate_missed, mut error) = (0, 0, None);
+    for j in jobs {
+        totals.merge(&j.totals);
+        usage.usr_ns += j.usage.usr_ns;
+        usage.sys_ns += j.usage.sys_ns;
+        usage.ctx += j.usage.ctx;
+        usage.minflt += j.usage.minflt;
+        usage.majflt += j.usage.majflt;
+        runtime_ns = runtime_ns.max(j.runtime_ns);
+        rate_missed += j.rate_missed;
+        if error.is_none() {
+            error = j.error;
+        }
+        for (i, x) in j.samples.iter().enumerate() {
+            match samples.get_mut(i) {
+                Some(t) => {
+                    for d in 0..2 {
+                        t.ios[d] += x.ios[d];
+                        t.bytes[d] += x.bytes[d];
+                    }
+                }
+                None => samples.push(*x),
+            }
+        }
+    }
+    res.jobs.push(collectors::probe::JobResult {
+        job: 0,
+        totals,
+        runtime_ns,
+        samples,
+        usage,
+        rate_missed,
+        error,
+    });
+}
+
 /// The fio-shaped JSON document.
 pub fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
     let group_bw: f64 = res

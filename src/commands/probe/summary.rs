@@ -57,7 +57,17 @@ pub fn human(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
         format!("{},{}", fmt_size(sp.bs[0]), fmt_size(sp.bs[1]))
     };
     let rate = match sp.rate_iops {
-        Some(x) => format!(", rate {x:.0} IOPS total"),
+        Some(x) => {
+            // And as fio writes it: per direction and per job.
+            let per_job = x / sp.numjobs as f64;
+            let pct = sp.read_pct() / 100.0;
+            let fio = if sp.rw.mixed() {
+                format!("{:.0},{:.0}", per_job * pct, per_job * (1.0 - pct))
+            } else {
+                format!("{per_job:.0}")
+            };
+            format!(", rate {x:.0} IOPS total (fio: rate_iops={fio})")
+        }
         None => String::new(),
     };
     o.push_str(&format!(
