@@ -167,7 +167,7 @@ impl Inbox for CoreSub {
         record_receipt(rec, now, &m.payload);
         self.got += 1;
         if let Some(f) = &self.flow {
-            if self.got % FLOW_EVERY == 0 {
+            if self.got.is_multiple_of(FLOW_EVERY) {
                 f.received(self.index, self.got);
             }
         }

@@ -150,7 +150,7 @@ impl Operation for CorePublish {
     #[inline]
     async fn send(&mut self, k: u64) -> Option<Sent<Self::Pending>> {
         if let Some(f) = &self.flow {
-            if k % FLOW_EVERY == 0 {
+            if k.is_multiple_of(FLOW_EVERY) {
                 f.sent(if k == 0 { 0 } else { FLOW_EVERY });
                 f.wait_room(&self.ctx).await;
             }
