@@ -169,3 +169,36 @@ fn a_subscriber_that_cannot_keep_up_is_reported_and_fails_the_run() {
         "{ev:#?}"
     );
 }
+
+#[test]
+fn flow_window_without_subscribers_is_a_usage_error_and_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let csv = d.path().join("out.csv");
+    for args in [
+        &["pub", "--flow-window", "1000", "--duration", "1s"][..],
+        &[
+            "js-pub",
+            "--consume",
+            "1",
+            "--flow-window",
+            "1000",
+            "--duration",
+            "1s",
+        ][..],
+    ] {
+        let o = diskpulse()
+            .arg("load")
+            .args(args)
+            .args(["--csv", csv.to_str().unwrap()])
+            .env_remove("NATS_URL")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("--flow-window") && err.contains("pub --sub M"),
+            "{args:?}: {err}"
+        );
+        assert!(!csv.exists(), "{args:?} wrote {}", csv.display());
+    }
+}

@@ -350,6 +350,13 @@ impl LoadArgs {
                 self.main_role().name()
             ));
         }
+        if self.flow_window.is_some() && !(self.mode == Mode::Pub && self.sub > 0) {
+            return Err(usage!(
+                "--flow-window holds publishers to the subscribers of the same run; it needs `pub --sub M` (got {}{})",
+                self.mode.cli_name(),
+                if self.mode == Mode::Pub { " without --sub" } else { "" }
+            ));
+        }
         if self.msg_id && self.mode != Mode::JsPub {
             return Err(usage!(
                 "--msg-id is for js-pub (a stream's duplicate window de-duplicates by it); {} has no use for it",
