@@ -194,6 +194,8 @@ struct Pass {
     /// Bytes the first incomplete frame needs in all (a message larger than the buffer).
     need: usize,
     err: Option<String>,
+    /// The stream cannot be read on (an unreadable `MSG` line).
+    fatal: bool,
 }
 
 /// Parses the complete frames of `b`, recording every message as received at `now`
@@ -214,6 +216,7 @@ fn parse(b: &[u8], now: u64, rt: u64, rec: &mut Recorder, limit: u64) -> Pass {
                     "unreadable MSG line: {}",
                     String::from_utf8_lossy(line)
                 ));
+                p.fatal = true;
                 break;
             };
             let total = nl + 1 + size + 2;
@@ -352,6 +355,9 @@ pub(crate) async fn raw_receive_loop(
         if let Some(e) = p.err {
             rec.error(now, "server_error", || format!("raw subscriber: {e}"));
             fault.failed("server_error", 1);
+            if p.fatal {
+                break;
+            }
         }
         if let Some(ms) = stall.take() {
             tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -386,6 +392,43 @@ mod tests {
         assert_eq!(msg_size(b"foo.bar 1 _INBOX.x 0"), Some(0));
         assert_eq!(msg_size(b"foo.bar 1 12x"), None);
         assert_eq!(msg_size(b"foo.bar 1 "), None);
+    }
+
+    #[test]
+    fn frames_are_parsed_in_place_and_a_cut_message_waits_for_its_rest() {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let clock = collectors::clock::Clock::start();
+        let mut rec = Recorder::new(
+            super::super::record::Role::Sub,
+            0,
+            "s",
+            clock,
+            100_000_000,
+            tx,
+        );
+        let mut b = Vec::new();
+        b.extend_from_slice(b"MSG a.b 1 3\r\nxyz\r\n+OK\r\nPING\r\nMSG a.b 1 _INBOX.r 0\r\n\r\n");
+        let whole = b.len();
+        b.extend_from_slice(b"MSG a.b 1 10\r\n12345");
+        let p = parse(&b, 1, 1, &mut rec, u64::MAX);
+        assert_eq!((p.msgs, p.pings, p.used), (2, 1, whole));
+        assert_eq!(p.need, "MSG a.b 1 10\r\n".len() + 12);
+        assert!(p.err.is_none() && !p.fatal);
+        assert_eq!(rec.ops(), 2);
+        // At most `limit` messages are taken.
+        let p = parse(&b, 1, 1, &mut rec, 1);
+        assert_eq!((p.msgs, p.used), (1, "MSG a.b 1 3\r\nxyz\r\n".len()));
+        // A line that is not the protocol ends the reading.
+        let p = parse(b"MSG a.b 1 x\r\n", 1, 1, &mut rec, u64::MAX);
+        assert!(p.fatal && p.err.is_some());
+        let p = parse(
+            b"-ERR 'Permissions Violation'\r\n",
+            1,
+            1,
+            &mut rec,
+            u64::MAX,
+        );
+        assert!(!p.fatal && p.err.is_some() && p.used > 0);
     }
 
     #[test]
