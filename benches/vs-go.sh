@@ -9,9 +9,15 @@
 # Needs: nats-server on PATH, Debian's golang-go and golang-github-nats-io-go-nats-dev
 # (GOPATH build, no module downloads), cargo, python3.
 #
+# pubsub (nats bench --pub 4 --sub 4): PUBSUB_PUBS publishers send PUBSUB_MSGS in all and
+# each of PUBSUB_SUBS subscribers must receive every one; the figures are the subscribers'
+# (delivered msgs/s, first to last receipt over all of them), messages lost (expected -
+# delivered) and, beside them, the publishers' own msgs/s.
+#
 # Environment (defaults): ROUNDS=3 ASYNC_MSGS=500000 SYNC_MSGS=20000 PUB_MSGS=2000000
 #   KV_MSGS=20000 SIZE=128 WINDOW=256 CLIENTS=1
-#   WORKLOADS="js-async js-sync pub kv-put"
+#   PUBSUB_MSGS=1000000 PUBSUB_PUBS=4 PUBSUB_SUBS=4
+#   WORKLOADS="js-async js-sync pub kv-put pubsub"
 #   GO_LEAN=1   also run nats.go js-pub-async with -lat=false (no per-ack future wait)
 #   NICE=-10    run the server and both clients at this nice level (root; less noise from
 #               other work on the machine, same for both sides)
@@ -24,10 +30,13 @@ ASYNC_MSGS=${ASYNC_MSGS:-500000}
 SYNC_MSGS=${SYNC_MSGS:-20000}
 PUB_MSGS=${PUB_MSGS:-2000000}
 KV_MSGS=${KV_MSGS:-20000}
+PUBSUB_MSGS=${PUBSUB_MSGS:-1000000}
+PUBSUB_PUBS=${PUBSUB_PUBS:-4}
+PUBSUB_SUBS=${PUBSUB_SUBS:-4}
 SIZE=${SIZE:-128}
 WINDOW=${WINDOW:-256}
 CLIENTS=${CLIENTS:-1}
-WORKLOADS=${WORKLOADS:-"js-async js-sync pub kv-put"}
+WORKLOADS=${WORKLOADS:-"js-async js-sync pub kv-put pubsub"}
 STREAM=VSGO
 SUBJECT=vsgo.js
 PUB_SUBJECT=vsgo.core # captured by no stream: core publish stays core
@@ -71,12 +80,12 @@ echo "go: $(go version | awk '{print $3}'); nats.go: $(awk -F'"' '/Version += "/
 echo "server $URL store $WORK/store; rounds $ROUNDS; clients $CLIENTS; size $SIZE; nice ${NICE:-0}; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 RESULTS=$WORK/results.tsv
-printf 'workload\tclient\tround\tmsgs_per_s\tmsgs\terrors\twall_s\tcpu_s\tserver_cpu_s\tp50_us\tp99_us\tstatus\tvol_cs\tinvol_cs\n' >"$RESULTS"
+printf 'workload\tclient\tround\tmsgs_per_s\tmsgs\terrors\twall_s\tcpu_s\tserver_cpu_s\tp50_us\tp99_us\tstatus\tvol_cs\tinvol_cs\tlost\tpub_msgs_per_s\n' >"$RESULTS"
 
 # fresh: an empty stream and bucket (or none, for core publish) before every run.
 fresh() {
   "$GO_REF" -url "$URL" -mode reset -stream "$STREAM" -bucket "$BUCKET"
-  [ "$1" = pub ] || "$GO_REF" -url "$URL" -mode setup -stream "$STREAM" -subject "$SUBJECT" -bucket "$BUCKET"
+  [ "$1" = pub ] || [ "$1" = pubsub ] || "$GO_REF" -url "$URL" -mode setup -stream "$STREAM" -subject "$SUBJECT" -bucket "$BUCKET"
 }
 
 # run WORKLOAD CLIENT ROUND CMD...: times CMD (its own CPU and the server's), records a row.
@@ -93,29 +102,35 @@ import json, sys
 wl, who, rnd, out, rc, sticks, tck = sys.argv[1:]
 wall, u, s, vcs, ics = (open(out + ".time").read().split()[-5:] + ["nan"] * 5)[:5]
 err = open(out + ".err").read().strip().replace("\t", " ").replace("\n", " | ")
-row = dict(rate="", msgs="", errors="", p50="", p99="", status="ok")
+row = dict(rate="", msgs="", errors="", p50="", p99="", status="ok", lost="", pub_rate="")
 try:
     d = json.load(open(out + ".json"))
     if "roles" in d:  # diskpulse
-        r = d["roles"][0]
+        roles = {r["role"]: r for r in d["roles"]}
+        r = roles["sub"] if wl == "pubsub" else d["roles"][0]
         lat = r.get("lat_us") or {}
-        row.update(rate=r["msgs_per_s"], msgs=r["ops"], errors=r["errors"],
+        row.update(rate=r["msgs_per_s"], msgs=r["ops"], errors=sum(x["errors"] for x in d["roles"]),
                    p50=lat.get("p50", ""), p99=lat.get("p99", ""))
+        if wl == "pubsub":
+            row.update(lost=r["errors_by_kind"].get("missing", 0), pub_rate=roles["pub"]["msgs_per_s"])
     else:  # go-ref
         row.update(rate=d["msgs_per_s"], msgs=d["msgs"], errors=d["errors"],
                    p50=d.get("lat_p50_us", ""), p99=d.get("lat_p99_us", ""))
+        if wl == "pubsub":
+            row.update(lost=d.get("missing", ""), pub_rate=d.get("pub_msgs_per_s", ""))
     if int(rc) != 0:
         row["status"] = f"rc={rc}: {err[:200]}"
 except Exception:
     row["status"] = "not built yet" if "not built yet" in err else f"failed rc={rc}: {err[:200]}"
 cpu = float(u) + float(s) if u != "nan" else ""
 print("\t".join(str(x) for x in [wl, who, rnd, row["rate"], row["msgs"], row["errors"], wall, cpu,
-      int(sticks) / int(tck), row["p50"], row["p99"], row["status"], vcs, ics]))
+      int(sticks) / int(tck), row["p50"], row["p99"], row["status"], vcs, ics, row["lost"], row["pub_rate"]]))
 PY
-  tail -n 1 "$RESULTS" | awk -F'\t' '{printf "  %-8s %-10s round %s: %12s msgs/s  errors %s  client cpu %.2fs  server cpu %.2fs  ctx-sw vol/invol %s/%s  %s\n", $1, $2, $3, ($4==""?"-":sprintf("%.0f",$4)), ($6==""?"-":$6), $8, $9, $13, $14, $12}' >&2
+  tail -n 1 "$RESULTS" | awk -F'\t' '{printf "  %-8s %-10s round %s: %12s msgs/s  errors %s%s  client cpu %.2fs  server cpu %.2fs  ctx-sw vol/invol %s/%s  %s\n", $1, $2, $3, ($4==""?"-":sprintf("%.0f",$4)), ($6==""?"-":$6), ($15==""?"":sprintf("  lost %s  publishers %.0f msgs/s", $15, $16)), $8, $9, $13, $14, $12}' >&2
 }
 
 for wl in $WORKLOADS; do
+  C=$CLIENTS
   case $wl in
     js-async)
       G=(-mode js-pub-async -msgs "$ASYNC_MSGS" -window "$WINDOW" -stream "$STREAM" -subject "$SUBJECT")
@@ -126,6 +141,10 @@ for wl in $WORKLOADS; do
     pub)
       G=(-mode pub -msgs "$PUB_MSGS" -subject "$PUB_SUBJECT")
       D=(load pub --msgs "$PUB_MSGS" --subject "$PUB_SUBJECT") ;;
+    pubsub)
+      C=$PUBSUB_PUBS
+      G=(-mode pubsub -msgs "$PUBSUB_MSGS" -subs "$PUBSUB_SUBS" -subject "$PUB_SUBJECT")
+      D=(load pub --msgs "$PUBSUB_MSGS" --sub "$PUBSUB_SUBS" --subject "$PUB_SUBJECT") ;;
     kv-put)
       G=(-mode kv-put -msgs "$KV_MSGS" -bucket "$BUCKET" -keys 1000)
       D=(load kv-put --msgs "$KV_MSGS" --bucket "$BUCKET" --keys 1000) ;;
@@ -133,10 +152,10 @@ for wl in $WORKLOADS; do
   esac
   echo "$wl:" >&2
   for r in $(seq "$ROUNDS"); do
-    run "$wl" go "$r" "$GO_REF" -url "$URL" -size "$SIZE" -clients "$CLIENTS" "${G[@]}"
-    run "$wl" diskpulse "$r" "$DP" "${D[@]}" --server "$URL" --size "$SIZE" --clients "$CLIENTS" --quiet --json
+    run "$wl" go "$r" "$GO_REF" -url "$URL" -size "$SIZE" -clients "$C" "${G[@]}"
+    run "$wl" diskpulse "$r" "$DP" "${D[@]}" --server "$URL" --size "$SIZE" --clients "$C" --quiet --json
     if [ "$wl" = js-async ] && [ "${GO_LEAN:-0}" = 1 ]; then
-      run "$wl" go-lean "$r" "$GO_REF" -url "$URL" -size "$SIZE" -clients "$CLIENTS" "${G[@]}" -lat=false
+      run "$wl" go-lean "$r" "$GO_REF" -url "$URL" -size "$SIZE" -clients "$C" "${G[@]}" -lat=false
     fi
   done
 done
@@ -144,7 +163,8 @@ done
 python3 - "$RESULTS" <<'PY'
 import csv, statistics as st, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
-names = {"js-async": "js-pub async (window)", "js-sync": "js-pub sync", "pub": "core pub", "kv-put": "kv-put"}
+names = {"js-async": "js-pub async (window)", "js-sync": "js-pub sync", "pub": "core pub", "kv-put": "kv-put",
+         "pubsub": "pub+sub delivered"}
 def ok(r): return r["status"] == "ok" and r["msgs_per_s"] != ""
 def med(rs, k): return st.median(float(r[k]) for r in rs) if rs else None
 def spread(rs):
@@ -171,6 +191,21 @@ for wl in dict.fromkeys(r["workload"] for r in rows):
     if lean:
         print(f"{'  (nats.go -lat=false)':<22} {med(lean, 'msgs_per_s'):11.0f} {'':11} {dm / med(lean, 'msgs_per_s') if dm else 0:6.2f}"
               f"   {spread(lean):>10} {'':>10}   {per_cpu(lean, 'cpu_s') + ' |':>23}")
+ps = [r for r in rows if r["workload"] == "pubsub"]
+if ps:
+    print("pub+sub (each subscriber must get every message): lost messages and delivered msgs/s per run")
+    for who in ("go", "diskpulse"):
+        rs = [r for r in ps if r["client"] == who]
+        runs = ", ".join(f"lost {r['lost'] or '?'} at {float(r['msgs_per_s'] or 0):,.0f}" for r in rs)
+        pubs = [float(r["pub_msgs_per_s"]) for r in rs if r["pub_msgs_per_s"]]
+        print(f"  {who:<10} {runs}; publishers median {st.median(pubs) if pubs else 0:,.0f} msgs/s")
+    g = [r for r in ps if r["client"] == "go" and ok(r)]
+    d = [r for r in ps if r["client"] == "diskpulse" and ok(r)]
+    if g and d:
+        print(f"  delivered msgs/s median: Go {med(g, 'msgs_per_s'):,.0f}, diskpulse {med(d, 'msgs_per_s'):,.0f}, "
+              f"ratio {med(d, 'msgs_per_s') / med(g, 'msgs_per_s'):.2f}; "
+              f"lost in all: Go {sum(int(r['lost'] or 0) for r in ps if r['client'] == 'go')}, "
+              f"diskpulse {sum(int(r['lost'] or 0) for r in ps if r['client'] == 'diskpulse')}")
 bad = [r for r in rows if not ok(r) or (r["errors"] not in ("", "0"))]
 for r in bad:
     print(f"note: {r['workload']} {r['client']} round {r['round']}: errors={r['errors']} {r['status']}")

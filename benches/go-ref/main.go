@@ -1,7 +1,7 @@
 // go-ref: the reference load client for benches/vs-go.sh, written against the official
 // Go NATS client (nats.go) with the same workloads and semantics as `diskpulse load`.
 //
-//	go-ref -mode js-pub-async|js-pub-sync|pub|kv-put|setup|reset [flags]
+//	go-ref -mode js-pub-async|js-pub-sync|pub|pubsub|kv-put|setup|reset [flags]
 //
 // Each client is its own connection; --msgs is split over the clients like diskpulse does.
 // All clients connect (and the stream/bucket is checked or created) before the clock
@@ -20,6 +20,16 @@
 //	js-pub-sync   js.Publish: each ack awaited before the next publish.
 //	pub           nc.Publish in a loop, then nc.Flush (a PING/PONG round trip); seconds
 //	              include the flush, publish_seconds do not.
+//	pubsub        -clients publishers as in pub, and -subs subscribers (own connections,
+//	              subscribed and flushed before the clock starts) that each expect every
+//	              message, as `nats bench --pub N --sub M` does: nc.Subscribe with a
+//	              callback and unlimited pending limits (natscli's SetPendingLimits(-1, -1)).
+//	              msgs = messages delivered (all subscribers), errors = messages a
+//	              subscriber never got (waited for until 1 s without any after the
+//	              publishers' flush), msgs_per_s = delivered / (first to last receipt over
+//	              all subscribers, diskpulse's sub rate), pub_msgs_per_s = the publishers'
+//	              own; lat = end to end from the stamp; slow_consumers = the client's
+//	              ErrSlowConsumer reports.
 //	kv-put        kv.Put in a loop; key = "k<i mod keys>".
 //	setup         create the stream (-stream/-subject) and KV bucket (-bucket) if missing.
 //	reset         delete the stream and the KV bucket (missing ones are fine).
@@ -58,6 +68,12 @@ type result struct {
 	LatP50us   *float64 `json:"lat_p50_us,omitempty"`
 	LatP99us   *float64 `json:"lat_p99_us,omitempty"`
 	FirstError string   `json:"first_error,omitempty"`
+	// pubsub
+	Subs          int      `json:"subs,omitempty"`
+	Expected      int64    `json:"expected,omitempty"`
+	Missing       *int64   `json:"missing,omitempty"`
+	PubMsgsPerS   *float64 `json:"pub_msgs_per_s,omitempty"`
+	SlowConsumers *int64   `json:"slow_consumers,omitempty"`
 }
 
 // One client's outcome.
@@ -70,7 +86,8 @@ type outcome struct {
 }
 
 var (
-	mode    = flag.String("mode", "js-pub-async", "js-pub-async|js-pub-sync|pub|kv-put|setup|reset")
+	mode    = flag.String("mode", "js-pub-async", "js-pub-async|js-pub-sync|pub|pubsub|kv-put|setup|reset")
+	subs    = flag.Int("subs", 4, "pubsub: subscribers, each receives every message")
 	url     = flag.String("url", nats.DefaultURL, "server URL")
 	msgs    = flag.Int64("msgs", 100000, "total operations, split over the clients")
 	size    = flag.Int("size", 128, "payload bytes")
@@ -90,8 +107,15 @@ func die(f string, a ...interface{}) {
 	os.Exit(1)
 }
 
+var slowConsumers int64
+
 func connect(name string) *nats.Conn {
-	nc, err := nats.Connect(*url, nats.Name(name), nats.MaxReconnects(60))
+	nc, err := nats.Connect(*url, nats.Name(name), nats.MaxReconnects(60),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				atomic.AddInt64(&slowConsumers, 1)
+			}
+		}))
 	if err != nil {
 		die("connect %s: %v", *url, err)
 	}
@@ -338,6 +362,9 @@ func main() {
 			ensureBucket(js)
 		}
 		return
+	case "pubsub":
+		runPubSub()
+		return
 	case "js-pub-async", "js-pub-sync", "pub", "kv-put":
 	default:
 		die("unknown -mode %q", *mode)
@@ -429,6 +456,168 @@ func main() {
 		c.Close()
 	}
 	setup.Close()
+	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+		die("%v", err)
+	}
+	if r.Errors > 0 {
+		os.Exit(3)
+	}
+}
+
+// One subscriber of pubsub: counts what it gets, times it end to end from the stamp
+// (send time at bytes 0..8, see payload.next).
+type subscriber struct {
+	mu          sync.Mutex
+	got         int64
+	first, last time.Time
+	lat         []int64
+	done        chan struct{}
+	want        int64
+}
+
+func (s *subscriber) handle(m *nats.Msg) {
+	now := time.Now()
+	s.mu.Lock()
+	if s.got == 0 {
+		s.first = now
+	}
+	s.got++
+	s.last = now
+	if *stamp && len(m.Data) >= 16 && string(m.Data[8:16]) == "dpstamp1" {
+		sent := int64(binary.LittleEndian.Uint64(m.Data[0:8]))
+		s.lat = append(s.lat, now.UnixNano()-sent)
+	}
+	if s.got == s.want {
+		close(s.done)
+	}
+	s.mu.Unlock()
+}
+
+func (s *subscriber) count() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.got
+}
+
+func runPubSub() {
+	if *subs < 1 {
+		die("bad flags: -subs must be at least 1")
+	}
+	ss := make([]*subscriber, *subs)
+	subConns := make([]*nats.Conn, *subs)
+	for i := range ss {
+		ss[i] = &subscriber{done: make(chan struct{}), want: *msgs, lat: make([]int64, 0, *msgs)}
+		nc := connect(fmt.Sprintf("go-ref-sub-%d", i))
+		sub, err := nc.Subscribe(*subject, ss[i].handle)
+		if err != nil {
+			die("subscribe: %v", err)
+		}
+		if err := sub.SetPendingLimits(-1, -1); err != nil {
+			die("pending limits: %v", err)
+		}
+		if err := nc.Flush(); err != nil {
+			die("flush: %v", err)
+		}
+		subConns[i] = nc
+	}
+	conns := make([]*nats.Conn, *clients)
+	for i := range conns {
+		conns[i] = connect(fmt.Sprintf("go-ref-pub-%d", i))
+	}
+	outs := make([]outcome, *clients)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range conns {
+		wg.Add(1)
+		go func(i int, n int64) {
+			defer wg.Done()
+			<-start
+			runPub(conns[i], n, &outs[i])
+		}(i, share(*msgs, i, *clients))
+	}
+	close(start)
+	wg.Wait()
+	// Wait for every subscriber's last message; give up after 1 s without progress.
+	for {
+		all := true
+		for _, s := range ss {
+			select {
+			case <-s.done:
+			default:
+				all = false
+			}
+		}
+		if all {
+			break
+		}
+		var before int64
+		for _, s := range ss {
+			before += s.count()
+		}
+		time.Sleep(time.Second)
+		var after int64
+		for _, s := range ss {
+			after += s.count()
+		}
+		if after == before {
+			break
+		}
+	}
+	for _, c := range subConns {
+		c.Close()
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	r := result{Client: "nats.go", NatsGo: nats.Version, Go: runtime.Version(), Mode: *mode,
+		Clients: *clients, Size: *size, Subs: *subs, Expected: *msgs * int64(*subs)}
+	var pubFirst, pubLast time.Time
+	var published int64
+	for i := range outs {
+		o := &outs[i]
+		published += o.ok
+		r.Errors += o.errs
+		if r.FirstError == "" {
+			r.FirstError = o.firstErr
+		}
+		if pubFirst.IsZero() || o.first.Before(pubFirst) {
+			pubFirst = o.first
+		}
+		if o.last.After(pubLast) {
+			pubLast = o.last
+		}
+	}
+	if d := pubLast.Sub(pubFirst).Seconds(); d > 0 {
+		v := float64(published) / d
+		r.PubMsgsPerS = &v
+	}
+	var first, last time.Time
+	var all []int64
+	for _, s := range ss {
+		s.mu.Lock()
+		r.Msgs += s.got
+		if s.got > 0 && (first.IsZero() || s.first.Before(first)) {
+			first = s.first
+		}
+		if s.last.After(last) {
+			last = s.last
+		}
+		all = append(all, s.lat...)
+		s.mu.Unlock()
+	}
+	missing := r.Expected - r.Msgs
+	r.Missing = &missing
+	r.Errors += missing
+	sc := atomic.LoadInt64(&slowConsumers)
+	r.SlowConsumers = &sc
+	r.Seconds = last.Sub(first).Seconds()
+	if r.Seconds > 0 {
+		r.MsgsPerS = float64(r.Msgs) / r.Seconds
+	}
+	if len(all) > 0 {
+		sort.Slice(all, func(a, b int) bool { return all[a] < all[b] })
+		r.LatP50us, r.LatP99us = pct(all, 0.50), pct(all, 0.99)
+	}
 	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
 		die("%v", err)
 	}

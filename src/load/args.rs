@@ -215,9 +215,15 @@ pub struct LoadArgs {
     /// obj-put: getting consumers started with the putters; obj-get: consumers (default: --clients).
     #[arg(long, default_value_t = 0)]
     pub consumers: usize,
-    /// Core publish through async-nats even where the raw protocol writer could be used.
+    /// Core publish and subscribe through async-nats even where the raw protocol writer
+    /// and reader could be used.
     #[arg(long)]
     pub no_raw: bool,
+    /// pub --sub M: flow control, messages the publishers may be ahead of the slowest
+    /// subscriber (default: 16 MiB of messages; 0 = off, publishers run free and what the
+    /// subscribers cannot take is dropped by the server and counted `missing`).
+    #[arg(long, value_name = "MSGS")]
+    pub flow_window: Option<u64>,
     /// Stamp core publishes with their send time even without subscribers in this run
     /// (for `diskpulse load sub` elsewhere to measure end to end).
     #[arg(long)]
@@ -288,6 +294,15 @@ impl LoadArgs {
         }
     }
 
+    /// `pub --sub M`'s flow-control window in messages (None: off); see [`super::flow`].
+    pub fn flow_window(&self) -> Option<u64> {
+        match self.flow_window {
+            Some(0) => None,
+            Some(w) => Some(w),
+            None => Some(super::flow::Flow::default_window(self.size as usize)),
+        }
+    }
+
     /// The main role of the mode.
     pub fn main_role(&self) -> Role {
         match self.mode {
@@ -335,6 +350,13 @@ impl LoadArgs {
             return Err(usage!(
                 "--rate paces senders; {} receives as fast as messages come",
                 self.main_role().name()
+            ));
+        }
+        if self.flow_window.is_some() && !(self.mode == Mode::Pub && self.sub > 0) {
+            return Err(usage!(
+                "--flow-window holds publishers to the subscribers of the same run; it needs `pub --sub M` (got {}{})",
+                self.mode.cli_name(),
+                if self.mode == Mode::Pub { " without --sub" } else { "" }
             ));
         }
         if self.msg_id && self.mode != Mode::JsPub {
@@ -508,9 +530,17 @@ impl LoadArgs {
             matches!(self.mode, Mode::Pub | Mode::Cast) && self.connect.is_plain() && !self.no_raw;
         // Saturating: `--clients 18446744073709551615` must reach the limit check, not
         // overflow here.
-        let main = (self.main_clients() as u64).saturating_mul(if raw_pubs { 2 } else { 1 });
+        let raw_subs =
+            matches!(self.mode, Mode::Pub | Mode::Sub) && self.connect.is_plain() && !self.no_raw;
+        let main = (self.main_clients() as u64).saturating_mul(
+            if raw_pubs || (raw_subs && self.mode == Mode::Sub) {
+                2
+            } else {
+                1
+            },
+        );
         let others = match self.mode {
-            Mode::Pub => self.sub,
+            Mode::Pub => self.sub.saturating_mul(if raw_subs { 2 } else { 1 }),
             Mode::Request | Mode::Cast => self.reply,
             Mode::JsPub => self.consume,
             Mode::ObjPut => self.consumers,

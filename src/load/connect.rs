@@ -160,6 +160,19 @@ impl ConnectArgs {
         capacity: usize,
         events: &EventLog,
     ) -> anyhow::Result<async_nats::Client> {
+        self.connect_sub(url, name, capacity, None, events).await
+    }
+
+    /// Connects client `name` to `url`; `sub_capacity`: messages each of its subscriptions
+    /// holds before async-nats drops (a slow-consumer event; default 65,536).
+    pub async fn connect_sub(
+        &self,
+        url: &str,
+        name: &str,
+        capacity: usize,
+        sub_capacity: Option<usize>,
+        events: &EventLog,
+    ) -> anyhow::Result<async_nats::Client> {
         let mut o = async_nats::ConnectOptions::new()
             .name(name)
             .client_capacity(capacity)
@@ -176,6 +189,9 @@ impl ConnectArgs {
             // A benchmark client must not silently reconnect forever to a dead server:
             // it gives up after about a minute.
             .max_reconnects(Some(240));
+        if let Some(c) = sub_capacity {
+            o = o.subscription_capacity(c);
+        }
         let server = parse_server(url).map_err(|why| {
             usage!(
                 "--server '{}': {why}; expected {SERVER_URL_FORM}",

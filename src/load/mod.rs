@@ -14,6 +14,7 @@ pub mod client_chart;
 pub mod collect;
 pub mod connect;
 pub mod content;
+pub mod flow;
 pub mod js;
 pub mod kv;
 pub mod natscli;
@@ -21,6 +22,7 @@ pub mod obj;
 pub mod output;
 pub mod pace;
 pub mod raw;
+pub mod rawsub;
 pub mod receive;
 pub mod reconcile;
 pub mod record;
@@ -209,13 +211,27 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
             let server = server_of(k);
             k += 1;
             let name = record::client_name(role, index);
+            // async-nats subscribers (--no-raw, TLS, credentials) hold 4 flow windows
+            // before they drop.
+            let sub_capacity = (role == Role::Sub)
+                .then(|| {
+                    a.flow_window()
+                        .map(|f| (4 * f).clamp(65_536, 1 << 22) as usize)
+                })
+                .flatten();
             let client = a
                 .connect
-                .connect(&server, &name, capacity(w), &env.events)
+                .connect_sub(&server, &name, capacity(w), sub_capacity, &env.events)
                 .await?;
             // Core publishers without TLS or credentials write the protocol themselves.
             let raw = if role == Role::Pub && a.connect.is_plain() && !a.no_raw {
                 raw::RawConn::connect(&server, &name).await?
+            } else {
+                None
+            };
+            // Core subscribers likewise read the protocol themselves (see rawsub).
+            let raw_sub = if role == Role::Sub && a.connect.is_plain() && !a.no_raw {
+                rawsub::RawSubConn::connect(&server, &name, &a.subject).await?
             } else {
                 None
             };
@@ -225,6 +241,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
                 n,
                 client,
                 raw,
+                raw_sub,
             };
             conns.push((c, server));
         }
@@ -238,7 +255,19 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         _ => js::Limit::None,
     };
     let msg_ids = a.msg_id.then(reconcile::MsgIds::new);
+    // pub --sub M: publishers never more than the window ahead of the slowest subscriber.
+    let flow = (a.mode == Mode::Pub && a.sub > 0)
+        .then(|| a.flow_window())
+        .flatten()
+        .map(|w| flow::Flow::new(w, a.sub));
+    if let Some(f) = &flow {
+        env.events.event(
+            "flow_control",
+            serde_json::json!({"window_msgs": f.window(), "subscribers": a.sub}),
+        );
+    }
     let shared = RunShared {
+        flow,
         msg_ids: msg_ids.clone(),
         a: Arc::new(a.clone()),
         subject: async_nats::Subject::from(a.subject.as_str()),

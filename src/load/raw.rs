@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
+use super::flow::Flow;
 use super::record::{realtime_ns, stamp, Recorder};
 use super::send::{OpError, OpResult, Operation, Sent};
 use super::workers::{Ctx, SendPlan};
@@ -178,10 +179,19 @@ pub struct RawPublish {
     paced: bool,
     buf: Vec<u8>,
     failed: Option<String>,
+    /// `pub --sub M`: the run's flow control, and the messages in `buf` not counted there.
+    flow: Option<Arc<Flow>>,
+    unsent: u64,
 }
 
 impl RawPublish {
-    pub fn new(conn: RawConn, subject: &str, plan: &SendPlan, ctx: &Ctx) -> RawPublish {
+    pub fn new(
+        conn: RawConn,
+        subject: &str,
+        plan: &SendPlan,
+        ctx: &Ctx,
+        flow: Option<Arc<Flow>>,
+    ) -> RawPublish {
         let size = plan.size;
         let head = format!("PUB {subject} {size}\r\n").into_bytes();
         RawPublish {
@@ -194,6 +204,8 @@ impl RawPublish {
             stamp: plan.stamp && size >= 16,
             paced: plan.pacer.is_some(),
             failed: None,
+            flow,
+            unsent: 0,
         }
     }
 }
@@ -215,7 +227,15 @@ impl Operation for RawPublish {
             stamp(&mut buf[at..at + 16], realtime_ns());
         }
         buf.extend_from_slice(b"\r\n");
+        self.unsent += 1;
         if buf.len() >= BUF || self.paced {
+            if let Some(f) = &self.flow {
+                // No subscriber more than the window behind (see flow); counted before
+                // the write, which follows at once: no publisher waits for itself.
+                f.wait_room(&self.ctx).await;
+                f.sent(std::mem::take(&mut self.unsent));
+            }
+            let buf = &mut self.buf;
             if self.conn.need_pong.swap(false, Ordering::AcqRel) {
                 buf.extend_from_slice(b"PONG\r\n");
             }

@@ -21,7 +21,7 @@ use futures::StreamExt;
 
 use super::record::{read_stamp, realtime_ns, Recorder};
 use super::send::{Connects, FaultWatch};
-use super::workers::Ctx;
+use super::workers::{Ctx, FLOW_EVERY};
 
 /// How long a receiver waits without a message before it calls its source drained.
 pub const IDLE_NS: u64 = 1_000_000_000;
@@ -143,6 +143,10 @@ pub fn record_receipt(rec: &mut Recorder, now: u64, payload: &[u8]) {
 /// drops what a slow subscriber cannot take) are counted as `missing`.
 pub struct CoreSub {
     pub connects: Connects,
+    /// `pub --sub M`: the run's flow control, told every [`FLOW_EVERY`] messages.
+    pub flow: Option<std::sync::Arc<super::flow::Flow>>,
+    pub index: usize,
+    pub got: u64,
 }
 
 impl Inbox for CoreSub {
@@ -161,10 +165,19 @@ impl Inbox for CoreSub {
     #[inline]
     async fn take(&mut self, m: async_nats::Message, now: u64, rec: &mut Recorder) -> Taken {
         record_receipt(rec, now, &m.payload);
+        self.got += 1;
+        if let Some(f) = &self.flow {
+            if self.got.is_multiple_of(FLOW_EVERY) {
+                f.received(self.index, self.got);
+            }
+        }
         Taken::Counted
     }
 
     async fn finish(&mut self, got: u64, rec: &mut Recorder, ctx: &Ctx) {
+        if let Some(f) = &self.flow {
+            f.leave(self.index);
+        }
         if let Some(e) = ctx.expected {
             if got < e && !ctx.stop.load(Ordering::Relaxed) {
                 let n = e - got;

@@ -16,9 +16,11 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
+use super::flow::Flow;
 use super::js::{self, Limit};
 use super::obj::{self, Catalog};
 use super::raw::{RawConn, RawPublish};
+use super::rawsub::{raw_receive_loop, RawSubConn};
 use super::receive::{receive_loop, CoreSub, Responder};
 use super::record::{Recorder, Role};
 use super::send::{send_loop, Connects, Each};
@@ -34,6 +36,9 @@ pub(crate) struct Conn {
     pub client: async_nats::Client,
     /// A raw protocol connection for core publishers that need nothing async-nats offers.
     pub raw: Option<RawConn>,
+    /// A raw protocol subscriber (subscribed already) for core subscribers on a plain
+    /// connection.
+    pub raw_sub: Option<RawSubConn>,
 }
 
 /// What every client of a run shares, found or made before any client opens.
@@ -48,6 +53,8 @@ pub(crate) struct RunShared {
     pub consume_limit: Limit,
     /// js-pub --msg-id: the ids of publishes whose ack has not come.
     pub msg_ids: Option<super::reconcile::MsgIds>,
+    /// `pub --sub M`: publishers wait for the subscribers (see [`super::flow`]).
+    pub flow: Option<Arc<Flow>>,
 }
 
 /// What a worker gets when the load starts.
@@ -104,10 +111,11 @@ impl RoleWorker for Publisher {
 
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         let subject = s.subject.clone();
+        let flow = s.flow.clone();
         async move {
             ready(move |st: Start| match c.raw {
                 Some(raw) => {
-                    let op = RawPublish::new(raw, &subject, &st.plan, &st.ctx);
+                    let op = RawPublish::new(raw, &subject, &st.plan, &st.ctx, flow);
                     send_loop(op, 1, st.plan, st.rec, st.ctx).boxed()
                 }
                 None => {
@@ -117,6 +125,8 @@ impl RoleWorker for Publisher {
                         subject,
                         payloads: Payloads::new(&st.plan),
                         size: st.plan.size as u64,
+                        flow,
+                        ctx: st.ctx.clone(),
                     };
                     send_loop(op, 1, st.plan, st.rec, st.ctx).boxed()
                 }
@@ -135,11 +145,19 @@ impl RoleWorker for Subscriber {
     }
 
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
+        let flow = s.flow.clone();
         async move {
+            if let Some(raw) = c.raw_sub {
+                // Subscribed already (RawSubConn::connect waits for the server's PONG).
+                return ready(move |st: Start| raw_receive_loop(raw, st.rec, st.ctx, flow).boxed());
+            }
             let sub = c.client.subscribe(s.subject.clone()).await?;
             connect::round_trip(&c.client).await?;
             let inbox = CoreSub {
                 connects: Connects::of(&c.client),
+                flow,
+                index: c.index,
+                got: 0,
             };
             ready(move |st: Start| receive_loop(sub, inbox, st.rec, st.ctx).boxed())
         }

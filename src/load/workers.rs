@@ -136,13 +136,25 @@ pub struct CorePublish {
     pub subject: async_nats::Subject,
     pub payloads: Payloads,
     pub size: u64,
+    /// `pub --sub M`: the run's flow control (looked at every [`FLOW_EVERY`] publishes).
+    pub flow: Option<Arc<super::flow::Flow>>,
+    pub ctx: Ctx,
 }
+
+/// How often an async-nats core publisher looks at the flow control (publishes).
+pub const FLOW_EVERY: u64 = 256;
 
 impl Operation for CorePublish {
     type Pending = std::future::Ready<OpResult>;
 
     #[inline]
-    async fn send(&mut self, _k: u64) -> Option<Sent<Self::Pending>> {
+    async fn send(&mut self, k: u64) -> Option<Sent<Self::Pending>> {
+        if let Some(f) = &self.flow {
+            if k.is_multiple_of(FLOW_EVERY) {
+                f.sent(if k == 0 { 0 } else { FLOW_EVERY });
+                f.wait_room(&self.ctx).await;
+            }
+        }
         let p = self.payloads.next_payload();
         Some(match self.client.publish(self.subject.clone(), p).await {
             Ok(()) => Sent::Done(self.size),
