@@ -113,6 +113,14 @@ pub struct RecordArgs {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub trace: TraceArgs,
+    /// Print a line a second per device (iostat -x's r/s w/s rkB/s wkB/s aqu-sz %util and
+    /// the 10 ms peak MiB/s) on stdout also when it is not a terminal (on a terminal it is
+    /// the default).
+    #[arg(long, conflicts_with = "no_progress")]
+    pub progress: bool,
+    /// No per-second line, also on a terminal.
+    #[arg(long)]
+    pub no_progress: bool,
     /// Command to run while recording; it gets DISKPULSE_RUN_DIR and DISKPULSE_CLOCK_ZERO_NS.
     #[arg(last = true, value_name = "CMD")]
     pub cmd: Vec<String>,
@@ -192,6 +200,12 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
     let mut rec = Recording::start(&dir, &setup, &super::argv())?;
+    let live = crate::recording::live::for_record(
+        a.progress,
+        a.no_progress,
+        &setup.devices,
+        &setup.procfs,
+    );
     let events = rec.events.clone();
     let clock = rec.clock;
     let mut child = None;
@@ -260,6 +274,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         }
         events.event("command_stopped", serde_json::json!({}));
     }
+    drop(live);
     rec.set_meta(
         "record",
         serde_json::json!({"duration_limit_ns": duration.map(|d| d.as_nanos() as u64)}),

@@ -205,7 +205,7 @@ pub fn read(dir: &Path) -> anyhow::Result<Vec<RatesRow>> {
             r_await_ms: c.f64("r_await_ms"),
             w_await_ms: c.f64("w_await_ms"),
             in_flight_max: c.u64("in_flight_max").unwrap_or(0),
-            iostat: Iostat::read(&c),
+            iostat: Iostat::read(c),
         });
         Ok(())
     })?;
