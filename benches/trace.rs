@@ -19,6 +19,9 @@
 //! Cost has three arms: fio alone (off), fio beside `record` without `--trace` (rec: the
 //! recorder's own samplers, diskstats every ms), and beside `record --trace` (on).
 //!
+//! Both on a loop device whose writes land in the backing file's page cache (the CPU is
+//! the limit) and on one with `--direct-io=on` (a device that takes time).
+//!
 //! Run (root, fio): `cargo bench --bench trace` (release build), or without a release
 //! build `cargo bench --profile dev --bench trace`. `DISKPULSE_BENCH_SECS` sets each fio
 //! run's length (default 8), `DISKPULSE_BENCH_PAIRS` the number of pairs (default 3).
@@ -234,21 +237,48 @@ fn main() {
     };
     let secs = env("DISKPULSE_BENCH_SECS", 8);
     let pairs = env("DISKPULSE_BENCH_PAIRS", 3) as usize;
+    // Two loop devices over the same kind of file: the loop's default (its writes land in
+    // the backing file's page cache: no device behind it, the CPU is the limit and every
+    // ns the tracepoints take is an IOPS lost) and `--direct-io=on` (the loop's writes go
+    // to the disk under /var/tmp with O_DIRECT: a device that takes time, as a real one).
+    // DISKPULSE_BENCH_BACKING=cache|direct runs one of them.
+    let which = std::env::var("DISKPULSE_BENCH_BACKING").unwrap_or_default();
+    for (key, backing, dio) in [
+        ("cache", "page cache", "off"),
+        ("direct", "direct I/O", "on"),
+    ] {
+        if which.is_empty() || which == key {
+            bench_one(backing, dio, secs, pairs);
+        }
+    }
+}
+
+fn bench_one(backing: &str, dio: &str, secs: u64, pairs: usize) {
     let image = PathBuf::from(format!(
         "/var/tmp/diskpulse-trace-bench-{}.img",
         std::process::id()
     ));
     sh("truncate", &["-s", "256M", image.to_str().unwrap()]);
     let lo = Loop {
-        dev: sh("losetup", &["-f", "--show", image.to_str().unwrap()]),
+        dev: sh(
+            "losetup",
+            &[
+                "-f",
+                "--show",
+                &format!("--direct-io={dio}"),
+                image.to_str().unwrap(),
+            ],
+        ),
         image,
     };
     let name = lo.dev.trim_start_matches("/dev/").to_string();
     let runs = tempfile::tempdir().unwrap();
     // Warm up: the image's blocks allocated, the page cache filled.
     fio(&lo.dev, 2, 32);
+    println!();
+    println!("== loop device over a file in /var/tmp, backing through the {backing} (losetup --direct-io={dio}) ==");
     println!(
-        "1. cost: fio randwrite 4k direct libaio iodepth 32 on {name} (over /var/tmp), {secs} s a run, {pairs} pairs (the order alternates)"
+        "1. cost: fio randwrite 4k direct libaio iodepth 32 on {name}, {secs} s a run, {pairs} pairs (the order alternates)"
     );
     println!("pair  order   iops_off  iops_rec  iops_on  rec/off  on/rec  on/off  requests  events_per_s  lost  trace_cpu_ms  writer_cpu_ms  recorder_cpu_ms  trace_us_per_req");
     let mut ratios = vec![];

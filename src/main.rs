@@ -2,6 +2,20 @@
 //! Exit codes: 0 success, 1 failure, 2 bad usage (also for clap's own errors).
 
 fn main() {
+    // An empty $NATS_* variable (`NATS_USER=` in a script) means unset, as for natscli
+    // (Go's os.Getenv); clap would read it as an empty value and refuse it. Removed
+    // before any thread starts.
+    for v in [
+        "NATS_URL",
+        "NATS_USER",
+        "NATS_PASSWORD",
+        "NATS_CREDS",
+        "NATS_NKEY",
+    ] {
+        if std::env::var_os(v).is_some_and(|x| x.is_empty()) {
+            std::env::remove_var(v);
+        }
+    }
     // Like other Unix tools, end quietly when the reader of our output goes away
     // (`diskpulse report x | head`), instead of panicking on EPIPE. Not for the commands
     // that talk to brokers: a vectored write to the socket of a broker that was just
@@ -11,7 +25,7 @@ fn main() {
     // args_os: an argument that is not UTF-8 (a path) must reach clap, not panic here.
     let talks_to_brokers = std::env::args_os()
         .nth(1)
-        .is_some_and(|c| c == "load" || c == "demo" || c == "run")
+        .is_some_and(|c| c == "load" || c == "nats-bench" || c == "demo" || c == "run")
         && !std::env::args_os().any(|a| a == "--dry-run");
     let disposition = if talks_to_brokers {
         libc::SIG_IGN

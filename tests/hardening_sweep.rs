@@ -347,6 +347,14 @@ const ROWS: &[Row] = rows![
     2, "cannot be used with '--all'", ["lab", "down", "x", "--all"];
     2, "got '../x'", ["lab", "down", "../x", "--root", "{T}/lab"];
     2, "--root {F}", ["lab", "list", "--root", "{F}"];
+    2, "not an IP address and port", ["record", "--duration", "1s", "--out", "{T}/o", "--listen", "localhost:9464"];
+    2, "not an IP address and port", ["record", "--duration", "1s", "--out", "{T}/o", "--listen", ""];
+    2, "not a directory", ["export", "{T}/nope", "--format", "influx"];
+    2, "not a diskpulse recording", ["export", "{D}", "--format", "openmetrics"];
+    2, "invalid value 'csv'", ["export", "{D}", "--format", "csv"];
+    2, "a whole number of milliseconds", ["export", "{D}", "--format", "influx", "--step", "0s"];
+    2, "--out {F}: exists", ["export", "{D}", "--format", "influx", "--out", "{F}"];
+    2, "does not exist", ["export", "{D}", "--format", "influx", "--out", "{T}/no/x.lp"];
     2, "unrecognized subcommand", ["lab", "nope"];
     2, "unrecognized subcommand", ["nope"];
 ];

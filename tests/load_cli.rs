@@ -60,7 +60,7 @@ fn load_csv_ops(run_dir: &Path, role: &str) -> u64 {
 }
 
 #[test]
-fn csv_is_what_natscli_writes_plus_an_aggregate_row_per_role() {
+fn csv_is_what_natscli_writes_and_the_extras_go_beside_it() {
     if !have_nats_server() {
         return;
     }
@@ -80,31 +80,48 @@ fn csv_is_what_natscli_writes_plus_an_aggregate_row_per_role() {
     );
     assert_eq!(code, 0, "{out}{err}");
     let text = std::fs::read_to_string(&csv).unwrap();
+    // natscli's 7 columns, one row per client (subscribers first), nothing else.
     assert!(
-        text.starts_with("#RunID,ClientID,MsgCount,MsgBytes,MsgsPerSec,BytesPerSec,DurationSecs,"),
+        text.starts_with("#RunID,ClientID,MsgCount,MsgBytes,MsgsPerSec,BytesPerSec,DurationSecs\n"),
         "{text}"
     );
     let rows = csv_rows(&csv);
     let ids: Vec<&str> = rows.iter().map(|r| r[1].as_str()).collect();
-    assert_eq!(ids, ["P0", "S0", "S1", "P", "S"], "{text}");
+    assert_eq!(ids, ["S0", "S1", "P0"], "{text}");
     let run_id = &rows[0][0];
     assert_eq!(run_id.len(), 22);
     for r in &rows {
+        assert_eq!(r.len(), 7, "{r:?}");
         assert_eq!(&r[0], run_id);
         let (count, bytes): (u64, u64) = (r[2].parse().unwrap(), r[3].parse().unwrap());
         assert_eq!(bytes, count * 128, "{r:?}");
-        let rate: f64 = r[4].parse().unwrap();
+        let rate: u64 = r[4].parse().unwrap();
         let bps: f64 = r[5].parse().unwrap();
         let secs: f64 = r[6].parse().unwrap();
-        assert!(rate > 0.0 && bps > 0.0 && secs > 0.0, "{r:?}");
+        assert!(rate > 0 && bps > 0.0 && secs > 0.0, "{r:?}");
     }
-    let count = |id: &str| {
-        rows.iter().find(|r| r[1] == id).unwrap()[2]
+    let count = |rows: &[Vec<String>], id: &str, col: usize| {
+        rows.iter().find(|r| r[1] == id).unwrap()[col]
             .parse::<u64>()
             .unwrap()
     };
-    assert_eq!((count("P0"), count("S0"), count("S1")), (1000, 1000, 1000));
-    assert_eq!((count("P"), count("S")), (1000, 2000));
+    assert_eq!(
+        (
+            count(&rows, "P0", 2),
+            count(&rows, "S0", 2),
+            count(&rows, "S1", 2)
+        ),
+        (1000, 1000, 1000)
+    );
+    // The extras: the same clients with their role, errors and latencies, then one
+    // aggregate row per role.
+    let extras = d.path().join("bench.diskpulse.csv");
+    let x = csv_rows(&extras);
+    let ids: Vec<&str> = x.iter().map(|r| r[1].as_str()).collect();
+    assert_eq!(ids, ["S0", "S1", "P0", "S", "P"]);
+    assert!(x.iter().all(|r| r.len() == 17 && &r[0] == run_id), "{x:?}");
+    assert_eq!((count(&x, "P", 3), count(&x, "S", 3)), (1000, 2000));
+    assert_eq!(&x[0][2], "sub");
     assert!(
         out.contains("pub stats:") && out.contains("sub stats:"),
         "{out}"
@@ -117,6 +134,7 @@ fn csv_is_what_natscli_writes_plus_an_aggregate_row_per_role() {
     );
     assert_eq!(code, 0, "{err}");
     let rows = csv_rows(&csv);
+    assert_eq!(rows.len(), 1);
     assert_eq!(rows[0][1], "P0");
     assert_eq!(rows[0][2], "500");
 }
@@ -149,10 +167,14 @@ fn unreachable_server_is_one_line_and_exit_1() {
         line.contains("cannot connect") && line.contains(&url),
         "{line}"
     );
-    // Nothing was measured; the CSV still says what its columns are.
-    assert!(std::fs::read_to_string(&csv)
+    // Nothing was measured; the CSVs still say what their columns are.
+    assert_eq!(
+        std::fs::read_to_string(&csv).unwrap(),
+        "#RunID,ClientID,MsgCount,MsgBytes,MsgsPerSec,BytesPerSec,DurationSecs\n"
+    );
+    assert!(std::fs::read_to_string(d.path().join("x.diskpulse.csv"))
         .unwrap()
-        .starts_with("#RunID,"));
+        .starts_with("#RunID,ClientID,Role,"));
 }
 
 #[test]
@@ -293,6 +315,7 @@ fn full_stream_ends_with_what_failed_when_and_how_many_and_keeps_what_was_measur
         (10000 - stored).to_string(),
         "{last}"
     );
-    assert_eq!(rows[0][7], (10000 - stored).to_string(), "Errors column");
+    let extras = csv_rows(&d.path().join("full.diskpulse.csv"));
+    assert_eq!(extras[0][8], (10000 - stored).to_string(), "Errors column");
     assert_eq!(load_csv_ops(d.path(), "js-pub"), stored);
 }

@@ -57,7 +57,22 @@ pub struct LoadCmdArgs {
     pub samplers: SamplerArgs,
 }
 
+/// How a run's results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// `load`'s summary per role, with latencies and errors, on stdout.
+    Load,
+    /// `nats bench`'s summary blocks on stdout (natscli's text, for its readers), `load`'s
+    /// summary on stderr, and natscli's "Saved metric data in csv file" line.
+    NatsBench,
+}
+
 pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
+    run_as(a, Style::Load)
+}
+
+/// Runs the load and prints its results in `style`.
+pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
     a.load.validate()?;
     check_record_flags(&a)?;
     let sync: SyncMode = a
@@ -191,8 +206,12 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
         Ok(x) => x,
         Err(e) => {
             if let Some(p) = &a.load.csv {
-                // Nothing was measured: a CSV with its header, so scripts read an empty run.
-                let _ = std::fs::write(p, format!("{}\n", output::CSV_HEADER));
+                // Nothing was measured: CSVs with their headers, so scripts read an empty run.
+                let _ = std::fs::write(p, format!("{}\n", load::natscli::CSV_HEADER));
+                let _ = std::fs::write(
+                    load::natscli::extras_path(p),
+                    format!("{}\n", output::EXTRAS_CSV_HEADER),
+                );
             }
             if session.records() {
                 session.events().error("load", "run", &format!("{e:#}"));
@@ -205,9 +224,31 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     };
     let roles = output::summarize(&outcome.clients, outcome.started_ns);
     let run_id = output::run_id();
+    let mut saved = vec![];
     if let Some(p) = &a.load.csv {
-        std::fs::write(p, output::csv(&run_id, &roles, &outcome.clients))
+        std::fs::write(p, load::natscli::csv(&run_id, &outcome.clients))
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        let x = load::natscli::extras_path(p);
+        std::fs::write(&x, output::extras_csv(&run_id, &roles, &outcome.clients))
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", x.display()))?;
+        saved.push(format!("Saved metric data in csv file {}", p.display()));
+        saved.push(format!(
+            "Saved diskpulse's extra columns in {}",
+            x.display()
+        ));
+        let mut title = crate::redact::argv(&super::argv());
+        if let Some(first) = title.first_mut() {
+            *first = "diskpulse".into();
+        }
+        match load::client_chart::write(p, &title.join(" "), &outcome.clients) {
+            Ok([png, svg]) => saved.push(format!(
+                "Saved the per-client rates chart in {} and {}",
+                png.display(),
+                svg.display()
+            )),
+            // The figures are in the CSVs; a chart that cannot be drawn says why.
+            Err(e) => eprintln!("warning: no per-client chart: {e:#}"),
+        }
     }
     let json = serde_json::json!({
         "run_id": run_id,
@@ -222,8 +263,17 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     });
     if a.load.json {
         println!("{}", serde_json::to_string_pretty(&json)?);
+    } else if style == Style::NatsBench {
+        println!();
+        print!("{}", load::natscli::report(&outcome.clients));
+        eprint!("{}", output::human(&roles, &outcome.clients));
     } else {
         print!("{}", output::human(&roles, &outcome.clients));
+    }
+    if !a.load.json {
+        for l in &saved {
+            println!("{l}");
+        }
     }
     let mut data_loss = None;
     if let Some(c) = &outcome.stream_check {

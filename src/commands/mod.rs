@@ -4,9 +4,11 @@
 pub mod bench;
 pub mod check;
 pub mod demo;
+pub mod export;
 pub mod fsync;
 pub mod lab;
 pub mod load;
+pub mod nats_bench;
 pub mod probe;
 pub mod record;
 pub mod report;
@@ -79,12 +81,34 @@ Examples:
   diskpulse load js-pub --server nats://127.0.0.1:4222 --size 1KiB --rate 5000 --duration 30s
   diskpulse load kv-put --record --out runs/kv")]
     Load(Box<load::LoadCmdArgs>),
+    /// natscli's `nats bench` command line, run by the load generator: its summary and its CSV.
+    #[command(after_help = "\
+Examples:
+  diskpulse nats-bench my_subject --msgs 1000000 --pub 4 --sub 4 --csv=results.csv
+  diskpulse nats-bench benchsubject --js --purge --pub 1 --sub 2 --no-progress
+  diskpulse nats-bench benchsubject --pub 10 --sub 2 --request --server nats://a:4222,nats://b:4222
+  NATS_USER=bench NATS_PASSWORD=... diskpulse nats-bench s --kv --pub 1 --server nats://host:4222
+
+Without --server (or $NATS_URL) it starts an embedded nats-server, as `load` does.
+--csv FILE is natscli's CSV; FILE.diskpulse.csv holds diskpulse's extra columns, FILE.png
+and FILE.svg the per-client rates.
+Exit codes: 0 done, 1 operations failed or messages were lost, 2 bad input (nothing written).")]
+    NatsBench(Box<nats_bench::NatsBenchArgs>),
     /// Run a whole study from a scenario file: volumes, broker, phases, matrix, report.
     #[command(after_help = "\
 Examples:
   diskpulse run scenarios/demo.toml --dry-run
   diskpulse run scenarios/raid0-vs-raid1.toml --out studies/raid")]
     Run(run::RunArgs),
+    /// A run's series as OpenMetrics (Prometheus backfill) or Influx line protocol.
+    #[command(after_help = "\
+Examples:
+  diskpulse export runs/idle --format openmetrics --out idle.om
+  promtool tsdb create-blocks-from openmetrics idle.om ./prom-data
+  diskpulse export runs/idle --format influx --step 100ms > idle.lp
+
+Exit codes: 0 done, 2 bad input (nothing written).")]
+    Export(export::ExportArgs),
     /// Lab volumes: ext4, xfs or btrfs RAID 0/1/10 on loop devices, optionally throttled.
     #[command(after_help = "\
 Examples:
@@ -106,7 +130,9 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Fsync(a) => fsync::run(a),
         Command::Check(a) => check::run(a),
         Command::Load(a) => load::run(*a),
+        Command::NatsBench(a) => nats_bench::run(*a),
         Command::Run(a) => run::run(a),
+        Command::Export(a) => export::run(a),
         Command::Lab(a) => lab::run(a),
     }
 }

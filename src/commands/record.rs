@@ -121,6 +121,11 @@ pub struct RecordArgs {
     /// No per-second line, also on a terminal.
     #[arg(long)]
     pub no_progress: bool,
+    /// Serve live metrics at http://ADDR/metrics while recording (Prometheus text:
+    /// node_exporter's disk counters plus 1/10/100 ms peaks since the last scrape, burst
+    /// period and hidden factor), e.g. 127.0.0.1:9464; port 0 picks a free port (printed).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
     /// Command to run while recording; it gets DISKPULSE_RUN_DIR and DISKPULSE_CLOCK_ZERO_NS.
     #[arg(last = true, value_name = "CMD")]
     pub cmd: Vec<String>,
@@ -196,11 +201,20 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     if let Some(prog) = a.cmd.first() {
         find_program(prog)?;
     }
+    let listener = a
+        .listen
+        .as_deref()
+        .map(crate::live::http::bind)
+        .transpose()?;
     let dir = a.out.clone().unwrap_or_else(|| default_run_dir("record"));
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
-    let mut rec = Recording::start(&dir, &setup, &super::argv())?;
-    let live = crate::recording::live::for_record(
+    let live = listener
+        .as_ref()
+        .map(|_| crate::live::Live::new(setup.disk_interval.as_nanos() as u64));
+    let mut rec = Recording::start_with_live(&dir, &setup, &super::argv(), live.clone())?;
+    let _server = crate::live::serve_and_say(listener, live)?;
+    let progress = crate::recording::progress::for_record(
         a.progress,
         a.no_progress,
         &setup.devices,
@@ -274,7 +288,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         }
         events.event("command_stopped", serde_json::json!({}));
     }
-    drop(live);
+    drop(progress);
     rec.set_meta(
         "record",
         serde_json::json!({"duration_limit_ns": duration.map(|d| d.as_nanos() as u64)}),

@@ -229,7 +229,9 @@ pub struct LoadArgs {
     /// Statistics window of load.csv.
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub stats_window: Duration,
-    /// Write natscli-compatible CSV (one row per client plus one per role) to FILE.
+    /// Write natscli's CSV (7 columns, one row per client) to FILE; diskpulse's extra
+    /// columns and per-role rows go to FILE.diskpulse.csv beside it (results.csv ->
+    /// results.diskpulse.csv), the per-client rates chart to results.png and .svg.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// Print the summary as JSON.
@@ -454,11 +456,21 @@ impl LoadArgs {
         self.check_fd_limit()
     }
 
-    /// Creates `--csv` (empty) so a bad path fails before the run, not after it. Call it
-    /// after every other check has passed: bad input writes nothing.
+    /// Creates `--csv` and the extras file beside it (empty) so a bad path fails before
+    /// the run, not after it. Call it after every other check has passed: bad input
+    /// writes nothing.
     pub fn create_csv(&self) -> anyhow::Result<()> {
         if let Some(p) = &self.csv {
             std::fs::File::create(p).map_err(|e| usage!("--csv {}: {e}", p.display()))?;
+            let x = super::natscli::extras_path(p);
+            std::fs::File::create(&x).map_err(|e| {
+                let _ = std::fs::remove_file(p);
+                usage!(
+                    "--csv {}: its extras file {}: {e}",
+                    p.display(),
+                    x.display()
+                )
+            })?;
         }
         Ok(())
     }

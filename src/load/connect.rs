@@ -19,24 +19,25 @@ use crate::usage;
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ConnectArgs {
-    /// NATS server URL; repeatable; clients are spread round-robin over them. Default:
-    /// $NATS_URL (comma-separated), else an embedded nats-server started for the run.
-    #[arg(long = "server", value_name = "URL")]
+    /// NATS server URL; repeatable or comma-separated (`--server a,b`); clients are
+    /// spread round-robin over them. Default: $NATS_URL (comma-separated), else an
+    /// embedded nats-server started for the run.
+    #[arg(long = "server", value_name = "URL", value_delimiter = ',')]
     pub servers: Vec<String>,
     /// User name (with --password).
-    #[arg(long)]
+    #[arg(long, env = "NATS_USER", hide_env_values = true)]
     pub user: Option<String>,
     /// Password (never printed or recorded).
-    #[arg(long)]
+    #[arg(long, env = "NATS_PASSWORD", hide_env_values = true)]
     pub password: Option<String>,
     /// Token (never printed or recorded).
     #[arg(long)]
     pub token: Option<String>,
     /// Credentials file (JWT + seed).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "NATS_CREDS", hide_env_values = true)]
     pub creds: Option<PathBuf>,
     /// NKey seed file.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "NATS_NKEY", hide_env_values = true)]
     pub nkey: Option<PathBuf>,
     /// CA certificate (PEM) to verify the server.
     #[arg(long, value_name = "FILE")]
@@ -53,6 +54,8 @@ impl ConnectArgs {
     /// The servers to use: --server, else $NATS_URL; empty means "start one".
     pub fn server_list(&self) -> Vec<String> {
         if !self.servers.is_empty() {
+            // `--server a,b` is split by clap; an empty entry (`--server a,`) stays, to be
+            // refused by `validate` as an empty URL.
             return self.servers.clone();
         }
         std::env::var("NATS_URL")
@@ -86,7 +89,7 @@ impl ConnectArgs {
                 || self.nkey.is_some();
             if p.auth.is_some() && flags {
                 return Err(usage!(
-                    "{from} '{}' carries credentials and so do --user/--token/--creds/--nkey; give them once",
+                    "{from} '{}' carries credentials and so do --user/--token/--creds/--nkey (or $NATS_USER, $NATS_CREDS, $NATS_NKEY); give them once",
                     redact_url(&u)
                 ));
             }
@@ -102,14 +105,16 @@ impl ConnectArgs {
             ));
         }
         if self.password.is_some() != self.user.is_some() {
-            return Err(usage!("--user and --password go together"));
+            return Err(usage!(
+                "--user and --password go together (also as $NATS_USER and $NATS_PASSWORD); give both, or neither"
+            ));
         }
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err(usage!("--tls-cert and --tls-key go together"));
         }
         for (flag, p) in [
-            ("--creds", &self.creds),
-            ("--nkey", &self.nkey),
+            ("--creds ($NATS_CREDS)", &self.creds),
+            ("--nkey ($NATS_NKEY)", &self.nkey),
             ("--tls-ca", &self.tls_ca),
             ("--tls-cert", &self.tls_cert),
             ("--tls-key", &self.tls_key),

@@ -10,11 +10,13 @@
 //! for the keys, values and objects derived from their names.
 
 mod args;
+pub mod client_chart;
 pub mod collect;
 pub mod connect;
 pub mod content;
 pub mod js;
 pub mod kv;
+pub mod natscli;
 pub mod obj;
 pub mod output;
 pub mod pace;

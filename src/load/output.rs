@@ -380,8 +380,10 @@ pub fn error_line(roles: &[RoleSummary]) -> Option<String> {
     })
 }
 
-/// natscli's CSV header, then diskpulse's latency columns (microseconds).
-pub const CSV_HEADER: &str = "#RunID,ClientID,MsgCount,MsgBytes,MsgsPerSec,BytesPerSec,DurationSecs,Errors,LatMinUs,LatP50Us,LatP90Us,LatP99Us,LatP999Us,LatMaxUs,LatMeanUs,LatStddevUs";
+/// The header of diskpulse's extras file beside a `--csv` file (see
+/// [`super::natscli::extras_path`]): natscli's columns with the role, then errors and
+/// latencies (microseconds).
+pub const EXTRAS_CSV_HEADER: &str = "#RunID,ClientID,Role,MsgCount,MsgBytes,MsgsPerSec,BytesPerSec,DurationSecs,Errors,LatMinUs,LatP50Us,LatP90Us,LatP99Us,LatP999Us,LatMaxUs,LatMeanUs,LatStddevUs";
 
 fn lat_cols(l: Option<&LatUs>) -> String {
     match l {
@@ -393,19 +395,20 @@ fn lat_cols(l: Option<&LatUs>) -> String {
     }
 }
 
-/// natscli-compatible CSV: one row per client (`P0`, `S1`, ... as `nats bench`), then one
-/// aggregate row per role (`P`, `S`, ...). MsgCount counts messages, never acks.
-pub fn csv(run_id: &str, roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
+/// diskpulse's extras beside natscli's CSV: one row per client with the same ClientID
+/// as natscli's file (`S0..`, then `P0..`), then one aggregate row per role (ClientID
+/// `S` or `P`). MsgCount counts messages, never acks.
+pub fn extras_csv(run_id: &str, roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
+    use super::natscli::{group, ordered};
     use std::fmt::Write;
     let mut o = String::new();
-    let _ = writeln!(o, "{CSV_HEADER}");
-    for c in clients {
+    let _ = writeln!(o, "{EXTRAS_CSV_HEADER}");
+    for (id, c) in ordered(clients) {
         let d = c.duration_s();
         let _ = writeln!(
             o,
-            "{run_id},{}{},{},{},{:.0},{:.6},{:.6},{},{}",
-            c.role.csv_prefix(),
-            c.index,
+            "{run_id},{id},{},{},{},{:.0},{:.6},{:.6},{},{}",
+            c.role.name(),
             c.ops,
             c.bytes,
             client_rate(c),
@@ -415,11 +418,14 @@ pub fn csv(run_id: &str, roles: &[RoleSummary], clients: &[ClientTotals]) -> Str
             lat_cols(LatUs::from_hist(&c.lat).as_ref())
         );
     }
-    for r in roles {
+    let mut by_group: Vec<&RoleSummary> = roles.iter().collect();
+    by_group.sort_by_key(|r| group(r.role));
+    for r in by_group {
         let _ = writeln!(
             o,
-            "{run_id},{},{},{},{:.0},{:.6},{:.6},{},{}",
-            r.role.csv_prefix(),
+            "{run_id},{},{},{},{},{:.0},{:.6},{:.6},{},{}",
+            group(r.role).prefix(),
+            r.role.name(),
             r.ops,
             r.bytes,
             r.msgs_per_s,

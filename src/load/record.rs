@@ -60,21 +60,6 @@ impl Role {
         }
     }
 
-    /// natscli's client-id prefix: P for senders, S for receivers (as `nats bench`),
-    /// other letters for the roles it does not have.
-    pub fn csv_prefix(self) -> &'static str {
-        match self {
-            Role::Pub | Role::JsPub => "P",
-            Role::Sub | Role::JsConsume => "S",
-            Role::Request => "R",
-            Role::Reply => "Y",
-            Role::KvPut => "KP",
-            Role::KvGet => "KG",
-            Role::ObjPut => "OP",
-            Role::ObjGet => "OG",
-        }
-    }
-
     /// What one operation of this role is called in summaries: messages, KV operations,
     /// objects (the study's "Obj/s").
     pub fn unit(self) -> &'static str {

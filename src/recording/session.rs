@@ -142,6 +142,16 @@ pub fn default_run_dir(what: &str) -> PathBuf {
 impl Recording {
     /// Creates `dir` (see [`create_run_dir`]), writes `meta.json` and starts the samplers.
     pub fn start(dir: &Path, setup: &SamplerSetup, argv: &[String]) -> anyhow::Result<Recording> {
+        Self::start_with_live(dir, setup, argv, None)
+    }
+
+    /// [`Recording::start`], the diskstats sampler also feeding `live` (`record --listen`).
+    pub fn start_with_live(
+        dir: &Path,
+        setup: &SamplerSetup,
+        argv: &[String],
+        live: Option<Arc<crate::live::Live>>,
+    ) -> anyhow::Result<Recording> {
         create_run_dir(dir)?;
         let clock = Clock::start();
         let start_wall = chrono::Utc::now();
@@ -257,13 +267,16 @@ impl Recording {
             meta,
             finished: false,
         };
-        let ds = samplers::DiskSampler::new(
+        let mut ds = samplers::DiskSampler::new(
             source,
             filter,
             &names,
             &dir.join("diskstats.csv.gz"),
             events.clone(),
         )?;
+        if let Some(l) = &live {
+            ds.set_live(l.tap());
+        }
         rec.threads.push(samplers::spawn_disk(
             ds,
             setup.disk_interval.as_nanos() as u64,

@@ -165,6 +165,8 @@ pub struct DiskSampler {
     clock: Clock,
     read_errors: u64,
     samples: u64,
+    /// `record --listen`: the live /metrics state, fed from these very samples.
+    live: Option<crate::live::Tap>,
 }
 
 impl DiskSampler {
@@ -219,7 +221,13 @@ impl DiskSampler {
             clock,
             read_errors: 0,
             samples: 0,
+            live: None,
         })
+    }
+
+    /// Feeds every sample to `tap` too (`record --listen`).
+    pub fn set_live(&mut self, tap: crate::live::Tap) {
+        self.live = Some(tap);
     }
 
     /// Takes one sample: read, stamp, parse, write changed rows. Allocates nothing in the
@@ -288,12 +296,15 @@ impl DiskSampler {
                         }
                     };
                     observe(&mut self.tracked[idx], t, c, self.sink.buf(), &self.events);
+                    if let Some(l) = self.live.as_mut() {
+                        l.observe(idx, name, t, &c);
+                    }
                 }
                 t
             }
             Reader::Sysfs { root, buf } => {
                 let mut t_last = 0;
-                for d in self.tracked.iter_mut() {
+                for (idx, d) in self.tracked.iter_mut().enumerate() {
                     if detached(d) {
                         continue;
                     }
@@ -316,7 +327,12 @@ impl DiskSampler {
                     t_last = t;
                     match r {
                         Some(Ok(n)) => match diskstats::parse_counters(&buf[..n]) {
-                            Some(c) => observe(d, t, c, self.sink.buf(), &self.events),
+                            Some(c) => {
+                                observe(d, t, c, self.sink.buf(), &self.events);
+                                if let Some(l) = self.live.as_mut() {
+                                    l.observe(idx, &d.name, t, &c);
+                                }
+                            }
                             None => d.stat = None,
                         },
                         // ENODEV once the device is removed.
@@ -337,6 +353,9 @@ impl DiskSampler {
             }
         }
         self.sink.row_done(t);
+        if let Some(l) = self.live.as_mut() {
+            l.sample_done(t);
+        }
     }
 
     /// Writes the last unwritten samples and closes the file.

@@ -85,7 +85,7 @@ pub fn for_record(
     no_progress: bool,
     devices: &[collectors::devices::Device],
     procfs: &Path,
-) -> Option<Live> {
+) -> Option<Progress> {
     use std::io::IsTerminal;
     if no_progress || !(progress || std::io::stdout().is_terminal()) || devices.is_empty() {
         return None;
@@ -94,7 +94,7 @@ pub fn for_record(
         .iter()
         .map(|d| (d.name.clone(), d.num.major, d.num.minor))
         .collect();
-    match Live::start(procfs, devs, Box::new(std::io::stdout())) {
+    match Progress::start(procfs, devs, Box::new(std::io::stdout())) {
         Ok(l) => Some(l),
         Err(e) => {
             eprintln!("note: no per-second line ({e}); the recording goes on");
@@ -103,26 +103,26 @@ pub fn for_record(
     }
 }
 
-/// The running line; [`Live::stop`] (or drop) ends it.
-pub struct Live {
+/// The running line; [`Progress::stop`] (or drop) ends it.
+pub struct Progress {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl Live {
+impl Progress {
     /// Starts printing for these devices (name, major, minor) to `out`, from now.
     pub fn start(
         procfs: &Path,
         devices: Vec<(String, u32, u32)>,
         out: Box<dyn Write + Send>,
-    ) -> anyhow::Result<Live> {
+    ) -> anyhow::Result<Progress> {
         let reader = DiskstatsReader::open(procfs)?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::Builder::new()
-            .name("live".into())
+            .name("progress".into())
             .spawn(move || run(reader, devices, out, &s))?;
-        Ok(Live {
+        Ok(Progress {
             stop,
             thread: Some(thread),
         })
@@ -140,7 +140,7 @@ impl Live {
     }
 }
 
-impl Drop for Live {
+impl Drop for Progress {
     fn drop(&mut self) {
         self.end();
     }
