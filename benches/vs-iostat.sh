@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # diskpulse vs iostat on the same device at the same time: a loop device of our own under a
 # fio load that changes rate every 2 s; iostat -x 1 and `diskpulse record` watch it.
-# Prints per-second write MiB/s, w/s and w_await from both, and the ratio of totals.
+# Prints per second iostat -x's w/s, wkB/s, w_await, wareq-sz, aqu-sz, %util from both (rates.csv
+# carries them under iostat's names), and the ratio of totals.
 # Needs root, fio, sysstat (scripts/setup). Prints figures; asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,25 +31,25 @@ work, name = sys.argv[1], sys.argv[2]
 ios = json.load(open(f"{work}/iostat.json"))["sysstat"]["hosts"][0]["statistics"]
 io_w = [s["disk"][0] for s in ios]
 ours = [r for r in csv.DictReader(open(f"{work}/run/rates.csv")) if r["device"] == name]
+# rates.csv carries iostat -x's columns under iostat's names: compare like with like.
+COLS = ["w/s", "wkB/s", "w_await", "wareq-sz", "aqu-sz", "util"]
+def mine(r, c):
+    return float(r["%util" if c == "util" else c])
 # iostat started about 1 s after the recording: find the lag that lines the series up.
-ow = [float(r["write_mib_s"]) for r in ours]
-iw = [d["wkB/s"] / 1024 for d in io_w]
 def err(lag):
-    return sum(abs(iw[k] - ow[k + lag]) for k in range(len(iw)) if k + lag < len(ow))
+    return sum(abs(a["wkB/s"] - mine(ours[k + lag], "wkB/s")) for k, a in enumerate(io_w) if k + lag < len(ours))
 lag = min(range(0, 3), key=err)
-print(f"{'second':>6} | {'iostat MiB/s':>12} {'w/s':>8} {'w_await':>8} | {'diskpulse':>9} {'w/s':>8} {'w_await':>8}  (diskpulse shifted by {lag} s)")
+print(f"iostat -x 1 | rates.csv --window 1s (diskpulse shifted by {lag} s), same columns")
+print(f"{'second':>6} | " + " ".join(f"{c:>9}" for c in COLS) + " | " + " ".join(f"{c:>9}" for c in COLS))
 pairs = []
 for k, a in enumerate(io_w):
     if k + lag >= len(ours):
         break
     b = ours[k + lag]
     pairs.append((a, b))
-    print(f"{k:>6} | {a['wkB/s']/1024:12.2f} {a['w/s']:8.0f} {a['w_await']:8.3f} | "
-          f"{float(b['write_mib_s']):9.2f} {float(b['write_iops']):8.0f} {b['w_await_ms'] or '-':>8}")
-ti = sum(a["wkB/s"] for a, _ in pairs) / 1024
-to = sum(float(b["write_mib_s"]) for _, b in pairs)
-ni = sum(a["w/s"] for a, _ in pairs)
-no = sum(float(b["write_iops"]) for _, b in pairs)
-print(f"over {len(pairs)} matched seconds: MiB written diskpulse/iostat = {to:.1f}/{ti:.1f} = {to/ti:.4f}; "
-      f"writes = {no:.0f}/{ni:.0f} = {no/ni:.4f}")
+    print(f"{k:>6} | " + " ".join(f"{a[c]:9.2f}" for c in COLS) + " | " + " ".join(f"{mine(b, c):9.2f}" for c in COLS))
+for c in ["w/s", "wkB/s", "aqu-sz"]:
+    ti = sum(a[c] for a, _ in pairs)
+    to = sum(mine(b, c) for _, b in pairs)
+    print(f"over {len(pairs)} matched seconds, {c}: diskpulse/iostat = {to:.1f}/{ti:.1f} = {to/ti:.4f}")
 PY

@@ -39,13 +39,14 @@ else
   DIR=$WORK/mnt
 fi
 # pg_test_fsync's 16 rows (fsync_writethrough is n/a on Linux), as diskpulse ids.
-ONLY=one_8k.open_datasync_direct,one_8k.fdatasync,one_8k.fsync,one_8k.open_sync_direct
-ONLY=$ONLY,two_8k.open_datasync_direct,two_8k.fdatasync,two_8k.fsync,two_8k.open_sync_direct
+ONLY=one_8k.open_datasync,one_8k.fdatasync,one_8k.fsync,one_8k.open_sync
+ONLY=$ONLY,two_8k.open_datasync,two_8k.fdatasync,two_8k.fsync,two_8k.open_sync
 ONLY=$ONLY,open_sync_16k,other_fd,no_sync
 echo "dir $DIR ($(stat -f -c %T "$DIR")), ${SECS}s per test, $ROUNDS rounds, wrap '${WRAP[*]}'; $("$PG" --version)" >&2
 for r in $(seq 1 "$ROUNDS"); do
   run_pg() { "${WRAP[@]}" "$PG" -s "$SECS" -f "$DIR/pg_test_fsync.out" > "$WORK/pg.$r.txt"; }
-  run_dp() { "${WRAP[@]}" "$BIN" fsync --dir "$DIR" --secs-per-test "${SECS}s" --only "$ONLY" --json > "$WORK/dp.$r.json"; }
+  # pg_test_fsync's own command line (-f FILE -s SECS), pg's rows only.
+  run_dp() { "${WRAP[@]}" "$BIN" fsync -f "$DIR/dp_test_fsync.out" -s "$SECS" --only "$ONLY" --json > "$WORK/dp.$r.json"; }
   if [ $((r % 2)) -eq 1 ]; then run_pg; run_dp; else run_dp; run_pg; fi
   echo "round $r done" >&2
 done

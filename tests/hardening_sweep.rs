@@ -116,6 +116,14 @@ const ROWS: &[Row] = rows![
     2, "no test ''", ["fsync", "--only", ""];
     2, "no test ''", ["fsync", "--only", ",,"];
     2, "invalid UTF-8", ["fsync", "--only", "{X}"];
+    2, "the file exists", ["fsync", "-f", "{F}", "-s", "1"];
+    2, "'{T}/nope'", ["fsync", "-f", "{T}/nope/pg.out"];
+    2, "is on proc", ["fsync", "-f", "/proc/pg.out"];
+    2, "takes a file name", ["fsync", "-f", "{T}/"];
+    2, "cannot be used with", ["fsync", "-f", "{T}/pg.out", "--dir", "{D}"];
+    2, "takes a duration", ["fsync", "-f", "{T}/pg.out", "-s", "five"];
+    2, "the shortest is 10ms", ["fsync", "-f", "{T}/pg.out", "-s", "0"];
+    2, "cannot be used with", ["record", "--progress", "--no-progress", "--duration", "1s", "--out", "{T}/o"];
     // probe
     2, "is on proc", ["probe", "--filename", "/proc/version"];
     2, "is on sysfs", ["probe", "--filename", "/sys/kernel/x"];

@@ -113,6 +113,14 @@ pub struct RecordArgs {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub trace: TraceArgs,
+    /// Print a line a second per device (iostat -x's r/s w/s rkB/s wkB/s aqu-sz %util and
+    /// the 10 ms peak MiB/s) on stdout also when it is not a terminal (on a terminal it is
+    /// the default).
+    #[arg(long, conflicts_with = "no_progress")]
+    pub progress: bool,
+    /// No per-second line, also on a terminal.
+    #[arg(long)]
+    pub no_progress: bool,
     /// Serve live metrics at http://ADDR/metrics while recording (Prometheus text:
     /// node_exporter's disk counters plus 1/10/100 ms peaks since the last scrape, burst
     /// period and hidden factor), e.g. 127.0.0.1:9464; port 0 picks a free port (printed).
@@ -206,6 +214,12 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         .map(|_| crate::live::Live::new(setup.disk_interval.as_nanos() as u64));
     let mut rec = Recording::start_with_live(&dir, &setup, &super::argv(), live.clone())?;
     let _server = crate::live::serve_and_say(listener, live)?;
+    let progress = crate::recording::progress::for_record(
+        a.progress,
+        a.no_progress,
+        &setup.devices,
+        &setup.procfs,
+    );
     let events = rec.events.clone();
     let clock = rec.clock;
     let mut child = None;
@@ -274,6 +288,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         }
         events.event("command_stopped", serde_json::json!({}));
     }
+    drop(progress);
     rec.set_meta(
         "record",
         serde_json::json!({"duration_limit_ns": duration.map(|d| d.as_nanos() as u64)}),

@@ -2,6 +2,7 @@
 //! File formats are documented in the modules that write them and in the README.
 
 pub mod events;
+pub mod progress;
 pub mod samplers;
 pub mod session;
 pub mod trace;

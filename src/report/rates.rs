@@ -7,7 +7,7 @@ use collectors::diskstats as ds;
 
 use super::analysis::{self, MIB};
 use super::run::{DiskRows, Run};
-use crate::format::rates::RatesRow;
+use crate::format::rates::{Iostat, IostatDir, RatesRow};
 
 pub fn rows(run: &Run, window_ns: u64) -> Vec<RatesRow> {
     let n = run.duration_ns.div_ceil(window_ns) as usize;
@@ -26,6 +26,39 @@ pub fn rows(run: &Run, window_ns: u64) -> Vec<RatesRow> {
         let wms = sums(d, ds::F_WRITE_MS, 1.0);
         let io = sums(d, ds::F_IO_MS, 1.0);
         let fl = analysis::has_field(d, ds::F_FLUSHES).then(|| sums(d, ds::F_FLUSHES, 1.0));
+        let fl_ms = analysis::has_field(d, ds::F_FLUSH_MS).then(|| sums(d, ds::F_FLUSH_MS, 1.0));
+        let weighted = sums(d, ds::F_WEIGHTED_MS, 1.0);
+        // iostat's three directions: (completed, merged, sectors, ms) counters.
+        let dir_sums = |f: [usize; 4]| -> Option<[Vec<f64>; 4]> {
+            analysis::has_field(d, f[0]).then(|| {
+                f.map(|x| {
+                    let scale = if x == f[2] {
+                        analysis::SECTOR_BYTES
+                    } else {
+                        1.0
+                    };
+                    sums(d, x, scale)
+                })
+            })
+        };
+        let r_x = dir_sums([
+            ds::F_READS,
+            ds::F_READS_MERGED,
+            ds::F_SECTORS_READ,
+            ds::F_READ_MS,
+        ]);
+        let w_x = dir_sums([
+            ds::F_WRITES,
+            ds::F_WRITES_MERGED,
+            ds::F_SECTORS_WRITTEN,
+            ds::F_WRITE_MS,
+        ]);
+        let d_x = dir_sums([
+            ds::F_DISCARDS,
+            ds::F_DISCARDS_MERGED,
+            ds::F_SECTORS_DISCARDED,
+            ds::F_DISCARD_MS,
+        ]);
         let mut inflight = vec![0u64; n];
         for (t, r) in d.t_ns.iter().zip(&d.f) {
             let k = ((t / window_ns) as usize).min(n.saturating_sub(1));
@@ -50,8 +83,70 @@ pub fn rows(run: &Run, window_ns: u64) -> Vec<RatesRow> {
                 r_await_ms: await_ms(rms[k], ri[k]),
                 w_await_ms: await_ms(wms[k], wi[k]),
                 in_flight_max: inflight[k],
+                iostat: Some(Iostat {
+                    r: r_x
+                        .as_ref()
+                        .map(|x| iostat_dir(x, k, w_s))
+                        .unwrap_or_default(),
+                    w: w_x
+                        .as_ref()
+                        .map(|x| iostat_dir(x, k, w_s))
+                        .unwrap_or_default(),
+                    d: d_x.as_ref().map(|x| iostat_dir(x, k, w_s)),
+                    f: fl.as_ref().map(|f| {
+                        let ms = fl_ms.as_ref().map_or(0.0, |m| m[k]);
+                        (f[k] / w_s, if f[k] > 0.0 { ms / f[k] } else { 0.0 })
+                    }),
+                    aqu_sz: weighted[k] / (w_s * 1e3),
+                    util_pct: 100.0 * io[k] / (w_s * 1e3),
+                }),
             });
         }
     }
     out
+}
+
+/// One direction's iostat -x columns from its window sums (completed, merged, bytes, ms),
+/// as sysstat 12.6 computes them: rates per second, kB = 1024 bytes, await and request
+/// size per completed request and 0 without one, %rqm of merged + completed.
+fn iostat_dir(x: &[Vec<f64>; 4], k: usize, w_s: f64) -> IostatDir {
+    let (ios, merged, bytes, ms) = (x[0][k], x[1][k], x[2][k], x[3][k]);
+    let per_io = |v: f64| if ios > 0.0 { v / ios } else { 0.0 };
+    IostatDir {
+        per_s: ios / w_s,
+        kb_s: bytes / 1024.0 / w_s,
+        rqm_s: merged / w_s,
+        rqm_pct: if merged + ios > 0.0 {
+            100.0 * merged / (merged + ios)
+        } else {
+            0.0
+        },
+        await_ms: per_io(ms),
+        req_sz_kb: per_io(bytes / 1024.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iostat_columns_are_iostats_formulas() {
+        // 2 s window: 400 writes, 100 merged, 3200 KiB, 1000 ms of waiting.
+        let x = [
+            vec![400.0],
+            vec![100.0],
+            vec![3200.0 * 1024.0],
+            vec![1000.0],
+        ];
+        let d = iostat_dir(&x, 0, 2.0);
+        assert_eq!(d.per_s, 200.0);
+        assert_eq!(d.kb_s, 1600.0);
+        assert_eq!(d.rqm_s, 50.0);
+        assert_eq!(d.rqm_pct, 20.0);
+        assert_eq!(d.await_ms, 2.5);
+        assert_eq!(d.req_sz_kb, 8.0);
+        let none = iostat_dir(&[vec![0.0], vec![0.0], vec![0.0], vec![0.0]], 0, 1.0);
+        assert_eq!(none, IostatDir::default());
+    }
 }

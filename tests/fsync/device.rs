@@ -95,10 +95,10 @@ fn each_sync_op_reaches_the_device_at_the_rate_the_row_reports() {
     // write+fsync+close in another fd is two syncs.
     let rows = [
         ("one_8k.fdatasync", 1.2),
-        ("one_8k.open_datasync", 1.2),
+        ("one_8k.open_datasync_buffered", 1.2),
         ("two_8k.fdatasync", 1.2),
         ("one_8k.fsync", 3.0),
-        ("one_8k.open_sync", 3.0),
+        ("one_8k.open_sync_buffered", 3.0),
         ("other_fd.write_fsync_close", 3.0),
     ];
     // The 16 MiB fill before the row is synced once or twice.

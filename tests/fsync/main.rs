@@ -10,6 +10,7 @@ use common::*;
 
 mod device;
 mod filesystems;
+mod pg_form;
 mod run;
 
 use std::path::{Path, PathBuf};
@@ -20,12 +21,12 @@ use serde_json::Value;
 
 /// Ids of the rows that open with O_DIRECT.
 const DIRECT_ROWS: [&str; 11] = [
-    "one_8k.open_datasync_direct",
+    "one_8k.open_datasync",
     "one_8k.direct_fdatasync",
-    "one_8k.open_sync_direct",
-    "two_8k.open_datasync_direct",
+    "one_8k.open_sync",
+    "two_8k.open_datasync",
     "two_8k.direct_fdatasync",
-    "two_8k.open_sync_direct",
+    "two_8k.open_sync",
     "open_sync_16k.1x16k",
     "open_sync_16k.2x8k",
     "open_sync_16k.4x4k",

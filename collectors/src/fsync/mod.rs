@@ -78,9 +78,20 @@ impl TestFile {
         Self::create_sized(dir, FILE_BYTES, stop)
     }
 
+    /// Creates the test file at `path` (pg_test_fsync's `-f`), also with O_EXCL: an
+    /// existing file is [`FsyncError::Exists`], never overwritten (pg_test_fsync would
+    /// overwrite it and delete it at the end).
+    pub fn create_at(path: &Path, stop: &AtomicBool) -> Result<TestFile, FsyncError> {
+        Self::create_path(path.to_path_buf(), FILE_BYTES, stop)
+    }
+
     fn create_sized(dir: &Path, bytes: usize, stop: &AtomicBool) -> Result<TestFile, FsyncError> {
-        assert!(bytes >= SIZES_OP_BYTES && bytes.is_multiple_of(SIZES_OP_BYTES));
         let path = dir.join(format!(".diskpulse-fsync.{}", std::process::id()));
+        Self::create_path(path, bytes, stop)
+    }
+
+    fn create_path(path: PathBuf, bytes: usize, stop: &AtomicBool) -> Result<TestFile, FsyncError> {
+        assert!(bytes >= SIZES_OP_BYTES && bytes.is_multiple_of(SIZES_OP_BYTES));
         let p = || path.display().to_string();
         let f = std::fs::OpenOptions::new()
             .read(true)

@@ -31,7 +31,7 @@ use crate::cli::{fmt_duration, parse_duration};
 use crate::usage;
 
 mod table;
-use table::{footer, row_label, row_rest, section_line, Header};
+use table::{after_row, footer, ours_heading, row_label, row_rest, section_line, Header};
 
 /// Environment variable naming the run directory of an enclosing `diskpulse record`.
 pub const ENV_RUN_DIR: &str = "DISKPULSE_RUN_DIR";
@@ -40,10 +40,20 @@ pub const ENV_RUN_DIR: &str = "DISKPULSE_RUN_DIR";
 pub struct FsyncArgs {
     /// Directory to test in. A 16 MiB file `.diskpulse-fsync.<pid>` is created there and
     /// removed afterwards, also on Ctrl-C.
-    #[arg(long, value_name = "D", default_value = ".")]
+    #[arg(
+        long,
+        value_name = "D",
+        default_value = ".",
+        conflicts_with = "filename"
+    )]
     pub dir: PathBuf,
-    /// How long each of the 22 tests repeats its op (pg_test_fsync's -s).
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    /// The test file, as pg_test_fsync's -f/--filename: created (it must not exist: it is
+    /// never overwritten), written, and removed afterwards, also on Ctrl-C.
+    #[arg(short = 'f', long, value_name = "FILE")]
+    pub filename: Option<PathBuf>,
+    /// How long each of the 22 tests repeats its op (pg_test_fsync's -s; a bare number is
+    /// seconds, as pg's: `-s 5`).
+    #[arg(short = 's', long, value_name = "SECS", default_value = "2s", value_parser = parse_secs)]
     pub secs_per_test: Duration,
     /// Print one JSON document on stdout instead of the table.
     #[arg(long)]
@@ -56,6 +66,15 @@ pub struct FsyncArgs {
     /// pg_test_fsync's fixed offsets (it rewrites the same 8 KiB block every op).
     #[arg(long)]
     pub cycle: bool,
+}
+
+/// pg_test_fsync's `-s 5` (a bare number is seconds) or a duration (`500ms`, `2s`).
+fn parse_secs(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return parse_duration(&format!("{t}s"));
+    }
+    parse_duration(t)
 }
 
 /// Shortest --secs-per-test: shorter gives too few ops on a slow disk to say anything.
@@ -87,25 +106,48 @@ pub(crate) fn check_args(a: &FsyncArgs) -> anyhow::Result<()> {
 
 pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
     check_args(&a)?;
-    let md = std::fs::metadata(&a.dir).map_err(|e| {
+    // -f FILE: the file's directory is the one under test.
+    let (flag, in_dir) = match &a.filename {
+        Some(f) => {
+            if f.as_os_str().is_empty() || f.to_string_lossy().ends_with('/') {
+                return Err(usage!(
+                    "-f/--filename takes a file name, like /var/lib/pgsql/pg_test_fsync.out; got '{}'",
+                    f.display()
+                ));
+            }
+            if std::fs::symlink_metadata(f).is_ok() {
+                return Err(usage!(
+                    "-f {}: the file exists; diskpulse fsync creates its test file and removes it afterwards, so it never takes an existing one: remove it or name a new file",
+                    f.display()
+                ));
+            }
+            let parent = match f.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            ("-f", parent)
+        }
+        None => ("--dir", a.dir.clone()),
+    };
+    let md = std::fs::metadata(&in_dir).map_err(|e| {
         usage!(
-            "--dir takes an existing directory; got '{}': {e}",
-            a.dir.display()
+            "{flag} takes a path in an existing directory; '{}': {e}",
+            in_dir.display()
         )
     })?;
-    if let Some(fs) = collectors::probe::target::pseudo_fs_name(&a.dir) {
+    if let Some(fs) = collectors::probe::target::pseudo_fs_name(&in_dir) {
         return Err(usage!(
-            "--dir {}: is on {fs}, a kernel pseudo file system, not storage; name a directory on a disk-backed file system",
-            a.dir.display()
+            "{flag} {}: is on {fs}, a kernel pseudo file system, not storage; name a directory on a disk-backed file system",
+            in_dir.display()
         ));
     }
     if !md.is_dir() {
         return Err(usage!(
-            "--dir takes a directory; '{}' is not one",
-            a.dir.display()
+            "{flag} takes a directory; '{}' is not one",
+            in_dir.display()
         ));
     }
-    let dir = std::fs::canonicalize(&a.dir).unwrap_or_else(|_| a.dir.clone());
+    let dir = std::fs::canonicalize(&in_dir).unwrap_or_else(|_| in_dir.clone());
     let tests = select(engine::all_tests(), &a.only)?;
 
     // Inside a recorded run: stamp on its clock and create fsync.csv before measuring, so
@@ -141,7 +183,11 @@ pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
             Offsets::Fixed
         },
     };
-    let file = match TestFile::create(&dir, &stop) {
+    let created = match &a.filename {
+        Some(f) => TestFile::create_at(&dir.join(f.file_name().unwrap_or_default()), &stop),
+        None => TestFile::create(&dir, &stop),
+    };
+    let file = match created {
         Ok(f) => Some(f),
         Err(FsyncError::Interrupted { .. }) => None,
         Err(e) => return Err(e).context("diskpulse fsync: preparing the test file"),
@@ -152,10 +198,11 @@ pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
     let mut last_group: Option<Group> = None;
     for spec in tests {
         if !a.json && last_group != Some(spec.group) {
-            out.put(&format!("{}\n", section_line(spec.group)));
+            out.put(&section_line(spec.group));
             last_group = Some(spec.group);
         }
         if !a.json {
+            out.put(&ours_heading(&results, &spec));
             out.put(&row_label(&spec));
         }
         let t_ns = clock.now_ns();
@@ -171,6 +218,7 @@ pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
         };
         if !a.json {
             out.put(&row_rest(&row));
+            out.put(&after_row(&row.spec));
         }
         if let Some(c) = csv.as_mut() {
             c.write(&csv_row(&row))?;
@@ -219,7 +267,18 @@ fn select(all: Vec<TestSpec>, only: &[String]) -> anyhow::Result<Vec<TestSpec>> 
     if only.is_empty() {
         return Ok(all);
     }
-    let hit = |s: &TestSpec, w: &str| w == s.full_id() || w == s.id || w == s.group.id();
+    let renamed = |w: &str| -> String {
+        let (g, id) = w.rsplit_once('.').map_or(("", w), |(g, i)| (g, i));
+        match engine::RENAMED_IDS.iter().find(|(old, _)| *old == id) {
+            Some((_, new)) if g.is_empty() => new.to_string(),
+            Some((_, new)) => format!("{g}.{new}"),
+            None => w.to_string(),
+        }
+    };
+    let hit = |s: &TestSpec, w: &str| {
+        let w = renamed(w);
+        w == s.full_id() || w == s.id || w == s.group.id()
+    };
     for w in only {
         if !all.iter().any(|s| hit(s, w.trim())) {
             let ids: Vec<String> = all.iter().map(|s| s.full_id()).collect();
@@ -460,7 +519,7 @@ mod tests {
             Row {
                 t_ns: 5,
                 t_end_ns: 6,
-                spec: spec("one_8k.open_datasync_direct"),
+                spec: spec("one_8k.open_datasync"),
                 outcome: Outcome::NotAvailable {
                     reason: "EINVAL (Invalid argument): this file system refuses O_DIRECT, really"
                         .into(),
@@ -534,6 +593,18 @@ mod tests {
             ["one_8k.fdatasync", "two_8k.fdatasync"]
         );
         assert_eq!(ids(&["other_fd", "one_8k.fsync"]).len(), 3);
+        // Earlier ids of pg's O_DIRECT rows still select them.
+        assert_eq!(
+            ids(&["one_8k.open_datasync_direct", "open_sync_direct"]),
+            [
+                "one_8k.open_datasync",
+                "one_8k.open_sync",
+                "two_8k.open_sync"
+            ]
+        );
+        assert_eq!(parse_secs("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_secs("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_secs("250ms"), Ok(Duration::from_millis(250)));
         let e = select(engine::all_tests(), &["fdatasnyc".to_string()]).unwrap_err();
         assert!(e.to_string().contains("'fdatasnyc'"), "{e}");
     }

@@ -113,11 +113,12 @@ impl Header {
         if let Some(n) = &self.devices_note {
             s += &format!("  no block device: {n}\n");
         }
-        s += "An op is its writes and its sync, as in pg_test_fsync's ops/sec; latencies are µs per op;\n\
-              \"└ sync call\" is the fdatasync/fsync call alone. (pg: X) marks the row that does what pg_test_fsync's X does.\n\n";
+        s += "pg_test_fsync's sections, rows and units (an op is its writes and its sync; usecs/op is\n\
+              the test's time over its ops, as pg's), then per-op latency percentiles in µs; its open_datasync\n\
+              and open_sync open with O_DIRECT as pg's do. \"└ sync call\" is the fdatasync/fsync call alone.\n";
         s += &format!(
-            "{:<57}{:>10} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
-            "", "ops/s", "mean", "p50", "p99", "p99.9", "max"
+            "{:<LAT_AT$}{:>8} {:>8} {:>8} {:>8}\n",
+            "", "p50", "p99", "p99.9", "max"
         );
         s
     }
@@ -142,13 +143,56 @@ impl Header {
     }
 }
 
+/// Where the latency columns start: pg's label (8 + 30) and numbers (38).
+const LAT_AT: usize = 76;
+
+/// pg_test_fsync's heading of a section: a blank line, its title and its note.
 pub(super) fn section_line(g: Group) -> String {
-    g.title().to_string()
+    let note = match g {
+        Group::OneWrite | Group::TwoWrites => {
+            "(in wal_sync_method preference order, except fdatasync is Linux's default)\n"
+        }
+        Group::OpenSyncSizes => {
+            "(This is designed to compare the cost of writing 16kB in different write\nopen_sync sizes.)\n"
+        }
+        Group::OtherFd => {
+            "(If the times are similar, fsync() can sync data written on a different\ndescriptor.)\n"
+        }
+        Group::NoSync => "",
+    };
+    format!("\n{}\n{note}", g.pg_title())
 }
 
-/// `  fdatasync            write, fdatasync   ...` (57 columns), printed before the test runs.
+/// Before the first of our rows in a section (after pg's): a line saying they are ours.
+pub(super) fn ours_heading(done: &[Row], spec: &TestSpec) -> String {
+    let prev_is_pg_or_other_group = done
+        .last()
+        .is_none_or(|r| r.spec.group != spec.group || r.spec.pg_label.is_some());
+    if spec.pg_label.is_none() && prev_is_pg_or_other_group {
+        "    diskpulse's rows, not in pg_test_fsync:\n".to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// After a row: pg's `fsync_writethrough` line follows its `fsync` (n/a on Linux, as pg
+/// prints it: no F_FULLFSYNC or _commit).
+pub(super) fn after_row(spec: &TestSpec) -> String {
+    if spec.id == "fsync" && matches!(spec.group, Group::OneWrite | Group::TwoWrites) {
+        format!("{}{:>21}\n", label("fsync_writethrough"), "n/a")
+    } else {
+        String::new()
+    }
+}
+
+fn label(name: &str) -> String {
+    format!("        {name:<30}")
+}
+
+/// pg's row name (our name for a row pg has not) in pg's label column, printed before
+/// the test runs.
 pub fn row_label(spec: &TestSpec) -> String {
-    format!("  {:<21}{:<34}", spec.name, spec.how)
+    label(spec.pg_label.unwrap_or(spec.name))
 }
 
 fn us(ns: u64) -> String {
@@ -163,8 +207,7 @@ fn us(ns: u64) -> String {
 fn lat_cols(l: &LatencyNs) -> String {
     let p = |q| l.at(q).map(us).unwrap_or_default();
     format!(
-        "{:>8} {:>8} {:>8} {:>8} {:>8}",
-        us(l.mean.round() as u64),
+        "{:>8} {:>8} {:>8} {:>8}",
         p(50.0),
         p(99.0),
         p(99.9),
@@ -172,23 +215,24 @@ fn lat_cols(l: &LatencyNs) -> String {
     )
 }
 
+/// pg's `%13.3f ops/sec  %6.0f usecs/op` (usecs/op: the test's time over its ops), then
+/// our percentiles.
 fn measured_cols(m: &Measured) -> String {
-    format!("{:>10.1} {}", m.ops_per_s(), lat_cols(&m.lat))
+    let ops_s = m.ops_per_s();
+    let usecs = if ops_s > 0.0 { 1e6 / ops_s } else { f64::NAN };
+    format!(
+        "{ops_s:13.3} ops/sec  {usecs:6.0} usecs/op{}",
+        lat_cols(&m.lat)
+    )
 }
 
 /// The rest of a row after its label: numbers (and the sync call's line), or why not.
 pub fn row_rest(r: &Row) -> String {
-    let pg = r
-        .spec
-        .pg_label
-        .map(|l| format!("  (pg: {})", l.trim()))
-        .unwrap_or_default();
     let sync_line = |m: &Measured, spec: &TestSpec| -> String {
         match &m.sync_lat {
             Some(s) => format!(
-                "    └ {:<51}{:>10} {}\n",
-                format!("{} call", sync_name(spec)),
-                "",
+                "{:<LAT_AT$}{}\n",
+                format!("          └ {} call", sync_name(spec)),
                 lat_cols(s)
             ),
             None => String::new(),
@@ -201,9 +245,9 @@ pub fn row_rest(r: &Row) -> String {
             } else {
                 ""
             };
-            format!("{}{pg}{cut}\n{}", measured_cols(m), sync_line(m, &r.spec))
+            format!("{}{cut}\n{}", measured_cols(m), sync_line(m, &r.spec))
         }
-        Outcome::NotAvailable { reason } => format!("n/a: {reason}\n"),
+        Outcome::NotAvailable { reason } => format!("{:>21}  {reason}\n", "n/a*"),
         Outcome::Failed { reason, partial } => match partial {
             Some(m) => format!(
                 "{}  failed after {} ops: {reason}\n{}",
@@ -230,7 +274,7 @@ pub(super) fn footer(rows: &[Row]) -> String {
         .iter()
         .any(|r| matches!(r.outcome, Outcome::NotAvailable { .. }))
     {
-        s += "\nn/a: the file system or device refused this way of writing (pg_test_fsync prints n/a* or dies there).\n";
+        s += "\n* n/a*: the file system or device refused this way of writing (pg_test_fsync prints n/a* or dies there).\n";
     }
     s
 }
@@ -252,7 +296,7 @@ mod tests {
         };
         assert_eq!(
             row_rest(&r),
-            "n/a: EINVAL (Invalid argument): this file system refuses O_DIRECT\n"
+            "                 n/a*  EINVAL (Invalid argument): this file system refuses O_DIRECT\n"
         );
         let ok = Row {
             t_ns: 0,
@@ -260,9 +304,25 @@ mod tests {
             spec: spec("one_8k.fdatasync"),
             outcome: Outcome::Ran(sample(true)),
         };
-        let text = row_rest(&ok);
-        assert!(text.contains("(pg: fdatasync)"), "{text}");
-        assert!(text.contains("└ fdatasync call"), "{text}");
-        assert_eq!(row_label(&ok.spec).chars().count(), 57);
+        // pg's layout: the label in 8 + 30 columns, then `%13.3f ops/sec  %6.0f usecs/op`
+        // (1000 ops in 2 s: 500 ops/sec, 2000 usecs/op).
+        let line = format!("{}{}", row_label(&ok.spec), row_rest(&ok));
+        assert!(
+            line.starts_with(
+                "        fdatasync                           500.000 ops/sec    2000 usecs/op"
+            ),
+            "{line}"
+        );
+        assert!(line.contains("└ fdatasync call"), "{line}");
+        assert_eq!(row_label(&ok.spec).chars().count(), 38);
+        // The 16 KiB rows carry pg's own labels, leading space and all.
+        assert_eq!(
+            row_label(&spec("open_sync_16k.2x8k")),
+            "         2 *  8kB open_sync writes    "
+        );
+        assert_eq!(
+            after_row(&spec("two_8k.fsync")),
+            "        fsync_writethrough                              n/a\n"
+        );
     }
 }
