@@ -292,3 +292,77 @@ fn put(out: &mut Vec<u8>, name: &str, l: usize, m: usize, a: &Acc) {
         a.count,
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(sectors_written: u64, in_flight: u64) -> DiskCounters {
+        let mut c = DiskCounters {
+            nfields: 17,
+            ..Default::default()
+        };
+        c.f[ds::F_SECTORS_WRITTEN] = sectors_written;
+        c.f[ds::F_IN_FLIGHT] = in_flight;
+        c
+    }
+
+    fn rows(samples: &[(u64, DiskCounters)]) -> Vec<fmt::EnvelopeRow> {
+        let mut a = Aggregator::default();
+        a.device(0, "d".into());
+        let mut out = vec![];
+        for &(t_ns, c) in samples {
+            a.add(&Sample { dev: 0, t_ns, c }, &mut out);
+        }
+        a.finish(&mut out);
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("e.csv");
+        let mut text = format!("{}\n", fmt::HEADER).into_bytes();
+        text.extend(out);
+        std::fs::write(&p, text).unwrap();
+        let (r, w) = fmt::read(&p).unwrap();
+        assert!(w.is_empty(), "{w:?}");
+        r
+    }
+
+    fn find<'a>(r: &'a [fmt::EnvelopeRow], len: u64, t: u64, m: &str) -> &'a fmt::EnvelopeRow {
+        r.iter()
+            .find(|x| x.window_ns == len && x.t_ns == t && x.measure == m)
+            .unwrap_or_else(|| panic!("no {m} row at {t} of {len}: {r:#?}"))
+    }
+
+    #[test]
+    fn windows_take_whole_intervals_by_their_end_and_skip_a_reset() {
+        const MS: u64 = 1_000_000;
+        // 2048 sectors (1 MiB) in 1 ms, then an idle stretch of 500 ms as one interval,
+        // then 1 MiB in 2 ms, then a reset (counters went back: no rate).
+        let r = rows(&[
+            (0, c(0, 1)),
+            (MS, c(2048, 3)),
+            (501 * MS, c(2048, 0)),
+            (503 * MS, c(4096, 2)),
+            (504 * MS, c(10, 0)),
+        ]);
+        let w = find(&r, 10 * MS, 0, "write_mib_s");
+        assert_eq!((w.min, w.max, w.count), (1000.0, 1000.0, 1));
+        // The idle interval ends at 501 ms: it belongs to [500, 510) with the 2 ms one.
+        let w = find(&r, 10 * MS, 500 * MS, "write_mib_s");
+        assert_eq!((w.min, w.max, w.count), (0.0, 500.0, 2));
+        assert!((w.mean - 1.0 / 0.502).abs() < 1e-9, "{}", w.mean);
+        // The whole second: 2 MiB over the 503 ms the rate intervals cover; the reset
+        // gives no rate but its gauge counts.
+        let w = find(&r, 1000 * MS, 0, "write_mib_s");
+        assert_eq!(w.count, 3);
+        assert!((w.mean - 2.0 / 0.503).abs() < 1e-9, "{}", w.mean);
+        let g = find(&r, 1000 * MS, 0, "in_flight");
+        assert_eq!((g.min, g.max, g.count), (0.0, 3.0, 5));
+        assert!((g.mean - 6.0 / 5.0).abs() < 1e-12);
+        // Every level has its row for the second; nothing at 10 ms between 10 and 500 ms.
+        for len in LEVELS_NS {
+            find(&r, len, 0, "in_flight");
+        }
+        assert!(!r
+            .iter()
+            .any(|x| x.window_ns == 10 * MS && x.t_ns > 0 && x.t_ns < 500 * MS));
+    }
+}
