@@ -355,8 +355,11 @@ fn problems(text: &str) -> Vec<String> {
         .map(String::from),
     );
     let mut out = vec![];
-    let csvs: [(&str, String); 12] = [
+    // envelopes.csv.gz names its measures, values of its `measure` column.
+    also.extend(format::envelopes::MEASURES.map(String::from));
+    let csvs: [(&str, String); 13] = [
         (format::diskstats::FILE, format::diskstats::header()),
+        (format::envelopes::FILE, format::envelopes::HEADER.into()),
         (
             format::procfs::MEMINFO_FILE,
             format::procfs::header(&format::procfs::MEM_COLUMNS),

@@ -31,6 +31,7 @@ pub mod block_requests;
 pub mod check;
 pub mod csv;
 pub mod diskstats;
+pub mod envelopes;
 pub mod events;
 pub mod fsync;
 pub mod fsync_calls;

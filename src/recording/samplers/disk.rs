@@ -16,6 +16,7 @@ use collectors::sysfs::BlockSysfs;
 pub use super::disk_source::DiskSource;
 use super::loopwatch::{Change, LoopWatch};
 use super::SamplerThread;
+use crate::recording::envelopes::EnvelopeFeed;
 use crate::recording::writer::{put_u64, ChunkSink};
 use crate::recording::EventLog;
 
@@ -29,6 +30,8 @@ pub enum DeviceFilter {
 }
 
 struct Tracked {
+    /// Its index in `DiskSampler::tracked` (the envelopes' device number).
+    idx: u32,
     major: u32,
     minor: u32,
     name: Vec<u8>,
@@ -47,8 +50,9 @@ struct Tracked {
 }
 
 impl Tracked {
-    fn new(major: u32, minor: u32, name: &[u8]) -> Tracked {
+    fn new(idx: usize, major: u32, minor: u32, name: &[u8]) -> Tracked {
         Tracked {
+            idx: idx as u32,
             major,
             minor,
             name: name.to_vec(),
@@ -71,7 +75,12 @@ pub fn diskstats_header() -> String {
     crate::format::diskstats::header()
 }
 
-fn put_disk_row(buf: &mut Vec<u8>, t_ns: u64, d: &Tracked, c: &DiskCounters) {
+/// Formats one row, and hands it to the envelopes (`recording::envelopes`).
+fn put_disk_row(out: &mut Rows, t_ns: u64, d: &Tracked, c: &DiskCounters) {
+    if let Some(e) = out.env.as_deref_mut() {
+        e.push(d.idx, t_ns, c);
+    }
+    let buf = &mut *out.buf;
     put_u64(buf, t_ns);
     buf.push(b',');
     buf.extend_from_slice(&d.name);
@@ -88,12 +97,18 @@ fn put_disk_row(buf: &mut Vec<u8>, t_ns: u64, d: &Tracked, c: &DiskCounters) {
     buf.push(b'\n');
 }
 
+/// Where a written row goes: the file's buffer and the envelope feed.
+struct Rows<'a> {
+    buf: &'a mut Vec<u8>,
+    env: Option<&'a mut EnvelopeFeed>,
+}
+
 const KEYFRAME_NS: u64 = 1_000_000_000;
 
 /// Records one observation of a device: writes its row if a counter changed (with the
 /// unwritten sample before it) or a second has passed, and notes a device that is back.
 #[inline]
-fn observe(d: &mut Tracked, t: u64, c: DiskCounters, buf: &mut Vec<u8>, events: &EventLog) {
+fn observe(d: &mut Tracked, t: u64, c: DiskCounters, out: &mut Rows, events: &EventLog) {
     d.seen_this_sample = true;
     if d.present && c == d.last && t - d.last_written_t < KEYFRAME_NS {
         d.pending = true;
@@ -109,9 +124,9 @@ fn observe(d: &mut Tracked, t: u64, c: DiskCounters, buf: &mut Vec<u8>, events: 
     }
     if d.pending {
         let (lt, lc) = (d.last_t, d.last);
-        put_disk_row(buf, lt, d, &lc);
+        put_disk_row(out, lt, d, &lc);
     }
-    put_disk_row(buf, t, d, &c);
+    put_disk_row(out, t, d, &c);
     d.last = c;
     d.last_t = t;
     d.last_written_t = t;
@@ -122,11 +137,11 @@ fn observe(d: &mut Tracked, t: u64, c: DiskCounters, buf: &mut Vec<u8>, events: 
 
 /// Records that a device present before is gone (its last sample is written first);
 /// a detached loop device says so and which file it was bound to.
-fn gone(d: &mut Tracked, t: u64, buf: &mut Vec<u8>, events: &EventLog) {
+fn gone(d: &mut Tracked, t: u64, out: &mut Rows, events: &EventLog) {
     d.present = false;
     if d.pending {
         let (lt, lc) = (d.last_t, d.last);
-        put_disk_row(buf, lt, d, &lc);
+        put_disk_row(out, lt, d, &lc);
         d.pending = false;
     }
     let mut v = serde_json::json!({"device": String::from_utf8_lossy(&d.name)});
@@ -161,6 +176,8 @@ pub struct DiskSampler {
     filter: DeviceFilter,
     tracked: Vec<Tracked>,
     sink: ChunkSink,
+    /// The envelopes of the rows written (`envelopes.csv.gz` beside the file).
+    env: Option<EnvelopeFeed>,
     events: EventLog,
     clock: Clock,
     read_errors: u64,
@@ -179,7 +196,8 @@ impl DiskSampler {
     ) -> anyhow::Result<DiskSampler> {
         let mut tracked: Vec<Tracked> = names
             .iter()
-            .map(|(ma, mi, n)| Tracked::new(*ma, *mi, n.as_bytes()))
+            .enumerate()
+            .map(|(i, (ma, mi, n))| Tracked::new(i, *ma, *mi, n.as_bytes()))
             .collect();
         // Where to watch loop devices' binding: the sysfs of the source, or the real one
         // beside the real /proc (a fake /proc in tests has no sysfs to match).
@@ -211,12 +229,17 @@ impl DiskSampler {
             }
         };
         let sink = ChunkSink::create(out, &diskstats_header(), true)?;
+        let mut env = EnvelopeFeed::create(&out.with_file_name(crate::format::envelopes::FILE))?;
+        for d in &tracked {
+            env.device(d.idx, &d.name);
+        }
         let clock = events.clock();
         Ok(DiskSampler {
             reader,
             filter,
             tracked,
             sink,
+            env: Some(env),
             events,
             clock,
             read_errors: 0,
@@ -283,7 +306,11 @@ impl DiskSampler {
                         Some(i) => i,
                         None => {
                             // A device that appeared mid-run (rare: allocation is fine here).
-                            self.tracked.push(Tracked::new(major, minor, name));
+                            let i = self.tracked.len();
+                            self.tracked.push(Tracked::new(i, major, minor, name));
+                            if let Some(e) = self.env.as_mut() {
+                                e.device(i as u32, name);
+                            }
                             if !first {
                                 self.events.event_at(
                                     t,
@@ -295,7 +322,11 @@ impl DiskSampler {
                             self.tracked.len() - 1
                         }
                     };
-                    observe(&mut self.tracked[idx], t, c, self.sink.buf(), &self.events);
+                    let mut out = Rows {
+                        buf: self.sink.buf(),
+                        env: self.env.as_mut(),
+                    };
+                    observe(&mut self.tracked[idx], t, c, &mut out, &self.events);
                     if let Some(l) = self.live.as_mut() {
                         l.observe(idx, name, t, &c);
                     }
@@ -328,7 +359,11 @@ impl DiskSampler {
                     match r {
                         Some(Ok(n)) => match diskstats::parse_counters(&buf[..n]) {
                             Some(c) => {
-                                observe(d, t, c, self.sink.buf(), &self.events);
+                                let mut out = Rows {
+                                    buf: self.sink.buf(),
+                                    env: self.env.as_mut(),
+                                };
+                                observe(d, t, c, &mut out, &self.events);
                                 if let Some(l) = self.live.as_mut() {
                                     l.observe(idx, &d.name, t, &c);
                                 }
@@ -349,12 +384,19 @@ impl DiskSampler {
         self.samples += 1;
         for d in self.tracked.iter_mut() {
             if d.present && !d.seen_this_sample {
-                gone(d, t, self.sink.buf(), &self.events);
+                let mut out = Rows {
+                    buf: self.sink.buf(),
+                    env: self.env.as_mut(),
+                };
+                gone(d, t, &mut out, &self.events);
             }
         }
         self.sink.row_done(t);
         if let Some(l) = self.live.as_mut() {
             l.sample_done(t);
+        }
+        if let Some(e) = self.env.as_mut() {
+            e.done(t);
         }
     }
 
@@ -363,9 +405,16 @@ impl DiskSampler {
         for d in self.tracked.iter_mut() {
             if d.pending {
                 let (lt, lc) = (d.last_t, d.last);
-                put_disk_row(self.sink.buf(), lt, d, &lc);
+                let mut out = Rows {
+                    buf: self.sink.buf(),
+                    env: self.env.as_mut(),
+                };
+                put_disk_row(&mut out, lt, d, &lc);
                 d.pending = false;
             }
+        }
+        if let Some(e) = self.env.take() {
+            e.finish()?;
         }
         self.sink.finish()
     }

@@ -1,0 +1,251 @@
+//! What `diskpulse report` costs as recordings get long (issue 13, "Done means" line 1):
+//! the baseline before any streaming report exists.
+//!
+//! For each size it WRITES a synthetic recording with the recorder's own writers
+//! (`meta.json` through [`Meta::write`], `diskstats.csv.gz` through the recorder's
+//! [`ChunkSink`] at its gzip level, rows formatted as the sampler does, `events.jsonl`
+//! through [`EventLog`]): 4 devices whose counters change every millisecond (a steady
+//! writer with jitter, some reads, a flush every 200 ms, and a 60 ms burst at ~800 MiB/s
+//! every 5-7 s per device), so no row is suppressed: 4 rows a ms. Then it runs
+//! `diskpulse report RUN` (charts, HTML and all, as a user would) and prints its wall
+//! time and peak memory (`ru_maxrss` of the child from `wait4`), with the generation
+//! time and the file's size.
+//!
+//! Run: `cargo bench --bench report_scale` (release build). Sizes:
+//! `DISKPULSE_BENCH_SIZES=10m,1h,6h` (default `10m,1h`; any `Nm`/`Nh`). The files go to a
+//! temporary directory under `DISKPULSE_BENCH_DIR` (default `/var/tmp`), removed at the
+//! end, after a failure and on Ctrl-C. 10 minutes are 2.4 M rows; an hour 14.4 M rows
+//! (~290 MB of gzip); 6 hours 86.4 M rows (~1.7 GB): for 6 h put `DISKPULSE_BENCH_DIR`
+//! on a volume with room (RECIPES.md: a loop volume you remove again). Writing takes
+//! ~21 s per recorded hour here (~2 min for 6 h). Today's report holds every sample in
+//! memory (10 min: 1.2 GB, 1 h: 6.7 GB peak): 6 h would need ~40 GB, more than this
+//! machine has, so run 6 h only once the report streams (issue 13 item 3).
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use diskpulse::format::meta::{Meta, MetaDevice, SamplerMeta};
+use diskpulse::recording::writer::{put_u64, ChunkSink};
+use diskpulse::recording::EventLog;
+
+const DEVICES: usize = 4;
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One device's counters, in kernel order (17 fields).
+#[derive(Default, Clone, Copy)]
+struct Dev {
+    f: [u64; 17],
+}
+
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (n, unit) = s.split_at(s.len().checked_sub(1)?);
+    let n: u64 = n.parse().ok()?;
+    match unit {
+        "m" => Some(n * 60),
+        "h" => Some(n * 3600),
+        _ => None,
+    }
+}
+
+/// Writes a recording of `secs` seconds into `dir`; returns the rows written, or `None`
+/// when interrupted.
+fn generate(dir: &Path, secs: u64, stop: &AtomicBool) -> anyhow::Result<Option<u64>> {
+    std::fs::create_dir_all(dir)?;
+    let names: Vec<String> = (0..DEVICES).map(|d| format!("syn{d}")).collect();
+    let mut meta = Meta {
+        format_version: diskpulse::format::FORMAT_VERSION,
+        tool: "diskpulse".into(),
+        version: "bench".into(),
+        argv: vec!["benches/report_scale".into()],
+        host: "synthetic".into(),
+        kernel: "synthetic".into(),
+        start_wall: "2026-11-30T00:00:00.000000000Z".into(),
+        end_wall: Some("2026-11-30T00:00:00.000000000Z".into()),
+        duration_ns: Some(secs * 1_000_000_000),
+        user_hz: 100,
+        device_filter: "listed".into(),
+        complete: true,
+        clock_zero_unix_ns: 1_796_000_000_000_000_000,
+        ..Default::default()
+    };
+    meta.devices = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| MetaDevice {
+            name: n.clone(),
+            major: 250,
+            minor: i as u32,
+            why: Some("named".into()),
+            ..Default::default()
+        })
+        .collect();
+    meta.samplers.insert(
+        "diskstats".into(),
+        SamplerMeta {
+            file: diskpulse::format::diskstats::FILE.into(),
+            interval_us: 1000,
+            source: Some("/proc/diskstats".into()),
+            stats: None,
+        },
+    );
+    meta.write(&dir.join(diskpulse::format::meta::FILE))?;
+    let events = EventLog::create(
+        &dir.join(diskpulse::format::events::FILE),
+        collectors::clock::Clock::start(),
+    )?;
+    let mut sink = ChunkSink::create(
+        &dir.join(diskpulse::format::diskstats::FILE),
+        &diskpulse::format::diskstats::header(),
+        true,
+    )?;
+    let mut devs = [Dev::default(); DEVICES];
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rows = 0u64;
+    for ms in 0..=secs * 1000 {
+        if ms % 1000 == 0 && stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let t = ms * 1_000_000;
+        for (d, dev) in devs.iter_mut().enumerate() {
+            let period = 5000 + 700 * d as u64;
+            let burst = ms % period >= 1000 && ms % period < 1060;
+            if burst && ms % period == 1000 && d == 0 {
+                events.event_at(t, "marker", serde_json::json!({"text": "burst"}));
+            }
+            let f = &mut dev.f;
+            if ms > 0 {
+                // 4 KiB writes: ~5/ms (20 MiB/s) steady, 200/ms (800 MiB/s) in a burst.
+                let w = if burst { 200 } else { 3 + rng.below(5) };
+                let r = rng.below(3);
+                f[0] += r;
+                f[2] += r * 8;
+                f[3] += r / 2;
+                f[4] += w;
+                f[5] += w / 4;
+                f[6] += w * 8;
+                f[7] += if burst { 30 } else { 1 };
+                f[8] = if burst { 32 } else { rng.below(4) };
+                f[9] += 1;
+                f[10] += f[8];
+                if ms % 200 == 0 {
+                    f[15] += 1;
+                    f[16] += 1;
+                }
+            }
+            let b = sink.buf();
+            put_u64(b, t);
+            b.push(b',');
+            b.extend_from_slice(names[d].as_bytes());
+            b.extend_from_slice(b",250,");
+            put_u64(b, d as u64);
+            for v in f.iter() {
+                b.push(b',');
+                put_u64(b, *v);
+            }
+            b.push(b'\n');
+            rows += 1;
+        }
+        sink.row_done(t);
+    }
+    sink.finish()?;
+    Ok(Some(rows))
+}
+
+/// Runs `diskpulse report RUN`: (wall s, peak RSS bytes, exit code).
+fn report(dir: &Path) -> anyhow::Result<(f64, u64, i32)> {
+    let t0 = Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_diskpulse"))
+        .arg("report")
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0i32;
+    // SAFETY: plain syscall on our own child; rusage is written by the kernel.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    if r != pid {
+        anyhow::bail!("wait4: {}", std::io::Error::last_os_error());
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let code = std::process::ExitStatus::from_raw(status)
+        .code()
+        .unwrap_or(-1);
+    Ok((wall, ru.ru_maxrss as u64 * 1024, code))
+}
+
+fn main() -> anyhow::Result<()> {
+    let sizes = std::env::var("DISKPULSE_BENCH_SIZES").unwrap_or_else(|_| "10m,1h".into());
+    let sizes: Vec<(String, u64)> = sizes
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            parse_size(s).map(|n| (s.trim().to_string(), n)).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "DISKPULSE_BENCH_SIZES: '{s}' is not a size; use minutes or hours like 10m,1h,6h"
+                )
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let base = std::env::var("DISKPULSE_BENCH_DIR").unwrap_or_else(|_| "/var/tmp".into());
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+    let tmp = tempfile::Builder::new()
+        .prefix("diskpulse-report-scale-")
+        .tempdir_in(&base)
+        .map_err(|e| anyhow::anyhow!("cannot make a temporary directory in {base}: {e}"))?;
+    println!(
+        "report of synthetic recordings: {DEVICES} devices, counters change every ms (4 rows/ms)"
+    );
+    println!(
+        "{:>5} {:>11} {:>9} {:>9} {:>10} {:>12} {:>6}",
+        "size", "rows", "gz_MB", "gen_s", "report_s", "peak_rss_MB", "exit"
+    );
+    for (label, secs) in sizes {
+        let dir = tmp.path().join(&label);
+        let g0 = Instant::now();
+        let Some(rows) = generate(&dir, secs, &stop)? else {
+            println!(
+                "interrupted while writing {label}; removing {}",
+                tmp.path().display()
+            );
+            return Ok(());
+        };
+        let gen_s = g0.elapsed().as_secs_f64();
+        let gz = std::fs::metadata(dir.join(diskpulse::format::diskstats::FILE))?.len();
+        let (wall, rss, code) = report(&dir)?;
+        if stop.load(Ordering::Relaxed) {
+            println!(
+                "interrupted during the report of {label}; removing {}",
+                tmp.path().display()
+            );
+            return Ok(());
+        }
+        println!(
+            "{label:>5} {rows:>11} {:>9.1} {gen_s:>9.1} {wall:>10.2} {:>12.0} {code:>6}",
+            gz as f64 / 1e6,
+            rss as f64 / 1e6
+        );
+        std::fs::remove_dir_all(&dir)?;
+    }
+    Ok(())
+}
