@@ -16,7 +16,8 @@
 //! `window.diskpulse` lets a test (or a person at the console) drive it: `zoom(t0_ms,
 //! t1_ms)`, `reset()`, `titles()`, `scale(i)` (the x range of chart `i`, ms),
 //! `visible(title)` (each series' `[t_ms, value]` points inside the chart's x range, read
-//! from uPlot's own data), `valuesAt(title, t_ms)` (what the legend shows at that ms).
+//! from uPlot's own data), `valuesAt(title, t_ms)` (each series' value in the window holding that ms, as the
+//! legend shows it).
 //!
 //! Without uPlot the page says so in one line and keeps the static SVG; `report` prints the
 //! same line on stderr.
@@ -352,11 +353,20 @@ const SCRIPT: &str = r##"(function () {
     spanText(u);
   }
   var stepped = uPlot.paths.stepped({ align: 1 });
+  function windowIdx(u, i, xv) {
+    var xs = u.data[0];
+    while (i > 0 && xs[i] > xv) i--;
+    while (i + 1 < xs.length && xs[i + 1] <= xv) i++;
+    return i;
+  }
   function make(title, unit, series, data, step) {
     var w = Math.max(400, box.clientWidth || 1200);
     var opts = {
       title: title, width: w, height: 200,
-      cursor: { sync: { key: "diskpulse", setSeries: false }, drag: { x: true, y: false } },
+      cursor: { sync: { key: "diskpulse", setSeries: false }, drag: { x: true, y: false },
+                // A window's value holds from its start to the next one's: the legend shows
+                // the window the cursor is in, not the nearest start.
+                dataIdx: step ? function (u, si, i, xv) { return windowIdx(u, i, xv); } : undefined },
       scales: { x: { time: false } },
       axes: [{ values: function (u, vs) { return vs.map(function (v) { return v.toFixed(3); }); } }, { label: unit, size: 60 }],
       series: [{ label: "t", value: function (u, v) { return fmtT(v); } }].concat(series.map(function (s) {
@@ -419,7 +429,7 @@ const SCRIPT: &str = r##"(function () {
       return out;
     },
     valuesAt: function (title, tMs) {
-      var u = find(title), i = u.valToIdx(tMs / 1000), out = {};
+      var u = find(title), i = windowIdx(u, u.valToIdx(tMs / 1000), tMs / 1000), out = {};
       for (var j = 1; j < u.series.length; j++) out[u.series[j].label] = u.data[j][i];
       return out;
     }
