@@ -398,7 +398,8 @@ const SCRIPT: &str = r##"(function () {
     throw new Error("no chart titled " + title);
   }
   function zoom(t0, t1) { if (charts.length) charts[0].setScale("x", { min: t0 / 1000, max: t1 / 1000 }); }
-  function cur() { var u = charts[0]; return [u.scales.x.min, u.scales.x.max]; }
+  function cur() { var u = charts[0]; return u ? [u.scales.x.min, u.scales.x.max] : [0, D.end_s]; }
+  if (!charts.length) box.textContent = "Nothing to draw: no device read or wrote, and the run has no load, page-cache or CPU series.";
   document.getElementById("dp-reset").onclick = function () { zoom(0, D.end_s * 1000); };
   document.getElementById("dp-zoom-out").onclick = function () {
     var r = cur(), m = (r[0] + r[1]) / 2, h = Math.min(D.end_s, 2 * (r[1] - r[0]));
