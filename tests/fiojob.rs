@@ -352,15 +352,19 @@ args = ["--rw", "${{rw}}", "--bs", "${{bs}}", "--size", "8m", "--time-based", "-
             .iter()
             .find(|b| b.starts_with(&format!("randread {size}:")))
             .unwrap_or_else(|| panic!("no randread {size} bar in {bars:?}"));
-        let shown: f64 = bar
+        // The title's numbers are compact: "812.5", or "1.234k" once p99 passes 1 ms.
+        let text = bar
             .split("mean ")
             .nth(1)
             .unwrap()
             .split(' ')
             .next()
-            .unwrap()
-            .parse()
             .unwrap();
+        let (digits, scale) = match text.strip_suffix('k') {
+            Some(d) => (d, 1e3),
+            None => (text, 1.0),
+        };
+        let shown: f64 = digits.parse::<f64>().unwrap() * scale;
         assert!((shown / mean - 1.0).abs() < 0.01, "{bar}: csv mean {mean}");
         assert!(bar.contains(&format!("n {})", vals.len())), "{bar}");
     }
