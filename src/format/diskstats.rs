@@ -194,7 +194,7 @@ mod tests {
         let p = std::env::temp_dir().join(format!("streaming-ds-{}.csv", std::process::id()));
         let row = |t: &str, dev: &str| {
             let mut c = vec![t, dev, "7", "0"];
-            c.extend(std::iter::repeat("").take(MAX_FIELDS));
+            c.extend(std::iter::repeat_n("", MAX_FIELDS));
             c[KEY_COLUMNS.len()] = "7";
             c[KEY_COLUMNS.len() + 6] = "1000";
             c.join(",")
