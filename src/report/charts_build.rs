@@ -72,8 +72,8 @@ fn scaled(mut s: (Vec<f64>, Vec<f64>), k: f64) -> (Vec<f64>, Vec<f64>) {
     s
 }
 
-/// The timeline of a run, its long series (the devices' 1 ms rates, the page cache)
-/// folded into the plot's pixel columns as they are built ([`charts::Series::fold`]):
+/// The timeline of a run, its long series (the devices' 1 ms rates and in-flight, the
+/// broker's own writes) folded into the plot's pixel columns as they are built ([`charts::Series::fold`]):
 /// a series holds `columns` min/max/mean/count columns, not one point per row, so the
 /// timeline of an hour takes what the timeline of a minute takes. Drawn, it is the
 /// same picture [`timeline_points`] gives.
@@ -277,13 +277,15 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
             ("writeback_kib", "Writeback", "#17becf"),
         ] {
             if let Some(v) = m.col(c) {
-                s.push(fold(series(
+                // Not folded: report.html's zoomable timeline takes this panel's
+                // points as they are (a meminfo row a 100 ms or so: small).
+                s.push(series(
                     label,
                     t.clone(),
                     v.iter().map(|x| x / 1024.0).collect(),
                     Style::Envelope,
                     color,
-                )));
+                ));
             }
         }
         panels.push(Panel {
