@@ -24,7 +24,8 @@
 //!
 //! Run (root, fio): `cargo bench --bench trace` (release build), or without a release
 //! build `cargo bench --profile dev --bench trace`. `DISKPULSE_BENCH_SECS` sets each fio
-//! run's length (default 8), `DISKPULSE_BENCH_PAIRS` the number of pairs (default 3).
+//! run's length (default 8), `DISKPULSE_BENCH_PAIRS` the number of pairs (default 3),
+//! `DISKPULSE_BENCH_TRACE_ARGS` more flags for the traced runs (e.g. `--trace-only block`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -160,6 +161,14 @@ fn traced_fio(
     let mut rec = Command::new(env!("CARGO_BIN_EXE_diskpulse"))
         .args(["record", "--device", name, "--duration", "1h"])
         .args(trace.then_some("--trace"))
+        // DISKPULSE_BENCH_TRACE_ARGS: more flags for the traced runs (`--trace-only block`).
+        .args(
+            match trace {
+                true => std::env::var("DISKPULSE_BENCH_TRACE_ARGS").unwrap_or_default(),
+                false => String::new(),
+            }
+            .split_whitespace(),
+        )
         .arg("--out")
         .arg(&dir)
         .stdout(Stdio::null())

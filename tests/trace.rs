@@ -365,6 +365,91 @@ fn a_throttled_loop_device_issues_its_requests_at_the_throttle_rate() {
     drop(lo);
 }
 
+/// The enable switch of a tracepoint in a running record's instance.
+fn enabled(rec_pid: u32, event: &str) -> bool {
+    std::fs::read_to_string(
+        instance_of(rec_pid)
+            .join("events")
+            .join(event)
+            .join("enable"),
+    )
+    .map(|t| t.trim() == "1")
+    .unwrap_or(false)
+}
+
+#[test]
+fn trace_only_block_leaves_every_syscall_tracepoint_off_and_trace_only_sync_the_block_ones() {
+    if !can_trace() {
+        return;
+    }
+    let _one = one_trace_at_a_time();
+    let mut lo = LoopDev::new("256M");
+    let mnt = lo.mount_ext4();
+    let out = tempfile::tempdir().unwrap();
+    let me = std::process::id().to_string();
+    const N: usize = 20;
+    let sync_n = |name: &str| {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(mnt.join(name))
+            .unwrap();
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        for i in 0..N {
+            f.write_at(&[1u8; 4096], (i * 4096) as u64).unwrap();
+            f.sync_data().unwrap();
+        }
+        tid
+    };
+    for (only, pid_args) in [
+        ("block", vec![]),
+        ("sync", vec!["--trace-pid", me.as_str()]),
+    ] {
+        let dir = out.path().join(only);
+        let mut args = vec!["--trace-only", only, "--device", lo.name()];
+        args.extend(pid_args);
+        let rec = start_record(&dir, &args);
+        let rec_pid = rec.id();
+        let sys_on = enabled(rec_pid, "syscalls/sys_enter_fdatasync")
+            || enabled(rec_pid, "syscalls/sys_exit_fsync");
+        let blk_on = enabled(rec_pid, "block/block_rq_issue");
+        let tid = std::thread::scope(|s| s.spawn(|| sync_n(only)).join().unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+        let (code, stderr) = interrupt(rec);
+        assert_eq!(code, 130, "{stderr}");
+        let events = read_json(&dir.join("meta.json"))["trace"]["events"].clone();
+        let has = |g: &str| {
+            events
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e.as_str().unwrap().starts_with(g))
+        };
+        let (calls, _) = fsync_calls::read(&dir).unwrap();
+        let mine = calls.iter().filter(|c| c.tid == tid).count();
+        let (reqs, _) = block_requests::read(&dir).unwrap();
+        let writes = reqs
+            .iter()
+            .filter(|r| r.device == lo.name() && r.op == "write")
+            .count();
+        if only == "block" {
+            assert!(!sys_on && blk_on, "block only: syscalls off, block on");
+            assert!(!has("syscalls:") && has("block:"), "{events}");
+            assert_eq!(calls.len(), 0, "no sync call traced: {calls:?}");
+            assert!(writes >= N, "{writes} write requests for {N} synced writes");
+            assert!(stderr.contains("sync calls not traced"), "{stderr}");
+        } else {
+            assert!(sys_on && !blk_on, "sync only: syscalls on, block off");
+            assert!(has("syscalls:") && !has("block:"), "{events}");
+            assert_eq!(mine, N, "exactly {N} calls of thread {tid}");
+            assert!(reqs.is_empty(), "no block request traced: {}", reqs.len());
+            assert!(stderr.contains("block requests not traced"), "{stderr}");
+        }
+    }
+}
+
 #[test]
 fn a_stale_instance_of_a_dead_diskpulse_is_removed_at_the_next_start() {
     if !can_trace() {
@@ -437,11 +522,17 @@ fn without_root_trace_says_so_in_one_line_and_the_rest_records() {
 fn bad_trace_input_is_refused_before_anything_is_written() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("run");
-    let cases: [(&[&str], &str); 3] = [
+    let cases: [(&[&str], &str); 6] = [
         (
             &["--trace", "--trace-pid", "999999999"],
             "--trace-pid 999999999",
         ),
+        (
+            &["--trace", "--trace-only", "block", "--trace-pid", "1"],
+            "--trace-only block",
+        ),
+        (&["--trace", "--trace-only", "disk"], "--trace-only"),
+        (&["--trace-only", "block"], "--trace"),
         (
             &["--trace", "--trace-comm", "a-name-of-16-chr"],
             "--trace-comm 'a-name-of-16-chr'",

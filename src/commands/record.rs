@@ -147,6 +147,15 @@ pub struct TraceArgs {
     /// most 15 characters). Repeatable; needs --trace.
     #[arg(long = "trace-comm", value_name = "NAME", requires = "trace")]
     pub trace_comms: Vec<String>,
+    /// Trace one half only: `block` (the block requests; no syscall tracepoint, whose cost
+    /// falls on every system call of the machine) or `sync` (the sync calls). Needs --trace.
+    #[arg(
+        long = "trace-only",
+        value_name = "WHAT",
+        value_enum,
+        requires = "trace"
+    )]
+    pub trace_only: Option<crate::recording::trace::TraceOnly>,
 }
 
 /// The longest process name the kernel keeps (TASK_COMM_LEN 16, with its NUL).
@@ -175,7 +184,15 @@ impl TraceArgs {
                 ));
             }
         }
+        if self.trace_only == Some(crate::recording::trace::TraceOnly::Block)
+            && (!self.trace_pids.is_empty() || !self.trace_comms.is_empty())
+        {
+            return Err(usage!(
+                "--trace-only block traces no sync calls, so --trace-pid/--trace-comm would select nothing; drop them or --trace-only"
+            ));
+        }
         Ok(Some(TraceSetup {
+            only: self.trace_only,
             pids: self.trace_pids.clone(),
             comms: self.trace_comms.clone(),
             children: command,
@@ -304,10 +321,22 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     );
     if let Some(t) = meta.get("trace").and_then(|t| t.get("stats")) {
         let lost = t["lost_events"].as_u64().unwrap_or(0);
+        let on = |group: &str| {
+            meta["trace"]["events"].as_array().is_some_and(|v| {
+                v.iter()
+                    .any(|e| e.as_str().is_some_and(|e| e.starts_with(group)))
+            })
+        };
+        let what = match (on("syscalls:"), on("block:")) {
+            (true, true) => format!(
+                "{} sync calls and {} block requests",
+                t["calls"], t["requests"]
+            ),
+            (true, false) => format!("{} sync calls (block requests not traced)", t["calls"]),
+            _ => format!("{} block requests (sync calls not traced)", t["requests"]),
+        };
         eprintln!(
-            "traced {} sync calls and {} block requests ({} events read, {lost} lost{})",
-            t["calls"],
-            t["requests"],
+            "traced {what} ({} events read, {lost} lost{})",
             t["events"],
             if lost > 0 {
                 ": the trace is incomplete, see events.jsonl trace_lost"

@@ -37,6 +37,18 @@ pub struct TraceSetup {
     pub children: bool,
     /// Every process's sync calls (`record --trace` with no pid, name or command).
     pub every_process: bool,
+    /// Which half to trace (`record --trace-only`); both by default.
+    pub only: Option<TraceOnly>,
+}
+
+/// `record --trace-only`: one half of the trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceOnly {
+    /// Block requests only: no syscall tracepoint is enabled, so the other processes'
+    /// system calls keep the kernel's fast path.
+    Block,
+    /// Sync calls only.
+    Sync,
 }
 
 /// The traced pids, shared with the collector so pids known only after the recording
@@ -125,6 +137,8 @@ pub fn start(
         comms: setup.comms.clone(),
     };
     let mut cfg = tracefs::Config::new(who, devices.iter().map(|d| (d.0, d.1)).collect());
+    cfg.sync_calls = setup.only != Some(TraceOnly::Block);
+    cfg.block = setup.only != Some(TraceOnly::Sync);
     if let Some(kib) = buffer_kib_from_env()? {
         cfg.buffer_kib_per_cpu = kib;
     }

@@ -98,6 +98,20 @@ pub fn window_sums(iv: &[Interval], width_ns: u64, n: usize) -> Vec<f64> {
     out
 }
 
+/// Mean rate (per second) in each window `[k*w, (k+1)*w)` for `k < ceil(duration / w)`:
+/// [`window_sums`] divided by the part of the window inside the recording (the last window
+/// may be cut by the end). What report.html's zoomable timeline shows per window.
+pub fn window_rates(iv: &[Interval], width_ns: u64, duration_ns: u64) -> Vec<f64> {
+    let n = duration_ns.div_ceil(width_ns) as usize;
+    let mut sums = window_sums(iv, width_ns, n);
+    for (k, s) in sums.iter_mut().enumerate() {
+        let w0 = k as u64 * width_ns;
+        let len = (w0 + width_ns).min(duration_ns) - w0;
+        *s /= len as f64 / 1e9;
+    }
+    sums
+}
+
 /// Highest rate (per second) over windows of `width_ns`, among windows that lie wholly
 /// inside the recording.
 pub fn peak_rate(iv: &[Interval], width_ns: u64, duration_ns: u64) -> f64 {

@@ -183,7 +183,14 @@ fn write_outputs(
             write("timeline.png", &charts::render_png(&tl)?)?;
         }
         if o.html {
-            write("report.html", html::run_page(run, summary, &tl).as_bytes())?;
+            let uplot = html::zoom::find_uplot();
+            if let Err(why) = &uplot {
+                eprintln!("report.html: {why}");
+            }
+            write(
+                "report.html",
+                html::run_page(run, summary, &tl, &uplot).as_bytes(),
+            )?;
         }
     }
     Ok(())

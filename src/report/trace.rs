@@ -197,15 +197,20 @@ pub fn trace(run: &Run, devices: &[DeviceSummary], broker: &[String]) -> Option<
         w.extend(meta.comms.iter().map(|c| format!("'{c}'")));
         w.join(", ")
     };
+    // `record --trace-only` leaves one half's tracepoints off (meta.json `trace.events`).
+    let traced = |group: &str| meta.events.iter().any(|e| e.starts_with(group));
+    let calls_of = match traced("syscalls:") {
+        true => format!("sync calls of {who}"),
+        false => "sync calls not traced".to_string(),
+    };
+    let requests_of = match (traced("block:"), meta.devices.is_empty()) {
+        (false, _) => "block requests not traced".to_string(),
+        (true, true) => "block requests of every device".to_string(),
+        (true, false) => format!("block requests of {}", meta.devices.join(", ")),
+    };
     let source = format!(
-        "sync calls of {who}; block requests of {}; {} clock, offset bound {} ns",
-        if meta.devices.is_empty() {
-            "every device".to_string()
-        } else {
-            meta.devices.join(", ")
-        },
-        meta.clock,
-        meta.clock_offset_bound_ns
+        "{calls_of}; {requests_of}; {} clock, offset bound {} ns",
+        meta.clock, meta.clock_offset_bound_ns
     );
     let lost = meta.stats.as_ref().map(|s| s.lost_events).unwrap_or(0);
     let lost_line = (lost > 0).then(|| {

@@ -61,6 +61,12 @@ pub struct Config {
     /// Block devices (major, minor); empty: every device.
     pub devices: Vec<(u32, u32)>,
     pub buffer_kib_per_cpu: u64,
+    /// Trace the sync calls (the syscall tracepoints). Enabling any syscall tracepoint sends
+    /// every system call of every task through the kernel's slow path, so a trace of block
+    /// requests alone leaves them off.
+    pub sync_calls: bool,
+    /// Trace the block requests.
+    pub block: bool,
 }
 
 impl Config {
@@ -71,6 +77,8 @@ impl Config {
             who,
             devices,
             buffer_kib_per_cpu: BUFFER_KIB_PER_CPU,
+            sync_calls: true,
+            block: true,
         }
     }
 }
@@ -221,7 +229,7 @@ impl Tracer {
         let removed_stale = instance::remove_stale(&tracefs, &cfg.procfs, own);
         let mut decoder = Decoder::default();
         let mut events = vec![];
-        for (i, call) in pair::CALLS.iter().enumerate() {
+        for (i, call) in pair::CALLS.iter().enumerate().filter(|_| cfg.sync_calls) {
             let enter = format_of(&tracefs, &format!("syscalls/sys_enter_{call}"))?;
             let exit = format_of(&tracefs, &format!("syscalls/sys_exit_{call}"))?;
             let fd = if *call == "msync" {
@@ -236,31 +244,33 @@ impl Tracer {
             events.push(format!("syscalls/sys_enter_{call}"));
             events.push(format!("syscalls/sys_exit_{call}"));
         }
-        let ins = format_of(&tracefs, "block/block_rq_insert")?;
-        let iss = format_of(&tracefs, "block/block_rq_issue")?;
-        let com = format_of(&tracefs, "block/block_rq_complete")?;
-        decoder.kinds.push((
-            ins.id,
-            Kind::Insert(ins.field("dev")?, ins.field("sector")?),
-        ));
-        decoder.kinds.push((
-            iss.id,
-            Kind::Issue(
-                iss.field("dev")?,
-                iss.field("sector")?,
-                iss.field("bytes")?,
-                iss.field("rwbs")?,
-                iss.field("comm")?,
-            ),
-        ));
-        decoder.kinds.push((
-            com.id,
-            Kind::Complete(com.field("dev")?, com.field("sector")?, com.field("error")?),
-        ));
-        for e in ["block_rq_insert", "block_rq_issue", "block_rq_complete"] {
-            events.push(format!("block/{e}"));
+        if cfg.block {
+            let ins = format_of(&tracefs, "block/block_rq_insert")?;
+            let iss = format_of(&tracefs, "block/block_rq_issue")?;
+            let com = format_of(&tracefs, "block/block_rq_complete")?;
+            decoder.kinds.push((
+                ins.id,
+                Kind::Insert(ins.field("dev")?, ins.field("sector")?),
+            ));
+            decoder.kinds.push((
+                iss.id,
+                Kind::Issue(
+                    iss.field("dev")?,
+                    iss.field("sector")?,
+                    iss.field("bytes")?,
+                    iss.field("rwbs")?,
+                    iss.field("comm")?,
+                ),
+            ));
+            decoder.kinds.push((
+                com.id,
+                Kind::Complete(com.field("dev")?, com.field("sector")?, com.field("error")?),
+            ));
+            for e in ["block_rq_insert", "block_rq_issue", "block_rq_complete"] {
+                events.push(format!("block/{e}"));
+            }
         }
-        if !cfg.who.every {
+        if cfg.sync_calls && !cfg.who.every {
             // Who a short process was when it is gone before /proc is read.
             let fork = format_of(&tracefs, "sched/sched_process_fork")?;
             let exec = format_of(&tracefs, "sched/sched_process_exec")?;
@@ -324,7 +334,7 @@ impl Tracer {
         t.info.instance = t.inst.name.clone();
         t.calibrate(print.id)?;
 
-        if !cfg.devices.is_empty() {
+        if cfg.block && !cfg.devices.is_empty() {
             let f = cfg
                 .devices
                 .iter()

@@ -1,5 +1,7 @@
 //! `report.html`: one run as one self-contained page (inline CSS and inline SVG; no
-//! scripts, no fonts, nothing fetched), written by `report` beside `summary.json`.
+//! fonts, nothing fetched), written by `report` beside `summary.json`. Its only scripts
+//! are the zoomable timeline's ([`zoom`]: uPlot inlined from disk and our own), in
+//! `report.html` only, not in the study report's sections.
 //!
 //! The page is built from fragments so the study report can put several runs on one
 //! page: [`run_section`] is one run's HTML (a `<section>` whose headings start at `<h2>`,
@@ -23,6 +25,7 @@ mod head;
 mod interference;
 mod results;
 mod trace;
+pub mod zoom;
 
 use super::charts_build;
 use super::run::Run;
@@ -144,11 +147,18 @@ pub fn timeline(run: &Run, o: &ReportOptions) -> Timeline {
     charts_build::timeline(run, &analyses, o)
 }
 
-/// One run's `report.html` (what `report` writes).
-pub fn run_page(run: &Run, summary: &Summary, timeline: &Timeline) -> String {
+/// One run's `report.html` (what `report` writes): [`run_section`] with the zoomable
+/// timeline ([`zoom`]) under the static one, or the line saying why there is none.
+pub fn run_page(
+    run: &Run,
+    summary: &Summary,
+    timeline: &Timeline,
+    uplot: &Result<zoom::Uplot, String>,
+) -> String {
+    let z = zoom::section(run, timeline, uplot);
     page(
         &format!("diskpulse report: {}", run_name(run)),
-        &[run_section(run, summary, timeline)],
+        &[section_with(run, summary, timeline, Some(&z))],
     )
 }
 
@@ -158,6 +168,16 @@ pub fn run_page(run: &Run, summary: &Summary, timeline: &Timeline) -> String {
 /// and sampler health. Reads `check.json`, `fsync.csv` and `probe.csv` from the run
 /// directory if they are there.
 pub fn run_section(run: &Run, summary: &Summary, timeline: &Timeline) -> String {
+    section_with(run, summary, timeline, None)
+}
+
+/// [`run_section`] with `after_timeline` (HTML) right after the static timeline.
+fn section_with(
+    run: &Run,
+    summary: &Summary,
+    timeline: &Timeline,
+    after_timeline: Option<&str>,
+) -> String {
     let mut s = String::with_capacity(256 * 1024);
     let _ = write!(
         s,
@@ -178,6 +198,9 @@ pub fn run_section(run: &Run, summary: &Summary, timeline: &Timeline) -> String 
          the broker's devices (of every device when the run does not say which).</figcaption>\n</figure>\n",
         escape(&secs(summary.ui_window_s))
     );
+    if let Some(z) = after_timeline {
+        s.push_str(z);
+    }
     head::check_findings(&mut s, &run.dir);
     devices::devices(&mut s, run, summary);
     devices::windows(&mut s, summary);
