@@ -87,9 +87,11 @@ fn the_folded_timeline_draws_what_the_points_draw() {
         charts::render_svg(&points),
         "the folded timeline draws another picture"
     );
+    // The page, its zoomable timeline included (it reads the timeline's panels too).
+    let uplot = diskpulse::report::html::zoom::find_uplot();
     assert_eq!(
-        diskpulse::report::html::run_page(&run, &summary, &folded),
-        diskpulse::report::html::run_page(&run, &summary, &points)
+        diskpulse::report::html::run_page(&run, &summary, &folded, &uplot),
+        diskpulse::report::html::run_page(&run, &summary, &points, &uplot)
     );
 }
 
