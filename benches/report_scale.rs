@@ -17,9 +17,11 @@
 //! end, after a failure and on Ctrl-C. 10 minutes are 2.4 M rows; an hour 14.4 M rows
 //! (~290 MB of gzip); 6 hours 86.4 M rows (~1.7 GB): for 6 h put `DISKPULSE_BENCH_DIR`
 //! on a volume with room (RECIPES.md: a loop volume you remove again). Writing takes
-//! ~21 s per recorded hour here (~2 min for 6 h). Today's report holds every sample in
-//! memory (10 min: 1.2 GB, 1 h: 6.7 GB peak): 6 h would need ~40 GB, more than this
-//! machine has, so run 6 h only once the report streams (issue 13 item 3).
+//! ~21 s per recorded hour here (~2 min for 6 h). The report still holds every diskstats
+//! row in memory (144 bytes a row; 10 min: 529 MB, 1 h: 3.13 GB peak with the zoomable
+//! timeline, was 1.2 GB and 6.7 GB before the timeline was folded and the rows shrunk):
+//! 6 h would need ~19 GB, so
+//! run 6 h only once the report reads the rows as a stream (issue 13 item 3).
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;

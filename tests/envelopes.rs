@@ -62,7 +62,7 @@ fn from_raw(disks: &[diskstats::DiskRows]) -> BTreeMap<Key, (f64, f64, f64, u64)
             let t = d.t_ns[k];
             for &len in &envelopes::LEVELS_NS {
                 let key = |m: &str| (len, t / len * len, d.name.clone(), m.to_string());
-                if let Some(g) = d.f[k][in_flight] {
+                if let Some(g) = d.f[k].get(in_flight) {
                     add(&mut map, key("in_flight"), g as f64, g as f64, 0);
                 }
                 if k == 0 {
@@ -70,7 +70,7 @@ fn from_raw(disks: &[diskstats::DiskRows]) -> BTreeMap<Key, (f64, f64, f64, u64)
                 }
                 let dt = t - d.t_ns[k - 1];
                 for (m, field, scale) in rates() {
-                    let (Some(a), Some(b)) = (d.f[k - 1][field], d.f[k][field]) else {
+                    let (Some(a), Some(b)) = (d.f[k - 1].get(field), d.f[k].get(field)) else {
                         continue;
                     };
                     if let Some(ch) = counter_delta(field, a, b) {
@@ -156,8 +156,10 @@ fn envelopes_equal_what_the_raw_rows_give_under_a_bursty_load() {
         .iter()
         .position(|x| *x == "sectors_written")
         .unwrap();
-    let total_mib =
-        (raw.f.last().unwrap()[written].unwrap() - raw.f[0][written].unwrap()) as f64 * 512.0 / MIB;
+    let total_mib = (raw.f.last().unwrap().get(written).unwrap() - raw.f[0].get(written).unwrap())
+        as f64
+        * 512.0
+        / MIB;
     assert!((total_mib - 84.0).abs() < 1.0, "wrote {total_mib} MiB");
     for &len in &envelopes::LEVELS_NS {
         let w: Vec<_> = rows

@@ -182,7 +182,7 @@ fn a_live_scrape_sees_a_10ms_peak_above_the_1s_mean_and_costs_no_samples() {
     for p in &pages {
         let t = (one(p, "diskpulse_recording_seconds", "").unwrap() * 1e9).round() as u64;
         let k = d.t_ns.iter().rposition(|&x| x <= t + 1).unwrap();
-        let row = d.f[k][6].unwrap() as f64 * 512.0;
+        let row = d.f[k].get(6).unwrap() as f64 * 512.0;
         assert_eq!(
             one(p, "node_disk_written_bytes_total", &dev_l).unwrap(),
             row,
@@ -288,7 +288,7 @@ fn export_to_openmetrics_and_influx_reads_back_and_promtool_backfills_it() {
     let d = &disks[0];
     let first_t = d.t_ns[0];
     let last_t = *d.t_ns.last().unwrap();
-    let last_written = d.f.last().unwrap()[6].unwrap() * 512;
+    let last_written = d.f.last().unwrap().get(6).unwrap() * 512;
     let dev_l = format!("device=\"{}\"", d.name);
 
     // OpenMetrics.

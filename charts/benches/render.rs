@@ -57,6 +57,7 @@ fn timeline(t_s: &[f64], mut v: impl FnMut(usize, usize) -> f64) -> Timeline {
                 v: (0..N).map(|i| v(p, i)).collect(),
                 style: Style::Envelope,
                 color: None,
+                folded: None,
             }],
             y_min_zero: true,
         })

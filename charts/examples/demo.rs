@@ -108,6 +108,7 @@ fn demo_timeline() -> Timeline {
                         v: write,
                         style: Style::Envelope,
                         color: None,
+                        folded: None,
                     },
                     Series {
                         label: "30 s UI average".into(),
@@ -115,6 +116,7 @@ fn demo_timeline() -> Timeline {
                         v: avg_v,
                         style: Style::DashedLine,
                         color: Some("#d62728".into()),
+                        folded: None,
                     },
                 ],
                 y_min_zero: true,
@@ -139,6 +141,7 @@ fn demo_timeline() -> Timeline {
                     v: msg_v,
                     style: Style::Step,
                     color: Some("#2ca02c".into()),
+                    folded: None,
                 }],
                 y_min_zero: true,
             },

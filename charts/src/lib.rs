@@ -150,6 +150,50 @@ pub struct Series {
     /// Any SVG colour, e.g. "#1f77b4" or "teal"; `None` (or a string that is no
     /// colour) picks from a palette by the series' index in its panel.
     pub color: Option<String>,
+    /// The series already folded into the plot's pixel columns ([`Series::fold`]):
+    /// then `t_s` and `v` are empty and this is drawn, exactly what the points gave.
+    pub folded: Option<Folded>,
+}
+
+/// A long series folded into pixel columns ahead of drawing, so a timeline of hours at
+/// 1 ms holds `columns` numbers per series instead of every point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Folded {
+    /// The time axis and column count it was folded for ([`plot_geometry`]).
+    pub range: (f64, f64),
+    pub columns: usize,
+    /// [`envelope`] of the points.
+    pub cols: Vec<Column>,
+}
+
+impl Series {
+    /// Folds the series into `columns` pixel columns over `range` when it would be
+    /// downsampled there anyway (more than two points per column in range): the
+    /// drawing is the same, the points are dropped. A short series is left as it is.
+    /// `range` and `columns` are the plot's ([`plot_geometry`]); a series folded for
+    /// another geometry is drawn from nothing (empty).
+    pub fn fold(mut self, range: (f64, f64), columns: usize) -> Series {
+        if shape::is_dense(&self, range, columns) {
+            let n = self.t_s.len().min(self.v.len());
+            let cols = envelope(&self.t_s[..n], &self.v[..n], range.0, range.1, columns);
+            self.t_s = Vec::new();
+            self.v = Vec::new();
+            self.folded = Some(Folded {
+                range,
+                columns,
+                cols,
+            });
+        }
+        self
+    }
+}
+
+/// The time axis `(t0, t1)` and the number of pixel columns the plots of `t` get: what
+/// [`Series::fold`] needs. Set `x_range_s` (and `width_px`) first: without a valid
+/// `x_range_s` the axis comes from the series' own times.
+pub fn plot_geometry(t: &Timeline) -> ((f64, f64), usize) {
+    let l = layout::Layout::of(t);
+    (l.range, l.columns())
 }
 
 /// How a series is drawn. Whatever the style, a downsampled series also shows its

@@ -15,6 +15,17 @@ use crate::{Series, Style};
 /// More points than this many per column in range means downsampling.
 const RAW_POINTS_PER_COLUMN: usize = 2;
 
+/// Whether `series` has more points in `range` than are drawn one by one in `columns`
+/// columns: then it is drawn from its [`envelope`].
+pub(crate) fn is_dense(series: &Series, (t0, t1): (f64, f64), columns: usize) -> bool {
+    let n = series.t_s.len().min(series.v.len());
+    let in_range = series.t_s[..n]
+        .iter()
+        .filter(|ts| **ts >= t0 && **ts <= t1)
+        .count();
+    in_range > columns * RAW_POINTS_PER_COLUMN
+}
+
 /// A pixel of plotters' backend: `(x, y)`, y growing downwards.
 pub(crate) type Px = (i32, i32);
 
@@ -28,6 +39,13 @@ pub(crate) enum Shape {
 
 impl Shape {
     pub fn of(series: &Series, (t0, t1): (f64, f64), columns: usize) -> Shape {
+        if let Some(f) = &series.folded {
+            return if f.range == (t0, t1) && f.columns == columns {
+                Shape::Columns(f.cols.clone())
+            } else {
+                Shape::Runs(vec![])
+            };
+        }
         let n = series.t_s.len().min(series.v.len());
         let (t, v) = (&series.t_s[..n], &series.v[..n]);
         let in_range = t.iter().filter(|ts| **ts >= t0 && **ts <= t1).count();

@@ -123,7 +123,7 @@ fn disk_group(d: &DiskRows, step: u64, zero: u64) -> Option<Group> {
             .iter()
             .map(|&t| {
                 last_at(&d.t_ns, t, &mut i)
-                    .and_then(|k| d.f[k][m.field])
+                    .and_then(|k| d.f[k].get(m.field))
                     .map(|x| x as f64 * m.scale)
                     .unwrap_or(f64::NAN)
             })

@@ -48,8 +48,43 @@ pub struct DiskRows {
     pub major: u32,
     pub minor: u32,
     pub t_ns: Vec<u64>,
-    /// Counters per row; `None` where the kernel did not print the field.
-    pub f: Vec<[Option<u64>; MAX_FIELDS]>,
+    /// Counters per row ([`Row::get`]: `None` where the kernel did not print the field).
+    pub f: Vec<Row>,
+}
+
+/// One row's counters, 8 bytes a field: a missing field (an empty cell) is held as
+/// [`Row::NONE`], a value no kernel counter reaches, so a report of an hour's rows takes
+/// half the memory `[Option<u64>; MAX_FIELDS]` took (issue 13 item 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row([u64; MAX_FIELDS]);
+
+impl Default for Row {
+    fn default() -> Self {
+        Row([Row::NONE; MAX_FIELDS])
+    }
+}
+
+impl Row {
+    /// What a missing field is held as (a cell of `u64::MAX` reads as missing).
+    pub const NONE: u64 = u64::MAX;
+
+    /// Field `i`'s counter, `None` where the kernel did not print it (or `i` is past
+    /// [`MAX_FIELDS`]).
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<u64> {
+        self.0.get(i).copied().filter(|&v| v != Row::NONE)
+    }
+
+    /// Sets field `i` (`None`: missing).
+    #[inline]
+    pub fn set(&mut self, i: usize, v: Option<u64>) {
+        self.0[i] = v.unwrap_or(Row::NONE);
+    }
+
+    /// A row from the fields as `Option`s.
+    pub fn from_options(f: [Option<u64>; MAX_FIELDS]) -> Row {
+        Row(f.map(|v| v.unwrap_or(Row::NONE)))
+    }
 }
 
 /// Reads `diskstats.csv.gz` (or a plain `diskstats.csv`) grouped by device, in order of
@@ -88,15 +123,17 @@ pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
                 cells[2], cells[3]
             )));
         };
-        let mut f = [None; MAX_FIELDS];
+        let mut f = Row::default();
         for (i, v) in cells[KEY_COLUMNS.len()..].iter().enumerate() {
             if v.is_empty() {
                 continue;
             }
-            f[i] =
+            f.set(
+                i,
                 Some(v.parse::<u64>().map_err(|_| {
                     Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[i]))
-                })?);
+                })?),
+            );
         }
         let d = by.entry(name.to_string()).or_insert_with(|| {
             order.push(name.to_string());
@@ -128,4 +165,54 @@ pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
         order.into_iter().filter_map(|n| by.remove(&n)).collect(),
         warnings,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_holds_missing_fields_in_8_bytes_a_field() {
+        assert_eq!(std::mem::size_of::<Row>(), 8 * MAX_FIELDS);
+        let mut f = [None; MAX_FIELDS];
+        f[0] = Some(0);
+        f[6] = Some(u64::MAX - 1);
+        let r = Row::from_options(f);
+        assert_eq!(r.get(0), Some(0));
+        assert_eq!(r.get(6), Some(u64::MAX - 1));
+        assert_eq!(r.get(1), None);
+        assert_eq!(r.get(MAX_FIELDS), None);
+        let mut r = Row::default();
+        assert!((0..MAX_FIELDS).all(|i| r.get(i).is_none()));
+        r.set(3, Some(42));
+        r.set(4, None);
+        assert_eq!((r.get(3), r.get(4)), (Some(42), None));
+    }
+
+    #[test]
+    fn empty_cells_read_back_as_missing() {
+        let p = std::env::temp_dir().join(format!("streaming-ds-{}.csv", std::process::id()));
+        let row = |t: &str, dev: &str| {
+            let mut c = vec![t, dev, "7", "0"];
+            c.extend(std::iter::repeat_n("", MAX_FIELDS));
+            c[KEY_COLUMNS.len()] = "7";
+            c[KEY_COLUMNS.len() + 6] = "1000";
+            c.join(",")
+        };
+        let text = format!(
+            "{}\n{}\n{}\n",
+            header(),
+            row("5", "loop0"),
+            row("9", "loop0")
+        );
+        std::fs::write(&p, text).unwrap();
+        let (d, w) = read(&p).unwrap();
+        std::fs::remove_file(&p).ok();
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].t_ns, vec![5, 9]);
+        assert_eq!(d[0].f[1].get(0), Some(7));
+        assert_eq!(d[0].f[1].get(6), Some(1000));
+        assert_eq!(d[0].f[1].get(1), None);
+    }
 }

@@ -25,7 +25,7 @@ pub struct Interval {
 pub fn intervals(d: &DiskRows, field: usize, scale: f64) -> Vec<Interval> {
     let mut out = Vec::with_capacity(d.t_ns.len());
     for k in 1..d.t_ns.len() {
-        let v = match (d.f[k - 1][field], d.f[k][field]) {
+        let v = match (d.f[k - 1].get(field), d.f[k].get(field)) {
             (Some(a), Some(b)) => counter_delta(field, a, b).map(|x| x as f64 * scale),
             _ => None,
         };
@@ -65,7 +65,7 @@ pub fn gauge_series(d: &DiskRows, field: usize) -> (Vec<f64>, Vec<f64>) {
     let t = d.t_ns.iter().map(|&t| t as f64 / 1e9).collect();
     let v =
         d.f.iter()
-            .map(|r| r[field].map(|x| x as f64).unwrap_or(f64::NAN))
+            .map(|r| r.get(field).map(|x| x as f64).unwrap_or(f64::NAN))
             .collect();
     (t, v)
 }
@@ -337,7 +337,7 @@ pub fn total(iv: &[Interval]) -> f64 {
 
 /// Whether any row of the device has this field.
 pub fn has_field(d: &DiskRows, field: usize) -> bool {
-    field < MAX_FIELDS && d.f.iter().any(|r| r[field].is_some())
+    field < MAX_FIELDS && d.f.iter().any(|r| r.get(field).is_some())
 }
 
 #[cfg(test)]

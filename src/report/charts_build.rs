@@ -43,6 +43,7 @@ fn series(label: &str, t: Vec<f64>, v: Vec<f64>, style: Style, color: &str) -> S
         v,
         style,
         color: Some(color.into()),
+        folded: None,
     }
 }
 
@@ -71,9 +72,41 @@ fn scaled(mut s: (Vec<f64>, Vec<f64>), k: f64) -> (Vec<f64>, Vec<f64>) {
     s
 }
 
+/// The timeline of a run, its long series (the devices' 1 ms rates and in-flight, the
+/// broker's own writes) folded into the plot's pixel columns as they are built ([`charts::Series::fold`]):
+/// a series holds `columns` min/max/mean/count columns, not one point per row, so the
+/// timeline of an hour takes what the timeline of a minute takes. Drawn, it is the
+/// same picture [`timeline_points`] gives.
 pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Timeline {
+    build(run, analyses, o, true)
+}
+
+/// The timeline with every point of every series (nothing folded): what a page that
+/// zooms needs, and the reference [`timeline`] is tested against. It holds ~180 bytes
+/// per diskstats row (hours: gigabytes).
+pub fn timeline_points(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Timeline {
+    build(run, analyses, o, false)
+}
+
+/// The width [`build`] draws at.
+const WIDTH_PX: u32 = 1600;
+
+fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) -> Timeline {
     let shades = burst_shades(run, analyses);
     let end_s = run.duration_ns as f64 / 1e9;
+    // The plot's time axis and pixel columns; without a time axis (an empty run) the
+    // axis comes from the points themselves, so nothing is folded.
+    let geometry = (fold && end_s > 0.0).then(|| {
+        charts::plot_geometry(&Timeline {
+            x_range_s: (0.0, end_s),
+            width_px: WIDTH_PX,
+            ..Default::default()
+        })
+    });
+    let fold = |s: Series| match geometry {
+        Some((range, columns)) => s.fold(range, columns),
+        None => s,
+    };
     let ui_label = format!("{:.0} s UI average", o.ui_window_ns as f64 / 1e9);
     let mut panels = vec![];
     const ROLE_COLORS: [&str; 5] = ["#2ca02c", "#1f77b4", "#9467bd", "#ff7f0e", "#8c564b"];
@@ -167,8 +200,7 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
         }
         let n = &d.name;
         let w = scaled(analysis::rate_series(&analysis::write_bytes(d)), 1.0 / MIB);
-        let r = scaled(analysis::rate_series(&analysis::read_bytes(d)), 1.0 / MIB);
-        let mut tp = vec![series("write", w.0, w.1, Style::Envelope, WRITE)];
+        let mut tp = vec![fold(series("write", w.0, w.1, Style::Envelope, WRITE))];
         tp.push(ui_overlay(
             &format!("write, {ui_label}"),
             &a.ui_write,
@@ -178,10 +210,11 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
         // The broker's own writes (proc_io.csv) on its devices' panels: what share of
         // this is the broker's, and when it dirtied what the device writes later.
         if broker.is_empty() || broker.contains(n) {
-            tp.extend(super::procio::write_series(run, "#000000"));
+            tp.extend(super::procio::write_series(run, "#000000").map(fold));
         }
         if a.summary.read.bytes > 0.0 {
-            tp.push(series("read", r.0, r.1, Style::Envelope, READ));
+            let r = scaled(analysis::rate_series(&analysis::read_bytes(d)), 1.0 / MIB);
+            tp.push(fold(series("read", r.0, r.1, Style::Envelope, READ)));
             tp.push(ui_overlay(
                 &format!("read, {ui_label}"),
                 &a.ui_read,
@@ -195,28 +228,29 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
             series: tp,
             y_min_zero: true,
         });
-        let wi = analysis::rate_series(&analysis::intervals(d, ds::F_WRITES, 1.0));
-        let ri = analysis::rate_series(&analysis::intervals(d, ds::F_READS, 1.0));
+        let iops = |f: usize, label: &str, color: &str| {
+            let x = analysis::rate_series(&analysis::intervals(d, f, 1.0));
+            fold(series(label, x.0, x.1, Style::Envelope, color))
+        };
+        let wi = iops(ds::F_WRITES, "write", WRITE);
+        let ri = iops(ds::F_READS, "read", READ);
         panels.push(Panel {
             title: format!("{n} IOPS"),
             y_label: "IO/s".into(),
-            series: vec![
-                series("write", wi.0, wi.1, Style::Envelope, WRITE),
-                series("read", ri.0, ri.1, Style::Envelope, READ),
-            ],
+            series: vec![wi, ri],
             y_min_zero: true,
         });
         let inf = analysis::gauge_series(d, ds::F_IN_FLIGHT);
         panels.push(Panel {
             title: format!("{n} in flight"),
             y_label: "I/Os".into(),
-            series: vec![series(
+            series: vec![fold(series(
                 "in flight",
                 inf.0,
                 inf.1,
                 Style::Envelope,
                 "#9467bd",
-            )],
+            ))],
             y_min_zero: true,
         });
         if analysis::has_field(d, ds::F_FLUSHES) {
@@ -224,7 +258,13 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
             panels.push(Panel {
                 title: format!("{n} flushes/s"),
                 y_label: "flush/s".into(),
-                series: vec![series("flushes/s", f.0, f.1, Style::Envelope, "#8c564b")],
+                series: vec![fold(series(
+                    "flushes/s",
+                    f.0,
+                    f.1,
+                    Style::Envelope,
+                    "#8c564b",
+                ))],
                 y_min_zero: true,
             });
         }
@@ -237,6 +277,8 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
             ("writeback_kib", "Writeback", "#17becf"),
         ] {
             if let Some(v) = m.col(c) {
+                // Not folded: report.html's zoomable timeline takes this panel's
+                // points as they are (a meminfo row a 100 ms or so: small).
                 s.push(series(
                     label,
                     t.clone(),
@@ -314,7 +356,7 @@ pub fn timeline(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions) -> Ti
         panels,
         events,
         shades,
-        width_px: 1600,
+        width_px: WIDTH_PX,
         panel_height_px: 170,
     }
 }

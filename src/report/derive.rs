@@ -158,7 +158,7 @@ pub fn analyse_device(
         max_in_flight: d
             .f
             .iter()
-            .filter_map(|r| r[ds::F_IN_FLIGHT])
+            .filter_map(|r| r.get(ds::F_IN_FLIGHT))
             .max()
             .unwrap_or(0) as f64,
         util_pct: 100.0 * io_ms / span,

@@ -170,5 +170,6 @@ pub fn write_series(run: &Run, color: &str) -> Option<Series> {
         v,
         style: Style::Line,
         color: Some(color.into()),
+        folded: None,
     })
 }

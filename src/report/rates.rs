@@ -62,7 +62,7 @@ pub fn rows(run: &Run, window_ns: u64) -> Vec<RatesRow> {
         let mut inflight = vec![0u64; n];
         for (t, r) in d.t_ns.iter().zip(&d.f) {
             let k = ((t / window_ns) as usize).min(n.saturating_sub(1));
-            if let Some(v) = r[ds::F_IN_FLIGHT] {
+            if let Some(v) = r.get(ds::F_IN_FLIGHT) {
                 inflight[k] = inflight[k].max(v);
             }
         }

@@ -30,6 +30,7 @@ fn stems(label: &str, pts: &[(f64, f64)], color: &str) -> Series {
         v: pts.iter().map(|p| p.1).collect(),
         style: Style::Stems,
         color: Some(color.into()),
+        folded: None,
     }
 }
 

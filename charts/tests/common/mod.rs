@@ -21,6 +21,7 @@ pub fn series(label: &str, t_s: Vec<f64>, v: Vec<f64>, style: Style) -> Series {
         v,
         style,
         color: None,
+        folded: None,
     }
 }
 
