@@ -18,7 +18,7 @@
 //! (~290 MB of gzip); 6 hours 86.4 M rows (~1.7 GB): for 6 h put `DISKPULSE_BENCH_DIR`
 //! on a volume with room (RECIPES.md: a loop volume you remove again). Writing takes
 //! ~21 s per recorded hour here (~2 min for 6 h). The report still holds every diskstats
-//! row in memory (144 bytes a row; 10 min: 529 MB, 1 h: 3.13 GB peak with the zoomable
+//! row in memory (144 bytes a row; 10 min: 423 MB, 1 h: 2.46 GB peak with the zoomable
 //! timeline, was 1.2 GB and 6.7 GB before the timeline was folded and the rows shrunk):
 //! 6 h would need ~19 GB, so
 //! run 6 h only once the report reads the rows as a stream (issue 13 item 3).
