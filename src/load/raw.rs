@@ -44,8 +44,8 @@ pub struct RawConn {
     name: String,
 }
 
-/// `nats://host:port` (or `host:port`) without user info.
-fn host_port(url: &str) -> Option<String> {
+/// `nats://host:port` (or `host:port`) without user info; also the raw subscriber's.
+pub(super) fn host_port(url: &str) -> Option<String> {
     let rest = url.split_once("://").map(|x| x.1).unwrap_or(url);
     if rest.contains('@') {
         return None;

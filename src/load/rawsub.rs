@@ -30,6 +30,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 use super::flow::Flow;
+use super::raw::host_port;
 use super::receive::receiver_should_end;
 use super::record::{read_stamp, realtime_ns, Recorder};
 use super::send::FaultWatch;
@@ -51,20 +52,6 @@ pub struct RawSubConn {
     url: String,
     name: String,
     subject: String,
-}
-
-/// `nats://host:port` (or `host:port`) without user info.
-fn host_port(url: &str) -> Option<String> {
-    let rest = url.split_once("://").map(|x| x.1).unwrap_or(url);
-    if rest.contains('@') {
-        return None;
-    }
-    let hp = rest.trim_end_matches('/');
-    Some(if hp.contains(':') {
-        hp.to_string()
-    } else {
-        format!("{hp}:4222")
-    })
 }
 
 /// Position of the `\n` ending the first line of `b`.
