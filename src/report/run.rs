@@ -73,24 +73,20 @@ impl Run {
         };
         if let Some(d) = meta.duration_ns.filter(|&d| d > MAX_T_NS) {
             return Err(usage!(
-                "RUN '{}': meta.json duration_ns {d} is {:.0} h; a report reads runs of at most {} h (it bins them by 1 ms, about 700 MB a day): the file is damaged",
+                "RUN '{}': meta.json duration_ns {d} is {:.0} days; a report reads runs of at most {} days: the file is damaged",
                 dir.display(),
-                d as f64 / 3.6e12,
-                MAX_T_NS / 3_600_000_000_000
+                d as f64 / 8.64e13,
+                crate::format::csv::MAX_DAYS
             ));
         }
         // A file that is not what it should be is a bad input (exit 2), named by the error.
         let bad = |e: anyhow::Error| usage!("RUN '{}': {e:#}", dir.display());
         let mut warnings = vec![];
-        let ds_gz = dir.join(diskstats::FILE);
-        let ds_plain = dir.join("diskstats.csv");
-        let (disks, w) = if ds_gz.exists() {
-            diskstats::read(&ds_gz).map_err(bad)?
-        } else if ds_plain.exists() {
-            diskstats::read(&ds_plain).map_err(bad)?
-        } else {
+        // Every chunk of a chunked run (`record --chunk`) in order, or the one file.
+        if diskstats::files(dir).is_empty() {
             return Err(not_rec("no diskstats.csv.gz"));
-        };
+        }
+        let (disks, w) = diskstats::read_run(dir).map_err(bad)?;
         warnings.extend(w);
         let mut table = |file: &str| -> anyhow::Result<Option<Table>> {
             Ok(procfs::read(dir, file).map_err(bad)?.map(|(t, w)| {
