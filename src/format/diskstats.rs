@@ -113,6 +113,14 @@ pub fn chunk_seq(name: &str) -> Option<u64> {
 /// place that knows the layout: every reader of a run's diskstats goes through it (or
 /// [`read_run`]).
 pub fn files(run_dir: &Path) -> Vec<std::path::PathBuf> {
+    numbered_files(run_dir)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// [`files`], each closed chunk with its number.
+fn numbered_files(run_dir: &Path) -> Vec<(Option<u64>, std::path::PathBuf)> {
     let mut closed: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(run_dir.join(CHUNK_DIR))
         .into_iter()
         .flatten()
@@ -123,24 +131,28 @@ pub fn files(run_dir: &Path) -> Vec<std::path::PathBuf> {
         })
         .collect();
     closed.sort();
-    let mut out: Vec<_> = closed.into_iter().map(|(_, p)| p).collect();
+    let mut out: Vec<_> = closed.into_iter().map(|(n, p)| (Some(n), p)).collect();
     let gz = run_dir.join(FILE);
     let plain = run_dir.join("diskstats.csv");
     if gz.exists() {
-        out.push(gz);
+        out.push((None, gz));
     } else if plain.exists() {
-        out.push(plain);
+        out.push((None, plain));
     }
     out
 }
 
 /// Reads a run's diskstats across its chunks ([`files`]) as one recording: rows grouped
-/// by device in time order, as [`read`] gives one file's. A chunk that is empty (the
-/// recorder was killed between closing one chunk and writing the next one's header) is
-/// passed over with a warning; errors as [`read`]'s, naming the chunk. No file at all:
-/// an error saying so.
+/// by device in time order, as [`read`] gives one file's. Where chunks were deleted
+/// (`record --keep`), each device gets a row without values 1 ns after its last row
+/// before the hole, so no interval spans it (a rate over the hole would spread hours of
+/// bytes evenly over it): the hole reads as "no value", not as zeros or a smear; a
+/// warning names it, and one says where the run starts when its first chunks are gone.
+/// A current chunk that is empty (the recorder was killed between closing one chunk and
+/// writing the next one's header) is passed over with a warning; errors as [`read`]'s,
+/// naming the chunk. No file at all: an error saying so.
 pub fn read_run(run_dir: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
-    let files = files(run_dir);
+    let files = numbered_files(run_dir);
     if files.is_empty() {
         anyhow::bail!(
             "{} has no {FILE} (nor {CHUNK_DIR}/{})",
@@ -151,9 +163,10 @@ pub fn read_run(run_dir: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> 
     let mut acc = Acc::default();
     let mut warnings = vec![];
     let last = files.len() - 1;
-    for (i, p) in files.iter().enumerate() {
-        // The current chunk may be empty or hold only its header when the recorder
-        // stopped right after a rotation: nothing of it is lost.
+    let mut prev: Option<u64> = None;
+    for (i, (seq, p)) in files.iter().enumerate() {
+        // The current chunk may be empty when the recorder stopped right after a
+        // rotation: nothing of it is lost.
         if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
             warnings.push(format!(
                 "{}: empty (the recording stopped as this chunk began)",
@@ -161,9 +174,30 @@ pub fn read_run(run_dir: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> 
             ));
             continue;
         }
+        match (prev, *seq) {
+            (None, Some(n)) if i == 0 && n > 1 => warnings.push(format!(
+                "{}: chunks 1 to {} were deleted by --keep (meta.json chunks.dropped); the recording starts at this chunk",
+                p.display(),
+                n - 1
+            )),
+            (Some(a), Some(b)) if b > a + 1 => {
+                let from = acc.hole();
+                warnings.push(format!(
+                    "{}: chunks {} to {} were deleted by --keep (meta.json chunks.dropped); no value from {:.3} s to this chunk",
+                    p.display(),
+                    a + 1,
+                    b - 1,
+                    from as f64 / 1e9
+                ));
+            }
+            _ => {}
+        }
+        if seq.is_some() {
+            prev = *seq;
+        }
         warnings.extend(read_into(p, &mut acc)?);
     }
-    acc.finish(&files[0]).map(|d| (d, warnings))
+    acc.finish(&files[0].1).map(|d| (d, warnings))
 }
 
 /// Reads `diskstats.csv.gz` (or a plain `diskstats.csv`) grouped by device, in order of
@@ -186,6 +220,20 @@ struct Acc {
 }
 
 impl Acc {
+    /// A hole in the rows (deleted chunks): each device gets a row without values 1 ns
+    /// after its last one. Returns the latest such `t_ns`.
+    fn hole(&mut self) -> u64 {
+        let mut latest = 0;
+        for d in self.by.values_mut() {
+            if let Some(&t) = d.t_ns.last() {
+                d.t_ns.push(t + 1);
+                d.f.push(Row::default());
+                latest = latest.max(t + 1);
+            }
+        }
+        latest
+    }
+
     fn finish(mut self, p: &Path) -> anyhow::Result<Vec<DiskRows>> {
         if self.order.is_empty() {
             return Err(anyhow::anyhow!(
