@@ -320,7 +320,9 @@ fn keep_drops_old_chunks_but_never_the_current_one() {
     let listed = closed(&m);
     let dropped = m["dropped"].as_array().unwrap();
     assert!(dropped.len() >= 3, "{m:#}");
-    let newest = listed[listed.len() - 2]["last_t_ns"].as_u64().unwrap();
+    // Retention runs as each chunk closes, the last time when the run ends (the newest
+    // row then is the last chunk's).
+    let newest = listed[listed.len() - 1]["last_t_ns"].as_u64().unwrap();
     for c in dropped {
         assert!(!run.join(c["file"].as_str().unwrap()).exists(), "{c}");
         assert!(c["why"].as_str().unwrap().contains("--keep 2s"), "{c}");
@@ -331,7 +333,8 @@ fn keep_drops_old_chunks_but_never_the_current_one() {
         let gone = dropped.iter().any(|x| x["file"] == c["file"]);
         assert_eq!(run.join(f).exists(), !gone, "{f}");
     }
-    // The current chunk is never dropped, nor the newest closed one.
+    // The current chunk is never dropped (nor here the one before it: it ends within
+    // --keep of the end).
     assert!(run.join("diskstats.csv.gz").exists());
     assert!(run
         .join(listed[listed.len() - 2]["file"].as_str().unwrap())
@@ -346,6 +349,23 @@ fn keep_drops_old_chunks_but_never_the_current_one() {
     assert_eq!(
         device(&s, lo.name())["rows"].as_u64().unwrap() as usize,
         kept
+    );
+    // The mean is over what was kept (from the first kept row), not over zeros that were
+    // never recorded.
+    let (rows, _) = diskstats::read_run(&run).unwrap();
+    let start = rows
+        .iter()
+        .filter_map(|d| d.t_ns.first().copied())
+        .min()
+        .unwrap();
+    assert!(start > 2 * S, "first kept row at {start}");
+    let w = &device(&s, lo.name())["write"];
+    let kept_s = s["duration_s"].as_f64().unwrap() - start as f64 / 1e9;
+    let want = w["bytes"].as_f64().unwrap() / 1048576.0 / kept_s;
+    let mean = w["mean_mib_s"].as_f64().unwrap();
+    assert!(
+        (mean - want).abs() <= 1e-6 * want,
+        "mean {mean} vs {want} over {kept_s} s"
     );
     let events = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
     assert_eq!(

@@ -142,6 +142,14 @@ fn numbered_files(run_dir: &Path) -> Vec<(Option<u64>, std::path::PathBuf)> {
     out
 }
 
+/// Whether `record --keep` deleted the run's first chunks (its first file is a closed
+/// chunk numbered above 1): its rows then start later than its zero.
+pub fn first_chunks_deleted(run_dir: &Path) -> bool {
+    numbered_files(run_dir)
+        .first()
+        .is_some_and(|(n, _)| n.is_some_and(|n| n > 1))
+}
+
 /// Reads a run's diskstats across its chunks ([`files`]) as one recording: rows grouped
 /// by device in time order, as [`read`] gives one file's. Where chunks were deleted
 /// (`record --keep`), each device gets a row without values 1 ns after its last row

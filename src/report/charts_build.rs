@@ -99,7 +99,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
     // axis comes from the points themselves, so nothing is folded.
     let geometry = (fold && end_s > 0.0).then(|| {
         charts::plot_geometry(&Timeline {
-            x_range_s: (0.0, end_s),
+            x_range_s: (run.start_ns as f64 / 1e9, end_s),
             width_px: WIDTH_PX,
             ..Default::default()
         })
@@ -361,7 +361,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
             "diskpulse {}",
             run.dir.file_name().unwrap_or_default().to_string_lossy()
         ),
-        x_range_s: (0.0, end_s),
+        x_range_s: (run.start_ns as f64 / 1e9, end_s),
         panels,
         events,
         shades,

@@ -49,6 +49,10 @@ pub struct Run {
     /// End of the recording: meta's duration, or the last timestamp seen if cut off (or
     /// if meta's duration claims more than the rows hold).
     pub duration_ns: u64,
+    /// Where the recording's rows start: 0, or the first kept row when `record --keep`
+    /// deleted its first chunks (the report draws and averages from there, not over
+    /// zeros that were never recorded).
+    pub start_ns: u64,
     /// What was wrong but still read (a cut-off end, damaged lines skipped, an
     /// incomplete recording), each naming its file (and line): `report` prints them.
     pub warnings: Vec<String>,
@@ -211,6 +215,16 @@ impl Run {
                 dir.join(crate::format::meta::FILE).display()
             ));
         }
+        let start_ns = if diskstats::first_chunks_deleted(dir) {
+            disks
+                .iter()
+                .filter_map(|d| d.t_ns.first().copied())
+                .min()
+                .unwrap_or(0)
+                .min(duration_ns)
+        } else {
+            0
+        };
         Ok(Run {
             dir: dir.to_path_buf(),
             disks,
@@ -227,6 +241,7 @@ impl Run {
             load_hist,
             events,
             duration_ns,
+            start_ns,
             meta,
             warnings,
         })
