@@ -70,25 +70,33 @@ impl Measure {
     pub const NAMES: [&'static str; 3] = ["write_mibps", "read_mibps", "await_ms"];
 }
 
-/// `MEASURE>VALUE`, e.g. `write_mibps>400`.
+/// `[DEVICE:]MEASURE>VALUE`, e.g. `write_mibps>400` (any recorded device) or
+/// `loop4:await_ms>50` (that one only).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trigger {
     pub text: String,
+    pub device: Option<String>,
     pub measure: Measure,
     pub above: f64,
 }
 
-/// Parses `--trigger`: `write_mibps>400`, `read_mibps>100`, `await_ms>50`.
+/// Parses `--trigger`: `write_mibps>400`, `read_mibps>100`, `await_ms>50`, each optionally
+/// after `DEVICE:` (a name as in diskstats.csv.gz, e.g. `nvme0n1:await_ms>20`).
 pub fn parse_trigger(s: &str) -> Result<Trigger, String> {
     let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
     let bad = || {
         format!(
-            "takes MEASURE>VALUE with MEASURE one of {} (over {} ms), e.g. 'write_mibps>400' or 'await_ms>50'; got '{s}'",
+            "takes [DEVICE:]MEASURE>VALUE with MEASURE one of {} (over {} ms), e.g. 'write_mibps>400' or 'vdb:await_ms>50'; got '{s}'",
             Measure::NAMES.join(", "),
             TRIGGER_SPAN_NS / 1_000_000
         )
     };
-    let (m, v) = t.split_once('>').ok_or_else(bad)?;
+    let (device, cond) = match t.split_once(':') {
+        Some((d, c)) if !d.is_empty() && !d.contains(['>', ',', '/']) => (Some(d.to_string()), c),
+        Some(_) => return Err(bad()),
+        None => (None, t.as_str()),
+    };
+    let (m, v) = cond.split_once('>').ok_or_else(bad)?;
     let measure = match m {
         "write_mibps" => Measure::WriteMibps,
         "read_mibps" => Measure::ReadMibps,
@@ -100,7 +108,8 @@ pub fn parse_trigger(s: &str) -> Result<Trigger, String> {
         return Err(bad());
     }
     Ok(Trigger {
-        text: t,
+        text: t.clone(),
+        device,
         measure,
         above,
     })
@@ -331,6 +340,9 @@ impl TriggerFeed {
             ..now
         };
         for (i, tr) in self.triggers.iter().enumerate() {
+            if tr.device.as_deref().is_some_and(|d| d.as_bytes() != name) {
+                continue;
+            }
             let value = match tr.measure {
                 Measure::WriteMibps => Some(mib(now.sectors_w.wrapping_sub(a.sectors_w))),
                 Measure::ReadMibps => Some(mib(now.sectors_r.wrapping_sub(a.sectors_r))),
@@ -407,6 +419,18 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_trigger_may_name_its_device() {
+        let t = parse_trigger("loop4:await_ms>50").unwrap();
+        assert_eq!(
+            (t.device.as_deref(), t.measure, t.text.as_str()),
+            (Some("loop4"), Measure::AwaitMs, "loop4:await_ms>50")
+        );
+        assert_eq!(parse_trigger("await_ms>50").unwrap().device, None);
+        assert!(parse_trigger(":await_ms>50").is_err());
+        assert!(parse_trigger("a/b:await_ms>50").is_err());
     }
 
     #[test]

@@ -589,6 +589,90 @@ mod tests {
         s.finish().unwrap();
     }
 
+    /// Rows `t_ns,i` every ms for `n` ms through a rotating sink; the chunks closed.
+    fn rotated(every_ns: Option<u64>, every_bytes: Option<u64>, n: u64) -> Vec<(PathBuf, Closed)> {
+        let d = tempfile::tempdir().unwrap().keep();
+        let p = d.join("x.csv.gz");
+        let closed = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+        let c2 = closed.clone();
+        let mut s = ChunkSink::create_rotating(
+            &p,
+            "t_ns,i",
+            1,
+            Rotate {
+                every_ns,
+                every_bytes,
+                dir: d.join("chunks"),
+                name: |k| format!("x.{k:06}.csv.gz"),
+                on_close: Box::new(move |c| c2.lock().unwrap().push(c.clone())),
+            },
+        )
+        .unwrap();
+        for i in 0..n {
+            let b = s.buf();
+            put_u64(b, i * 1_000_000);
+            b.push(b',');
+            // Digits that do not compress away, so sizes grow.
+            put_u64(b, i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            b.push(b'\n');
+            s.row_done(i * 1_000_000);
+        }
+        s.finish().unwrap();
+        let v = closed.lock().unwrap().clone();
+        v.into_iter().map(|c| (c.path.clone(), c)).collect()
+    }
+
+    fn rows_in(p: &Path) -> Vec<u64> {
+        let mut text = String::new();
+        flate2::read::MultiGzDecoder::new(File::open(p).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        let mut l = text.lines();
+        assert_eq!(l.next(), Some("t_ns,i"));
+        l.map(|r| r.split(',').next().unwrap().parse().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_time_rotation_cuts_exactly_at_the_aligned_boundaries() {
+        let chunks = rotated(Some(100_000_000), None, 1000);
+        assert_eq!(chunks.len(), 10);
+        let mut all = vec![];
+        for (k, (p, c)) in chunks.iter().enumerate() {
+            let rows = rows_in(p);
+            assert_eq!(rows.len() as u64, c.rows);
+            assert_eq!(rows.first(), Some(&c.first_t_ns));
+            assert_eq!(rows.last(), Some(&c.last_t_ns));
+            let k = k as u64;
+            assert!(rows.iter().all(|&t| t / 100_000_000 == k), "chunk {k}");
+            assert_eq!(c.last, k == 9);
+            all.extend(rows);
+        }
+        assert_eq!(all, (0..1000).map(|i| i * 1_000_000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_size_rotation_closes_chunks_of_about_the_size_asked() {
+        let chunks = rotated(None, Some(64 << 10), 60_000);
+        assert!(chunks.len() >= 5, "{} chunks", chunks.len());
+        let mut all = vec![];
+        for (p, c) in &chunks {
+            let rows = rows_in(p);
+            assert_eq!(rows.len() as u64, c.rows);
+            // Checked between hand-overs (at most 256 KiB of rows, ~100 KiB gzip).
+            if !c.last {
+                assert!(
+                    c.bytes >= 64 << 10 && c.bytes < 512 << 10,
+                    "{} bytes",
+                    c.bytes
+                );
+            }
+            all.extend(rows);
+        }
+        assert_eq!(all.len(), 60_000);
+        assert!(all.windows(2).all(|w| w[0] < w[1]));
+    }
+
     #[test]
     fn writers_appending_together_write_one_header_and_whole_rows() {
         let d = tempfile::tempdir().unwrap();
