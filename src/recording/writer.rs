@@ -273,6 +273,17 @@ impl Out {
         }
     }
 
+    /// Bytes on disk plus those compressed into the member not yet written.
+    fn len(&self) -> u64 {
+        let pending = match self {
+            Out::Gzip {
+                member: Some(m), ..
+            } => m.get_ref().len() as u64,
+            _ => 0,
+        };
+        self.file().metadata().map(|m| m.len()).unwrap_or(0) + pending
+    }
+
     /// The file (for its size and fsync).
     fn file(&self) -> &File {
         match self {
@@ -437,12 +448,7 @@ impl Rotating {
     fn write(&mut self, out: &mut Out, buf: &[u8]) -> std::io::Result<()> {
         let mut rest = buf;
         while !rest.is_empty() {
-            if self.rows > 0
-                && self
-                    .rotate
-                    .every_bytes
-                    .is_some_and(|b| out.file().metadata().map(|m| m.len()).unwrap_or(0) >= b)
-            {
+            if self.rows > 0 && self.rotate.every_bytes.is_some_and(|b| out.len() >= b) {
                 self.close(out)?;
             }
             let cut = match self.rotate.every_ns {
