@@ -572,6 +572,10 @@ fn bad_chunk_keep_and_trigger_values_are_usage_errors_with_nothing_written() {
             "--trigger-window 300s is longer than --keep 60s",
         ),
         (vec!["--keep", "0s"], "--keep 0s"),
+        (
+            ["--trigger", "await_ms>1"].repeat(9),
+            "--trigger given 9 times: at most 8",
+        ),
     ] {
         let run = d.path().join("run");
         let o = diskpulse()

@@ -218,6 +218,13 @@ impl FlightArgs {
                 }
             },
         };
+        if self.triggers.len() > crate::recording::chunks::MAX_TRIGGERS {
+            return Err(usage!(
+                "--trigger given {} times: at most {} conditions; drop some",
+                self.triggers.len(),
+                crate::recording::chunks::MAX_TRIGGERS
+            ));
+        }
         if let Some(k) = self.keep {
             if k < MIN_CHUNK {
                 return Err(usage!(

@@ -36,6 +36,9 @@ pub const DEFAULT_WINDOW_NS: u64 = 120_000_000_000;
 /// is the first at or past it).
 pub const TRIGGER_SPAN_NS: u64 = 10_000_000;
 
+/// The most `--trigger`s a recording takes.
+pub const MAX_TRIGGERS: usize = 8;
+
 /// How a recording cuts diskstats.csv.gz, what it keeps, and what triggers a keep.
 #[derive(Debug, Clone)]
 pub struct ChunkSetup {
@@ -280,7 +283,7 @@ struct Anchor {
     ios: u64,
     ticks: u64,
     /// Per trigger: no firing before this t (its window is kept already).
-    quiet_until: [u64; 8],
+    quiet_until: [u64; MAX_TRIGGERS],
 }
 
 /// The triggers, fed every sample of every device by the diskstats sampler.
@@ -302,7 +305,13 @@ fn field(c: &DiskCounters, i: usize) -> u64 {
 impl TriggerFeed {
     /// `None` without triggers.
     pub fn new(flight: &Arc<Flight>, events: EventLog) -> Option<TriggerFeed> {
-        let triggers: Vec<Trigger> = flight.setup.triggers.iter().take(8).cloned().collect();
+        let triggers: Vec<Trigger> = flight
+            .setup
+            .triggers
+            .iter()
+            .take(MAX_TRIGGERS)
+            .cloned()
+            .collect();
         (!triggers.is_empty()).then(|| TriggerFeed {
             triggers,
             flight: flight.clone(),
@@ -323,7 +332,7 @@ impl TriggerFeed {
             sectors_r: field(c, F_SECTORS_READ),
             ios: field(c, F_READS).wrapping_add(field(c, F_WRITES)),
             ticks: field(c, F_READ_MS).wrapping_add(field(c, F_WRITE_MS)),
-            quiet_until: [0; 8],
+            quiet_until: [0; MAX_TRIGGERS],
         };
         let Some(a) = self.devices[idx] else {
             self.devices[idx] = Some(now);
