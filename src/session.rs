@@ -40,7 +40,9 @@ use crate::recording::EventLog;
 use crate::report::{self, ReportOptions, Summary};
 use crate::usage;
 
-/// Where the session records.
+/// Where the session records. (One value a session, moved once: the size of `New`,
+/// which holds the whole sampler setup, does not matter.)
+#[allow(clippy::large_enum_variant)]
 pub enum RecordTo {
     /// Nothing recorded: a clock that starts now, no events, no run directory.
     Nothing,

@@ -106,6 +106,18 @@ fn meta_fields() -> BTreeSet<String> {
             after_t_ns: Some(0),
             ..Default::default()
         }],
+        chunks: Some(meta::ChunksMeta {
+            chunk_ns: Some(1),
+            chunk_bytes: Some(1),
+            keep_ns: Some(1),
+            closed: vec![meta::ChunkFile::default()],
+            dropped: vec![meta::ChunkFile {
+                why: Some(String::new()),
+                ..Default::default()
+            }],
+            kept_windows: vec![meta::KeptWindow::default()],
+            ..Default::default()
+        }),
         devices: vec![meta::MetaDevice {
             queue: meta::queue_keys()
                 .map(|k| (k.to_string(), String::new()))

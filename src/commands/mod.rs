@@ -33,6 +33,7 @@ Examples:
   diskpulse record --device vda --interval 500us -- ./my-benchmark.sh
   diskpulse record --path /mnt/vol0 -- diskpulse probe --filename /mnt/vol0/p.dat --preset array-check
   diskpulse record --trace --trace-comm nats-server --path /var/lib/nats
+  diskpulse record --path /var/lib/nats --chunk 10m --keep 6h --trigger 'await_ms>50'  (kill -USR1 PID: keep now)
 
 Exit codes: 0 done, 2 bad input (nothing written), 130 interrupted (the recording is kept);
 with a command: the command's exit code (128 + the signal when a signal killed it).")]

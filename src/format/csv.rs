@@ -206,19 +206,22 @@ impl Cells<'_> {
     }
 }
 
-/// The largest `t_ns` a reader accepts: 24 hours after the run's zero. The report bins a
-/// run by 1 ms (8 bytes a bin and series: about 700 MB a day), so a row past this is a
-/// damaged file, not a long run, and reading on would allocate for the claimed span.
-pub const MAX_T_NS: u64 = 24 * 3600 * 1_000_000_000;
+/// The largest `t_ns` a reader accepts: 400 days after the run's zero, so a recorder
+/// left running for days (`record --chunk 1h --keep 6h`, issue 13) reads back, while an
+/// absurd value (a damaged cell, `999999999999999999`: 31 years) is still refused naming
+/// file:line rather than believed. (It was 24 h until recordings could run for days.)
+pub const MAX_T_NS: u64 = MAX_DAYS * 24 * 3600 * 1_000_000_000;
+
+/// [`MAX_T_NS`] in days.
+pub const MAX_DAYS: u64 = 400;
 
 /// `t_ns` as a number within [`MAX_T_NS`]; otherwise why not (for [`Bad::Line`]).
 pub fn t_ns_cell(cell: &str) -> Result<u64, String> {
     match cell.parse::<u64>() {
         Ok(t) if t <= MAX_T_NS => Ok(t),
         Ok(t) => Err(format!(
-            "t_ns {t} is {:.0} h after the run's zero, past the {} h a report reads",
-            t as f64 / 3.6e12,
-            MAX_T_NS / 3_600_000_000_000
+            "t_ns {t} is {:.0} days after the run's zero, past the {MAX_DAYS} days a report reads",
+            t as f64 / 8.64e13,
         )),
         Err(_) => Err(format!("t_ns '{cell}' is not a number of ns")),
     }

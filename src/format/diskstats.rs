@@ -87,15 +87,178 @@ impl Row {
     }
 }
 
+/// The directory of a chunked recording's closed chunks (`record --chunk`): `chunks/`
+/// beside meta.json holds `diskstats.000001.csv.gz`, `diskstats.000002.csv.gz`, ..., each
+/// a whole gzip file with its header, never written again once there; the chunk being
+/// written (and, at the end, the last one) is `diskstats.csv.gz` as in a run that was not
+/// chunked.
+pub const CHUNK_DIR: &str = "chunks";
+
+/// The name of closed chunk number `seq` (1-based) in [`CHUNK_DIR`].
+pub fn chunk_name(seq: u64) -> String {
+    format!("diskstats.{seq:06}.csv.gz")
+}
+
+/// The number of a closed chunk's file name (`diskstats.000042.csv.gz` -> 42).
+pub fn chunk_seq(name: &str) -> Option<u64> {
+    let n = name.strip_prefix("diskstats.")?.strip_suffix(".csv.gz")?;
+    (n.len() >= 6 && n.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| n.parse().ok())
+        .flatten()
+}
+
+/// The files of a run's diskstats in time order: the closed chunks in `chunks/` by
+/// number, then `diskstats.csv.gz` (the current or last chunk; a run from before chunking
+/// has only this one), or a plain `diskstats.csv`. Empty when the run has none. The one
+/// place that knows the layout: every reader of a run's diskstats goes through it (or
+/// [`read_run`]).
+pub fn files(run_dir: &Path) -> Vec<std::path::PathBuf> {
+    numbered_files(run_dir)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// [`files`], each closed chunk with its number.
+fn numbered_files(run_dir: &Path) -> Vec<(Option<u64>, std::path::PathBuf)> {
+    let mut closed: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(run_dir.join(CHUNK_DIR))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            chunk_seq(name.to_str()?).map(|n| (n, e.path()))
+        })
+        .collect();
+    closed.sort();
+    let mut out: Vec<_> = closed.into_iter().map(|(n, p)| (Some(n), p)).collect();
+    let gz = run_dir.join(FILE);
+    let plain = run_dir.join("diskstats.csv");
+    if gz.exists() {
+        out.push((None, gz));
+    } else if plain.exists() {
+        out.push((None, plain));
+    }
+    out
+}
+
+/// Whether `record --keep` deleted the run's first chunks (its first file is a closed
+/// chunk numbered above 1): its rows then start later than its zero.
+pub fn first_chunks_deleted(run_dir: &Path) -> bool {
+    numbered_files(run_dir)
+        .first()
+        .is_some_and(|(n, _)| n.is_some_and(|n| n > 1))
+}
+
+/// Reads a run's diskstats across its chunks ([`files`]) as one recording: rows grouped
+/// by device in time order, as [`read`] gives one file's. Where chunks were deleted
+/// (`record --keep`), each device gets a row without values 1 ns after its last row
+/// before the hole, so no interval spans it (a rate over the hole would spread hours of
+/// bytes evenly over it): the hole reads as "no value", not as zeros or a smear; a
+/// warning names it, and one says where the run starts when its first chunks are gone.
+/// A current chunk that is empty (the recorder was killed between closing one chunk and
+/// writing the next one's header) is passed over with a warning; errors as [`read`]'s,
+/// naming the chunk. No file at all: an error saying so.
+pub fn read_run(run_dir: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
+    let files = numbered_files(run_dir);
+    if files.is_empty() {
+        anyhow::bail!(
+            "{} has no {FILE} (nor {CHUNK_DIR}/{})",
+            run_dir.display(),
+            chunk_name(1)
+        );
+    }
+    let mut acc = Acc::default();
+    let mut warnings = vec![];
+    let last = files.len() - 1;
+    let mut prev: Option<u64> = None;
+    for (i, (seq, p)) in files.iter().enumerate() {
+        // The current chunk may be empty when the recorder stopped right after a
+        // rotation: nothing of it is lost.
+        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
+            warnings.push(format!(
+                "{}: empty (the recording stopped as this chunk began)",
+                p.display()
+            ));
+            continue;
+        }
+        match (prev, *seq) {
+            (None, Some(n)) if i == 0 && n > 1 => warnings.push(format!(
+                "{}: chunks 1 to {} were deleted by --keep (meta.json chunks.dropped); the recording starts at this chunk",
+                p.display(),
+                n - 1
+            )),
+            (Some(a), Some(b)) if b > a + 1 => {
+                let from = acc.hole();
+                warnings.push(format!(
+                    "{}: chunks {} to {} were deleted by --keep (meta.json chunks.dropped); no value from {:.3} s to this chunk",
+                    p.display(),
+                    a + 1,
+                    b - 1,
+                    from as f64 / 1e9
+                ));
+            }
+            _ => {}
+        }
+        if seq.is_some() {
+            prev = *seq;
+        }
+        warnings.extend(read_into(p, &mut acc)?);
+    }
+    acc.finish(&files[0].1).map(|d| (d, warnings))
+}
+
 /// Reads `diskstats.csv.gz` (or a plain `diskstats.csv`) grouped by device, in order of
 /// first appearance, with the reading's warnings. The header must be diskstats' own
 /// ([`header`]); a damaged row (too few cells, a number that is not one, a `t_ns` past
 /// [`super::csv::MAX_T_NS`]) is skipped with a warning naming file:line; a recording cut
 /// off is read up to its last whole row (a warning). Empty, not gzip, another header, or
-/// no whole row at all: an error naming the file.
+/// no whole row at all: an error naming the file. A run's rows: [`read_run`].
 pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
-    let mut by: BTreeMap<String, DiskRows> = BTreeMap::new();
-    let mut order: Vec<String> = vec![];
+    let mut acc = Acc::default();
+    let warnings = read_into(p, &mut acc)?;
+    acc.finish(p).map(|d| (d, warnings))
+}
+
+/// Rows gathered over one or more files.
+#[derive(Default)]
+struct Acc {
+    by: BTreeMap<String, DiskRows>,
+    order: Vec<String>,
+}
+
+impl Acc {
+    /// A hole in the rows (deleted chunks): each device gets a row without values 1 ns
+    /// after its last one. Returns the latest such `t_ns`.
+    fn hole(&mut self) -> u64 {
+        let mut latest = 0;
+        for d in self.by.values_mut() {
+            if let Some(&t) = d.t_ns.last() {
+                d.t_ns.push(t + 1);
+                d.f.push(Row::default());
+                latest = latest.max(t + 1);
+            }
+        }
+        latest
+    }
+
+    fn finish(mut self, p: &Path) -> anyhow::Result<Vec<DiskRows>> {
+        if self.order.is_empty() {
+            return Err(anyhow::anyhow!(
+                "{} holds no whole row of samples; the recording is damaged or was cut before its first flush",
+                p.display()
+            ));
+        }
+        Ok(self
+            .order
+            .into_iter()
+            .filter_map(|n| self.by.remove(&n))
+            .collect())
+    }
+}
+
+fn read_into(p: &Path, acc: &mut Acc) -> anyhow::Result<Vec<String>> {
+    let Acc { by, order } = acc;
     let want = header();
     let mut warnings = for_each_line(p, |n, line| {
         if n == 1 {
@@ -154,17 +317,8 @@ pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
         d.f.push(f);
         Ok(())
     })?;
-    if order.is_empty() {
-        return Err(anyhow::anyhow!(
-            "{} holds no whole row of samples; the recording is damaged or was cut before its first flush",
-            p.display()
-        ));
-    }
     warnings.shrink_to_fit();
-    Ok((
-        order.into_iter().filter_map(|n| by.remove(&n)).collect(),
-        warnings,
-    ))
+    Ok(warnings)
 }
 
 #[cfg(test)]
