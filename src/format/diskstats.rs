@@ -20,7 +20,7 @@ use std::path::Path;
 
 pub use collectors::diskstats::{FIELD_NAMES, MAX_FIELDS};
 
-use super::csv::{for_each_line, t_ns_cell, Bad};
+use super::csv::{for_each_line_until, t_ns_cell, Bad, Flow};
 
 pub const FILE: &str = "diskstats.csv.gz";
 
@@ -87,17 +87,33 @@ impl Row {
     }
 }
 
-/// Reads `diskstats.csv.gz` (or a plain `diskstats.csv`) grouped by device, in order of
-/// first appearance, with the reading's warnings. The header must be diskstats' own
-/// ([`header`]); a damaged row (too few cells, a number that is not one, a `t_ns` past
-/// [`super::csv::MAX_T_NS`]) is skipped with a warning naming file:line; a recording cut
-/// off is read up to its last whole row (a warning). Empty, not gzip, another header, or
-/// no whole row at all: an error naming the file.
-pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
-    let mut by: BTreeMap<String, DiskRows> = BTreeMap::new();
-    let mut order: Vec<String> = vec![];
+/// One row of diskstats.csv.gz as [`for_each_row`] hands it over (borrowed: nothing is
+/// allocated per row).
+#[derive(Debug, Clone, Copy)]
+pub struct RowRef<'a> {
+    /// 1-based line number in the file (for warnings).
+    pub line: usize,
+    pub t_ns: u64,
+    pub device: &'a str,
+    pub major: u32,
+    pub minor: u32,
+    pub f: &'a Row,
+}
+
+/// Streams the rows of `diskstats.csv.gz` (or a plain `diskstats.csv`) in file order,
+/// holding one row at a time: `f` returns [`Flow::Stop`] to stop reading (and
+/// decompressing) there. The one function every reader of the raw rows goes through
+/// ([`read`], `report::zoom_data`, `diskpulse view`), so the file's layout (one gzip
+/// stream today, a sequence of chunk files later) changes here only. Checks as [`read`]
+/// (header, damaged rows skipped with a warning naming file:line, a cut-off end read up
+/// to its last whole row); returns the warnings and whether a whole row was read.
+pub fn for_each_row(
+    p: &Path,
+    mut f: impl FnMut(RowRef<'_>) -> Flow,
+) -> anyhow::Result<(Vec<String>, bool)> {
     let want = header();
-    let mut warnings = for_each_line(p, |n, line| {
+    let mut any = false;
+    let warnings = for_each_line_until(p, |n, line| {
         if n == 1 {
             if line != want {
                 return Err(Bad::File(anyhow::anyhow!(
@@ -105,55 +121,109 @@ pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
                     p.display()
                 )));
             }
-            return Ok(());
+            return Ok(Flow::Go);
         }
-        let cells: Vec<&str> = line.split(',').collect();
-        if cells.len() != KEY_COLUMNS.len() + MAX_FIELDS {
+        let mut cells = line.split(',');
+        let (Some(t), Some(name), Some(ma), Some(mi)) =
+            (cells.next(), cells.next(), cells.next(), cells.next())
+        else {
             return Err(Bad::Line(format!(
                 "{} cells, the header has {}",
-                cells.len(),
+                line.split(',').count(),
+                KEY_COLUMNS.len() + MAX_FIELDS
+            )));
+        };
+        let mut row = Row::default();
+        let mut k = 0;
+        for v in cells {
+            if k == MAX_FIELDS {
+                k += 1;
+                break;
+            }
+            if !v.is_empty() {
+                row.set(
+                    k,
+                    Some(v.parse::<u64>().map_err(|_| {
+                        Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[k]))
+                    })?),
+                );
+            }
+            k += 1;
+        }
+        if k != MAX_FIELDS {
+            return Err(Bad::Line(format!(
+                "{} cells, the header has {}",
+                line.split(',').count(),
                 KEY_COLUMNS.len() + MAX_FIELDS
             )));
         }
-        let t = t_ns_cell(cells[0]).map_err(Bad::Line)?;
-        let name = cells[1];
-        let (Ok(ma), Ok(mi)) = (cells[2].parse::<u32>(), cells[3].parse::<u32>()) else {
+        let t = t_ns_cell(t).map_err(Bad::Line)?;
+        let (Ok(major), Ok(minor)) = (ma.parse::<u32>(), mi.parse::<u32>()) else {
             return Err(Bad::Line(format!(
-                "major:minor '{}:{}' are not numbers",
-                cells[2], cells[3]
+                "major:minor '{ma}:{mi}' are not numbers"
             )));
         };
-        let mut f = Row::default();
-        for (i, v) in cells[KEY_COLUMNS.len()..].iter().enumerate() {
-            if v.is_empty() {
-                continue;
-            }
-            f.set(
-                i,
-                Some(v.parse::<u64>().map_err(|_| {
-                    Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[i]))
-                })?),
-            );
-        }
-        let d = by.entry(name.to_string()).or_insert_with(|| {
-            order.push(name.to_string());
-            DiskRows {
-                name: name.to_string(),
-                major: ma,
-                minor: mi,
-                ..Default::default()
-            }
-        });
-        if d.t_ns.last().is_some_and(|&last| t < last) {
-            return Err(Bad::Line(format!(
-                "t_ns {t} is before the device's previous row ({})",
-                d.t_ns.last().unwrap_or(&0)
-            )));
-        }
-        d.t_ns.push(t);
-        d.f.push(f);
-        Ok(())
+        any = true;
+        Ok(f(RowRef {
+            line: n,
+            t_ns: t,
+            device: name,
+            major,
+            minor,
+            f: &row,
+        }))
     })?;
+    Ok((warnings, any))
+}
+
+/// Reads `diskstats.csv.gz` (or a plain `diskstats.csv`) grouped by device, in order of
+/// first appearance, with the reading's warnings. The header must be diskstats' own
+/// ([`header`]); a damaged row (too few cells, a number that is not one, a `t_ns` past
+/// [`super::csv::MAX_T_NS`], a `t_ns` before the device's previous row) is skipped with a
+/// warning naming file:line; a recording cut off is read up to its last whole row (a
+/// warning). Empty, not gzip, another header, or no whole row at all: an error naming the
+/// file.
+pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
+    let mut by: BTreeMap<String, DiskRows> = BTreeMap::new();
+    let mut order: Vec<String> = vec![];
+    let mut back: Vec<String> = vec![];
+    let mut back_n = 0usize;
+    let (mut warnings, _) = for_each_row(p, |r| {
+        let d = match by.get_mut(r.device) {
+            Some(d) => d,
+            None => {
+                order.push(r.device.to_string());
+                by.entry(r.device.to_string()).or_insert_with(|| DiskRows {
+                    name: r.device.to_string(),
+                    major: r.major,
+                    minor: r.minor,
+                    ..Default::default()
+                })
+            }
+        };
+        if let Some(&last) = d.t_ns.last().filter(|&&last| r.t_ns < last) {
+            back_n += 1;
+            if back.len() < 3 {
+                back.push(format!(
+                    "{}:{}: t_ns {} is before the device's previous row ({last}); skipped",
+                    p.display(),
+                    r.line,
+                    r.t_ns
+                ));
+            }
+            return Flow::Go;
+        }
+        d.t_ns.push(r.t_ns);
+        d.f.push(*r.f);
+        Flow::Go
+    })?;
+    if back_n > back.len() {
+        back.push(format!(
+            "{}: {back_n} rows before their device's previous row skipped in all",
+            p.display()
+        ));
+    }
+    warnings.extend(back);
     if order.is_empty() {
         return Err(anyhow::anyhow!(
             "{} holds no whole row of samples; the recording is damaged or was cut before its first flush",
