@@ -221,20 +221,21 @@ pub fn embedded(run: &Run, timeline: &Timeline, other: usize) -> Embedded {
     for &(b0, b1) in &bursts {
         let a = b0.saturating_sub(BURST_MARGIN_NS);
         let b = (b1.min(b0 + BURST_MAX_NS) + BURST_MARGIN_NS).min(duration);
+        let b = b.max(a);
         // Overlapping the previous neighbourhood: grow it.
-        let (a, grow) = match spans.last() {
-            Some(&(p0, p1)) if a <= p1 => (p0, Some(p1)),
-            _ => (a, None),
+        let (from, grow) = match spans.last() {
+            Some(&(_, p1)) if a <= p1 => (p1, true),
+            _ => (a, false),
         };
-        let cost = per_window * (b - a - (grow.map_or(0, |p1| p1 - a))).div_ceil(RAW_NS) as usize;
+        let cost = per_window * b.saturating_sub(from).div_ceil(RAW_NS) as usize;
         if cost > room {
             break;
         }
         room -= cost;
-        if grow.is_some() {
-            spans.pop();
+        match spans.last_mut() {
+            Some(last) if grow => last.1 = last.1.max(b),
+            _ => spans.push((a, b)),
         }
-        spans.push((a, b.max(grow.unwrap_or(0))));
         chosen.push((b0, b1));
     }
     let mut layers = vec![base];
