@@ -275,12 +275,47 @@ fn view_serves_1ms_deep_inside_a_long_run_and_envelopes_for_wide_spans() {
     assert!(html.len() < 40 << 20, "report.html is {} bytes", html.len());
     assert!(html.contains("windows from envelopes.csv.gz"), "the page says what it embeds");
 
-    // 50 ms at 2.5 s into a 5 s period of syn0 (its bursts at 0 s; syn1's at 3.3 s, syn2's at
-    // 1.6 s: the nearest is > 1 s away), 6 minutes in.
-    let deep = (362_500u64, 362_550u64);
+    let notice = html
+        .split("id=\"dp-zoom-res\">")
+        .nth(1)
+        .and_then(|x| x.split("</p>").next())
+        .unwrap();
+    eprintln!("report.html: {} bytes; {notice}", html.len());
+    // The 1 ms layers the page embeds (around bursts): the deep span must lie outside
+    // them, so only the server can give its 1 ms values.
+    let data: serde_json::Value = serde_json::from_str(
+        html.split("id=\"dp-zoom-data\">")
+            .nth(1)
+            .and_then(|x| x.split("</script>").next())
+            .unwrap(),
+    )
+    .unwrap();
+    let layers = data["layers"].as_array().unwrap();
+    assert_eq!(layers[0]["source"], "envelopes");
+    let fine: Vec<(f64, f64)> = layers[1..]
+        .iter()
+        .map(|l| {
+            assert_eq!(l["level_ms"], 1);
+            (l["t0_s"].as_f64().unwrap() * 1e3, l["t1_s"].as_f64().unwrap() * 1e3)
+        })
+        .collect();
+    assert!(!fine.is_empty(), "no 1 ms data around any burst");
+    // 50 ms deep inside (after 6 minutes), clear of the embedded 1 ms layers by 100 ms.
+    let deep = (360_000u64..)
+        .step_by(50)
+        .map(|a| (a, a + 50))
+        .find(|&(a, b)| fine.iter().all(|&(f0, f1)| b as f64 + 100.0 < f0 || a as f64 > f1 + 100.0))
+        .unwrap();
+    assert!(deep.1 < SECS * 1000 - 1000, "no span clear of the bursts: {fine:?}");
     // 60 s wide, and 3 s wide (fetched: embedded 10 ms is too coarse for the width).
-    let wide = (120_000u64, 180_000u64);
-    let mid = (200_500u64, 203_500u64);
+    let wide = (300_000u64, 360_000u64);
+    let mid = (400_500u64, 403_500u64);
+    for (a, b) in [wide, mid] {
+        assert!(
+            fine.iter().all(|&(f0, f1)| (b as f64) < f0 || a as f64 > f1),
+            "{a}..{b} ms overlaps the embedded 1 ms layers {fine:?}"
+        );
+    }
     let title = "syn0 throughput MiB/s";
     let js = zoom_js(&[deep, wide, mid], title);
 

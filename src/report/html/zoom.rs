@@ -180,11 +180,13 @@ pub fn embedded(run: &Run, timeline: &Timeline, other: usize) -> Embedded {
         }
         rw.finish()
     };
-    let bursts: Vec<(u64, u64)> = timeline
+    // Every device's bursts, in the order they happened.
+    let mut bursts: Vec<(u64, u64)> = timeline
         .shades
         .iter()
         .map(|b| ((b.t0_s.max(0.0) * 1e9) as u64, (b.t1_s.max(0.0) * 1e9) as u64))
         .collect();
+    bursts.sort_unstable();
     if per_window * duration.div_ceil(RAW_NS) as usize <= left {
         return Embedded {
             layers: feed(&[(0, duration)], RAW_NS),
@@ -371,10 +373,20 @@ pub fn section(run: &Run, timeline: &Timeline, uplot: &Result<Uplot, String>) ->
                 width_text(base.level_ns)
             ),
         };
-        let spans: Vec<String> = emb.layers[1..]
+        const LISTED: usize = 6;
+        let mut spans: Vec<String> = emb.layers[1..]
             .iter()
+            .take(LISTED)
             .map(|l| format!("{:.3}-{:.3} s", l.t0_ns as f64 / 1e9, l.t1_ns as f64 / 1e9))
             .collect();
+        if emb.layers.len() - 1 > LISTED {
+            let last = &emb.layers[emb.layers.len() - 1];
+            spans.push(format!(
+                "... {} spans in all, the last ending at {:.3} s",
+                emb.layers.len() - 1,
+                last.t1_ns as f64 / 1e9
+            ));
+        }
         let detail = if spans.is_empty() {
             "no 1 ms windows (no write burst, or none fits)".to_string()
         } else {
