@@ -169,7 +169,11 @@ fn get(addr: &str, target: &str) -> (u32, String) {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("").to_string();
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|x| x.1)
+        .unwrap_or("")
+        .to_string();
     (code, body)
 }
 
@@ -194,7 +198,11 @@ fn drive(bin: &Path, run: &Path, url_of: impl Fn(&Path) -> String, js: &str) -> 
     ];
     let l = if url.starts_with("file:") {
         let l = load(bin, &probe, &flags);
-        assert!(l.page_requests.is_empty(), "requests: {:?}", l.page_requests);
+        assert!(
+            l.page_requests.is_empty(),
+            "requests: {:?}",
+            l.page_requests
+        );
         l
     } else {
         load_url(bin, &url, &flags)
@@ -250,7 +258,10 @@ fn view_serves_1ms_deep_inside_a_long_run_and_envelopes_for_wide_spans() {
     let run = d.path().join("run");
     let t = std::time::Instant::now();
     synth(&run);
-    eprintln!("synthetic {SECS} s x {DEVICES} devices written in {:.1} s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "synthetic {SECS} s x {DEVICES} devices written in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
 
     // Refused before anything is served: not loopback, not a run with a report.
     let o = diskpulse()
@@ -261,7 +272,10 @@ fn view_serves_1ms_deep_inside_a_long_run_and_envelopes_for_wide_spans() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("0.0.0.0:0") && err.contains("--allow-remote"), "{err}");
+    assert!(
+        err.contains("0.0.0.0:0") && err.contains("--allow-remote"),
+        "{err}"
+    );
     let o = diskpulse().arg("view").arg(&run).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("diskpulse report"));
@@ -273,7 +287,10 @@ fn view_serves_1ms_deep_inside_a_long_run_and_envelopes_for_wide_spans() {
     let html = std::fs::read_to_string(run.join("report.html")).unwrap();
     // Bounded: 1 ms of all of it would be 2.9 M values.
     assert!(html.len() < 40 << 20, "report.html is {} bytes", html.len());
-    assert!(html.contains("windows from envelopes.csv.gz"), "the page says what it embeds");
+    assert!(
+        html.contains("windows from envelopes.csv.gz"),
+        "the page says what it embeds"
+    );
 
     let notice = html
         .split("id=\"dp-zoom-res\">")
@@ -296,7 +313,10 @@ fn view_serves_1ms_deep_inside_a_long_run_and_envelopes_for_wide_spans() {
         .iter()
         .map(|l| {
             assert_eq!(l["level_ms"], 1);
-            (l["t0_s"].as_f64().unwrap() * 1e3, l["t1_s"].as_f64().unwrap() * 1e3)
+            (
+                l["t0_s"].as_f64().unwrap() * 1e3,
+                l["t1_s"].as_f64().unwrap() * 1e3,
+            )
         })
         .collect();
     assert!(!fine.is_empty(), "no 1 ms data around any burst");
@@ -304,15 +324,22 @@ fn view_serves_1ms_deep_inside_a_long_run_and_envelopes_for_wide_spans() {
     let deep = (360_000u64..)
         .step_by(50)
         .map(|a| (a, a + 50))
-        .find(|&(a, b)| fine.iter().all(|&(f0, f1)| b as f64 + 100.0 < f0 || a as f64 > f1 + 100.0))
+        .find(|&(a, b)| {
+            fine.iter()
+                .all(|&(f0, f1)| b as f64 + 100.0 < f0 || a as f64 > f1 + 100.0)
+        })
         .unwrap();
-    assert!(deep.1 < SECS * 1000 - 1000, "no span clear of the bursts: {fine:?}");
+    assert!(
+        deep.1 < SECS * 1000 - 1000,
+        "no span clear of the bursts: {fine:?}"
+    );
     // 60 s wide, and 3 s wide (fetched: embedded 10 ms is too coarse for the width).
     let wide = (300_000u64, 360_000u64);
     let mid = (400_500u64, 403_500u64);
     for (a, b) in [wide, mid] {
         assert!(
-            fine.iter().all(|&(f0, f1)| (b as f64) < f0 || a as f64 > f1),
+            fine.iter()
+                .all(|&(f0, f1)| (b as f64) < f0 || a as f64 > f1),
             "{a}..{b} ms overlaps the embedded 1 ms layers {fine:?}"
         );
     }
@@ -320,19 +347,42 @@ fn view_serves_1ms_deep_inside_a_long_run_and_envelopes_for_wide_spans() {
     let js = zoom_js(&[deep, wide, mid], title);
 
     let served = serve(&run);
-    let v = drive(&bin, &run, |p| format!("http://{}/{}", served.addr, p.file_name().unwrap().to_string_lossy()), &js);
+    let v = drive(
+        &bin,
+        &run,
+        |p| {
+            format!(
+                "http://{}/{}",
+                served.addr,
+                p.file_name().unwrap().to_string_lossy()
+            )
+        },
+        &js,
+    );
     assert_eq!(v["served"], true, "{v}");
-    assert_eq!(v["res"], 10.0, "the whole run embedded at 10 ms: {}", v["res"]);
+    assert_eq!(
+        v["res"], 10.0,
+        "the whole run embedded at 10 ms: {}",
+        v["res"]
+    );
     let out = v["out"].as_array().unwrap();
 
     // Deep: raw 1 ms from the server, 51 points equal to the raw rows'.
     let (lv, vis) = (&out[0]["level"], &out[0]["vis"]);
-    assert_eq!((lv["source"].as_str(), lv["level_ms"].as_f64()), (Some("raw"), Some(1.0)), "{lv}");
+    assert_eq!(
+        (lv["source"].as_str(), lv["level_ms"].as_f64()),
+        (Some("raw"), Some(1.0)),
+        "{lv}"
+    );
     let pts = vis["write MiB/s"].as_array().unwrap();
     assert_eq!(pts.len(), 51, "{pts:?}");
     for (j, p) in pts.iter().enumerate() {
         let k = deep.0 + j as u64;
-        assert!((p[0].as_f64().unwrap() - k as f64).abs() < 1e-6, "point {j} at {}", p[0]);
+        assert!(
+            (p[0].as_f64().unwrap() - k as f64).abs() < 1e-6,
+            "point {j} at {}",
+            p[0]
+        );
         let (got, want) = (p[1].as_f64().unwrap_or(f64::NAN), write_ms(0, k));
         assert!(close(got, want), "syn0 at {k} ms: page {got}, raw {want}");
     }
@@ -342,8 +392,15 @@ fn view_serves_1ms_deep_inside_a_long_run_and_envelopes_for_wide_spans() {
         let (lv, vis) = (&out[i]["level"], &out[i]["vis"]);
         assert_eq!(lv["source"], "envelopes", "span {span:?}: {lv}");
         let len = lv["level_ms"].as_f64().unwrap() as u64;
-        let (mx, mn) = (vis["write max"].as_array().unwrap(), vis["write min"].as_array().unwrap());
-        assert!(mx.len() as u64 >= (span.1 - span.0) / len, "span {span:?}: {} points", mx.len());
+        let (mx, mn) = (
+            vis["write max"].as_array().unwrap(),
+            vis["write min"].as_array().unwrap(),
+        );
+        assert!(
+            mx.len() as u64 >= (span.1 - span.0) / len,
+            "span {span:?}: {} points",
+            mx.len()
+        );
         for (a, b) in mx.iter().zip(mn) {
             let t = a[0].as_f64().unwrap().round() as u64;
             let (want_min, want_max) = write_env(0, t, len);
@@ -351,21 +408,41 @@ fn view_serves_1ms_deep_inside_a_long_run_and_envelopes_for_wide_spans() {
             assert!(close(gmax, want_max) && close(gmin, want_min),
                 "span {span:?} window {t} ms ({len} ms): page {gmin}..{gmax}, raw {want_min}..{want_max}");
         }
-        eprintln!("span {span:?}: {} envelope windows of {len} ms, min/max equal the raw rows'", mx.len());
+        eprintln!(
+            "span {span:?}: {} envelope windows of {len} ms, min/max equal the raw rows'",
+            mx.len()
+        );
     }
 
     // The same page from file://: no request, the embedded envelopes at the deep span.
-    let v = drive(&bin, &run, |p| p.display().to_string(), &zoom_js(&[deep], title));
+    let v = drive(
+        &bin,
+        &run,
+        |p| p.display().to_string(),
+        &zoom_js(&[deep], title),
+    );
     assert_eq!(v["served"], false);
     let lv = &v["out"][0]["level"];
-    assert_eq!((lv["source"].as_str(), lv["level_ms"].as_f64()), (Some("envelopes"), Some(10.0)), "{lv}");
+    assert_eq!(
+        (lv["source"].as_str(), lv["level_ms"].as_f64()),
+        (Some("envelopes"), Some(10.0)),
+        "{lv}"
+    );
 
     // Paths that leave the run directory: refused, never read.
     std::os::unix::fs::symlink("/etc/hostname", run.join("escape")).unwrap();
-    for target in ["/../meta.json", "/%2e%2e/%2e%2e/etc/passwd", "/escape", "/./report.html"] {
+    for target in [
+        "/../meta.json",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "/escape",
+        "/./report.html",
+    ] {
         let (code, body) = get(&served.addr, target);
         assert_eq!(code, 403, "{target}: {code} {body}");
-        assert!(body.contains("outside the run directory"), "{target}: {body}");
+        assert!(
+            body.contains("outside the run directory"),
+            "{target}: {body}"
+        );
     }
     let (code, body) = get(&served.addr, "//etc/passwd");
     assert!(code == 404 && !body.contains("root:"), "{code} {body}");
@@ -378,11 +455,24 @@ fn view_serves_1ms_deep_inside_a_long_run_and_envelopes_for_wide_spans() {
     // Without envelopes.csv.gz (an older run): spans come from the raw rows.
     std::fs::remove_file(run.join(diskpulse::format::envelopes::FILE)).unwrap();
     let served = serve(&run);
-    let (code, body) = get(&served.addr, &format!("/span?t0_ms={}&t1_ms={}&px=1000", wide.0, wide.1));
+    let (code, body) = get(
+        &served.addr,
+        &format!("/span?t0_ms={}&t1_ms={}&px=1000", wide.0, wide.1),
+    );
     assert_eq!(code, 200, "{body}");
     let s: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((s["source"].as_str(), s["level_ms"].as_f64()), (Some("raw"), Some(100.0)), "{}", &body[..200.min(body.len())]);
-    let dev = s["devices"].as_array().unwrap().iter().find(|d| d["name"] == "syn0").unwrap();
+    assert_eq!(
+        (s["source"].as_str(), s["level_ms"].as_f64()),
+        (Some("raw"), Some(100.0)),
+        "{}",
+        &body[..200.min(body.len())]
+    );
+    let dev = s["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "syn0")
+        .unwrap();
     let w = dev["write"].as_array().unwrap();
     assert_eq!(w.len(), 600);
     for (j, x) in w.iter().enumerate() {
@@ -391,12 +481,24 @@ fn view_serves_1ms_deep_inside_a_long_run_and_envelopes_for_wide_spans() {
         let got = x.as_f64().unwrap();
         assert!(close(got, want), "window {k0} ms: {got} vs {want}");
     }
-    let (code, body) = get(&served.addr, &format!("/span?t0_ms={}&t1_ms={}&px=1000", deep.0, deep.1));
+    let (code, body) = get(
+        &served.addr,
+        &format!("/span?t0_ms={}&t1_ms={}&px=1000", deep.0, deep.1),
+    );
     assert_eq!(code, 200);
     let s: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(s["level_ms"], 1);
-    let w: Vec<f64> = s["devices"].as_array().unwrap().iter().find(|d| d["name"] == "syn0").unwrap()["write"]
-        .as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let w: Vec<f64> = s["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "syn0")
+        .unwrap()["write"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
     assert_eq!(w.len(), 50);
     for (j, got) in w.iter().enumerate() {
         assert!(close(*got, write_ms(0, deep.0 + j as u64)));

@@ -131,11 +131,7 @@ const LATE_NS: u64 = 3_000_000_000;
 /// one level of a time span reads what it needs and stops once every later row must lie
 /// past the span (windows are written in time order, each within [`LATE_NS`] after its
 /// end). Checks as [`read`]; a measure not in [`MEASURES`] is a damaged row.
-pub fn for_each(
-    p: &Path,
-    q: &Query,
-    mut f: impl FnMut(RowRef<'_>),
-) -> anyhow::Result<Vec<String>> {
+pub fn for_each(p: &Path, q: &Query, mut f: impl FnMut(RowRef<'_>)) -> anyhow::Result<Vec<String>> {
     // A row whose window ends past this was written after every row q wants.
     let stop_ns = q
         .t1_ns

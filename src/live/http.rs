@@ -128,10 +128,9 @@ fn metrics(method: &str, target: &str, live: &Live) -> Response {
         ("GET" | "HEAD", "/") => {
             Response::text("200 OK", "diskpulse record: metrics at /metrics\n")
         }
-        ("GET" | "HEAD", _) => Response::text(
-            "404 Not Found",
-            "not found: the metrics are at /metrics\n",
-        ),
+        ("GET" | "HEAD", _) => {
+            Response::text("404 Not Found", "not found: the metrics are at /metrics\n")
+        }
         _ => Response::text("405 Method Not Allowed", "only GET\n"),
     }
 }

@@ -232,9 +232,7 @@ impl RawWindows {
                     .iter()
                     .map(|d| DevSpan {
                         name: d.name.clone(),
-                        t_ns: (0..d.w[s].len())
-                            .map(|k| a + k as u64 * width_ns)
-                            .collect(),
+                        t_ns: (0..d.w[s].len()).map(|k| a + k as u64 * width_ns).collect(),
                         write: d.w[s]
                             .iter()
                             .enumerate()
@@ -263,33 +261,28 @@ pub fn raw_spans(
 ) -> anyhow::Result<Vec<Span>> {
     let mut rw = RawWindows::new(spans, width_ns, duration_ns);
     let stop = rw.end_ns().saturating_add(2_000_000_000);
-    crate::format::diskstats::for_each_row(
-        &run_dir.join(crate::format::diskstats::FILE),
-        |r| {
-            if r.t_ns > stop {
-                return Flow::Stop;
-            }
-            rw.add(
-                r.device,
-                r.t_ns,
-                r.f.get(ds::F_SECTORS_READ),
-                r.f.get(ds::F_SECTORS_WRITTEN),
-            );
-            Flow::Go
-        },
-    )?;
+    crate::format::diskstats::for_each_row(&run_dir.join(crate::format::diskstats::FILE), |r| {
+        if r.t_ns > stop {
+            return Flow::Stop;
+        }
+        rw.add(
+            r.device,
+            r.t_ns,
+            r.f.get(ds::F_SECTORS_READ),
+            r.f.get(ds::F_SECTORS_WRITTEN),
+        );
+        Flow::Go
+    })?;
     Ok(rw.finish())
 }
 
 /// Level `level_ns` of envelopes.csv.gz over `[t0, t1)` (windows overlapping it).
-pub fn envelope_span(
-    path: &Path,
-    level_ns: u64,
-    t0_ns: u64,
-    t1_ns: u64,
-) -> anyhow::Result<Span> {
+pub fn envelope_span(path: &Path, level_ns: u64, t0_ns: u64, t1_ns: u64) -> anyhow::Result<Span> {
     let (mr, mw) = (
-        env::MEASURES.iter().position(|m| *m == "read_mib_s").unwrap_or(0),
+        env::MEASURES
+            .iter()
+            .position(|m| *m == "read_mib_s")
+            .unwrap_or(0),
         env::MEASURES
             .iter()
             .position(|m| *m == "write_mib_s")
@@ -491,7 +484,11 @@ mod tests {
 
     #[test]
     fn raw_windows_spread_intervals_by_overlap_and_keep_spans_apart() {
-        let mut rw = RawWindows::new(&[(0, 3_000_000), (10_000_000, 12_000_000)], RAW_NS, 20_000_000);
+        let mut rw = RawWindows::new(
+            &[(0, 3_000_000), (10_000_000, 12_000_000)],
+            RAW_NS,
+            20_000_000,
+        );
         // 2048 sectors (1 MiB) written over 0.5 ms .. 2.5 ms: a quarter, a half, a quarter.
         rw.add("a", 500_000, Some(0), Some(0));
         rw.add("a", 2_500_000, Some(0), Some(2048));

@@ -64,8 +64,9 @@ impl View {
                 "{shown}: not a directory; name a run directory (made by record, demo, load --record or run)"
             ));
         }
-        let meta = crate::format::meta::Meta::read(run)
-            .map_err(|e| usage!("{shown}: not a diskpulse recording ({e}); name a run directory"))?;
+        let meta = crate::format::meta::Meta::read(run).map_err(|e| {
+            usage!("{shown}: not a diskpulse recording ({e}); name a run directory")
+        })?;
         if !run.join(crate::format::diskstats::FILE).is_file() {
             return Err(usage!(
                 "{shown}: has no {}; name a run directory that recorded block devices",
@@ -155,16 +156,15 @@ impl View {
             "403 Forbidden",
             "outside the run directory: `diskpulse view` serves only the run's own files\n",
         );
-        if path.contains('%')
-            || rel
-                .components()
-                .any(|c| !matches!(c, Component::Normal(_)))
-        {
+        if path.contains('%') || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
             return outside;
         }
         let p = self.dir.join(rel);
         let Ok(real) = p.canonicalize() else {
-            return Response::text("404 Not Found", format!("{path}: not in the run directory\n"));
+            return Response::text(
+                "404 Not Found",
+                format!("{path}: not in the run directory\n"),
+            );
         };
         if !real.starts_with(&self.dir) {
             return outside;
@@ -206,7 +206,10 @@ mod tests {
         assert!(check_listen("127.0.0.1:0", false).is_ok());
         assert!(check_listen("[::1]:0", false).is_ok());
         let e = check_listen("0.0.0.0:9465", false).unwrap_err().to_string();
-        assert!(e.contains("--allow-remote") && e.contains("0.0.0.0:9465"), "{e}");
+        assert!(
+            e.contains("--allow-remote") && e.contains("0.0.0.0:9465"),
+            "{e}"
+        );
         assert!(check_listen("0.0.0.0:9465", true).is_ok());
         let e = check_listen("localhost:80", false).unwrap_err().to_string();
         assert!(e.contains("'localhost:80'"), "{e}");

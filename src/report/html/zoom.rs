@@ -184,7 +184,12 @@ pub fn embedded(run: &Run, timeline: &Timeline, other: usize) -> Embedded {
     let mut bursts: Vec<(u64, u64)> = timeline
         .shades
         .iter()
-        .map(|b| ((b.t0_s.max(0.0) * 1e9) as u64, (b.t1_s.max(0.0) * 1e9) as u64))
+        .map(|b| {
+            (
+                (b.t0_s.max(0.0) * 1e9) as u64,
+                (b.t1_s.max(0.0) * 1e9) as u64,
+            )
+        })
         .collect();
     bursts.sort_unstable();
     if per_window * duration.div_ceil(RAW_NS) as usize <= left {
