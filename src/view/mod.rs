@@ -118,7 +118,7 @@ impl View {
                 let x: f64 = v
                     .parse()
                     .map_err(|_| anyhow::anyhow!("{k}={v}: not a number of ms"))?;
-                if !x.is_finite() || x < 0.0 || x > 1e15 {
+                if !(0.0..=1e15).contains(&x) {
                     anyhow::bail!("{k}={v}: not a time in ms since the run's start");
                 }
                 Ok((x * 1e6).round() as u64)
