@@ -7,7 +7,8 @@
 //!   rows;
 //! - a wide span shows envelope windows whose min and max equal the raw rows' (and the
 //!   same page from file:// shows the embedded envelopes there, never fetching);
-//! - a run without envelopes.csv.gz: /span answers from the raw rows;
+//! - a run without envelopes.csv.gz (an older recording): report.html embeds raw windows
+//!   and says so; the served page and /span get 1 ms and wider windows from the raw rows;
 //! - a path outside the run directory is refused (403), and a non-loopback --listen
 //!   without --allow-remote exits 2.
 //!
@@ -450,11 +451,78 @@ fn view_serves_1ms_deep_inside_a_long_run_and_envelopes_for_wide_spans() {
     assert_eq!(get(&served.addr, "/nope.csv").0, 404);
     let (code, body) = get(&served.addr, "/span?t0_ms=5&t1_ms=1");
     assert_eq!(code, 400, "{body}");
+
+    for (what, (a, b)) in [("deep 50 ms", deep), ("wide 60 s", wide)] {
+        let t = std::time::Instant::now();
+        let (code, body) = get(&served.addr, &format!("/span?t0_ms={a}&t1_ms={b}&px=1000"));
+        assert_eq!(code, 200);
+        eprintln!(
+            "GET /span {what} ({a}..{b} ms): {} bytes in {:.2} s (debug build)",
+            body.len(),
+            t.elapsed().as_secs_f64()
+        );
+    }
     drop(served);
 
-    // Without envelopes.csv.gz (an older run): spans come from the raw rows.
+    // Without envelopes.csv.gz (an older run): report embeds raw windows, and the page
+    // and /span get every span from the raw rows.
     std::fs::remove_file(run.join(diskpulse::format::envelopes::FILE)).unwrap();
+    let o = diskpulse().arg("report").arg(&run).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    assert!(
+        html.contains("this run has no envelopes.csv.gz"),
+        "the page says so"
+    );
+    assert!(html.len() < 40 << 20, "report.html is {} bytes", html.len());
     let served = serve(&run);
+    let v = drive(
+        &bin,
+        &run,
+        |p| {
+            format!(
+                "http://{}/{}",
+                served.addr,
+                p.file_name().unwrap().to_string_lossy()
+            )
+        },
+        &zoom_js(&[deep, mid], title),
+    );
+    let out = v["out"].as_array().unwrap();
+    let lv = &out[0]["level"];
+    assert_eq!(
+        (lv["source"].as_str(), lv["level_ms"].as_f64()),
+        (Some("raw"), Some(1.0)),
+        "{lv}"
+    );
+    let pts = out[0]["vis"]["write MiB/s"].as_array().unwrap();
+    assert_eq!(pts.len(), 51);
+    for (j, p) in pts.iter().enumerate() {
+        let (got, want) = (
+            p[1].as_f64().unwrap_or(f64::NAN),
+            write_ms(0, deep.0 + j as u64),
+        );
+        assert!(
+            close(got, want),
+            "no envelopes, {} ms: {got} vs {want}",
+            deep.0 + j as u64
+        );
+    }
+    let lv = &out[1]["level"];
+    assert_eq!(lv["source"], "raw", "{lv}");
+    let len = lv["level_ms"].as_f64().unwrap() as u64;
+    assert!(len > 1, "{lv}");
+    let pts = out[1]["vis"]["write MiB/s"].as_array().unwrap();
+    assert!(pts.len() as u64 >= (mid.1 - mid.0) / len);
+    for p in pts {
+        let k0 = p[0].as_f64().unwrap().round() as u64;
+        let want = (k0..k0 + len).map(|k| write_ms(0, k)).sum::<f64>() / len as f64;
+        let got = p[1].as_f64().unwrap();
+        assert!(
+            close(got, want),
+            "no envelopes, {len} ms window {k0}: {got} vs {want}"
+        );
+    }
     let (code, body) = get(
         &served.addr,
         &format!("/span?t0_ms={}&t1_ms={}&px=1000", wide.0, wide.1),
