@@ -126,7 +126,11 @@ impl Drop for Served {
         // Ctrl-C, as a user would; it must end by itself.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         for _ in 0..100 {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                assert!(
+                    st.success() || std::thread::panicking(),
+                    "diskpulse view ended {st} on SIGINT, not 0"
+                );
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
