@@ -313,6 +313,31 @@ fn view_serves_1ms_deep_inside_a_long_run_and_envelopes_for_wide_spans() {
     )
     .unwrap();
     let layers = data["layers"].as_array().unwrap();
+    // Within the page's budget: every value (number or null) in the layers and panels;
+    // the envelope windows' start times (`t`) are the x axis, not counted.
+    fn values(v: &serde_json::Value, with_t: bool) -> usize {
+        match v {
+            serde_json::Value::Array(a) => a
+                .iter()
+                .map(|x| {
+                    if x.is_number() || x.is_null() {
+                        1
+                    } else {
+                        values(x, with_t)
+                    }
+                })
+                .sum(),
+            serde_json::Value::Object(o) => o
+                .iter()
+                .filter(|(k, _)| with_t || k.as_str() != "t")
+                .map(|(_, x)| values(x, with_t))
+                .sum(),
+            _ => 0,
+        }
+    }
+    let held = values(&data["layers"], false) + values(&data["panels"], true);
+    assert!(held <= 2_000_000, "the page holds {held} values");
+    eprintln!("the page holds {held} values in {} layers", layers.len());
     assert_eq!(layers[0]["source"], "envelopes");
     let fine: Vec<(f64, f64)> = layers[1..]
         .iter()
