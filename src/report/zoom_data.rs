@@ -251,8 +251,9 @@ impl RawWindows {
     }
 }
 
-/// Raw windows of `width_ns` for `spans`, streamed from the run's diskstats.csv.gz (read up
-/// to 2 s past the last span: every device has a row at least once a second).
+/// Raw windows of `width_ns` for `spans`, streamed from the run's diskstats.csv.gz (rows
+/// from 2 s before the first span to 2 s past the last: every device has a row at least
+/// once a second).
 pub fn raw_spans(
     run_dir: &Path,
     spans: &[(u64, u64)],
@@ -261,7 +262,15 @@ pub fn raw_spans(
 ) -> anyhow::Result<Vec<Span>> {
     let mut rw = RawWindows::new(spans, width_ns, duration_ns);
     let stop = rw.end_ns().saturating_add(2_000_000_000);
-    crate::format::diskstats::for_each_row(&run_dir.join(crate::format::diskstats::FILE), |r| {
+    // Each device's row before the first span: within a second of it.
+    let from = spans
+        .iter()
+        .map(|s| s.0)
+        .min()
+        .unwrap_or(0)
+        .saturating_sub(2_000_000_000);
+    let file = run_dir.join(crate::format::diskstats::FILE);
+    crate::format::diskstats::for_each_row_from(&file, from, |r| {
         if r.t_ns > stop {
             return Flow::Stop;
         }
