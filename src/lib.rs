@@ -18,3 +18,4 @@ pub mod report;
 pub mod scenario;
 pub mod session;
 pub mod units;
+pub mod view;

@@ -13,6 +13,7 @@ pub mod probe;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod view;
 
 use clap::{Parser, Subcommand};
 
@@ -110,6 +111,19 @@ Examples:
 
 Exit codes: 0 done, 2 bad input (nothing written).")]
     Export(export::ExportArgs),
+    /// Serve a run's report.html on 127.0.0.1, with 1 ms data for any span the page zooms into.
+    #[command(after_help = "\
+Examples:
+  diskpulse view runs/overnight
+  diskpulse view runs/overnight --listen 127.0.0.1:8080
+  diskpulse view runs/overnight --listen 0.0.0.0:9465 --allow-remote
+
+Open the printed URL; zoom in and the page fetches the span's data: envelopes for wide
+spans, the raw 1 ms rows for narrow ones. The same report.html opened as a file keeps
+what it embeds. Ctrl-C stops it.
+Exit codes: 0 stopped, 2 bad input (not a run directory, no report.html, --listen not
+loopback without --allow-remote, port in use).")]
+    View(view::ViewArgs),
     /// Lab volumes: ext4, xfs or btrfs RAID 0/1/10 on loop devices, optionally throttled.
     #[command(after_help = "\
 Examples:
@@ -134,6 +148,7 @@ pub fn main() -> anyhow::Result<i32> {
         Command::NatsBench(a) => nats_bench::run(*a),
         Command::Run(a) => run::run(a),
         Command::Export(a) => export::run(a),
+        Command::View(a) => view::run(a),
         Command::Lab(a) => lab::run(a),
     }
 }

@@ -97,6 +97,23 @@ pub fn for_each_line(
     p: &Path,
     mut f: impl FnMut(usize, &str) -> Result<(), Bad>,
 ) -> anyhow::Result<Vec<String>> {
+    for_each_line_until(p, |n, line| f(n, line).map(|()| Flow::Go))
+}
+
+/// Whether a reader wants more lines: [`for_each_line_until`] stops reading (and
+/// decompressing) at [`Flow::Stop`], so a reader of a time span stops past its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Go,
+    Stop,
+}
+
+/// [`for_each_line`] whose callback may end the reading early with [`Flow::Stop`] (no
+/// warning: what was not read was not wanted).
+pub fn for_each_line_until(
+    p: &Path,
+    mut f: impl FnMut(usize, &str) -> Result<Flow, Bad>,
+) -> anyhow::Result<Vec<String>> {
     let name = p.display();
     if std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
         return Err(anyhow::anyhow!(
@@ -123,7 +140,8 @@ pub fn for_each_line(
                 n += 1;
                 let why = match std::str::from_utf8(&buf) {
                     Ok(line) => match f(n, line.trim_end_matches(['\n', '\r'])) {
-                        Ok(()) => continue,
+                        Ok(Flow::Go) => continue,
+                        Ok(Flow::Stop) => break,
                         Err(Bad::File(e)) => return Err(e),
                         Err(Bad::Line(why)) => why,
                     },

@@ -20,7 +20,7 @@ use std::path::Path;
 
 pub use collectors::diskstats::{FIELD_NAMES, MAX_FIELDS};
 
-use super::csv::{for_each_line, t_ns_cell, Bad};
+use super::csv::{for_each_line_until, t_ns_cell, Bad, Flow};
 
 pub const FILE: &str = "diskstats.csv.gz";
 
@@ -257,10 +257,44 @@ impl Acc {
     }
 }
 
-fn read_into(p: &Path, acc: &mut Acc) -> anyhow::Result<Vec<String>> {
-    let Acc { by, order } = acc;
+/// One row of diskstats.csv.gz as [`for_each_row`] hands it over (borrowed: nothing is
+/// allocated per row).
+#[derive(Debug, Clone, Copy)]
+pub struct RowRef<'a> {
+    /// 1-based line number in the file (for warnings).
+    pub line: usize,
+    pub t_ns: u64,
+    pub device: &'a str,
+    pub major: u32,
+    pub minor: u32,
+    pub f: &'a Row,
+}
+
+/// Streams the rows of `diskstats.csv.gz` (or a plain `diskstats.csv`) in file order,
+/// holding one row at a time: `f` returns [`Flow::Stop`] to stop reading (and
+/// decompressing) there. The one function every reader of the raw rows goes through
+/// ([`read`], and through [`for_each_run_row_from`] over a run's chunks,
+/// `report::zoom_data` and `diskpulse view`). Checks as [`read`]
+/// (header, damaged rows skipped with a warning naming file:line, a cut-off end read up
+/// to its last whole row); returns the warnings and whether a whole row was read.
+pub fn for_each_row(
+    p: &Path,
+    f: impl FnMut(RowRef<'_>) -> Flow,
+) -> anyhow::Result<(Vec<String>, bool)> {
+    for_each_row_from(p, 0, f)
+}
+
+/// [`for_each_row`] for the rows at or after `from_ns`: earlier rows are skipped after
+/// reading their `t_ns` (their counters are not parsed), so a reader of a span late in
+/// the file spends its time decompressing, not parsing.
+pub fn for_each_row_from(
+    p: &Path,
+    from_ns: u64,
+    mut f: impl FnMut(RowRef<'_>) -> Flow,
+) -> anyhow::Result<(Vec<String>, bool)> {
     let want = header();
-    let mut warnings = for_each_line(p, |n, line| {
+    let mut any = false;
+    let warnings = for_each_line_until(p, |n, line| {
         if n == 1 {
             if line != want {
                 return Err(Bad::File(anyhow::anyhow!(
@@ -268,55 +302,172 @@ fn read_into(p: &Path, acc: &mut Acc) -> anyhow::Result<Vec<String>> {
                     p.display()
                 )));
             }
-            return Ok(());
+            return Ok(Flow::Go);
         }
-        let cells: Vec<&str> = line.split(',').collect();
-        if cells.len() != KEY_COLUMNS.len() + MAX_FIELDS {
+        let mut cells = line.split(',');
+        let (Some(t), Some(name), Some(ma), Some(mi)) =
+            (cells.next(), cells.next(), cells.next(), cells.next())
+        else {
             return Err(Bad::Line(format!(
                 "{} cells, the header has {}",
-                cells.len(),
+                line.split(',').count(),
+                KEY_COLUMNS.len() + MAX_FIELDS
+            )));
+        };
+        if from_ns > 0 {
+            // Only a whole number is a row's time; anything else is checked below.
+            if let Ok(t) = t.parse::<u64>() {
+                if t < from_ns {
+                    any = true;
+                    return Ok(Flow::Go);
+                }
+            }
+        }
+        let mut row = Row::default();
+        let mut k = 0;
+        for v in cells {
+            if k == MAX_FIELDS {
+                k += 1;
+                break;
+            }
+            if !v.is_empty() {
+                row.set(
+                    k,
+                    Some(v.parse::<u64>().map_err(|_| {
+                        Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[k]))
+                    })?),
+                );
+            }
+            k += 1;
+        }
+        if k != MAX_FIELDS {
+            return Err(Bad::Line(format!(
+                "{} cells, the header has {}",
+                line.split(',').count(),
                 KEY_COLUMNS.len() + MAX_FIELDS
             )));
         }
-        let t = t_ns_cell(cells[0]).map_err(Bad::Line)?;
-        let name = cells[1];
-        let (Ok(ma), Ok(mi)) = (cells[2].parse::<u32>(), cells[3].parse::<u32>()) else {
+        let t = t_ns_cell(t).map_err(Bad::Line)?;
+        let (Ok(major), Ok(minor)) = (ma.parse::<u32>(), mi.parse::<u32>()) else {
             return Err(Bad::Line(format!(
-                "major:minor '{}:{}' are not numbers",
-                cells[2], cells[3]
+                "major:minor '{ma}:{mi}' are not numbers"
             )));
         };
-        let mut f = Row::default();
-        for (i, v) in cells[KEY_COLUMNS.len()..].iter().enumerate() {
-            if v.is_empty() {
-                continue;
-            }
-            f.set(
-                i,
-                Some(v.parse::<u64>().map_err(|_| {
-                    Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[i]))
-                })?),
-            );
-        }
-        let d = by.entry(name.to_string()).or_insert_with(|| {
-            order.push(name.to_string());
-            DiskRows {
-                name: name.to_string(),
-                major: ma,
-                minor: mi,
-                ..Default::default()
-            }
-        });
-        if d.t_ns.last().is_some_and(|&last| t < last) {
-            return Err(Bad::Line(format!(
-                "t_ns {t} is before the device's previous row ({})",
-                d.t_ns.last().unwrap_or(&0)
-            )));
-        }
-        d.t_ns.push(t);
-        d.f.push(f);
-        Ok(())
+        any = true;
+        Ok(f(RowRef {
+            line: n,
+            t_ns: t,
+            device: name,
+            major,
+            minor,
+            f: &row,
+        }))
     })?;
+    Ok((warnings, any))
+}
+
+/// [`for_each_row_from`] over a run's files ([`files`]: the closed chunks, then the current
+/// one) as one stream: a chunk that ends before `from_ns` (the next one starts at or before
+/// it) is not opened past its first row, and [`Flow::Stop`] ends the whole stream. An empty
+/// last chunk (the recorder stopped as it began) is passed over. No file: an error.
+pub fn for_each_run_row_from(
+    run_dir: &Path,
+    from_ns: u64,
+    mut f: impl FnMut(RowRef<'_>) -> Flow,
+) -> anyhow::Result<(Vec<String>, bool)> {
+    let files = files(run_dir);
+    if files.is_empty() {
+        anyhow::bail!(
+            "{} has no {FILE} (nor {CHUNK_DIR}/{})",
+            run_dir.display(),
+            chunk_name(1)
+        );
+    }
+    let first_t = |p: &Path| {
+        let mut t = None;
+        let _ = for_each_row(p, |r| {
+            t = Some(r.t_ns);
+            Flow::Stop
+        });
+        t
+    };
+    let starts: Vec<Option<u64>> = if from_ns > 0 && files.len() > 1 {
+        files.iter().map(|p| first_t(p)).collect()
+    } else {
+        vec![]
+    };
+    let (mut warnings, mut any) = (vec![], false);
+    let last = files.len() - 1;
+    for (i, p) in files.iter().enumerate() {
+        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
+            continue;
+        }
+        if starts
+            .get(i + 1)
+            .copied()
+            .flatten()
+            .is_some_and(|next| next <= from_ns)
+        {
+            continue;
+        }
+        let mut stopped = false;
+        let (w, a) = for_each_row_from(p, from_ns, |r| {
+            let flow = f(r);
+            stopped = matches!(flow, Flow::Stop);
+            flow
+        })?;
+        warnings.extend(w);
+        any |= a;
+        if stopped {
+            break;
+        }
+    }
+    Ok((warnings, any))
+}
+
+/// One file's rows into `acc` (a run's chunks go through it one after another): checks
+/// as [`read`]'s; a row whose `t_ns` is before its device's previous row is skipped with
+/// a warning naming file:line.
+fn read_into(p: &Path, acc: &mut Acc) -> anyhow::Result<Vec<String>> {
+    let Acc { by, order } = acc;
+    let mut back: Vec<String> = vec![];
+    let mut back_n = 0usize;
+    let (mut warnings, _) = for_each_row(p, |r| {
+        let d = match by.get_mut(r.device) {
+            Some(d) => d,
+            None => {
+                order.push(r.device.to_string());
+                by.entry(r.device.to_string()).or_insert_with(|| DiskRows {
+                    name: r.device.to_string(),
+                    major: r.major,
+                    minor: r.minor,
+                    ..Default::default()
+                })
+            }
+        };
+        if let Some(&last) = d.t_ns.last().filter(|&&last| r.t_ns < last) {
+            back_n += 1;
+            if back.len() < 3 {
+                back.push(format!(
+                    "{}:{}: t_ns {} is before the device's previous row ({last}); skipped",
+                    p.display(),
+                    r.line,
+                    r.t_ns
+                ));
+            }
+            return Flow::Go;
+        }
+        d.t_ns.push(r.t_ns);
+        d.f.push(*r.f);
+        Flow::Go
+    })?;
+    if back_n > back.len() {
+        back.push(format!(
+            "{}: {back_n} rows before their device's previous row skipped in all",
+            p.display()
+        ));
+    }
+    warnings.extend(back);
     warnings.shrink_to_fit();
     Ok(warnings)
 }

@@ -16,6 +16,7 @@ pub mod table;
 pub mod trace;
 pub mod trace_charts;
 pub mod trace_context;
+pub mod zoom_data;
 
 use std::path::Path;
 
