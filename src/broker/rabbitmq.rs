@@ -3,7 +3,9 @@
 //!
 //! What must stay true:
 //!
-//! - The node is ours alone: its own node name (`dp-<name>@localhost`), its own epmd on a
+//! - The node is ours alone: its own node name (`dp-<name>-<diskpulse pid>@localhost`, so
+//!   a store directory used again starts a fresh node: its mnesia data is per node name),
+//!   its own epmd on a
 //!   private loopback port (`ERL_EPMD_PORT`, an `epmd -address 127.0.0.1 -port P` that we
 //!   start and stop: a system epmd on 4369 is never used or touched), AMQP, distribution
 //!   and Prometheus ports on `127.0.0.1` chosen free. `HOME` (the Erlang cookie) and the
@@ -68,7 +70,7 @@ pub struct RabbitOptions {
     pub store_dir: PathBuf,
     /// Receives `rabbitmq.conf`, `enabled_plugins` and `rabbitmq.log`.
     pub run_dir: PathBuf,
-    /// Short name: the node is `dp-<name>@localhost`.
+    /// Short name: the node is `dp-<name>-<pid>@localhost`.
     pub name: String,
 }
 
@@ -186,7 +188,8 @@ impl RabbitNode {
             .with_context(|| format!("cannot create run directory {}", opts.run_dir.display()))?;
         let store_dir = fs::canonicalize(&opts.store_dir)?;
         let run_dir = fs::canonicalize(&opts.run_dir)?;
-        let node = format!("dp-{}@localhost", opts.name);
+        // The pid makes the name ours alone among nodes of other diskpulse runs.
+        let node = format!("dp-{}-{}@localhost", opts.name, std::process::id());
         kill_leftovers(&store_dir, events);
         let log_path = run_dir.join("rabbitmq.log");
         File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
@@ -448,7 +451,7 @@ impl RabbitNode {
         &self.opts.name
     }
 
-    /// `dp-<name>@localhost`.
+    /// `dp-<name>-<pid>@localhost`.
     pub fn node(&self) -> &str {
         &self.node
     }
