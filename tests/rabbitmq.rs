@@ -32,13 +32,16 @@ impl Node {
         if !have_rabbitmq() {
             return None;
         }
-        let dir = tempfile::tempdir().unwrap();
+        Some(Node::start_in(name, tempfile::tempdir().unwrap()).await)
+    }
+
+    async fn start_in(name: &str, dir: tempfile::TempDir) -> Node {
         let mut o = RabbitOptions::new(dir.path().join("store"), dir.path().join("run"));
         o.name = name.into();
         let node = RabbitNode::start(o, &EventLog::disabled(Clock::start()))
             .await
             .unwrap();
-        Some(Node { node, dir })
+        Node { node, dir }
     }
 }
 
@@ -400,4 +403,55 @@ fn a_wrong_amqp_port_fails_with_one_clear_line_and_no_password() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+}
+
+/// What a crashed run left (its pid file names a VM and an epmd) is killed at the next
+/// start on the same store, and only if the pid's command line still names that node or
+/// epmd port: a pid now used by another process is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_start_kills_what_a_crash_left_and_nothing_else() {
+    if !have_rabbitmq() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    let node = format!("dp-crashed-{}@localhost", std::process::id());
+    // A stand-in for the VM: its command line names the node, as beam.smp's does.
+    let mut vm = std::process::Command::new("bash")
+        .args(["-c", &format!("exec -a 'beam.smp -sname {node}' sleep 300")])
+        .spawn()
+        .unwrap();
+    // A pid file's epmd pid that is now someone else's process.
+    let mut other = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::write(
+        store.join("diskpulse-rabbitmq.pids"),
+        serde_json::json!({"node": node, "beam_pid": vm.id(), "epmd_pid": other.id(), "epmd_port": 1})
+            .to_string(),
+    )
+    .unwrap();
+    let mut n = Node::start_in("after-crash", dir).await;
+    let killed = vm.try_wait().unwrap();
+    assert!(
+        killed.is_some_and(|s| std::os::unix::process::ExitStatusExt::signal(&s) == Some(9)),
+        "the leftover VM was not killed: {killed:?}"
+    );
+    assert_eq!(
+        other.try_wait().unwrap(),
+        None,
+        "another process's pid was signalled"
+    );
+    other.kill().unwrap();
+    other.wait().unwrap();
+    // The new node wrote its own pid file; it goes when the node stops.
+    let pids = n.node.store_dir().join("diskpulse-rabbitmq.pids");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&pids).unwrap()).unwrap();
+    assert_eq!(v["beam_pid"].as_u64(), Some(n.node.pid() as u64));
+    n.node.stop().await.unwrap();
+    assert!(!pids.exists());
 }
