@@ -8,7 +8,8 @@
 //! open:   recording (run directory, clock, events, samplers)   [Session::open]
 //! run:    broker (embedded nodes, or servers we did not start)  [Session::run]
 //!         proc_io sampler (the embedded servers' /proc/PID/io into proc_io.csv)
-//!         monitor (/varz, /jsz into varz.csv, jsz.csv)
+//!         monitor (/varz, /jsz into varz.csv, jsz.csv; a RabbitMQ node's /metrics
+//!         into rabbitmq_metrics.csv)
 //!         the body (load, phases), with a stop flag
 //!         monitor stopped, broker stopped (its meta kept for meta.json)
 //! close:  recording finished (meta.json complete), report       [Session::close]
@@ -302,6 +303,25 @@ impl Session {
                 }
                 _ => None,
             };
+            // An embedded RabbitMQ node's /metrics, polled like /varz.
+            let rabbit_mon = match (&run_dir, &live.rabbit) {
+                (Some(d), Some(n)) => match crate::broker::rabbit_metrics::start(
+                    n.name().to_string(),
+                    &n.metrics_url(),
+                    clock,
+                    d,
+                    events.clone(),
+                    mon_stop.clone(),
+                    monitor_interval,
+                ) {
+                    Ok(m) => Some(m),
+                    Err(e) => {
+                        events.error("monitor", "rabbitmq_metrics", &format!("{e:#}"));
+                        None
+                    }
+                },
+                _ => None,
+            };
             let pids = match (&live.cluster, &live.rabbit, watch_broker) {
                 (Some(c), _, true) => c.pids(),
                 (None, Some(n), true) => vec![(n.name().to_string(), n.pid())],
@@ -328,6 +348,11 @@ impl Session {
             if let Some(m) = mon {
                 if let Ok(Err(e)) = m.await {
                     events.error("monitor", "poller", &format!("{e:#}"));
+                }
+            }
+            if let Some(m) = rabbit_mon {
+                if let Ok(Err(e)) = m.await {
+                    events.error("monitor", "rabbitmq_metrics", &format!("{e:#}"));
                 }
             }
             stop_cluster(&mut live, &mut ran).await;

@@ -305,6 +305,17 @@ fn cast_n_arrives_n_and_the_node_is_gone_when_the_command_returns() {
         !html.contains("nats-server 3."),
         "report.html calls RabbitMQ nats-server"
     );
+    // The node's /metrics, polled like /varz: the final row counts every cast received.
+    let text = std::fs::read_to_string(out.join("rabbitmq_metrics.csv")).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = header
+        .iter()
+        .position(|h| *h == "messages_received")
+        .unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.len() >= 2, "{text}");
+    assert_eq!(rows.last().unwrap()[col], "2000", "{text}");
     // The log is in the run directory.
     assert!(std::fs::metadata(out.join("rabbitmq.log")).unwrap().len() > 0);
 }

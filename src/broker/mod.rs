@@ -34,6 +34,7 @@ mod cluster;
 mod config;
 mod http;
 pub mod monitor;
+pub mod rabbit_metrics;
 pub mod rabbitmq;
 pub mod store_usage;
 
