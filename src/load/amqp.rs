@@ -644,9 +644,11 @@ async fn receive(
     let mut last = rec.now();
     loop {
         let now = rec.now();
+        // Beside senders of this run, --duration ends the senders; receivers then drain
+        // (a responder that left at --duration would leave the last calls unanswered).
         if limit.is_some_and(|l| received.load(Ordering::Relaxed) >= l)
             || ctx.stop.load(Ordering::Relaxed)
-            || ctx.end_ns.is_some_and(|e| now >= e)
+            || (!ctx.with_senders && ctx.end_ns.is_some_and(|e| now >= e))
         {
             break;
         }
