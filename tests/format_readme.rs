@@ -369,7 +369,7 @@ fn problems(text: &str) -> Vec<String> {
     let mut out = vec![];
     // envelopes.csv.gz names its measures, values of its `measure` column.
     also.extend(format::envelopes::MEASURES.map(String::from));
-    let csvs: [(&str, String); 13] = [
+    let csvs: [(&str, String); 14] = [
         (format::diskstats::FILE, format::diskstats::header()),
         (format::envelopes::FILE, format::envelopes::HEADER.into()),
         (
@@ -388,6 +388,10 @@ fn problems(text: &str) -> Vec<String> {
         (
             format::monitor::JSZ_FILE,
             format::monitor::JSZ_CSV_HEADER.into(),
+        ),
+        (
+            format::monitor::RABBITMQ_FILE,
+            format::monitor::RABBITMQ_CSV_HEADER.into(),
         ),
         (format::probe::FILE, format::probe::HEADER.into()),
         (format::fsync::FILE, format::fsync::HEADER.into()),

@@ -252,6 +252,9 @@ pub struct LoadMeta {
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct BrokerMeta {
+    /// `rabbitmq` for an embedded RabbitMQ node; absent for nats-server (the runs before
+    /// RabbitMQ came have none).
+    pub kind: Option<String>,
     pub version: Option<String>,
     pub sync: Option<String>,
     pub store_dir: Option<String>,
@@ -292,6 +295,16 @@ impl Phase {
         (self.kind == "load")
             .then(|| serde_json::from_value(self.result.clone()).ok())
             .flatten()
+    }
+}
+
+impl BrokerMeta {
+    /// The broker's program as the report names it: `rabbitmq` or `nats-server`.
+    pub fn program(&self) -> &'static str {
+        match self.kind.as_deref() {
+            Some("rabbitmq") => "rabbitmq",
+            _ => "nats-server",
+        }
     }
 }
 
