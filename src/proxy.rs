@@ -12,7 +12,7 @@
 //!
 //! Why threads and not tokio tasks: tokio's timer has 1 ms granularity (a 20 ms sleep
 //! ends 20-21 ms later); `std::thread::sleep` is a nanosleep, some 60 µs late at most here.
-//! A connection costs four threads with small stacks; the load's own runtime is not used.
+//! A connection costs five threads with small stacks (one waits for the others); the load's own runtime is not used.
 //!
 //! What is measured, per direction: the delay each chunk actually got, from the moment
 //! its read returned to the moment its write returned ([`ProxyStats::report`]), beside
@@ -247,7 +247,7 @@ pub struct ProxyHandle {
 struct Shared {
     closed: AtomicBool,
     /// Both sockets of each open connection, to shut them down on close.
-    conns: Mutex<HashMap<u64, [TcpStream; 2]>>,
+    conns: Mutex<HashMap<u64, [Arc<TcpStream>; 2]>>,
 }
 
 impl ProxyHandle {
@@ -414,10 +414,9 @@ fn connection(
     };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let clones = (|| Ok::<_, std::io::Error>([client.try_clone()?, server.try_clone()?]))();
-    let Ok(clones) = clones else {
-        return;
-    };
+    // One socket each, shared by reference (`&TcpStream` reads and writes): no dup'ed
+    // descriptors, so a proxied client costs the load two descriptors beside its own.
+    let (client, server) = (Arc::new(client), Arc::new(server));
     {
         let mut conns = shared.conns.lock().unwrap_or_else(|e| e.into_inner());
         if shared.closed.load(Ordering::SeqCst) {
@@ -425,7 +424,7 @@ fn connection(
             let _ = server.shutdown(Shutdown::Both);
             return;
         }
-        conns.insert(id, clones);
+        conns.insert(id, [client.clone(), server.clone()]);
     }
     stats.open.fetch_add(1, Ordering::Relaxed);
     let a = run_direction(
@@ -481,14 +480,14 @@ struct QState {
 /// reader is joined by it).
 fn run_direction(
     dir: Direction,
-    from: &TcpStream,
-    to: &TcpStream,
+    from: &Arc<TcpStream>,
+    to: &Arc<TcpStream>,
     line: Line,
     stats: Arc<ProxyStats>,
     seed: u64,
 ) -> Option<std::thread::JoinHandle<()>> {
-    let from_r = from.try_clone().ok()?;
-    let (from_w, to_w) = (from.try_clone().ok()?, to.try_clone().ok()?);
+    let from_r = from.clone();
+    let (from_w, to_w) = (from.clone(), to.clone());
     let q = Arc::new(Queue {
         state: Mutex::new(QState {
             chunks: VecDeque::new(),
@@ -519,12 +518,12 @@ fn run_direction(
 }
 
 /// Reads chunks as they come and queues each with its due time.
-fn read_side(mut from: TcpStream, line: Line, q: &Queue, seed: u64) {
+fn read_side(from: Arc<TcpStream>, line: Line, q: &Queue, seed: u64) {
     let mut rng = Rng::new(seed);
     let mut buf = vec![0u8; READ_BUF];
     let mut last_due: Option<Instant> = None;
     loop {
-        let r = from.read(&mut buf);
+        let r = (&*from).read(&mut buf);
         let read_at = Instant::now();
         let data = match r {
             Ok(0) | Err(_) => None,
@@ -574,7 +573,7 @@ fn jittered(at: Instant, delay: Duration, j: Jitter, rng: &mut Rng) -> Instant {
 }
 
 /// Releases each chunk when it is due.
-fn write_side(mut to: TcpStream, q: &Queue, dir: Direction, stats: &ProxyStats) {
+fn write_side(to: Arc<TcpStream>, q: &Queue, dir: Direction, stats: &ProxyStats) {
     loop {
         let c = {
             let mut s = q.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -588,7 +587,7 @@ fn write_side(mut to: TcpStream, q: &Queue, dir: Direction, stats: &ProxyStats) 
             std::thread::sleep(c.due - now);
         }
         let ok = match &c.data {
-            Some(d) => to.write_all(d).is_ok(),
+            Some(d) => (&*to).write_all(d).is_ok(),
             None => {
                 let _ = to.shutdown(Shutdown::Write);
                 false
