@@ -86,15 +86,20 @@ pub fn check(flag: &str, delay: Duration, jitter: Option<Jitter>) -> Result<(), 
         }
         if j.bound() > delay {
             return Err(format!(
-                "--jitter {} ({:?}) can take up to {} off a {flag} of {}: a chunk cannot leave before it arrived; use a jitter of at most {} ({})",
+                "--jitter {} ({}) can take up to {} off a {flag} of {}: a chunk cannot leave before it arrived; use a jitter of at most {:.3}ms ({})",
                 crate::cli::fmt_duration(j.amount),
-                j.dist,
+                match j.dist {
+                    JitterDist::Uniform => "uniform",
+                    JitterDist::Normal => "normal, cut at 3 sd",
+                },
                 crate::cli::fmt_duration(j.bound()),
                 crate::cli::fmt_duration(delay),
-                crate::cli::fmt_duration(match j.dist {
+                match j.dist {
                     JitterDist::Uniform => delay,
                     JitterDist::Normal => delay / 3,
-                }),
+                }
+                .as_secs_f64()
+                    * 1e3,
                 match j.dist {
                     JitterDist::Uniform => "the delay",
                     JitterDist::Normal => "a third of the delay",
@@ -328,8 +333,11 @@ pub fn spawn_on(
         .ok_or_else(|| {
             anyhow::anyhow!("upstream '{}': no address", crate::redact::text(upstream))
         })?;
-    let listener =
-        TcpListener::bind(listen).map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+    let listener = TcpListener::bind(listen).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot listen on '{listen}': {e}; give a local host:port like 127.0.0.1:14222 (port 0: a free one)"
+        )
+    })?;
     let local = listener.local_addr()?;
     let stats = Arc::new(ProxyStats::new());
     let shared = Arc::new(Shared {
@@ -688,7 +696,7 @@ mod tests {
         let d = Duration::from_millis(10);
         assert!(check("--delay", d, j(10, JitterDist::Uniform)).is_ok());
         let e = check("--delay", d, j(11, JitterDist::Uniform)).unwrap_err();
-        assert!(e.contains("at most 10ms"), "{e}");
+        assert!(e.contains("at most 10.000ms"), "{e}");
         let e = check("--delay", d, j(4, JitterDist::Normal)).unwrap_err();
         assert!(e.contains("a third of the delay"), "{e}");
         assert!(check("--delay", Duration::from_secs(7200), None).is_err());

@@ -311,7 +311,7 @@ fn bad_latency_flags_are_refused_before_anything_starts() {
                 "--jitter",
                 "11ms",
             ],
-            "at most 10ms",
+            "at most 10.000ms",
         ),
         (
             vec!["proxy", "--upstream", "nowhere", "--delay", "10ms"],
