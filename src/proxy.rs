@@ -35,6 +35,11 @@ use serde::Serialize;
 pub const MAX_IN_FLIGHT: usize = 64 << 20;
 /// Chunks a direction holds in flight (each read is one chunk).
 const MAX_CHUNKS: usize = 1 << 16;
+/// The least a direction's queue may hold (1 MiB: 100 MB/s through 10 ms before the
+/// receiver's pace is known).
+const MIN_WINDOW: usize = 1 << 20;
+/// The writer is behind when its next chunk is this late: the reader then waits.
+const OVERDUE: Duration = Duration::from_millis(1);
 /// One read.
 const READ_BUF: usize = 64 << 10;
 /// Stack of each proxy thread.
@@ -135,6 +140,8 @@ struct DirStats {
     /// Added delay per chunk, ns.
     hist: Histogram<u64>,
     bytes: u64,
+    /// Time spent in write calls (the receiver not taking bytes as fast as they come), ns.
+    write_ns: u64,
 }
 
 impl DirStats {
@@ -143,6 +150,7 @@ impl DirStats {
             hist: Histogram::new_with_bounds(1, 2 * MAX_DELAY.as_nanos() as u64, 3)
                 .expect("valid histogram bounds"),
             bytes: 0,
+            write_ns: 0,
         }
     }
 }
@@ -169,6 +177,9 @@ pub struct DirReport {
     pub added_p99_ms: f64,
     pub added_max_ms: f64,
     pub added_mean_ms: f64,
+    /// Time the writes took in all, ms: the receiver not reading as fast as the sender
+    /// sent. Chunks behind a blocked write wait for it, and that wait is in `added_*`.
+    pub write_blocked_ms: f64,
 }
 
 /// A proxy's settings and what it measured.
@@ -229,6 +240,7 @@ impl ProxyStats {
             direction: d.name(),
             chunks: n,
             bytes: s.bytes,
+            write_blocked_ms: ms(s.write_ns),
             added_min_ms: if n == 0 { 0.0 } else { ms(h.min()) },
             added_p50_ms: q(0.5),
             added_p99_ms: q(0.99),
@@ -484,6 +496,14 @@ struct QState {
     bytes: usize,
     /// The writer is gone: the reader stops.
     dead: bool,
+    /// Bytes the queue may hold, between [`MIN_WINDOW`] and [`MAX_IN_FLIGHT`]: doubled
+    /// when the reader waited for it and the receiver takes writes at once, halved when a
+    /// write blocks (the receiver is slower than the sender). Like TCP's window over a
+    /// real link: a fast receiver gets the delay and no cap, a slow one gets the delay
+    /// and a short queue rather than 64 MiB of them.
+    window: usize,
+    /// The reader waited for the window (not for a late writer).
+    wants_more: bool,
 }
 
 /// Starts the reader and writer of one direction; returns the writer's join handle (the
@@ -503,6 +523,8 @@ fn run_direction(
             chunks: VecDeque::new(),
             bytes: 0,
             dead: false,
+            window: MIN_WINDOW,
+            wants_more: false,
         }),
         cond: Condvar::new(),
     });
@@ -565,10 +587,26 @@ fn read_side(from: Arc<TcpStream>, line: Line, q: &Queue, seed: u64) {
         let len = data.as_ref().map_or(0, Vec::len);
         {
             let mut s = q.state.lock().unwrap_or_else(|e| e.into_inner());
+            // Back pressure: the reader waits while the queue holds its window (see
+            // `QState::window`), or while the writer is behind (its next chunk overdue:
+            // the receiver takes less than the sender gives). Without both a sender
+            // faster than its receiver filled the queue and every chunk waited behind up
+            // to 64 MiB (a cast at 0 ms: p50 1.3 s added).
             while !s.dead
                 && !s.chunks.is_empty()
-                && (s.bytes + len > MAX_IN_FLIGHT || s.chunks.len() >= MAX_CHUNKS)
+                && (s.bytes + len > s.window
+                    || s.chunks.len() >= MAX_CHUNKS
+                    || s.chunks
+                        .front()
+                        .is_some_and(|c| c.due + OVERDUE < Instant::now()))
             {
+                let late = s
+                    .chunks
+                    .front()
+                    .is_some_and(|c| c.due + OVERDUE < Instant::now());
+                if !late && s.bytes + len > s.window {
+                    s.wants_more = true;
+                }
                 s = q.cond.wait(s).unwrap_or_else(|e| e.into_inner());
             }
             if s.dead {
@@ -610,6 +648,7 @@ fn write_side(to: Arc<TcpStream>, q: &Queue, dir: Direction, stats: &ProxyStats)
         if c.due > now {
             std::thread::sleep(c.due - now);
         }
+        let w0 = Instant::now();
         let ok = match &c.data {
             Some(d) => (&*to).write_all(d).is_ok(),
             None => {
@@ -623,9 +662,17 @@ fn write_side(to: Arc<TcpStream>, q: &Queue, dir: Direction, stats: &ProxyStats)
             let mut s = stats.dir(dir).lock().unwrap_or_else(|e| e.into_inner());
             let _ = s.hist.record(added.max(1));
             s.bytes += len as u64;
+            s.write_ns += w0.elapsed().as_nanos() as u64;
         }
+        let blocked = w0.elapsed() > OVERDUE;
         {
             let mut s = q.state.lock().unwrap_or_else(|e| e.into_inner());
+            if blocked {
+                s.window = (s.window / 2).max(MIN_WINDOW);
+            } else if s.wants_more {
+                s.window = (s.window * 2).min(MAX_IN_FLIGHT);
+                s.wants_more = false;
+            }
             s.bytes -= len;
             if !ok {
                 s.dead = true;
@@ -693,6 +740,12 @@ pub fn human(r: &ProxyReport) -> String {
             "; {}: {} chunks, added p50 {:.3} p99 {:.3} max {:.3} ms",
             d.direction, d.chunks, d.added_p50_ms, d.added_p99_ms, d.added_max_ms
         ));
+        if d.write_blocked_ms >= 1.0 {
+            out.push_str(&format!(
+                " (the receiver held writes {:.0} ms in all)",
+                d.write_blocked_ms
+            ));
+        }
     }
     out
 }

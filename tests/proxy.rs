@@ -135,6 +135,56 @@ fn inject_latency_20ms_puts_request_reply_p50_between_40_and_45_ms() {
 }
 
 #[test]
+fn every_server_of_a_cluster_gets_its_own_proxy_and_the_routes_are_not_delayed() {
+    if !have_nats_server() {
+        return;
+    }
+    let o = diskpulse()
+        .args([
+            "load",
+            "request",
+            "--cluster",
+            "3",
+            "--clients",
+            "3",
+            "--reply",
+            "1",
+            "--msgs",
+            "150",
+            "--inject-latency",
+            "10ms",
+            "--json",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let proxies = j["proxy"].as_array().unwrap();
+    assert_eq!(proxies.len(), 3, "{proxies:#?}");
+    let upstreams: std::collections::BTreeSet<_> = proxies
+        .iter()
+        .map(|p| p["upstream"].as_str().unwrap())
+        .collect();
+    assert_eq!(upstreams.len(), 3, "one proxy per server: {upstreams:?}");
+    for p in proxies {
+        // One requester each (round-robin), the responder and the routes directly.
+        assert_eq!(p["connections"], 1, "{p:#}");
+    }
+    let r = j["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["role"] == "request")
+        .unwrap();
+    assert_eq!(r["errors"], 0, "{r:#}");
+    let p50 = r["lat_us"]["p50"].as_f64().unwrap() / 1e3;
+    eprintln!("3 nodes, 10 ms each way: request p50 {p50:.3} ms");
+    // 2 x 10 ms, plus at most a route hop each way that is not delayed.
+    assert!((20.0..=25.0).contains(&p50), "p50 {p50} ms");
+}
+
+#[test]
 fn a_10ms_delay_does_not_cap_a_stream() {
     const TOTAL: u64 = 200 << 20;
     let sink = sink_server(TOTAL);
