@@ -358,6 +358,52 @@ fn the_command_forwards_and_ends_on_ctrl_c_with_its_figures() {
 }
 
 #[test]
+fn ctrl_c_ends_a_delayed_load_with_the_proxys_figures() {
+    if !have_nats_server() {
+        return;
+    }
+    let child = diskpulse()
+        .args([
+            "load",
+            "request",
+            "--reply",
+            "1",
+            "--duration",
+            "60s",
+            "--inject-latency",
+            "10ms",
+            "--json",
+            "--quiet",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let t0 = Instant::now();
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = &j["proxy"][0];
+    assert_eq!(p["delay_ms"], 10.0, "{j:#}");
+    let d = &p["directions"][0];
+    assert!(d["chunks"].as_u64().unwrap() > 10, "{d:#}");
+    assert!(d["added_p50_ms"].as_f64().unwrap() >= 10.0, "{d:#}");
+}
+
+#[test]
 fn bad_latency_flags_are_refused_before_anything_starts() {
     for (args, says) in [
         (
