@@ -204,16 +204,18 @@ fn a_10ms_delay_does_not_cap_a_stream() {
         200.0 / zero,
         200.0 / delayed
     );
-    // The delay costs the stream nothing but the delay itself: within 1.5x of the same
-    // proxy without delay (plus the 10 ms and a little).
+    // The delay costs the stream nothing but the delay and the window's ramp: within
+    // 1.5x of the same proxy without delay, plus 0.15 s (the window starts at 1 MiB and
+    // doubles while the receiver keeps up: some ten doublings, ~10 ms each at most,
+    // like TCP's slow start over a 10 ms link; measured 0.07-0.1 s here).
     assert!(
-        delayed <= 1.5 * zero + 0.05,
+        delayed <= 1.5 * zero + 0.15,
         "10 ms: {delayed:.3} s vs 0 ms: {zero:.3} s"
     );
     // The proxy copies each byte twice more than direct, with two more threads on two
     // cores: within 5x direct, and far from the per-chunk cap.
     assert!(
-        delayed <= 5.0 * direct + 0.1,
+        delayed <= 5.0 * direct + 0.15,
         "through the proxy {delayed:.3} s vs direct {direct:.3} s"
     );
     assert!(delayed < per_chunk_cap / 10.0);
