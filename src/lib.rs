@@ -12,6 +12,7 @@ pub mod format;
 pub mod lab;
 pub mod live;
 pub mod load;
+pub mod proxy;
 pub mod recording;
 pub mod redact;
 pub mod report;

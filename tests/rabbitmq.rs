@@ -228,6 +228,50 @@ async fn every_call_gets_exactly_one_reply_and_classic_publishes_are_confirmed()
     n.node.stop().await.unwrap();
 }
 
+/// `--inject-latency 20ms` on amqp-call: callers go through the proxy, responders do not,
+/// so one call crosses the delay twice: p50 between 40 and 45 ms (direct: well under 40).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_call_through_a_20ms_proxy_takes_two_delays_a_call() {
+    let Some(mut n) = Node::start("lat").await else {
+        return;
+    };
+    let url = n.node.amqp_url();
+    let argv = |extra: &'static [&'static str]| {
+        let mut v = vec![
+            "amqp-call",
+            "--msgs",
+            "100",
+            "--clients",
+            "1",
+            "--window",
+            "1",
+            "--reply",
+            "1",
+            "--queue",
+            "lat",
+            "--quiet",
+        ];
+        v.extend_from_slice(extra);
+        v
+    };
+    let p50 = |clients: &[ClientTotals]| {
+        let c = clients.iter().find(|c| c.role == Role::AmqpCall).unwrap();
+        assert_eq!(c.ops, 100, "every call answered");
+        c.lat.value_at_quantile(0.5) as f64 / 1e6
+    };
+    let direct = run(&url, &argv(&[])).await;
+    let delayed = run(&url, &argv(&["--inject-latency", "20ms"])).await;
+    assert_eq!(errors(&delayed), Vec::<String>::new());
+    let (d, l) = (p50(&direct), p50(&delayed));
+    eprintln!("amqp-call p50: direct {d:.3} ms, --inject-latency 20ms {l:.3} ms");
+    assert!(d < 20.0, "direct p50 {d} ms");
+    assert!(
+        (40.0..=45.0).contains(&l),
+        "p50 {l} ms through a 20 ms proxy"
+    );
+    n.node.stop().await.unwrap();
+}
+
 /// The binary: cast N arrives N at the responders, the recording names the broker
 /// (report, meta.json), and the node and its epmd are gone when the command returns.
 #[test]

@@ -286,6 +286,7 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
         "js_context": outcome.js_context,
         "load_csv_rows": outcome.csv_rows,
         "stream_check": outcome.stream_check,
+        "proxy": outcome.proxies,
     });
     if a.load.json {
         println!("{}", serde_json::to_string_pretty(&json)?);
@@ -295,6 +296,12 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
         eprint!("{}", output::human(&roles, &outcome.clients));
     } else {
         print!("{}", output::human(&roles, &outcome.clients));
+    }
+    if !a.load.json {
+        // What --inject-latency asked and what the proxies added, per direction.
+        for p in &outcome.proxies {
+            println!("{}", crate::proxy::human(p));
+        }
     }
     if !a.load.json {
         for l in &saved {

@@ -10,6 +10,7 @@ pub mod lab;
 pub mod load;
 pub mod nats_bench;
 pub mod probe;
+pub mod proxy;
 pub mod record;
 pub mod report;
 pub mod run;
@@ -131,6 +132,16 @@ Examples:
   diskpulse lab list
   diskpulse lab down vol0")]
     Lab(lab::LabArgs),
+    /// A TCP proxy that delays each direction (tc netem's delay without root), for any client.
+    #[command(after_help = "\
+Examples:
+  diskpulse proxy --listen 127.0.0.1:14222 --upstream 127.0.0.1:4222 --delay 10ms
+  diskpulse proxy --upstream 127.0.0.1:5672 --delay 50ms --jitter 5ms --duration 60s --json
+
+At the end (Ctrl-C or --duration) it prints the delay each direction actually added
+(p50/p99/max per chunk, from its read to the end of its write) beside the delay asked.
+Exit codes: 0 done, 2 bad input, 130 interrupted (the figures are printed).")]
+    Proxy(proxy::ProxyArgs),
 }
 
 /// Parses the command line and runs the command; returns the exit code.
@@ -150,6 +161,7 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Export(a) => export::run(a),
         Command::View(a) => view::run(a),
         Command::Lab(a) => lab::run(a),
+        Command::Proxy(a) => proxy::run(a),
     }
 }
 

@@ -63,6 +63,30 @@ const REPLY_TO: &str = "amq.rabbitmq.reply-to";
 const IDLE_NS: u64 = 1_000_000_000;
 /// The largest message RabbitMQ 3.10 accepts by default (`max_message_size`, 128 MiB).
 pub const MAX_AMQP_MESSAGE: u64 = 128 << 20;
+/// An AMQP URL cut around its host:port (default port 5672): `amqp://u:p@h:5672/vh` ->
+/// (`amqp://u:p@`, `h:5672`, `/vh`), so a proxy's address can take the host's place.
+fn split_amqp_url(url: &str) -> (String, String, String) {
+    let t = url.trim();
+    let (scheme, rest) = t.split_once("://").unwrap_or(("amqp", t));
+    let (info, hostpart) = match rest.rfind('@') {
+        Some(at) => (&rest[..=at], &rest[at + 1..]),
+        None => ("", rest),
+    };
+    let (hp, tail) = match hostpart.find(['/', '?']) {
+        Some(i) => (&hostpart[..i], &hostpart[i..]),
+        None => (hostpart, ""),
+    };
+    let hp = if hp
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        hp.to_string()
+    } else {
+        format!("{hp}:5672")
+    };
+    (format!("{scheme}://{info}"), hp, tail.to_string())
+}
+
 /// How `--server` takes an AMQP URL.
 pub const AMQP_URL_FORM: &str = "amqp://[user:password@]host[:port][/vhost] (port default 5672)";
 
@@ -232,6 +256,30 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     let setup = connect(&server_of(0), "diskpulse-setup").await?;
     prepare(a, &setup).await?;
 
+    // --inject-latency: a proxy per broker; the main role's clients (publishers, callers,
+    // casters) connect through it, the consumers and responders beside them and the setup
+    // connection directly, as for NATS: one call's round trip crosses the delay twice.
+    let mut proxies = vec![];
+    let main_urls: Vec<String> = match a.inject_latency {
+        Some(delay) => {
+            let mut urls = vec![];
+            for s in &env.servers {
+                let (head, hp, tail) = split_amqp_url(s);
+                let (addr, h) = crate::proxy::spawn(&hp, delay, a.latency_jitter())?;
+                urls.push(format!("{head}{addr}{tail}"));
+                proxies.push(h);
+            }
+            env.events.event(
+                "proxy",
+                serde_json::json!({"delay_ms": delay.as_secs_f64() * 1e3,
+                    "jitter_ms": a.latency_jitter().map_or(0.0, |j| j.amount.as_secs_f64() * 1e3),
+                    "proxies": proxies.iter().map(|p| p.report()).map(|r| serde_json::json!({"listen": r.listen, "upstream": r.upstream})).collect::<Vec<_>>()}),
+            );
+            urls
+        }
+        None => env.servers.clone(),
+    };
+
     let clock = env.clock;
     let window_ns = a.stats_window.as_nanos() as u64;
     let (tx, rx) = mpsc::unbounded_channel();
@@ -250,9 +298,14 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     for &(role, n) in &roles {
         for index in 0..n {
             let server = server_of(k);
+            let url = if role == main {
+                main_urls[k % main_urls.len()].clone()
+            } else {
+                server.clone()
+            };
             k += 1;
             let name = super::record::client_name(role, index);
-            let conn = connect(&server, &name).await?;
+            let conn = connect(&url, &name).await?;
             let ch = conn.create_channel().await?;
             let consumer = match role {
                 Role::AmqpPub => {
@@ -406,7 +459,15 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     if let Some(e) = panicked {
         anyhow::bail!("a load worker failed: {e}");
     }
+    let proxies = proxies
+        .into_iter()
+        .map(|mut p| {
+            p.close();
+            p.report()
+        })
+        .collect();
     Ok(LoadOutcome {
+        proxies,
         stream_check: None,
         clients: collected.clients,
         started_ns: start_ns,
@@ -714,6 +775,22 @@ async fn receive(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_amqp_url_is_cut_around_its_host_for_a_proxy() {
+        assert_eq!(
+            split_amqp_url("amqp://u:p@h:5673/vh"),
+            ("amqp://u:p@".into(), "h:5673".into(), "/vh".into())
+        );
+        assert_eq!(
+            split_amqp_url("amqp://h"),
+            ("amqp://".into(), "h:5672".into(), String::new())
+        );
+        assert_eq!(
+            split_amqp_url("amqp://h:5672?heartbeat=5"),
+            ("amqp://".into(), "h:5672".into(), "?heartbeat=5".into())
+        );
+    }
 
     #[test]
     fn an_amqp_url_is_checked_before_anything_starts() {

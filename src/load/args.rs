@@ -286,6 +286,18 @@ pub struct LoadArgs {
     /// one client: fewer context switches; all cores otherwise).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Delay each direction between the main role's clients and the servers by this much
+    /// (tc netem's delay, through a proxy of our own per server; responders, subscribers
+    /// and consumers started beside them connect directly, as a service next to its broker).
+    #[arg(long, value_parser = parse_duration, value_name = "DELAY")]
+    pub inject_latency: Option<Duration>,
+    /// With --inject-latency: jitter around the delay, ± this (uniform) or its standard
+    /// deviation (normal).
+    #[arg(long, value_parser = parse_duration)]
+    pub jitter: Option<Duration>,
+    /// How --jitter is drawn.
+    #[arg(long, value_enum, default_value_t = crate::proxy::JitterDist::Uniform)]
+    pub jitter_dist: crate::proxy::JitterDist,
     /// Statistics window of load.csv.
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub stats_window: Duration,
@@ -477,6 +489,7 @@ impl LoadArgs {
         if self.msgs == Some(0) {
             return Err(usage!("--msgs must be at least 1"));
         }
+        self.check_latency()?;
         if self.batch == 0 {
             return Err(usage!("--batch must be at least 1"));
         }
@@ -599,6 +612,41 @@ impl LoadArgs {
     /// Connections this run opens: one per client of every role, two per core publisher
     /// that writes the protocol itself (its own socket beside the async-nats client), and
     /// the setup connection.
+    /// The jitter of `--inject-latency` (none when absent or 0).
+    pub fn latency_jitter(&self) -> Option<crate::proxy::Jitter> {
+        self.jitter
+            .filter(|j| !j.is_zero())
+            .map(|amount| crate::proxy::Jitter {
+                amount,
+                dist: self.jitter_dist,
+            })
+    }
+
+    /// `--inject-latency`, `--jitter`: bounds, and a connection the proxy can carry.
+    fn check_latency(&self) -> anyhow::Result<()> {
+        let Some(delay) = self.inject_latency else {
+            if self.jitter.is_some() {
+                return Err(usage!(
+                    "--jitter varies the delay of --inject-latency; add --inject-latency DELAY (e.g. --inject-latency 10ms --jitter 2ms)"
+                ));
+            }
+            return Ok(());
+        };
+        crate::proxy::check("--inject-latency", delay, self.latency_jitter())
+            .map_err(|e| usage!("{e}"))?;
+        let tls_url = self
+            .connect
+            .server_list()
+            .iter()
+            .any(|u| u.trim().to_ascii_lowercase().starts_with("tls://"));
+        if tls_url || self.connect.tls_ca.is_some() || self.connect.tls_cert.is_some() {
+            return Err(usage!(
+                "--inject-latency with TLS: the client would check the proxy's address (127.0.0.1) against the server's certificate; run `diskpulse proxy --listen HOST:PORT --upstream SERVER --delay ...` with a certificate naming HOST, or leave TLS out"
+            ));
+        }
+        Ok(())
+    }
+
     pub fn connections(&self) -> u64 {
         let raw_pubs =
             matches!(self.mode, Mode::Pub | Mode::Cast) && self.connect.is_plain() && !self.no_raw;
@@ -620,7 +668,12 @@ impl LoadArgs {
             Mode::ObjPut => self.consumers,
             _ => 0,
         } as u64;
-        main.saturating_add(others).saturating_add(1)
+        // A proxied client's connection is three descriptors here: its own, and the
+        // proxy's two (client side, server side).
+        let proxied = if self.inject_latency.is_some() { 3 } else { 1 };
+        main.saturating_mul(proxied)
+            .saturating_add(others)
+            .saturating_add(1)
     }
 
     /// Every connection is a file descriptor: more clients than RLIMIT_NOFILE allows

@@ -73,6 +73,8 @@ pub struct LoadOutcome {
     pub js_context: serde_json::Value,
     /// js-pub: what the stream holds after the run beside what was acked.
     pub stream_check: Option<StreamCheck>,
+    /// --inject-latency: each server's proxy, what was asked and what it added.
+    pub proxies: Vec<crate::proxy::ProxyReport>,
 }
 
 /// Connection capacity per client: enough that a full window never blocks on it.
@@ -192,6 +194,32 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         _ => None,
     };
 
+    // --inject-latency: a proxy per server; the main role's clients connect through it,
+    // the clients beside them (responders, subscribers, consumers) and the setup
+    // connection directly: one request/reply round trip crosses the delay twice.
+    let mut proxies = vec![];
+    let mut main_connect = a.connect.clone();
+    let main_urls: Vec<String> = match a.inject_latency {
+        Some(delay) => {
+            main_connect.ignore_discovered = true;
+            let mut urls = vec![];
+            for s in &env.servers {
+                let hp = connect::host_port(s)
+                    .map_err(|why| usage!("--server '{}': {why}", connect::redact_url(s)))?;
+                let (addr, h) = crate::proxy::spawn(&hp, delay, a.latency_jitter())?;
+                urls.push(connect::through(s, addr));
+                proxies.push(h);
+            }
+            env.events.event(
+                "proxy",
+                serde_json::json!({"delay_ms": delay.as_secs_f64() * 1e3,
+                    "jitter_ms": a.latency_jitter().map_or(0.0, |j| j.amount.as_secs_f64() * 1e3),
+                    "proxies": proxies.iter().map(|p| p.report()).map(|r| serde_json::json!({"listen": r.listen, "upstream": r.upstream})).collect::<Vec<_>>()}),
+            );
+            urls
+        }
+        None => env.servers.clone(),
+    };
     let clock = env.clock;
     let window_ns = a.stats_window.as_nanos() as u64;
     let (tx, rx) = mpsc::unbounded_channel();
@@ -214,6 +242,11 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         let w = a.window_for(role);
         for index in 0..n {
             let server = server_of(k);
+            let (url, how) = if role == main {
+                (main_urls[k % main_urls.len()].clone(), &main_connect)
+            } else {
+                (server.clone(), &a.connect)
+            };
             k += 1;
             let name = record::client_name(role, index);
             // async-nats subscribers (--no-raw, TLS, credentials) hold 4 flow windows
@@ -224,19 +257,18 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
                         .map(|f| (4 * f).clamp(65_536, 1 << 22) as usize)
                 })
                 .flatten();
-            let client = a
-                .connect
-                .connect_sub(&server, &name, capacity(w), sub_capacity, &env.events)
+            let client = how
+                .connect_sub(&url, &name, capacity(w), sub_capacity, &env.events)
                 .await?;
             // Core publishers without TLS or credentials write the protocol themselves.
             let raw = if role == Role::Pub && a.connect.is_plain() && !a.no_raw {
-                raw::RawConn::connect(&server, &name).await?
+                raw::RawConn::connect(&url, &name).await?
             } else {
                 None
             };
             // Core subscribers likewise read the protocol themselves (see rawsub).
             let raw_sub = if role == Role::Sub && a.connect.is_plain() && !a.no_raw {
-                rawsub::RawSubConn::connect(&server, &name, &a.subject).await?
+                rawsub::RawSubConn::connect(&url, &name, &a.subject).await?
             } else {
                 None
             };
@@ -419,7 +451,15 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         None => None,
     };
     let w = a.window_for(main);
+    let proxies = proxies
+        .into_iter()
+        .map(|mut p| {
+            p.close();
+            p.report()
+        })
+        .collect();
     Ok(LoadOutcome {
+        proxies,
         stream_check,
         clients: collected.clients,
         started_ns: start_ns,
