@@ -410,8 +410,16 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         }
     }
     let ended_ns = clock.now_ns();
-    let collected = collector.await??;
+    let mut collected = collector.await??;
     env.events.event("load_stop", serde_json::json!({}));
+    if a.mode == Mode::Cast && a.reply > 0 && !env.stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Some((sent, served)) = cast_missing(&mut collected.clients, ended_ns) {
+            env.events.event(
+                "missing",
+                serde_json::json!({"sent": sent, "served": served, "missing": sent - served}),
+            );
+        }
+    }
     if prepared.pull_consumer {
         js::cleanup_pull(&a.stream, &jetstream::new(setup.clone())).await;
     }
@@ -473,6 +481,33 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     })
 }
 
+/// A cast's publishes that no responder counted (nats-server drops messages to a slow
+/// consumer without telling the publisher): `missing` errors on the last responder, so
+/// the summary, the JSON and the exit code say so. Returns (sent, served) when some are
+/// missing. Called only when the run ended on its own (Ctrl-C loses what is in flight).
+fn cast_missing(clients: &mut [record::ClientTotals], at_ns: u64) -> Option<(u64, u64)> {
+    use record::Role;
+    let sent: u64 = clients
+        .iter()
+        .filter(|c| c.role == Role::Pub)
+        .map(|c| c.ops)
+        .sum();
+    let served: u64 = clients
+        .iter()
+        .filter(|c| c.role == Role::Reply)
+        .map(|c| c.ops)
+        .sum();
+    if served >= sent {
+        return None;
+    }
+    let n = sent - served;
+    let c = clients.iter_mut().rfind(|c| c.role == Role::Reply)?;
+    c.errors += n;
+    *c.errors_by_kind.entry("missing").or_default() += n;
+    c.error_times_ns.entry("missing").or_insert([at_ns, at_ns]);
+    Some((sent, served))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,5 +517,40 @@ mod tests {
         assert_eq!(Mode::JsPub.cli_name(), "js-pub");
         assert_eq!(Mode::ObjGet.cli_name(), "obj-get");
         assert_eq!(Mode::Pub.cli_name(), "pub");
+    }
+
+    fn totals(role: record::Role, ops: u64) -> record::ClientTotals {
+        record::ClientTotals {
+            role,
+            index: 0,
+            server: "s".into(),
+            ops,
+            bytes: 0,
+            errors: 0,
+            errors_by_kind: Default::default(),
+            error_times_ns: Default::default(),
+            first_ns: 0,
+            last_ns: 0,
+            lat: collectors::directio::latency_histogram(),
+            co: collectors::directio::latency_histogram(),
+        }
+    }
+
+    #[test]
+    fn a_cast_whose_responders_counted_fewer_than_were_sent_has_them_missing() {
+        use record::Role;
+        let mut c = vec![
+            totals(Role::Pub, 600),
+            totals(Role::Pub, 400),
+            totals(Role::Reply, 500),
+            totals(Role::Reply, 450),
+        ];
+        assert_eq!(cast_missing(&mut c, 7), Some((1000, 950)));
+        assert_eq!(c[3].errors_by_kind.get("missing"), Some(&50));
+        assert_eq!(c[3].errors, 50);
+        assert_eq!(c[2].errors, 0);
+        let mut whole = vec![totals(Role::Pub, 10), totals(Role::Reply, 10)];
+        assert_eq!(cast_missing(&mut whole, 7), None);
+        assert_eq!(whole[1].errors, 0);
     }
 }
