@@ -1,6 +1,7 @@
 //! Subcommands. Each validates all of its input before it writes anything, so bad input
 //! never leaves a half-made run directory.
 
+pub mod agent;
 pub mod bench;
 pub mod check;
 pub mod demo;
@@ -116,6 +117,16 @@ Examples:
   diskpulse lab list
   diskpulse lab down vol0")]
     Lab(lab::LabArgs),
+    /// Sample this host (diskstats every 1 ms, memory, CPU) and publish it over NATS for `record --agents`.
+    #[command(after_help = "\
+Examples:
+  diskpulse agent --server nats://10.0.0.1:4222 --path /var/lib/nats --name node-a
+  diskpulse agent --server nats://127.0.0.1:4222 --device vdb --device vdc
+
+Publishes on diskpulse.NODE.{diskstats,meminfo,cpu} (batches every 100 ms), answers
+clock requests on diskpulse.NODE.clock, and keeps going across broker restarts.
+Exit codes: 0 stopped (Ctrl-C or --duration), 2 bad input.")]
+    Agent(agent::AgentArgs),
 }
 
 /// Parses the command line and runs the command; returns the exit code.
@@ -134,6 +145,7 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Run(a) => run::run(a),
         Command::Export(a) => export::run(a),
         Command::Lab(a) => lab::run(a),
+        Command::Agent(a) => agent::run(a),
     }
 }
 

@@ -1,0 +1,103 @@
+//! The files of `record --agents` (issue 15): the samples of other hosts' agents, on the
+//! recorder's clock. Decision: files of their own with a leading `node` column, beside
+//! the recorder's own `diskstats.csv.gz`/`meminfo.csv`/`cpu.csv` (unchanged, so every
+//! reader of a one-host run reads them as before).
+//!
+//! - `agents_diskstats.csv.gz`: `node,` then the columns of `diskstats.csv.gz`
+//!   ([`super::diskstats`]): `t_ns` (the sample's instant mapped onto the recorder's
+//!   clock: agent time minus the node's offset estimate), device, major, minor and the
+//!   17 raw counters. A node's rows are in time order; nodes interleave.
+//! - `agents_meminfo.csv`, `agents_cpu.csv`: `node,` then the columns of `meminfo.csv`
+//!   and `cpu.csv` ([`super::procfs`]).
+//! - `agents_clock.csv`: `node,t_ns,offset_ns,rtt_ns`: every clock probe: when its reply
+//!   came (recorder clock), the offset it gives (agent clock minus recorder clock, ns,
+//!   signed) and its round trip without the agent's own time (ns). The offset used is the
+//!   lowest-round-trip probe's of the last 30 s; its bound is half that round trip.
+//!
+//! `meta.json` `agents` ([`AgentsMeta`]) holds each node's offset, bound and counts.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub const DISKSTATS_FILE: &str = "agents_diskstats.csv.gz";
+pub const MEMINFO_FILE: &str = "agents_meminfo.csv";
+pub const CPU_FILE: &str = "agents_cpu.csv";
+pub const CLOCK_FILE: &str = "agents_clock.csv";
+pub const CLOCK_HEADER: &str = "node,t_ns,offset_ns,rtt_ns";
+
+/// `node,` and the header of the recorder's own file of the same source.
+pub fn header(source: &str) -> String {
+    let own = match source {
+        "diskstats" => super::diskstats::header(),
+        "meminfo" => super::procfs::header(&super::procfs::MEM_COLUMNS),
+        _ => super::procfs::header(&super::procfs::CPU_COLUMNS),
+    };
+    format!("node,{own}")
+}
+
+/// The file of a source.
+pub fn file(source: &str) -> &'static str {
+    match source {
+        "diskstats" => DISKSTATS_FILE,
+        "meminfo" => MEMINFO_FILE,
+        _ => CPU_FILE,
+    }
+}
+
+/// `meta.json` `agents`: the nodes recorded and how their samples came.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct AgentsMeta {
+    /// The servers the recorder subscribed through (redacted).
+    pub servers: Vec<String>,
+    pub nodes: BTreeMap<String, NodeMeta>,
+}
+
+/// One node's clock and batches.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NodeMeta {
+    /// Agent clock minus recorder clock, ns (the probe with the lowest round trip of the
+    /// last 30 s at the end); `None`: the agent never answered.
+    pub offset_ns: Option<i64>,
+    /// The true offset is within this of `offset_ns` (half that probe's round trip), ns.
+    pub bound_ns: Option<u64>,
+    pub probes: u64,
+    /// The largest bound a sample was mapped with (early on, before the best probe).
+    pub max_bound_used_ns: Option<u64>,
+    /// Per source (`diskstats`, `meminfo`, `cpu`).
+    pub sources: BTreeMap<String, SourceMeta>,
+    /// From the agent's last heartbeat.
+    pub agent_dropped_batches: u64,
+    pub agent_reconnects: u64,
+    pub agent_cpu_ns: u64,
+    pub agent_published_bytes: u64,
+    pub devices: Vec<String>,
+}
+
+/// One source's batches.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SourceMeta {
+    pub first_seq: Option<u64>,
+    pub last_seq: Option<u64>,
+    /// Batches written (each once).
+    pub batches: u64,
+    /// Batches received again and not written.
+    pub duplicates: u64,
+    /// Batches never received (sequence numbers skipped after asking again).
+    pub lost: u64,
+    /// Batches asked for again (a gap seen).
+    pub resend_requests: u64,
+    pub rows: u64,
+    /// Rows stamped before the recording started (not written).
+    pub rows_before_start: u64,
+    /// Bytes received (batch payloads).
+    pub bytes: u64,
+}
+
+/// Reads `meta.json` `agents`, if the run has one.
+pub fn read_meta(dir: &Path) -> Option<AgentsMeta> {
+    let text = std::fs::read_to_string(dir.join(super::meta::FILE)).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    serde_json::from_value(v.get("agents")?.clone()).ok()
+}
