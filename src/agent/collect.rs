@@ -342,17 +342,17 @@ async fn collect(
                 put_u64(b, (p.t4 - zero_unix_ns as i128).max(0) as u64);
                 b.extend_from_slice(format!(",{},{}\n", p.offset_ns(), p.rtt_ns()).as_bytes());
                 clock_sink.row_done(clock.now_ns());
-                for si in 0..SOURCES.len() {
-                    n.drain(si, sinks.get_mut(SOURCES[si]).expect("a sink per source"), clock.now_ns(), zero_unix_ns);
+                for (si, src) in SOURCES.iter().enumerate() {
+                    n.drain(si, sinks.get_mut(*src).expect("a sink per source"), clock.now_ns(), zero_unix_ns);
                 }
             }
             _ = tick.tick() => {
                 for n in nodes.iter_mut() {
-                    for si in 0..SOURCES.len() {
-                        n.drain(si, sinks.get_mut(SOURCES[si]).expect("a sink per source"), clock.now_ns(), zero_unix_ns);
+                    for (si, src) in SOURCES.iter().enumerate() {
+                        n.drain(si, sinks.get_mut(*src).expect("a sink per source"), clock.now_ns(), zero_unix_ns);
                         chase_gap(&client, n, si, &events).await;
-                        if n.srcs[si].pending.len() > 0 {
-                            n.drain(si, sinks.get_mut(SOURCES[si]).expect("a sink per source"), clock.now_ns(), zero_unix_ns);
+                        if !n.srcs[si].pending.is_empty() {
+                            n.drain(si, sinks.get_mut(*src).expect("a sink per source"), clock.now_ns(), zero_unix_ns);
                         }
                     }
                 }
@@ -373,7 +373,7 @@ async fn collect(
     }
     // Batches still waiting behind a gap at the end: the gap is lost; they are written.
     for n in nodes.iter_mut() {
-        for si in 0..SOURCES.len() {
+        for (si, src) in SOURCES.iter().enumerate() {
             while let Some(&f) = n.srcs[si].pending.keys().next() {
                 let s = &mut n.srcs[si];
                 let exp = s.expected.unwrap_or(f);
@@ -384,7 +384,7 @@ async fn collect(
                     s.meta.lost += f - exp;
                     s.expected = Some(f);
                 }
-                let sink = sinks.get_mut(SOURCES[si]).expect("a sink per source");
+                let sink = sinks.get_mut(*src).expect("a sink per source");
                 n.drain(si, sink, clock.now_ns(), zero_unix_ns);
             }
         }
