@@ -154,6 +154,7 @@ fn agents_meta() -> serde_json::Value {
     let src = SourceMeta {
         first_seq: Some(1),
         last_seq: Some(1),
+        max_lag_ns: Some(1),
         ..Default::default()
     };
     let node = NodeMeta {

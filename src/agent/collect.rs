@@ -181,7 +181,7 @@ impl Node {
 }
 
 /// `node,t_ns,rest` for each row: `t_ns` = agent time (`base + t`) minus the offset,
-/// on the recorder's run clock.
+/// on the recorder's run clock. Returns the last row's `t_ns`.
 fn write_rows(
     node: &str,
     base: u64,
@@ -190,7 +190,8 @@ fn write_rows(
     zero_unix_ns: u64,
     sink: &mut ChunkSink,
     m: &mut SourceMeta,
-) {
+) -> Option<u64> {
+    let mut last = None;
     for line in rows.split(|&b| b == b'\n') {
         let Some(comma) = line.iter().position(|&b| b == b',') else {
             continue;
@@ -213,7 +214,9 @@ fn write_rows(
         b.extend_from_slice(&line[comma..]);
         b.push(b'\n');
         m.rows += 1;
+        last = Some(t_rec as u64);
     }
+    last
 }
 
 #[allow(clippy::too_many_arguments)]

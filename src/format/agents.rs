@@ -93,6 +93,10 @@ pub struct SourceMeta {
     pub rows_before_start: u64,
     /// Bytes received (batch payloads).
     pub bytes: u64,
+    /// The longest a batch's last row waited before it was written (its time on the run's
+    /// clock to the write), ns: ~150-250 ms while the recorder keeps up (a batch every
+    /// 100 ms of 50 ms chunks); growing when it falls behind, or across a broker outage.
+    pub max_lag_ns: Option<u64>,
 }
 
 /// Reads `meta.json` `agents`, if the run has one.
