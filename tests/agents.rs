@@ -332,6 +332,29 @@ fn three_agents_in_three_namespaces_one_skewed_merge_onto_one_clock_across_a_bro
         n1["agent_reconnects"].as_u64().unwrap() >= 1,
         "node1's agent did not see its broker go and come back: {n1:#}"
     );
+    // report.html: a panel per node on the run's time axis, each node's offset and bound.
+    let out = diskpulse().arg("report").arg(&run).output().unwrap();
+    assert!(
+        out.status.success(),
+        "report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    for i in 0..3 {
+        let n = &agents[format!("node{i}")];
+        let off = format!("{:+.3} ms", n["offset_ns"].as_i64().unwrap() as f64 / 1e6);
+        let bound = format!("±{:.3} ms", n["bound_ns"].as_u64().unwrap() as f64 / 1e6);
+        let title = format!("node{i} MiB/s (offset {off}, bound {bound})");
+        assert!(
+            html.contains(&title),
+            "report.html lacks the panel '{title}'"
+        );
+        assert!(
+            html.contains(&format!("<td>node{i}</td><td class=\"num\">{off}</td>")),
+            "report.html's node table lacks node{i} {off}"
+        );
+    }
+
     // The writes, as the skewed node's agent saw them, on the recorder's clock.
     let dev1_name = h.loops[1].name().to_string();
     let rows = rows_of(&run, "node1", &dev1_name);

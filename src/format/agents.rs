@@ -105,3 +105,65 @@ pub fn read_meta(dir: &Path) -> Option<AgentsMeta> {
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     serde_json::from_value(v.get("agents")?.clone()).ok()
 }
+
+/// One node's device as `report` draws it: the row times and the read and written
+/// sector counters.
+#[derive(Debug, Clone, Default)]
+pub struct NodeDisk {
+    pub node: String,
+    pub device: String,
+    pub t_ns: Vec<u64>,
+    pub sectors_read: Vec<u64>,
+    pub sectors_written: Vec<u64>,
+}
+
+/// Reads `agents_diskstats.csv.gz` if the run has it: per node and device, in file order
+/// (a node's rows are in time order). Damaged lines are skipped.
+pub fn read_diskstats(dir: &Path) -> anyhow::Result<Option<Vec<NodeDisk>>> {
+    use std::io::BufRead;
+    let p = dir.join(DISKSTATS_FILE);
+    if !p.exists() {
+        return Ok(None);
+    }
+    let f =
+        std::fs::File::open(&p).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", p.display()))?;
+    let r = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f));
+    let head = header("diskstats");
+    let cols: Vec<&str> = head.split(',').collect();
+    let at = |name: &str| cols.iter().position(|c| *c == name).unwrap_or(0);
+    let (sr, sw) = (at("sectors_read"), at("sectors_written"));
+    let mut out: Vec<NodeDisk> = vec![];
+    let mut index: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for (i, line) in r.lines().enumerate() {
+        // A recording cut by kill -9 ends inside a member: keep what was read.
+        let Ok(line) = line else { break };
+        if i == 0 {
+            continue;
+        }
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() < cols.len() {
+            continue;
+        }
+        let (Ok(t), Ok(r), Ok(w)) = (
+            f[1].parse::<u64>(),
+            f[sr].parse::<u64>(),
+            f[sw].parse::<u64>(),
+        ) else {
+            continue;
+        };
+        let key = (f[0].to_string(), f[2].to_string());
+        let k = *index.entry(key.clone()).or_insert_with(|| {
+            out.push(NodeDisk {
+                node: key.0.clone(),
+                device: key.1.clone(),
+                ..Default::default()
+            });
+            out.len() - 1
+        });
+        let d = &mut out[k];
+        d.t_ns.push(t);
+        d.sectors_read.push(r);
+        d.sectors_written.push(w);
+    }
+    Ok(Some(out))
+}
