@@ -87,14 +87,14 @@ impl Outbox {
         seq
     }
 
-    /// The unsent batches, marked sent.
-    fn take_unsent(&mut self) -> Vec<(usize, Bytes)> {
+    /// The unsent batches (source, seq, payload), marked sent.
+    fn take_unsent(&mut self) -> Vec<(usize, u64, Bytes)> {
         self.held
             .iter_mut()
             .filter(|h| !h.sent)
             .map(|h| {
                 h.sent = true;
-                (h.source, h.payload.clone())
+                (h.source, h.seq, h.payload.clone())
             })
             .collect()
     }
@@ -408,6 +408,7 @@ async fn publish_loop(
             }
         }
     });
+    let mut withhold = withheld_from_env();
     let t0 = std::time::Instant::now();
     let mut last_status = std::time::Instant::now() - Duration::from_secs(2);
     let mut was_connected = false;
@@ -436,7 +437,12 @@ async fn publish_loop(
                 Ok(mut o) => o.take_unsent(),
                 Err(_) => vec![],
             };
-            for (src, p) in batch {
+            for (src, seq, p) in batch {
+                if let Some(i) = withhold.iter().position(|w| *w == (src, seq)) {
+                    // Test-only: this batch's first send is lost (as on a dying broker).
+                    withhold.swap_remove(i);
+                    continue;
+                }
                 published.fetch_add(p.len() as u64, Ordering::Relaxed);
                 let _ = client.publish(subject(&node, SOURCES[src]), p).await;
             }
@@ -491,6 +497,22 @@ async fn publish_loop(
     clock_task.abort();
     resend_task.abort();
     Ok(())
+}
+
+/// Test-only: `DISKPULSE_AGENT_TEST_WITHHOLD=cpu:20,meminfo:30` skips the first send of
+/// those batches (a send lost to a dying broker, on demand), so a test sees the recorder
+/// ask for them again.
+pub const ENV_WITHHOLD: &str = "DISKPULSE_AGENT_TEST_WITHHOLD";
+
+fn withheld_from_env() -> Vec<(usize, u64)> {
+    std::env::var(ENV_WITHHOLD)
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|x| {
+            let (s, n) = x.trim().split_once(':')?;
+            Some((SOURCES.iter().position(|y| *y == s)?, n.parse().ok()?))
+        })
+        .collect()
 }
 
 fn status(
