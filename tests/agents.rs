@@ -326,6 +326,11 @@ fn three_agents_in_three_namespaces_one_skewed_merge_onto_one_clock_across_a_bro
             );
         }
         assert_eq!(n["agent_dropped_batches"], 0, "node{i}: {n:#}");
+        let lag = n["sources"]["cpu"]["max_lag_ns"].as_u64().unwrap_or(0);
+        assert!(
+            lag > 0,
+            "node{i}: a batch is written after its samples: {n:#}"
+        );
     }
     let n1 = &agents["node1"];
     assert!(

@@ -169,7 +169,7 @@ impl Node {
         let s = &mut self.srcs[i];
         let Some(mut exp) = s.expected else { return };
         while let Some((base, rows)) = s.pending.remove(&exp) {
-            write_rows(
+            let last = write_rows(
                 &self.name,
                 base,
                 &rows,
@@ -179,6 +179,10 @@ impl Node {
                 &mut s.meta,
             );
             sink.row_done(now_ns);
+            if let Some(t) = last {
+                let lag = now_ns.saturating_sub(t);
+                s.meta.max_lag_ns = Some(s.meta.max_lag_ns.unwrap_or(0).max(lag));
+            }
             s.meta.batches += 1;
             s.meta.last_seq = Some(exp);
             self.max_bound_used = Some(self.max_bound_used.unwrap_or(0).max(bound));
