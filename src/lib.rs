@@ -19,3 +19,4 @@ pub mod report;
 pub mod scenario;
 pub mod session;
 pub mod units;
+pub mod view;

@@ -355,6 +355,11 @@ const ROWS: &[Row] = rows![
     2, "a whole number of milliseconds", ["export", "{D}", "--format", "influx", "--step", "0s"];
     2, "--out {F}: exists", ["export", "{D}", "--format", "influx", "--out", "{F}"];
     2, "does not exist", ["export", "{D}", "--format", "influx", "--out", "{T}/no/x.lp"];
+    2, "not a directory", ["view", "{T}/nope"];
+    2, "not a diskpulse recording", ["view", "{D}"];
+    2, "--allow-remote", ["view", "{D}", "--listen", "0.0.0.0:0"];
+    2, "not an IP address and port", ["view", "{D}", "--listen", "localhost:9465"];
+    2, "required arguments were not provided", ["view"];
     2, "unrecognized subcommand", ["lab", "nope"];
     2, "unrecognized subcommand", ["nope"];
 ];

@@ -20,7 +20,7 @@ use std::path::Path;
 
 pub use collectors::diskstats::{FIELD_NAMES, MAX_FIELDS};
 
-use super::csv::{for_each_line, t_ns_cell, Bad};
+use super::csv::{for_each_line_until, t_ns_cell, Bad, Flow};
 
 pub const FILE: &str = "diskstats.csv.gz";
 
@@ -87,17 +87,214 @@ impl Row {
     }
 }
 
+/// The directory of a chunked recording's closed chunks (`record --chunk`): `chunks/`
+/// beside meta.json holds `diskstats.000001.csv.gz`, `diskstats.000002.csv.gz`, ..., each
+/// a whole gzip file with its header, never written again once there; the chunk being
+/// written (and, at the end, the last one) is `diskstats.csv.gz` as in a run that was not
+/// chunked.
+pub const CHUNK_DIR: &str = "chunks";
+
+/// The name of closed chunk number `seq` (1-based) in [`CHUNK_DIR`].
+pub fn chunk_name(seq: u64) -> String {
+    format!("diskstats.{seq:06}.csv.gz")
+}
+
+/// The number of a closed chunk's file name (`diskstats.000042.csv.gz` -> 42).
+pub fn chunk_seq(name: &str) -> Option<u64> {
+    let n = name.strip_prefix("diskstats.")?.strip_suffix(".csv.gz")?;
+    (n.len() >= 6 && n.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| n.parse().ok())
+        .flatten()
+}
+
+/// The files of a run's diskstats in time order: the closed chunks in `chunks/` by
+/// number, then `diskstats.csv.gz` (the current or last chunk; a run from before chunking
+/// has only this one), or a plain `diskstats.csv`. Empty when the run has none. The one
+/// place that knows the layout: every reader of a run's diskstats goes through it (or
+/// [`read_run`]).
+pub fn files(run_dir: &Path) -> Vec<std::path::PathBuf> {
+    numbered_files(run_dir)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// [`files`], each closed chunk with its number.
+fn numbered_files(run_dir: &Path) -> Vec<(Option<u64>, std::path::PathBuf)> {
+    let mut closed: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(run_dir.join(CHUNK_DIR))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            chunk_seq(name.to_str()?).map(|n| (n, e.path()))
+        })
+        .collect();
+    closed.sort();
+    let mut out: Vec<_> = closed.into_iter().map(|(n, p)| (Some(n), p)).collect();
+    let gz = run_dir.join(FILE);
+    let plain = run_dir.join("diskstats.csv");
+    if gz.exists() {
+        out.push((None, gz));
+    } else if plain.exists() {
+        out.push((None, plain));
+    }
+    out
+}
+
+/// Whether `record --keep` deleted the run's first chunks (its first file is a closed
+/// chunk numbered above 1): its rows then start later than its zero.
+pub fn first_chunks_deleted(run_dir: &Path) -> bool {
+    numbered_files(run_dir)
+        .first()
+        .is_some_and(|(n, _)| n.is_some_and(|n| n > 1))
+}
+
+/// Reads a run's diskstats across its chunks ([`files`]) as one recording: rows grouped
+/// by device in time order, as [`read`] gives one file's. Where chunks were deleted
+/// (`record --keep`), each device gets a row without values 1 ns after its last row
+/// before the hole, so no interval spans it (a rate over the hole would spread hours of
+/// bytes evenly over it): the hole reads as "no value", not as zeros or a smear; a
+/// warning names it, and one says where the run starts when its first chunks are gone.
+/// A current chunk that is empty (the recorder was killed between closing one chunk and
+/// writing the next one's header) is passed over with a warning; errors as [`read`]'s,
+/// naming the chunk. No file at all: an error saying so.
+pub fn read_run(run_dir: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
+    let files = numbered_files(run_dir);
+    if files.is_empty() {
+        anyhow::bail!(
+            "{} has no {FILE} (nor {CHUNK_DIR}/{})",
+            run_dir.display(),
+            chunk_name(1)
+        );
+    }
+    let mut acc = Acc::default();
+    let mut warnings = vec![];
+    let last = files.len() - 1;
+    let mut prev: Option<u64> = None;
+    for (i, (seq, p)) in files.iter().enumerate() {
+        // The current chunk may be empty when the recorder stopped right after a
+        // rotation: nothing of it is lost.
+        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
+            warnings.push(format!(
+                "{}: empty (the recording stopped as this chunk began)",
+                p.display()
+            ));
+            continue;
+        }
+        match (prev, *seq) {
+            (None, Some(n)) if i == 0 && n > 1 => warnings.push(format!(
+                "{}: chunks 1 to {} were deleted by --keep (meta.json chunks.dropped); the recording starts at this chunk",
+                p.display(),
+                n - 1
+            )),
+            (Some(a), Some(b)) if b > a + 1 => {
+                let from = acc.hole();
+                warnings.push(format!(
+                    "{}: chunks {} to {} were deleted by --keep (meta.json chunks.dropped); no value from {:.3} s to this chunk",
+                    p.display(),
+                    a + 1,
+                    b - 1,
+                    from as f64 / 1e9
+                ));
+            }
+            _ => {}
+        }
+        if seq.is_some() {
+            prev = *seq;
+        }
+        warnings.extend(read_into(p, &mut acc)?);
+    }
+    acc.finish(&files[0].1).map(|d| (d, warnings))
+}
+
 /// Reads `diskstats.csv.gz` (or a plain `diskstats.csv`) grouped by device, in order of
 /// first appearance, with the reading's warnings. The header must be diskstats' own
 /// ([`header`]); a damaged row (too few cells, a number that is not one, a `t_ns` past
 /// [`super::csv::MAX_T_NS`]) is skipped with a warning naming file:line; a recording cut
 /// off is read up to its last whole row (a warning). Empty, not gzip, another header, or
-/// no whole row at all: an error naming the file.
+/// no whole row at all: an error naming the file. A run's rows: [`read_run`].
 pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
-    let mut by: BTreeMap<String, DiskRows> = BTreeMap::new();
-    let mut order: Vec<String> = vec![];
+    let mut acc = Acc::default();
+    let warnings = read_into(p, &mut acc)?;
+    acc.finish(p).map(|d| (d, warnings))
+}
+
+/// Rows gathered over one or more files.
+#[derive(Default)]
+struct Acc {
+    by: BTreeMap<String, DiskRows>,
+    order: Vec<String>,
+}
+
+impl Acc {
+    /// A hole in the rows (deleted chunks): each device gets a row without values 1 ns
+    /// after its last one. Returns the latest such `t_ns`.
+    fn hole(&mut self) -> u64 {
+        let mut latest = 0;
+        for d in self.by.values_mut() {
+            if let Some(&t) = d.t_ns.last() {
+                d.t_ns.push(t + 1);
+                d.f.push(Row::default());
+                latest = latest.max(t + 1);
+            }
+        }
+        latest
+    }
+
+    fn finish(mut self, p: &Path) -> anyhow::Result<Vec<DiskRows>> {
+        if self.order.is_empty() {
+            return Err(anyhow::anyhow!(
+                "{} holds no whole row of samples; the recording is damaged or was cut before its first flush",
+                p.display()
+            ));
+        }
+        Ok(self
+            .order
+            .into_iter()
+            .filter_map(|n| self.by.remove(&n))
+            .collect())
+    }
+}
+
+/// One row of diskstats.csv.gz as [`for_each_row`] hands it over (borrowed: nothing is
+/// allocated per row).
+#[derive(Debug, Clone, Copy)]
+pub struct RowRef<'a> {
+    /// 1-based line number in the file (for warnings).
+    pub line: usize,
+    pub t_ns: u64,
+    pub device: &'a str,
+    pub major: u32,
+    pub minor: u32,
+    pub f: &'a Row,
+}
+
+/// Streams the rows of `diskstats.csv.gz` (or a plain `diskstats.csv`) in file order,
+/// holding one row at a time: `f` returns [`Flow::Stop`] to stop reading (and
+/// decompressing) there. The one function every reader of the raw rows goes through
+/// ([`read`], and through [`for_each_run_row_from`] over a run's chunks,
+/// `report::zoom_data` and `diskpulse view`). Checks as [`read`]
+/// (header, damaged rows skipped with a warning naming file:line, a cut-off end read up
+/// to its last whole row); returns the warnings and whether a whole row was read.
+pub fn for_each_row(
+    p: &Path,
+    f: impl FnMut(RowRef<'_>) -> Flow,
+) -> anyhow::Result<(Vec<String>, bool)> {
+    for_each_row_from(p, 0, f)
+}
+
+/// [`for_each_row`] for the rows at or after `from_ns`: earlier rows are skipped after
+/// reading their `t_ns` (their counters are not parsed), so a reader of a span late in
+/// the file spends its time decompressing, not parsing.
+pub fn for_each_row_from(
+    p: &Path,
+    from_ns: u64,
+    mut f: impl FnMut(RowRef<'_>) -> Flow,
+) -> anyhow::Result<(Vec<String>, bool)> {
     let want = header();
-    let mut warnings = for_each_line(p, |n, line| {
+    let mut any = false;
+    let warnings = for_each_line_until(p, |n, line| {
         if n == 1 {
             if line != want {
                 return Err(Bad::File(anyhow::anyhow!(
@@ -105,66 +302,174 @@ pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
                     p.display()
                 )));
             }
-            return Ok(());
+            return Ok(Flow::Go);
         }
-        let cells: Vec<&str> = line.split(',').collect();
-        if cells.len() != KEY_COLUMNS.len() + MAX_FIELDS {
+        let mut cells = line.split(',');
+        let (Some(t), Some(name), Some(ma), Some(mi)) =
+            (cells.next(), cells.next(), cells.next(), cells.next())
+        else {
             return Err(Bad::Line(format!(
                 "{} cells, the header has {}",
-                cells.len(),
+                line.split(',').count(),
+                KEY_COLUMNS.len() + MAX_FIELDS
+            )));
+        };
+        if from_ns > 0 {
+            // Only a whole number is a row's time; anything else is checked below.
+            if let Ok(t) = t.parse::<u64>() {
+                if t < from_ns {
+                    any = true;
+                    return Ok(Flow::Go);
+                }
+            }
+        }
+        let mut row = Row::default();
+        let mut k = 0;
+        for v in cells {
+            if k == MAX_FIELDS {
+                k += 1;
+                break;
+            }
+            if !v.is_empty() {
+                row.set(
+                    k,
+                    Some(v.parse::<u64>().map_err(|_| {
+                        Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[k]))
+                    })?),
+                );
+            }
+            k += 1;
+        }
+        if k != MAX_FIELDS {
+            return Err(Bad::Line(format!(
+                "{} cells, the header has {}",
+                line.split(',').count(),
                 KEY_COLUMNS.len() + MAX_FIELDS
             )));
         }
-        let t = t_ns_cell(cells[0]).map_err(Bad::Line)?;
-        let name = cells[1];
-        let (Ok(ma), Ok(mi)) = (cells[2].parse::<u32>(), cells[3].parse::<u32>()) else {
+        let t = t_ns_cell(t).map_err(Bad::Line)?;
+        let (Ok(major), Ok(minor)) = (ma.parse::<u32>(), mi.parse::<u32>()) else {
             return Err(Bad::Line(format!(
-                "major:minor '{}:{}' are not numbers",
-                cells[2], cells[3]
+                "major:minor '{ma}:{mi}' are not numbers"
             )));
         };
-        let mut f = Row::default();
-        for (i, v) in cells[KEY_COLUMNS.len()..].iter().enumerate() {
-            if v.is_empty() {
-                continue;
-            }
-            f.set(
-                i,
-                Some(v.parse::<u64>().map_err(|_| {
-                    Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[i]))
-                })?),
-            );
-        }
-        let d = by.entry(name.to_string()).or_insert_with(|| {
-            order.push(name.to_string());
-            DiskRows {
-                name: name.to_string(),
-                major: ma,
-                minor: mi,
-                ..Default::default()
-            }
-        });
-        if d.t_ns.last().is_some_and(|&last| t < last) {
-            return Err(Bad::Line(format!(
-                "t_ns {t} is before the device's previous row ({})",
-                d.t_ns.last().unwrap_or(&0)
-            )));
-        }
-        d.t_ns.push(t);
-        d.f.push(f);
-        Ok(())
+        any = true;
+        Ok(f(RowRef {
+            line: n,
+            t_ns: t,
+            device: name,
+            major,
+            minor,
+            f: &row,
+        }))
     })?;
-    if order.is_empty() {
-        return Err(anyhow::anyhow!(
-            "{} holds no whole row of samples; the recording is damaged or was cut before its first flush",
+    Ok((warnings, any))
+}
+
+/// [`for_each_row_from`] over a run's files ([`files`]: the closed chunks, then the current
+/// one) as one stream: a chunk that ends before `from_ns` (the next one starts at or before
+/// it) is not opened past its first row, and [`Flow::Stop`] ends the whole stream. An empty
+/// last chunk (the recorder stopped as it began) is passed over. No file: an error.
+pub fn for_each_run_row_from(
+    run_dir: &Path,
+    from_ns: u64,
+    mut f: impl FnMut(RowRef<'_>) -> Flow,
+) -> anyhow::Result<(Vec<String>, bool)> {
+    let files = files(run_dir);
+    if files.is_empty() {
+        anyhow::bail!(
+            "{} has no {FILE} (nor {CHUNK_DIR}/{})",
+            run_dir.display(),
+            chunk_name(1)
+        );
+    }
+    let first_t = |p: &Path| {
+        let mut t = None;
+        let _ = for_each_row(p, |r| {
+            t = Some(r.t_ns);
+            Flow::Stop
+        });
+        t
+    };
+    let starts: Vec<Option<u64>> = if from_ns > 0 && files.len() > 1 {
+        files.iter().map(|p| first_t(p)).collect()
+    } else {
+        vec![]
+    };
+    let (mut warnings, mut any) = (vec![], false);
+    let last = files.len() - 1;
+    for (i, p) in files.iter().enumerate() {
+        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
+            continue;
+        }
+        if starts
+            .get(i + 1)
+            .copied()
+            .flatten()
+            .is_some_and(|next| next <= from_ns)
+        {
+            continue;
+        }
+        let mut stopped = false;
+        let (w, a) = for_each_row_from(p, from_ns, |r| {
+            let flow = f(r);
+            stopped = matches!(flow, Flow::Stop);
+            flow
+        })?;
+        warnings.extend(w);
+        any |= a;
+        if stopped {
+            break;
+        }
+    }
+    Ok((warnings, any))
+}
+
+/// One file's rows into `acc` (a run's chunks go through it one after another): checks
+/// as [`read`]'s; a row whose `t_ns` is before its device's previous row is skipped with
+/// a warning naming file:line.
+fn read_into(p: &Path, acc: &mut Acc) -> anyhow::Result<Vec<String>> {
+    let Acc { by, order } = acc;
+    let mut back: Vec<String> = vec![];
+    let mut back_n = 0usize;
+    let (mut warnings, _) = for_each_row(p, |r| {
+        let d = match by.get_mut(r.device) {
+            Some(d) => d,
+            None => {
+                order.push(r.device.to_string());
+                by.entry(r.device.to_string()).or_insert_with(|| DiskRows {
+                    name: r.device.to_string(),
+                    major: r.major,
+                    minor: r.minor,
+                    ..Default::default()
+                })
+            }
+        };
+        if let Some(&last) = d.t_ns.last().filter(|&&last| r.t_ns < last) {
+            back_n += 1;
+            if back.len() < 3 {
+                back.push(format!(
+                    "{}:{}: t_ns {} is before the device's previous row ({last}); skipped",
+                    p.display(),
+                    r.line,
+                    r.t_ns
+                ));
+            }
+            return Flow::Go;
+        }
+        d.t_ns.push(r.t_ns);
+        d.f.push(*r.f);
+        Flow::Go
+    })?;
+    if back_n > back.len() {
+        back.push(format!(
+            "{}: {back_n} rows before their device's previous row skipped in all",
             p.display()
         ));
     }
+    warnings.extend(back);
     warnings.shrink_to_fit();
-    Ok((
-        order.into_iter().filter_map(|n| by.remove(&n)).collect(),
-        warnings,
-    ))
+    Ok(warnings)
 }
 
 #[cfg(test)]

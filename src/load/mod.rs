@@ -9,6 +9,7 @@
 //! [`js`], [`kv`] and [`obj`] for the JetStream modes and what they verify, [`content`]
 //! for the keys, values and objects derived from their names.
 
+pub mod amqp;
 mod args;
 pub mod client_chart;
 pub mod collect;
@@ -31,7 +32,8 @@ pub mod send;
 pub mod workers;
 
 pub use args::{
-    args_from, storage_type, AckMode, LoadArgs, Mode, Storage, DEFAULT_MAX_PAYLOAD, DEFAULT_WINDOW,
+    args_from, storage_type, AckMode, LoadArgs, Mode, QueueType, Storage, DEFAULT_MAX_PAYLOAD,
+    DEFAULT_WINDOW,
 };
 pub use reconcile::StreamCheck;
 
@@ -167,6 +169,9 @@ async fn prepare_stream(a: &LoadArgs, js: &jetstream::Context) -> anyhow::Result
 
 /// Runs the load; returns when every worker has finished (or after Ctrl-C).
 pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
+    if a.mode.is_amqp() {
+        return amqp::run(a, env).await;
+    }
     if env.servers.is_empty() {
         anyhow::bail!("no NATS server to connect to");
     }

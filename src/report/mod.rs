@@ -17,6 +17,7 @@ pub mod table;
 pub mod trace;
 pub mod trace_charts;
 pub mod trace_context;
+pub mod zoom_data;
 
 use std::path::Path;
 
@@ -76,11 +77,20 @@ pub fn analyse(
 ) -> anyhow::Result<(Run, Vec<DeviceAnalysis>, Summary)> {
     let run = Run::read(dir)?;
     let dur = run.duration_ns;
-    let analyses: Vec<DeviceAnalysis> = run
+    let mut analyses: Vec<DeviceAnalysis> = run
         .disks
         .iter()
         .map(|d| analyse_device(d, run.device_why(&d.name), dur, o))
         .collect();
+    if run.start_ns > 0 {
+        // `--keep` deleted the first chunks: the mean is over what was kept.
+        let kept_s = dur.saturating_sub(run.start_ns).max(1) as f64 / 1e9;
+        for a in analyses.iter_mut() {
+            for d in [&mut a.summary.write, &mut a.summary.read] {
+                d.mean_mib_s = d.bytes / crate::units::MIB / kept_s;
+            }
+        }
+    }
     let ui_s = o.ui_window_ns as f64 / 1e9;
     // Busiest writer first in the headline.
     let mut order: Vec<&DeviceSummary> = analyses.iter().map(|a| &a.summary).collect();

@@ -49,6 +49,10 @@ pub struct Run {
     /// End of the recording: meta's duration, or the last timestamp seen if cut off (or
     /// if meta's duration claims more than the rows hold).
     pub duration_ns: u64,
+    /// Where the recording's rows start: 0, or the first kept row when `record --keep`
+    /// deleted its first chunks (the report draws and averages from there, not over
+    /// zeros that were never recorded).
+    pub start_ns: u64,
     /// What was wrong but still read (a cut-off end, damaged lines skipped, an
     /// incomplete recording), each naming its file (and line): `report` prints them.
     pub warnings: Vec<String>,
@@ -73,24 +77,20 @@ impl Run {
         };
         if let Some(d) = meta.duration_ns.filter(|&d| d > MAX_T_NS) {
             return Err(usage!(
-                "RUN '{}': meta.json duration_ns {d} is {:.0} h; a report reads runs of at most {} h (it bins them by 1 ms, about 700 MB a day): the file is damaged",
+                "RUN '{}': meta.json duration_ns {d} is {:.0} days; a report reads runs of at most {} days: the file is damaged",
                 dir.display(),
-                d as f64 / 3.6e12,
-                MAX_T_NS / 3_600_000_000_000
+                d as f64 / 8.64e13,
+                crate::format::csv::MAX_DAYS
             ));
         }
         // A file that is not what it should be is a bad input (exit 2), named by the error.
         let bad = |e: anyhow::Error| usage!("RUN '{}': {e:#}", dir.display());
         let mut warnings = vec![];
-        let ds_gz = dir.join(diskstats::FILE);
-        let ds_plain = dir.join("diskstats.csv");
-        let (disks, w) = if ds_gz.exists() {
-            diskstats::read(&ds_gz).map_err(bad)?
-        } else if ds_plain.exists() {
-            diskstats::read(&ds_plain).map_err(bad)?
-        } else {
+        // Every chunk of a chunked run (`record --chunk`) in order, or the one file.
+        if diskstats::files(dir).is_empty() {
             return Err(not_rec("no diskstats.csv.gz"));
-        };
+        }
+        let (disks, w) = diskstats::read_run(dir).map_err(bad)?;
         warnings.extend(w);
         let mut table = |file: &str| -> anyhow::Result<Option<Table>> {
             Ok(procfs::read(dir, file).map_err(bad)?.map(|(t, w)| {
@@ -215,6 +215,16 @@ impl Run {
                 dir.join(crate::format::meta::FILE).display()
             ));
         }
+        let start_ns = if diskstats::first_chunks_deleted(dir) {
+            disks
+                .iter()
+                .filter_map(|d| d.t_ns.first().copied())
+                .min()
+                .unwrap_or(0)
+                .min(duration_ns)
+        } else {
+            0
+        };
         Ok(Run {
             dir: dir.to_path_buf(),
             disks,
@@ -231,6 +241,7 @@ impl Run {
             load_hist,
             events,
             duration_ns,
+            start_ns,
             meta,
             warnings,
         })
