@@ -39,7 +39,7 @@ Examples:
 
 Exit codes: 0 done, 2 bad input (nothing written), 130 interrupted (the recording is kept);
 with a command: the command's exit code (128 + the signal when a signal killed it).")]
-    Record(record::RecordArgs),
+    Record(Box<record::RecordArgs>),
     /// Analyse a run directory: rates, bursts, the UI average, summary.json, timeline.png/.svg.
     #[command(after_help = "\
 Examples:
@@ -148,7 +148,7 @@ Exit codes: 0 stopped (Ctrl-C or --duration), 2 bad input.")]
 pub fn main() -> anyhow::Result<i32> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Record(a) => record::run(a),
+        Command::Record(a) => record::run(*a),
         Command::Report(a) => report::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Bench(a) => bench::run(a),
