@@ -3,6 +3,7 @@
 //! broker processes, the load generator and the report. OS readers live in the
 //! `collectors` crate, drawing in the `charts` crate.
 
+pub mod agent;
 pub mod broker;
 pub mod check;
 pub mod cli;

@@ -140,6 +140,7 @@ fn meta_fields() -> BTreeSet<String> {
             ("broker_nodes", serde_json::json!(null)),
             ("load", serde_json::json!({"mode": "js-pub"})),
             ("phases", serde_json::json!(null)),
+            ("agents", agents_meta()),
             (
                 "trace",
                 serde_json::to_value(meta::TraceMeta {
@@ -157,6 +158,29 @@ fn meta_fields() -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     keys(&serde_json::to_value(&m).unwrap(), &mut out);
     out
+}
+
+/// meta.json `agents`, every field populated (the node named `node`).
+fn agents_meta() -> serde_json::Value {
+    use format::agents::{AgentsMeta, NodeMeta, SourceMeta};
+    let src = SourceMeta {
+        first_seq: Some(1),
+        last_seq: Some(1),
+        max_lag_ns: Some(1),
+        ..Default::default()
+    };
+    let node = NodeMeta {
+        offset_ns: Some(1),
+        bound_ns: Some(1),
+        max_bound_used_ns: Some(1),
+        sources: [("diskstats".to_string(), src)].into(),
+        ..Default::default()
+    };
+    serde_json::to_value(AgentsMeta {
+        servers: vec![],
+        nodes: [("node".to_string(), node)].into(),
+    })
+    .unwrap()
 }
 
 fn summary_fields() -> BTreeSet<String> {
@@ -409,6 +433,21 @@ fn problems(text: &str) -> Vec<String> {
     for (file, header) in &csvs {
         out.extend(csv_problems(table, file, header, &also));
     }
+    // record --agents' files (format::agents).
+    for src in diskpulse::agent::SOURCES {
+        out.extend(csv_problems(
+            table,
+            format::agents::file(src),
+            &format::agents::header(src),
+            &also,
+        ));
+    }
+    out.extend(csv_problems(
+        table,
+        format::agents::CLOCK_FILE,
+        format::agents::CLOCK_HEADER,
+        &also,
+    ));
     // meta.json: its row's names against the document's keys, both ways.
     let values: BTreeSet<&str> = ["diskpulse", "all", "listed"].into();
     let named: BTreeSet<String> = backticked(row(table, meta::FILE))

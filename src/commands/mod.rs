@@ -1,6 +1,7 @@
 //! Subcommands. Each validates all of its input before it writes anything, so bad input
 //! never leaves a half-made run directory.
 
+pub mod agent;
 pub mod bench;
 pub mod check;
 pub mod demo;
@@ -39,7 +40,7 @@ Examples:
 
 Exit codes: 0 done, 2 bad input (nothing written), 130 interrupted (the recording is kept);
 with a command: the command's exit code (128 + the signal when a signal killed it).")]
-    Record(record::RecordArgs),
+    Record(Box<record::RecordArgs>),
     /// Analyse a run directory: rates, bursts, the UI average, summary.json, timeline.png/.svg.
     #[command(after_help = "\
 Examples:
@@ -142,13 +143,23 @@ At the end (Ctrl-C or --duration) it prints the delay each direction actually ad
 (p50/p99/max per chunk, from its read to the end of its write) beside the delay asked.
 Exit codes: 0 done, 2 bad input, 130 interrupted (the figures are printed).")]
     Proxy(proxy::ProxyArgs),
+    /// Sample this host (diskstats every 1 ms, memory, CPU) and publish it over NATS for `record --agents`.
+    #[command(after_help = "\
+Examples:
+  diskpulse agent --server nats://10.0.0.1:4222 --path /var/lib/nats --name node-a
+  diskpulse agent --server nats://127.0.0.1:4222 --device vdb --device vdc
+
+Publishes on diskpulse.NODE.{diskstats,meminfo,cpu} (batches every 100 ms), answers
+clock requests on diskpulse.NODE.clock, and keeps going across broker restarts.
+Exit codes: 0 stopped (Ctrl-C or --duration), 2 bad input.")]
+    Agent(agent::AgentArgs),
 }
 
 /// Parses the command line and runs the command; returns the exit code.
 pub fn main() -> anyhow::Result<i32> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Record(a) => record::run(a),
+        Command::Record(a) => record::run(*a),
         Command::Report(a) => report::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Bench(a) => bench::run(a),
@@ -162,6 +173,7 @@ pub fn main() -> anyhow::Result<i32> {
         Command::View(a) => view::run(a),
         Command::Lab(a) => lab::run(a),
         Command::Proxy(a) => proxy::run(a),
+        Command::Agent(a) => agent::run(a),
     }
 }
 

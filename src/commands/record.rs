@@ -127,6 +127,14 @@ pub struct RecordArgs {
     /// period and hidden factor), e.g. 127.0.0.1:9464; port 0 picks a free port (printed).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
+    /// Also record these nodes' agents (`diskpulse agent --name NODE` on each host),
+    /// through --server: their samples on this clock, in agents_*.csv files with a
+    /// `node` column; each node's clock offset and bound in meta.json. Comma-separated.
+    #[arg(long, value_name = "NODE,...", value_delimiter = ',')]
+    pub agents: Vec<String>,
+    /// The NATS connection for --agents.
+    #[command(flatten)]
+    pub connect: crate::load::connect::ConnectArgs,
     #[command(flatten)]
     pub flight: FlightArgs,
     /// Command to run while recording; it gets DISKPULSE_RUN_DIR and DISKPULSE_CLOCK_ZERO_NS.
@@ -316,6 +324,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         .as_deref()
         .map(crate::live::http::bind)
         .transpose()?;
+    let agents = connect_agents(&a)?;
     let dir = a.out.clone().unwrap_or_else(|| default_run_dir("record"));
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
@@ -327,6 +336,15 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         .map(|_| crate::live::Live::new(setup.disk_interval.as_nanos() as u64));
     let mut rec = Recording::start_with_live(&dir, &setup, &super::argv(), live.clone())?;
     let _server = crate::live::serve_and_say(listener, live)?;
+    let collector = match agents {
+        Some(c) => Some(c.start(
+            &dir,
+            rec.clock,
+            crate::recording::session::clock_zero_unix_ns(rec.clock.zero_monotonic_ns()),
+            rec.events.clone(),
+        )?),
+        None => None,
+    };
     let progress = crate::recording::progress::for_record(
         a.progress,
         a.no_progress,
@@ -405,6 +423,27 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         events.event("command_stopped", serde_json::json!({}));
     }
     drop(progress);
+    if let Some(c) = collector {
+        match c.finish() {
+            Ok(m) => {
+                for (n, nm) in &m.nodes {
+                    eprintln!(
+                        "agent {n}: offset {} bound {}, {} diskstats batches, {} lost, {} duplicates dropped",
+                        nm.offset_ns.map_or("unknown".into(), |o| format!("{:+.3} ms", o as f64 / 1e6)),
+                        nm.bound_ns.map_or("-".into(), |b| format!("{:.3} ms", b as f64 / 1e6)),
+                        nm.sources.get("diskstats").map_or(0, |s| s.batches),
+                        nm.sources.values().map(|s| s.lost).sum::<u64>(),
+                        nm.sources.values().map(|s| s.duplicates).sum::<u64>(),
+                    );
+                }
+                rec.set_meta("agents", serde_json::to_value(&m)?)?;
+            }
+            Err(e) => {
+                events.error("agents", "collector", &format!("{e:#}"));
+                eprintln!("Error: --agents: {e:#}");
+            }
+        }
+    }
     rec.set_meta(
         "record",
         serde_json::json!({"duration_limit_ns": duration.map(|d| d.as_nanos() as u64)}),
@@ -453,6 +492,23 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         return Ok(code);
     }
     Ok(exit_code)
+}
+
+/// Checks `--agents` and connects before anything is written: `None` without agents.
+fn connect_agents(a: &RecordArgs) -> anyhow::Result<Option<crate::agent::collect::Connected>> {
+    if a.agents.is_empty() {
+        return Ok(None);
+    }
+    for n in &a.agents {
+        crate::agent::check_node_name(n).map_err(|e| usage!("--agents: {e}"))?;
+    }
+    if a.connect.server_list().is_empty() {
+        return Err(usage!(
+            "--agents needs --server (or $NATS_URL): the NATS servers the agents publish through"
+        ));
+    }
+    a.connect.validate()?;
+    crate::agent::collect::connect(&a.connect, a.agents.clone()).map(Some)
 }
 
 /// The exit code that passes a command's status on, as a shell does: its own code, or

@@ -27,6 +27,7 @@
 //! rows with the window END, and reading it as version 2 would shift every join by a
 //! window) and newer versions.
 
+pub mod agents;
 pub mod block_requests;
 pub mod check;
 pub mod csv;

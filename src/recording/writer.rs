@@ -126,6 +126,14 @@ impl ChunkSink {
         })
     }
 
+    /// Rows go to `tx` instead of a file: each handed-over chunk (whole rows, at most
+    /// 50 ms of them) is copied into a new buffer on the writer thread and sent, so the
+    /// sampler side stays as allocation-free as with a file. `label` names it in errors.
+    /// The agent ([`crate::agent`]) batches these for the wire.
+    pub fn to_channel(label: &str, tx: mpsc::Sender<Vec<u8>>) -> anyhow::Result<ChunkSink> {
+        Self::start(Path::new(label), Out::Channel(tx))
+    }
+
     /// Appends to `path` (plain text), writing `header` only when the file is new or
     /// empty; every chunk is one locked `write` (see the module doc).
     pub fn append(path: &Path, header: &str) -> anyhow::Result<ChunkSink> {
@@ -253,6 +261,8 @@ pub fn append_locked(f: &File, bytes: &[u8]) -> std::io::Result<()> {
 enum Out {
     Plain(File),
     Append(File),
+    /// Chunks sent on (the agent's wire batches).
+    Channel(mpsc::Sender<Vec<u8>>),
     Gzip {
         file: File,
         /// The member being compressed since the last flush (in memory).
@@ -284,11 +294,13 @@ impl Out {
         self.file().metadata().map(|m| m.len()).unwrap_or(0) + pending
     }
 
-    /// The file (for its size and fsync).
+    /// The file (for its size and fsync). Only rotating sinks ask, and those are files:
+    /// [`ChunkSink::to_channel`] has no rotation.
     fn file(&self) -> &File {
         match self {
             Out::Plain(f) | Out::Append(f) => f,
             Out::Gzip { file, .. } => file,
+            Out::Channel(_) => unreachable!("a channel sink (the agent's) is never rotated"),
         }
     }
 
@@ -296,6 +308,9 @@ impl Out {
         match self {
             Out::Plain(f) => f.write_all(bytes),
             Out::Append(f) => append_locked(f, bytes),
+            Out::Channel(tx) => tx.send(bytes.to_vec()).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the batcher has stopped")
+            }),
             Out::Gzip {
                 member,
                 spare,
@@ -312,6 +327,7 @@ impl Out {
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
             Out::Plain(f) | Out::Append(f) => f.flush(),
+            Out::Channel(_) => Ok(()),
             Out::Gzip {
                 file,
                 member,

@@ -9,6 +9,7 @@ pub mod derive;
 pub mod faults;
 pub mod html;
 pub mod interference;
+pub mod nodes;
 pub mod procio;
 pub mod rates;
 pub mod run;

@@ -208,6 +208,29 @@ impl DiskSampler {
         events: EventLog,
         rotate: Option<crate::recording::writer::Rotate>,
     ) -> anyhow::Result<DiskSampler> {
+        let sink = match rotate {
+            Some(r) => ChunkSink::create_rotating(
+                out,
+                &diskstats_header(),
+                crate::recording::writer::GZIP_LEVEL,
+                r,
+            )?,
+            None => ChunkSink::create(out, &diskstats_header(), true)?,
+        };
+        let env = EnvelopeFeed::create(&out.with_file_name(crate::format::envelopes::FILE))?;
+        Self::with_sink(source, filter, names, sink, Some(env), events)
+    }
+
+    /// A sampler writing its rows (the `diskstats.csv.gz` rows, no header) into `sink`,
+    /// with or without envelopes: the agent's, whose sink is a channel to the wire.
+    pub fn with_sink(
+        source: DiskSource,
+        filter: DeviceFilter,
+        names: &[(u32, u32, String)],
+        sink: ChunkSink,
+        mut env: Option<EnvelopeFeed>,
+        events: EventLog,
+    ) -> anyhow::Result<DiskSampler> {
         let mut tracked: Vec<Tracked> = names
             .iter()
             .enumerate()
@@ -242,18 +265,10 @@ impl DiskSampler {
                 }
             }
         };
-        let sink = match rotate {
-            Some(r) => ChunkSink::create_rotating(
-                out,
-                &diskstats_header(),
-                crate::recording::writer::GZIP_LEVEL,
-                r,
-            )?,
-            None => ChunkSink::create(out, &diskstats_header(), true)?,
-        };
-        let mut env = EnvelopeFeed::create(&out.with_file_name(crate::format::envelopes::FILE))?;
-        for d in &tracked {
-            env.device(d.idx, &d.name);
+        if let Some(env) = env.as_mut() {
+            for d in &tracked {
+                env.device(d.idx, &d.name);
+            }
         }
         let clock = events.clock();
         Ok(DiskSampler {
@@ -261,7 +276,7 @@ impl DiskSampler {
             filter,
             tracked,
             sink,
-            env: Some(env),
+            env,
             events,
             clock,
             read_errors: 0,

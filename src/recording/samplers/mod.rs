@@ -25,7 +25,7 @@ use std::thread::JoinHandle;
 use collectors::periodic::LoopStats;
 
 pub use disk::{diskstats_header, spawn_disk, DeviceFilter, DiskSampler, DiskSource};
-pub use proc::{cpu_row, mem_row, spawn_proc, ProcSource};
+pub use proc::{cpu_row, mem_row, spawn_proc, spawn_proc_to, ProcSource};
 pub use procio::{spawn_procio, DEFAULT_INTERVAL_NS as PROC_IO_INTERVAL_NS};
 
 /// A running sampler thread.

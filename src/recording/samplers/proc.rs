@@ -32,6 +32,20 @@ pub fn spawn_proc<const N: usize>(
     stop: Arc<AtomicBool>,
     events: EventLog,
 ) -> anyhow::Result<SamplerThread> {
+    let header = crate::format::procfs::header(&src.columns);
+    let sink = ChunkSink::create(&out_dir.join(src.file), &header, false)?;
+    spawn_proc_to(src, sink, clock, interval_ns, stop, events)
+}
+
+/// [`spawn_proc`] writing its rows (no header) into `sink`: the agent's channel.
+pub fn spawn_proc_to<const N: usize>(
+    src: ProcSource<N>,
+    mut sink: ChunkSink,
+    clock: Clock,
+    interval_ns: u64,
+    stop: Arc<AtomicBool>,
+    events: EventLog,
+) -> anyhow::Result<SamplerThread> {
     let ProcSource {
         name,
         file,
@@ -42,8 +56,7 @@ pub fn spawn_proc<const N: usize>(
     let proc_path = proc_path.as_path();
     let mut pf = ProcFile::open(proc_path)
         .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", proc_path.display()))?;
-    let header = crate::format::procfs::header(&columns);
-    let mut sink = ChunkSink::create(&out_dir.join(file), &header, false)?;
+    let _ = columns;
     let handle = std::thread::Builder::new()
         .name(name.into())
         .spawn(move || {

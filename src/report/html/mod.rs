@@ -201,6 +201,7 @@ fn section_with(
     if let Some(z) = after_timeline {
         s.push_str(z);
     }
+    super::nodes::section(&mut s, run);
     head::check_findings(&mut s, &run.dir);
     devices::devices(&mut s, run, summary);
     devices::windows(&mut s, summary);
