@@ -162,7 +162,11 @@ fn child(
             if looked.is_none_or(|t| t.elapsed() >= Duration::from_millis(200)) {
                 looked = Some(Instant::now());
                 for pid in descendants_named(Path::new("/proc"), c.id(), "beam.smp") {
-                    if !beams.contains(&pid) {
+                    // The node's VM boots rabbit (`-s rabbit boot`); the short VMs it
+                    // runs itself (`-sname epmd-starter-N ... -s erlang halt`) are not it.
+                    let boots_rabbit = std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| c.windows(12).any(|w| w == b"rabbit\0boot\0"));
+                    if boots_rabbit && !beams.contains(&pid) {
                         beams.push(pid);
                         hook("rabbitmq", pid);
                     }
