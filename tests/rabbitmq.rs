@@ -579,7 +579,10 @@ args = ["amqp-pub", "--queue-type", "quorum", "--queue", "rq", "--msgs", "3000",
         node.iter().take(5).map(|c| &c.file).collect::<Vec<_>>()
     );
     // Only the broker's calls: nothing of diskpulse itself.
-    assert!(calls.iter().all(|c| c.pid == beam), "other processes traced");
+    assert!(
+        calls.iter().all(|c| c.pid == beam),
+        "other processes traced"
+    );
     // study.csv has the rate.
     let csv = std::fs::read_to_string(out.join("study.csv")).unwrap();
     let mut lines = csv.lines();

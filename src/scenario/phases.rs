@@ -406,9 +406,8 @@ pub(super) async fn run_phase(
             if amqp && !has("--server") && !has("--store-dir") {
                 if let Some((_, mount, _)) = target.and_then(|t| vols.iter().find(|v| v.0 == t)) {
                     let store = mount.join("rabbitmq");
-                    std::fs::create_dir_all(&store).map_err(|e| {
-                        anyhow::anyhow!("cannot create {}: {e}", store.display())
-                    })?;
+                    std::fs::create_dir_all(&store)
+                        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", store.display()))?;
                     args.push("--store-dir".into());
                     args.push(store.display().to_string());
                 }
