@@ -157,6 +157,39 @@ async fn persistent_messages_published_with_confirms_to_a_quorum_queue_are_consu
     assert!(!n.dir.path().join("store/diskpulse-rabbitmq.pids").exists());
 }
 
+/// With `--rate` the publisher sleeps between publishes; a confirm is timed when it
+/// arrives, not when the loop next looks (which was once the window was full: 256
+/// unconfirmed at 200 msgs/s made every confirm ~1.3 s "late").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paced_publisher_times_each_confirm_when_it_arrives() {
+    let Some(mut n) = Node::start("paced").await else {
+        return;
+    };
+    let url = n.node.amqp_url();
+    let published = run(
+        &url,
+        &[
+            "amqp-pub", "--msgs", "600", "--rate", "200", "--window", "256", "--queue", "paced",
+            "--quiet",
+        ],
+    )
+    .await;
+    assert_eq!(errors(&published), Vec::<String>::new());
+    assert_eq!(ops(&published, Role::AmqpPub), 600);
+    let p50_ms: Vec<f64> = published
+        .iter()
+        .filter(|c| c.role == Role::AmqpPub)
+        .map(|c| c.lat.value_at_quantile(0.5) as f64 / 1e6)
+        .collect();
+    // 256 / 200 msgs/s = 1280 ms if timed when the window fills; a confirm on loopback
+    // takes a few ms.
+    assert!(
+        p50_ms.iter().all(|&p| p < 200.0),
+        "confirm p50 {p50_ms:?} ms"
+    );
+    n.node.stop().await.unwrap();
+}
+
 fn walk(d: &Path) -> Vec<std::path::PathBuf> {
     let mut out = vec![];
     if let Ok(rd) = std::fs::read_dir(d) {
