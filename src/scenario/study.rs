@@ -120,10 +120,10 @@ pub fn figures(run_dir: &Path) -> Figures {
         x.burst_period_s = finite(d.write.bursts.period_s);
         x.burst_peak_mib_s = finite(Some(d.write.peak_mib_s.p10ms));
         x.hidden_factor = finite(d.write.hidden_factor);
-        let per_s =
-            |n: f64| finite(Some(n / summary.duration_s)).filter(|_| summary.duration_s > 0.0);
-        x.writes_per_s = per_s(d.write.ios);
-        x.flushes_per_s = d.flushes.and_then(per_s);
+        if summary.duration_s > 0.0 {
+            x.writes_per_s = finite(Some(d.write.ios / summary.duration_s));
+            x.flushes_per_s = finite(d.flushes.map(|f| f / summary.duration_s));
+        }
     }
     if let Some(t) = &summary.trace {
         let calls: u64 = t.fsync.iter().flat_map(|p| p.by_call.values()).sum();
