@@ -107,6 +107,10 @@ pub struct Live {
     pub rabbit: Option<RabbitNode>,
     /// Set on Ctrl-C and when a watched server dies: the body's stop flag.
     pub stop: Arc<AtomicBool>,
+    /// With a recording: what to call with a broker process started by a child (a
+    /// scenario's AMQP load phase starts its own RabbitMQ node): its `/proc/PID/io`
+    /// sampled and, with `--trace`, its sync calls traced as the broker's.
+    pub process_hook: Option<crate::broker::OnNodeStart>,
 }
 
 impl Live {
@@ -281,6 +285,7 @@ impl Session {
                 cluster,
                 rabbit,
                 stop: Arc::new(AtomicBool::new(false)),
+                process_hook: rec.as_ref().map(|r| r.process_hook()),
             };
             let mon_stop = Arc::new(AtomicBool::new(false));
             let mon = match (&run_dir, targets.is_empty()) {

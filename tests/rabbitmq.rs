@@ -157,6 +157,39 @@ async fn persistent_messages_published_with_confirms_to_a_quorum_queue_are_consu
     assert!(!n.dir.path().join("store/diskpulse-rabbitmq.pids").exists());
 }
 
+/// With `--rate` the publisher sleeps between publishes; a confirm is timed when it
+/// arrives, not when the loop next looks (which was once the window was full: 256
+/// unconfirmed at 200 msgs/s made every confirm ~1.3 s "late").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paced_publisher_times_each_confirm_when_it_arrives() {
+    let Some(mut n) = Node::start("paced").await else {
+        return;
+    };
+    let url = n.node.amqp_url();
+    let published = run(
+        &url,
+        &[
+            "amqp-pub", "--msgs", "600", "--rate", "200", "--window", "256", "--queue", "paced",
+            "--quiet",
+        ],
+    )
+    .await;
+    assert_eq!(errors(&published), Vec::<String>::new());
+    assert_eq!(ops(&published, Role::AmqpPub), 600);
+    let p50_ms: Vec<f64> = published
+        .iter()
+        .filter(|c| c.role == Role::AmqpPub)
+        .map(|c| c.lat.value_at_quantile(0.5) as f64 / 1e6)
+        .collect();
+    // 256 / 200 msgs/s = 1280 ms if timed when the window fills; a confirm on loopback
+    // takes a few ms.
+    assert!(
+        p50_ms.iter().all(|&p| p < 200.0),
+        "confirm p50 {p50_ms:?} ms"
+    );
+    n.node.stop().await.unwrap();
+}
+
 fn walk(d: &Path) -> Vec<std::path::PathBuf> {
     let mut out = vec![];
     if let Ok(rd) = std::fs::read_dir(d) {
@@ -509,4 +542,87 @@ async fn the_next_start_kills_what_a_crash_left_and_nothing_else() {
     assert_eq!(v["beam_pid"].as_u64(), Some(n.node.pid() as u64));
     n.node.stop().await.unwrap();
     assert!(!pids.exists());
+}
+
+/// A scenario's AMQP load phase starts its own RabbitMQ node (the phase child's child):
+/// with `volume = "store"` its data directory is on the lab volume, and with `trace` the
+/// run traces the node's VM (`beam.smp`) as the broker's process, so a quorum queue's WAL
+/// fsyncs (before every confirm) are in fsync_calls.csv and in study.csv. The node is
+/// gone when the run returns.
+#[test]
+fn a_scenario_traces_the_rabbitmq_node_its_amqp_load_started() {
+    if !have_rabbitmq() || !can_use_loop_devices() {
+        return;
+    }
+    if !std::path::Path::new("/sys/kernel/tracing").is_dir() {
+        skip("no tracefs in this kernel (CONFIG_TRACING)");
+        return;
+    }
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let sc = d.path().join("rq.toml");
+    std::fs::write(
+        &sc,
+        r#"name = "rq-trace"
+[[volumes]]
+name = "store"
+lab = { size = "512M", fs = "ext4" }
+[samplers]
+trace = true
+[[phases]]
+kind = "load"
+volume = "store"
+args = ["amqp-pub", "--queue-type", "quorum", "--queue", "rq", "--msgs", "3000", "--size", "1k"]
+"#,
+    )
+    .unwrap();
+    let out = d.path().join("study");
+    let o = diskpulse()
+        .args(["run"])
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .args(["--lab-root", &d.path().join("lab").display().to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = out.join("cells/base/r1");
+    // The node the phase's child started, named by the scenario's own recording.
+    let events = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
+    let watched: Vec<u32> = events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["kind"] == "process_watched" && e["detail"]["name"] == "rabbitmq")
+        .filter_map(|e| e["detail"]["pid"].as_u64().map(|p| p as u32))
+        .collect();
+    assert_eq!(watched.len(), 1, "process_watched events: {watched:?}");
+    let beam = watched[0];
+    let (calls, _) = diskpulse::format::fsync_calls::read(&run).unwrap();
+    let node: Vec<_> = calls.iter().filter(|c| c.pid == beam).collect();
+    // Each confirm waits for the WAL's fsync: 3000 messages take many batches.
+    assert!(
+        node.len() >= 10,
+        "{} sync calls of beam.smp pid {beam} (of {} traced)",
+        node.len(),
+        calls.len()
+    );
+    // On the lab volume: the node's files are under its mount, MOUNT/rabbitmq.
+    assert!(
+        node.iter().any(|c| c.file.contains("/rabbitmq/")),
+        "no sync call on a file under MOUNT/rabbitmq: {:?}",
+        node.iter().take(5).map(|c| &c.file).collect::<Vec<_>>()
+    );
+    // Only the broker's calls: nothing of diskpulse itself.
+    assert!(
+        calls.iter().all(|c| c.pid == beam),
+        "other processes traced"
+    );
+    // study.csv has the rate.
+    let csv = std::fs::read_to_string(out.join("study.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = head.iter().position(|h| *h == "sync_calls_per_s").unwrap();
+    let v: f64 = row[col].parse().unwrap_or(0.0);
+    assert!(v > 0.0, "sync_calls_per_s '{}' in {csv}", row[col]);
+    assert!(gone_within(beam, 10), "beam.smp {beam} still runs");
 }

@@ -45,6 +45,8 @@ fn shipped_scenarios_expand() {
         ("scenarios/restart-under-load.toml", 1),
         ("scenarios/kill-under-load.toml", 1),
         ("scenarios/nats-call-vs-cast-latency.toml", 8),
+        ("scenarios/rpc-call-vs-cast.toml", 16),
+        ("scenarios/rabbitmq-queues.toml", 3),
     ] {
         let o = diskpulse().args(["run", f, "--dry-run"]).output().unwrap();
         let out = String::from_utf8_lossy(&o.stdout);

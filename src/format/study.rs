@@ -101,6 +101,13 @@ pub struct Figures {
     pub burst_period_s: Option<f64>,
     pub burst_peak_mib_s: Option<f64>,
     pub hidden_factor: Option<f64>,
+    /// The busiest volume device's write I/Os, flush requests and the traced broker
+    /// processes' sync calls (fsync, fdatasync, ...), each per second of the run.
+    pub writes_per_s: Option<f64>,
+    pub flushes_per_s: Option<f64>,
+    pub sync_calls_per_s: Option<f64>,
+    /// The acked roles' p50 (the call's p50 in the call/cast table).
+    pub ack_p50_us: Option<f64>,
     pub ack_p99_us: Option<f64>,
     pub fsync_p99_us: Option<f64>,
     pub probe_write_lat_mean_us: Option<f64>,
@@ -124,7 +131,7 @@ pub struct Figures {
 }
 
 /// The figures' names (study.csv's columns) and how tables title them, in order.
-pub const FIGURES: [(&str, &str); 23] = [
+pub const FIGURES: [(&str, &str); 27] = [
     ("put_obj_per_s", "Avg Put Obj/s"),
     ("get_obj_per_s", "Avg Get Obj/s"),
     ("msgs_per_s", "msgs/s"),
@@ -132,6 +139,10 @@ pub const FIGURES: [(&str, &str); 23] = [
     ("burst_period_s", "burst period s"),
     ("burst_peak_mib_s", "burst peak MiB/s (10 ms)"),
     ("hidden_factor", "hidden factor"),
+    ("writes_per_s", "writes/s"),
+    ("flushes_per_s", "flushes/s"),
+    ("sync_calls_per_s", "sync calls/s"),
+    ("ack_p50_us", "p50 ack us"),
     ("ack_p99_us", "p99 ack us"),
     ("fsync_p99_us", "p99 fsync us"),
     ("probe_write_lat_mean_us", "probe write mean us"),
@@ -167,6 +178,10 @@ impl Figures {
             "burst_period_s" => self.burst_period_s,
             "burst_peak_mib_s" => self.burst_peak_mib_s,
             "hidden_factor" => self.hidden_factor,
+            "writes_per_s" => self.writes_per_s,
+            "flushes_per_s" => self.flushes_per_s,
+            "sync_calls_per_s" => self.sync_calls_per_s,
+            "ack_p50_us" => self.ack_p50_us,
             "ack_p99_us" => self.ack_p99_us,
             "fsync_p99_us" => self.fsync_p99_us,
             "probe_write_lat_mean_us" => self.probe_write_lat_mean_us,

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::stream::FuturesUnordered;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
     ConfirmSelectOptions, QueueDeclareOptions, QueuePurgeOptions,
@@ -516,12 +516,20 @@ async fn publish(
     let timeout = a.timeout;
     let mut inflight = FuturesUnordered::new();
     let mut issued = 0u64;
+    // Each confirm is awaited by a task of its own, which takes its time when it arrives:
+    // this loop looks at `inflight` only when the window is full or before a publish, and
+    // with --rate it sleeps between publishes (the confirm's time taken here was up to
+    // window / rate late: 512 ms for 2 x 256 at 1000 msgs/s).
+    let clock = rec.clock();
     loop {
+        while let Some(Some((r, sent, intended, at))) = inflight.next().now_or_never() {
+            confirmed(&mut rec, r, sent, intended, at, size);
+        }
         while inflight.len() >= window.max(1) {
-            let Some((r, sent, intended)) = inflight.next().await else {
+            let Some((r, sent, intended, at)) = inflight.next().await else {
                 break;
             };
-            confirmed(&mut rec, r, sent, intended, size);
+            confirmed(&mut rec, r, sent, intended, at, size);
         }
         let Some(intended) = plan.next(ctx, issued, &rec).await else {
             break;
@@ -539,10 +547,19 @@ async fn publish(
             .await;
         issued += 1;
         match r {
-            Ok(confirm) if confirms => inflight.push(async move {
-                let r = tokio::time::timeout(timeout, confirm).await;
-                (r, sent, intended)
-            }),
+            Ok(confirm) if confirms => {
+                let task = tokio::spawn(async move {
+                    let r = tokio::time::timeout(timeout, confirm).await;
+                    (r, clock.now_ns())
+                });
+                inflight.push(async move {
+                    let (r, at) = match task.await {
+                        Ok(x) => (Some(x.0), x.1),
+                        Err(_) => (None, clock.now_ns()),
+                    };
+                    (r, sent, intended, at)
+                })
+            }
             Ok(_) => rec.op(rec.now(), size),
             Err(e) => {
                 let kind = error_kind(&e);
@@ -553,22 +570,35 @@ async fn publish(
             }
         }
     }
-    while let Some((r, sent, intended)) = inflight.next().await {
-        confirmed(&mut rec, r, sent, intended, size);
+    while let Some((r, sent, intended, at)) = inflight.next().await {
+        confirmed(&mut rec, r, sent, intended, at, size);
     }
     rec.finish();
 }
 
 type ConfirmResult = Result<Result<Confirmation, lapin::Error>, tokio::time::error::Elapsed>;
 
-fn confirmed(rec: &mut Recorder, r: ConfirmResult, sent: u64, intended: u64, size: u64) {
-    let now = rec.now();
+/// A confirm's outcome (`None`: its task died), taken at `at` on the run clock.
+fn confirmed(
+    rec: &mut Recorder,
+    r: Option<ConfirmResult>,
+    sent: u64,
+    intended: u64,
+    at: u64,
+    size: u64,
+) {
+    // Counted now (the windows only move forward), its latency up to `at`.
+    let now = rec.now().max(at);
+    let late = now - at;
     match r {
-        Ok(Ok(c)) if c.is_ack() => rec.op_lat(now, size, sent, intended),
-        Ok(Ok(_)) => rec.error(now, "nack", || "the broker nacked a publish".into()),
-        Ok(Err(e)) => rec.error(now, error_kind(&e), || format!("publisher confirm: {e}")),
-        Err(_) => rec.error(now, "timeout", || {
+        Some(Ok(Ok(c))) if c.is_ack() => rec.op_lat(now, size, sent + late, intended + late),
+        Some(Ok(Ok(_))) => rec.error(now, "nack", || "the broker nacked a publish".into()),
+        Some(Ok(Err(e))) => rec.error(now, error_kind(&e), || format!("publisher confirm: {e}")),
+        Some(Err(_)) => rec.error(now, "timeout", || {
             "no publisher confirm within --timeout".into()
+        }),
+        None => rec.error(now, "confirm_lost", || {
+            "the task awaiting a publisher confirm ended without it".into()
         }),
     }
 }

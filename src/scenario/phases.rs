@@ -111,6 +111,7 @@ impl std::error::Error for ChildFailed {}
 
 /// Runs a diskpulse subcommand as a child on the run's clock, as phase `phase`; returns
 /// its stdout. When `stop` is set the child gets SIGINT, and SIGKILL after [`STOP_GRACE`].
+#[allow(clippy::too_many_arguments)]
 fn child(
     exe: &Path,
     args: &[String],
@@ -119,6 +120,7 @@ fn child(
     phase: usize,
     cgroup: Option<&Path>,
     stop: &AtomicBool,
+    beam_hook: Option<&crate::broker::OnNodeStart>,
 ) -> anyhow::Result<(i32, String)> {
     let mut c = Command::new(exe);
     // Waited for on this blocking thread, which lives as long as the child.
@@ -149,9 +151,27 @@ fn child(
         s
     });
     let mut signalled: Option<Instant> = None;
+    // The RabbitMQ VMs the child starts (an AMQP load starts its own node): handed to
+    // the hook once each, looked for every 200 ms while the child runs.
+    let (mut beams, mut looked) = (Vec::<u32>::new(), None::<Instant>);
     let status = loop {
         if let Some(st) = c.try_wait()? {
             break st;
+        }
+        if let Some(hook) = beam_hook {
+            if looked.is_none_or(|t| t.elapsed() >= Duration::from_millis(200)) {
+                looked = Some(Instant::now());
+                for pid in descendants_named(Path::new("/proc"), c.id(), "beam.smp") {
+                    // The node's VM boots rabbit (`-s rabbit boot`); the short VMs it
+                    // runs itself (`-sname epmd-starter-N ... -s erlang halt`) are not it.
+                    let boots_rabbit = std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| c.windows(12).any(|w| w == b"rabbit\0boot\0"));
+                    if boots_rabbit && !beams.contains(&pid) {
+                        beams.push(pid);
+                        hook("rabbitmq", pid);
+                    }
+                }
+            }
         }
         match signalled {
             None if stop.load(Ordering::Relaxed) => {
@@ -186,6 +206,51 @@ fn child(
         .into());
     }
     Ok((code, stdout))
+}
+
+/// The processes under `proc` (a /proc) named `comm` that descend from `ancestor`.
+pub(crate) fn descendants_named(proc: &Path, ancestor: u32, comm: &str) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir(proc) else {
+        return vec![];
+    };
+    // pid -> (parent, name), from /proc/PID/stat: "PID (NAME) STATE PPID ...".
+    let mut procs = std::collections::HashMap::new();
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[open + 1..close].to_string();
+        let ppid = stat[close + 1..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(0);
+        procs.insert(pid, (ppid, name));
+    }
+    let mut found: Vec<u32> = procs
+        .iter()
+        .filter(|(_, (_, name))| name == comm)
+        .filter(|(pid, _)| {
+            let mut p = **pid;
+            for _ in 0..16 {
+                match procs.get(&p) {
+                    Some((pp, _)) if *pp == ancestor => return true,
+                    Some((pp, _)) if *pp > 1 => p = *pp,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .map(|(pid, _)| *pid)
+        .collect();
+    found.sort_unstable();
+    found
 }
 
 /// The nodes a restart/stop/start phase names (1-based), or all.
@@ -266,6 +331,9 @@ pub(super) struct PhaseCtx<'a> {
     pub exe: &'a Path,
     /// Per node (n1 first): the cgroup of the throttled lab volume its store is on.
     pub node_cgroups: &'a [Option<PathBuf>],
+    /// With a recording: called with each RabbitMQ VM (`beam.smp`) an AMQP load phase's
+    /// child starts, so the run samples its `/proc/PID/io` and traces its sync calls.
+    pub process_hook: Option<crate::broker::OnNodeStart>,
 }
 
 /// Sleeps `d` or until `stop`; returns how long it slept.
@@ -288,14 +356,26 @@ pub(super) async fn run_phase(
     let (dir, vols) = (cx.dir, cx.vols);
     let target = p.volume.as_ref().map(|v| v.get_ref().as_str());
     let cg = target.and_then(|t| vol_cgroup(vols, t));
+    // An AMQP load starts a RabbitMQ node of its own: its VM is the broker's process.
+    let amqp_load = kind == "load" && p.args.first().is_some_and(|m| m.starts_with("amqp-"));
     let run_child = |args: Vec<String>, cg: Option<PathBuf>| {
         let exe = cx.exe.to_path_buf();
         let dir = dir.to_path_buf();
         let stop = stop.clone();
         let zero_ns = cx.zero_ns;
+        let hook = cx.process_hook.clone().filter(|_| amqp_load);
         async move {
             tokio::task::spawn_blocking(move || {
-                child(&exe, &args, &dir, zero_ns, index, cg.as_deref(), &stop)
+                child(
+                    &exe,
+                    &args,
+                    &dir,
+                    zero_ns,
+                    index,
+                    cg.as_deref(),
+                    &stop,
+                    hook.as_ref(),
+                )
             })
             .await?
         }
@@ -316,6 +396,22 @@ pub(super) async fn run_phase(
             // scenario's recording (its log in the run directory, its data in the
             // phase's --store-dir or a fresh /var/tmp one); the [broker] is nats-server.
             let amqp = p.args.first().is_some_and(|m| m.starts_with("amqp-"));
+            let has = |f: &str| {
+                p.args
+                    .iter()
+                    .any(|a| a == f || a.starts_with(&format!("{f}=")))
+            };
+            // `volume = "NAME"` on an AMQP load: the node's store on that volume
+            // (MOUNT/rabbitmq), as [broker] volumes hold the nats-servers' stores.
+            if amqp && !has("--server") && !has("--store-dir") {
+                if let Some((_, mount, _)) = target.and_then(|t| vols.iter().find(|v| v.0 == t)) {
+                    let store = mount.join("rabbitmq");
+                    std::fs::create_dir_all(&store)
+                        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", store.display()))?;
+                    args.push("--store-dir".into());
+                    args.push(store.display().to_string());
+                }
+            }
             if !amqp && !p.args.iter().any(|a| a == "--server") {
                 let urls = cx
                     .cluster

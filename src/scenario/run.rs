@@ -401,6 +401,7 @@ fn run_recorded(
             zero_ns: clock.zero_monotonic_ns(),
             exe: &o.exe,
             node_cgroups: &node_cgroups,
+            process_hook: live.process_hook.clone(),
         };
         let (results, err) = run_schedule(&s.phases, &schedule, &cx, clock, &o.stop).await;
         // Back to the session, which stops the nodes.

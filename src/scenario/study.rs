@@ -73,6 +73,8 @@ pub fn figures(run_dir: &Path) -> Figures {
                     ) {
                         x.ack_p99_us =
                             max_opt(x.ack_p99_us, finite(r.lat_us.as_ref().and_then(|l| l.p99)));
+                        x.ack_p50_us =
+                            max_opt(x.ack_p50_us, finite(r.lat_us.as_ref().and_then(|l| l.p50)));
                     }
                 }
             }
@@ -118,6 +120,16 @@ pub fn figures(run_dir: &Path) -> Figures {
         x.burst_period_s = finite(d.write.bursts.period_s);
         x.burst_peak_mib_s = finite(Some(d.write.peak_mib_s.p10ms));
         x.hidden_factor = finite(d.write.hidden_factor);
+        if summary.duration_s > 0.0 {
+            x.writes_per_s = finite(Some(d.write.ios / summary.duration_s));
+            x.flushes_per_s = finite(d.flushes.map(|f| f / summary.duration_s));
+        }
+    }
+    if let Some(t) = &summary.trace {
+        let calls: u64 = t.fsync.iter().flat_map(|p| p.by_call.values()).sum();
+        if summary.duration_s > 0.0 {
+            x.sync_calls_per_s = finite(Some(calls as f64 / summary.duration_s));
+        }
     }
     for r in &summary.restarts {
         x.restart_read_mib = max_opt(x.restart_read_mib, Some(r.read_bytes / 1048576.0));
