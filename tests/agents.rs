@@ -315,8 +315,12 @@ fn three_agents_in_three_namespaces_one_skewed_merge_onto_one_clock_across_a_bro
         );
         for (src, s) in n["sources"].as_object().unwrap() {
             let (first, last) = (
-                s["first_seq"].as_u64().unwrap(),
-                s["last_seq"].as_u64().unwrap(),
+                s["first_seq"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("node{i} {src}: {s:#}")),
+                s["last_seq"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("node{i} {src}: {s:#}")),
             );
             assert_eq!(s["lost"], 0, "node{i} {src}: {s:#}");
             assert_eq!(
