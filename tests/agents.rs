@@ -315,8 +315,12 @@ fn three_agents_in_three_namespaces_one_skewed_merge_onto_one_clock_across_a_bro
         );
         for (src, s) in n["sources"].as_object().unwrap() {
             let (first, last) = (
-                s["first_seq"].as_u64().unwrap(),
-                s["last_seq"].as_u64().unwrap(),
+                s["first_seq"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("node{i} {src}: {s:#}")),
+                s["last_seq"]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("node{i} {src}: {s:#}")),
             );
             assert_eq!(s["lost"], 0, "node{i} {src}: {s:#}");
             assert_eq!(
@@ -523,7 +527,7 @@ fn a_batch_whose_send_was_lost_is_asked_for_again_and_written_once() {
 fn bad_agent_input_is_a_usage_error_with_nothing_written() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
         (
             &[
                 "record",
@@ -540,6 +544,30 @@ fn bad_agent_input_is_a_usage_error_with_nothing_written() {
             "not a node name",
         ),
         (&["agent", "--name", "n"], "--server"),
+        (
+            &[
+                "agent",
+                "--name",
+                "n",
+                "--server",
+                "nats://127.0.0.1:1",
+                "--broker-pid",
+                "4000000000",
+            ],
+            "--broker-pid 4000000000",
+        ),
+        (
+            &[
+                "agent",
+                "--name",
+                "n",
+                "--server",
+                "nats://127.0.0.1:1",
+                "--broker-monitor",
+                "ftp://u:secret@h:1",
+            ],
+            "--broker-monitor",
+        ),
     ];
     for (args, want) in cases {
         let o = diskpulse()
@@ -560,10 +588,157 @@ fn bad_agent_input_is_a_usage_error_with_nothing_written() {
             let err = String::from_utf8_lossy(&o.stderr);
             assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
             assert!(err.contains(want), "{args:?}: {err}");
+            assert!(
+                !err.contains("secret"),
+                "{args:?} printed a password: {err}"
+            );
             continue;
         }
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+}
+
+/// The CSV `file` of a run as rows of fields, the header dropped.
+fn csv_rows(file: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+#[test]
+fn an_agent_samples_its_local_brokers_varz_and_proc_io() {
+    if !have_nats_server() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (port, mport) = (free_port(), free_port());
+    let url = format!("nats://127.0.0.1:{port}");
+    let mut procs = Procs(vec![]);
+    procs.0.push(
+        Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-m", &mport.to_string(), "-js", "-sd"])
+            .arg(dir.path().join("store"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let server_pid = procs.0[0].id();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "nats-server did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let run = dir.path().join("run");
+    procs.0.push(
+        diskpulse()
+            .args(["record", "--agents", "brk", "--server", &url])
+            .args(["--duration", "7s", "--no-progress", "--interval", "10ms"])
+            .arg("--out")
+            .arg(&run)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    procs.0.push(
+        diskpulse()
+            .args([
+                "agent",
+                "--server",
+                &url,
+                "--name",
+                "brk",
+                "--duration",
+                "9s",
+            ])
+            .args(["--broker-monitor", &format!("http://127.0.0.1:{mport}")])
+            .args(["--broker-pid", &server_pid.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    // The broker writes its store: 20000 messages of 1 KiB, ~20 MB.
+    let load = diskpulse()
+        .args(["load", "js-pub", "--server", &url, "--msgs", "20000"])
+        .args(["--size", "1024", "--window", "64"])
+        .output()
+        .unwrap();
+    assert!(
+        load.status.success(),
+        "js-pub failed: {}",
+        String::from_utf8_lossy(&load.stderr)
+    );
+    let status = procs.0[1].wait().unwrap();
+    let mut err = String::new();
+    procs.0[1]
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "record failed: {err}");
+    // varz: a row every 250 ms with the node column, in_msgs counting the load.
+    let varz = csv_rows(&run.join("agents_varz.csv"));
+    assert!(varz.len() >= 15, "{} varz rows in 7 s", varz.len());
+    assert!(varz.iter().all(|r| r[0] == "brk"), "{varz:?}");
+    let in_msgs = |r: &Vec<String>| r[10].parse::<u64>().unwrap();
+    let grew = in_msgs(varz.last().unwrap()) - in_msgs(&varz[0]);
+    assert!(
+        grew >= 20_000,
+        "varz in_msgs grew by {grew} over 20000 publishes"
+    );
+    let jsz = csv_rows(&run.join("agents_jsz.csv"));
+    assert!(
+        jsz.len() >= 15 && jsz.iter().all(|r| r[0] == "brk"),
+        "{jsz:?}"
+    );
+    // proc_io: the server's pid, write_bytes growing by the store's ~20 MB.
+    let pio = csv_rows(&run.join("agents_proc_io.csv"));
+    assert!(
+        pio.len() >= 300,
+        "{} proc_io rows in 7 s at 10 ms",
+        pio.len()
+    );
+    assert!(
+        pio.iter()
+            .all(|r| r[0] == "brk" && r[2] == server_pid.to_string()),
+        "{:?}",
+        &pio[..3]
+    );
+    let wb = |r: &Vec<String>| r[9].parse::<u64>().unwrap();
+    let written = wb(pio.last().unwrap()) - wb(&pio[0]);
+    assert!(
+        written >= 15 << 20,
+        "the broker's write_bytes grew by {written} over a 20 MB js-pub load"
+    );
+    // On the recorder's clock: in time order, inside the run.
+    let t: Vec<u64> = pio.iter().map(|r| r[1].parse().unwrap()).collect();
+    assert!(
+        t.windows(2).all(|w| w[1] > w[0]),
+        "proc_io rows out of order"
+    );
+    let meta = read_json(&run.join("meta.json"));
+    let s = &meta["agents"]["nodes"]["brk"]["sources"];
+    for src in ["varz", "jsz", "proc_io"] {
+        assert_eq!(s[src]["lost"], 0, "{src}: {:#}", s[src]);
+        assert!(
+            s[src]["batches"].as_u64().unwrap() > 0,
+            "{src}: {:#}",
+            s[src]
+        );
     }
 }

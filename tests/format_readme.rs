@@ -173,7 +173,10 @@ fn agents_meta() -> serde_json::Value {
         offset_ns: Some(1),
         bound_ns: Some(1),
         max_bound_used_ns: Some(1),
-        sources: [("diskstats".to_string(), src)].into(),
+        sources: diskpulse::agent::SOURCES
+            .iter()
+            .map(|s| (s.to_string(), src.clone()))
+            .collect(),
         ..Default::default()
     };
     serde_json::to_value(AgentsMeta {

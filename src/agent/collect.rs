@@ -428,6 +428,10 @@ async fn collect(
             sources: BTreeMap::new(),
         };
         for (si, s) in n.srcs.into_iter().enumerate() {
+            // The broker's sources (varz, jsz, proc_io) only when the agent sampled one.
+            if si >= 3 && s.meta.first_seq.is_none() && s.meta.bytes == 0 {
+                continue;
+            }
             nm.sources.insert(SOURCES[si].to_string(), s.meta);
         }
         if nm.offset_ns.is_none() {

@@ -4,7 +4,8 @@
 //! mapped onto the recorder's clock, into the run directory ([`crate::format::agents`]).
 //!
 //! ## Subjects
-//! `diskpulse.<node>.<source>` (`diskstats`, `meminfo`, `cpu`): batches;
+//! `diskpulse.<node>.<source>` (`diskstats`, `meminfo`, `cpu`, and the local broker's
+//! `varz`, `jsz`, `proc_io`): batches;
 //! `diskpulse.<node>.clock`: clock requests (reply: the agent's receive and send times);
 //! `diskpulse.<node>.status`: a heartbeat a second (JSON, [`Status`]);
 //! `diskpulse.<node>.resend`: a recorder asks for batches again (`<source> <from> <to>`).
@@ -34,8 +35,10 @@ pub mod node;
 /// agent's clock: test-only, so a test can prove the estimate finds it.
 pub const ENV_SKEW: &str = "DISKPULSE_AGENT_CLOCK_SKEW_NS";
 
-/// The sources an agent publishes, in this order.
-pub const SOURCES: [&str; 3] = ["diskstats", "meminfo", "cpu"];
+/// The sources an agent publishes, in this order: its host's samplers, then the local
+/// nats-server's `/varz`, `/jsz` and `/proc/PID/io` (only when it samples a broker:
+/// `--broker-monitor`, `--broker-pid`, or the one nats-server it finds).
+pub const SOURCES: [&str; 6] = ["diskstats", "meminfo", "cpu", "varz", "jsz", "proc_io"];
 
 /// The subject of `node`'s `what` (a source, `clock`, `status`, `resend`).
 pub fn subject(node: &str, what: &str) -> String {

@@ -44,6 +44,16 @@ pub struct AgentSetup {
     /// The outbox's size, bytes.
     pub buffer_bytes: u64,
     pub duration: Option<Duration>,
+    /// The local broker to sample (`--broker-monitor`, `--broker-pid`, or found).
+    pub broker: BrokerTarget,
+}
+
+/// The nats-server on the agent's node: its monitor URL (`/varz`, `/jsz` every 250 ms)
+/// and its pid (`/proc/PID/io` every 10 ms); either may be absent.
+#[derive(Debug, Clone, Default)]
+pub struct BrokerTarget {
+    pub monitor: Option<String>,
+    pub pid: Option<u32>,
 }
 
 struct Held {
@@ -59,7 +69,7 @@ pub struct Outbox {
     held: VecDeque<Held>,
     bytes: u64,
     limit: u64,
-    last_seq: [u64; 3],
+    last_seq: [u64; SOURCES.len()],
     dropped: u64,
     resend_missing: u64,
 }
@@ -193,7 +203,29 @@ pub fn run(setup: AgentSetup, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
         .max(0) as u64;
     let events = EventLog::disabled(clock);
     let sampler_stop = Arc::new(AtomicBool::new(false));
-    let (threads, rx) = start_samplers(&setup.samplers, clock, &sampler_stop, &events)?;
+    let (mut threads, mut rx) = start_samplers(&setup.samplers, clock, &sampler_stop, &events)?;
+    // The local broker's sources: varz, jsz (the monitor, on the runtime below), proc_io.
+    let mut channel = |label: &str| {
+        let (tx, r) = mpsc::channel();
+        rx.push(r);
+        ChunkSink::to_channel(label, tx)
+    };
+    let varz_sink = channel("varz")?;
+    let jsz_sink = channel("jsz")?;
+    let procio_sink = channel("proc_io")?;
+    if let Some(pid) = setup.broker.pid {
+        threads.push(samplers::spawn_procio_to(
+            &setup.samplers.procfs,
+            Arc::new(Mutex::new(vec![pid])),
+            procio_sink,
+            clock,
+            samplers::PROC_IO_INTERVAL_NS,
+            sampler_stop.clone(),
+            events.clone(),
+        )?);
+    } else {
+        drop(procio_sink);
+    }
     let outbox = Arc::new(Mutex::new(Outbox {
         limit: setup.buffer_bytes,
         ..Default::default()
@@ -215,6 +247,24 @@ pub fn run(setup: AgentSetup, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
         .worker_threads(1)
         .enable_all()
         .build()?;
+    let monitor = match &setup.broker.monitor {
+        Some(url) => {
+            let _guard = rt.enter();
+            Some(crate::broker::start_monitor_to(
+                vec![(setup.name.clone(), url.clone())],
+                clock,
+                varz_sink,
+                jsz_sink,
+                events.clone(),
+                sampler_stop.clone(),
+                crate::broker::monitor::DEFAULT_INTERVAL,
+            )?)
+        }
+        None => {
+            drop((varz_sink, jsz_sink));
+            None
+        }
+    };
     let r = rt.block_on(publish_loop(
         &setup,
         clock,
@@ -227,6 +277,11 @@ pub fn run(setup: AgentSetup, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
         batcher,
         batcher_stop,
     ));
+    if let Some(m) = monitor {
+        if let Ok(Err(e)) = rt.block_on(m) {
+            eprintln!("diskpulse agent: broker monitor: {e:#}");
+        }
+    }
     rt.shutdown_timeout(Duration::from_secs(1));
     r
 }

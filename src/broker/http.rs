@@ -22,8 +22,11 @@ pub(super) struct HttpUrl {
 }
 
 pub(super) fn parse_http_url(url: &str) -> anyhow::Result<HttpUrl> {
-    let bad =
-        |why: &str| anyhow!("a monitor URL looks like http://127.0.0.1:8222 ({why}); got '{url}'");
+    // The URL as given may hold user info: never echoed.
+    let shown = crate::load::connect::redact_url(url);
+    let bad = |why: &str| {
+        anyhow!("a monitor URL looks like http://127.0.0.1:8222 ({why}); got '{shown}'")
+    };
     let rest = url.strip_prefix("http://").ok_or_else(|| {
         if url.starts_with("https://") {
             bad("https is not supported")

@@ -135,10 +135,29 @@ pub async fn start_monitor(
     for (_, url) in &urls {
         parse_http_url(url)?;
     }
-    let sinks = Arc::new(Mutex::new(Sinks {
-        varz: ChunkSink::create(&run_dir.join("varz.csv"), VARZ_CSV_HEADER, false)?,
-        jsz: ChunkSink::create(&run_dir.join("jsz.csv"), JSZ_CSV_HEADER, false)?,
-    }));
+    let varz = ChunkSink::create(&run_dir.join("varz.csv"), VARZ_CSV_HEADER, false)?;
+    let jsz = ChunkSink::create(&run_dir.join("jsz.csv"), JSZ_CSV_HEADER, false)?;
+    start_monitor_to(urls, clock, varz, jsz, events, stop, interval)
+}
+
+/// As [`start_monitor`], the rows going to `varz` and `jsz` (files, or channels: the
+/// agent's batches, [`crate::agent::node`]). Needs a tokio runtime.
+pub fn start_monitor_to(
+    urls: Vec<(String, String)>,
+    clock: Clock,
+    varz: ChunkSink,
+    jsz: ChunkSink,
+    events: EventLog,
+    stop: Arc<AtomicBool>,
+    interval: Duration,
+) -> anyhow::Result<JoinHandle<anyhow::Result<MonitorStats>>> {
+    if interval.is_zero() {
+        bail!("the monitor interval must be more than 0 (e.g. 250ms)");
+    }
+    for (_, url) in &urls {
+        parse_http_url(url)?;
+    }
+    let sinks = Arc::new(Mutex::new(Sinks { varz, jsz }));
     events.event(
         "monitor_start",
         serde_json::json!({

@@ -152,7 +152,7 @@ Examples:
 Publishes on diskpulse.NODE.{diskstats,meminfo,cpu} (batches every 100 ms), answers
 clock requests on diskpulse.NODE.clock, and keeps going across broker restarts.
 Exit codes: 0 stopped (Ctrl-C or --duration), 2 bad input.")]
-    Agent(agent::AgentArgs),
+    Agent(Box<agent::AgentArgs>),
 }
 
 /// Parses the command line and runs the command; returns the exit code.
@@ -173,7 +173,7 @@ pub fn main() -> anyhow::Result<i32> {
         Command::View(a) => view::run(a),
         Command::Lab(a) => lab::run(a),
         Command::Proxy(a) => proxy::run(a),
-        Command::Agent(a) => agent::run(a),
+        Command::Agent(a) => agent::run(*a),
     }
 }
 

@@ -9,6 +9,10 @@
 //!   17 raw counters. A node's rows are in time order; nodes interleave.
 //! - `agents_meminfo.csv`, `agents_cpu.csv`: `node,` then the columns of `meminfo.csv`
 //!   and `cpu.csv` ([`super::procfs`]).
+//! - `agents_varz.csv`, `agents_jsz.csv`, `agents_proc_io.csv`: `node,` then the
+//!   columns of `varz.csv`, `jsz.csv` ([`super::monitor`]) and `proc_io.csv`
+//!   ([`super::proc_io`]): the broker on the agent's node (`--broker-monitor`,
+//!   `--broker-pid`); a header only when no agent samples a broker.
 //! - `agents_clock.csv`: `node,t_ns,offset_ns,rtt_ns`: every clock probe: when its reply
 //!   came (recorder clock), the offset it gives (agent clock minus recorder clock, ns,
 //!   signed) and its round trip without the agent's own time (ns). The offset used is the
@@ -24,6 +28,9 @@ use serde::{Deserialize, Serialize};
 pub const DISKSTATS_FILE: &str = "agents_diskstats.csv.gz";
 pub const MEMINFO_FILE: &str = "agents_meminfo.csv";
 pub const CPU_FILE: &str = "agents_cpu.csv";
+pub const VARZ_FILE: &str = "agents_varz.csv";
+pub const JSZ_FILE: &str = "agents_jsz.csv";
+pub const PROC_IO_FILE: &str = "agents_proc_io.csv";
 pub const CLOCK_FILE: &str = "agents_clock.csv";
 pub const CLOCK_HEADER: &str = "node,t_ns,offset_ns,rtt_ns";
 
@@ -32,6 +39,9 @@ pub fn header(source: &str) -> String {
     let own = match source {
         "diskstats" => super::diskstats::header(),
         "meminfo" => super::procfs::header(&super::procfs::MEM_COLUMNS),
+        "varz" => super::monitor::VARZ_CSV_HEADER.to_string(),
+        "jsz" => super::monitor::JSZ_CSV_HEADER.to_string(),
+        "proc_io" => super::proc_io::HEADER.to_string(),
         _ => super::procfs::header(&super::procfs::CPU_COLUMNS),
     };
     format!("node,{own}")
@@ -42,6 +52,9 @@ pub fn file(source: &str) -> &'static str {
     match source {
         "diskstats" => DISKSTATS_FILE,
         "meminfo" => MEMINFO_FILE,
+        "varz" => VARZ_FILE,
+        "jsz" => JSZ_FILE,
+        "proc_io" => PROC_IO_FILE,
         _ => CPU_FILE,
     }
 }

@@ -26,7 +26,7 @@ use collectors::periodic::LoopStats;
 
 pub use disk::{diskstats_header, spawn_disk, DeviceFilter, DiskSampler, DiskSource};
 pub use proc::{cpu_row, mem_row, spawn_proc, spawn_proc_to, ProcSource};
-pub use procio::{spawn_procio, DEFAULT_INTERVAL_NS as PROC_IO_INTERVAL_NS};
+pub use procio::{spawn_procio, spawn_procio_to, DEFAULT_INTERVAL_NS as PROC_IO_INTERVAL_NS};
 
 /// A running sampler thread.
 pub struct SamplerThread {

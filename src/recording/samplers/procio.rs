@@ -39,6 +39,21 @@ pub fn spawn_procio(
 ) -> anyhow::Result<SamplerThread> {
     // The pids there now are opened here (an error names the first that cannot be);
     // those added later (a node started again) by the thread as they come.
+    let sink = ChunkSink::create(&out_dir.join(FILE), HEADER, false)?;
+    spawn_procio_to(procfs, pids, sink, clock, interval_ns, stop, events)
+}
+
+/// As [`spawn_procio`], the rows going to `sink` (a file, or a channel: the agent's
+/// batches, [`crate::agent::node`]).
+pub fn spawn_procio_to(
+    procfs: &Path,
+    pids: Arc<std::sync::Mutex<Vec<u32>>>,
+    mut sink: ChunkSink,
+    clock: Clock,
+    interval_ns: u64,
+    stop: Arc<AtomicBool>,
+    events: EventLog,
+) -> anyhow::Result<SamplerThread> {
     let added = pids;
     let mut files = vec![];
     let first: Vec<u32> = added
@@ -48,7 +63,6 @@ pub fn spawn_procio(
     for pid in first {
         files.push(ProcIoFile::open(procfs, pid)?);
     }
-    let mut sink = ChunkSink::create(&out_dir.join(FILE), HEADER, false)?;
     let procfs_owned = procfs.to_path_buf();
     let handle = std::thread::Builder::new()
         .name("proc_io".into())
