@@ -230,6 +230,16 @@ impl Folding {
         }
     }
 
+    /// The time axis it folds over.
+    pub fn range(&self) -> (f64, f64) {
+        self.range
+    }
+
+    /// The pixel columns it folds into.
+    pub fn columns(&self) -> usize {
+        self.columns
+    }
+
     /// The next point (NaN value: no value, as in [`Series::v`]).
     #[inline]
     pub fn push(&mut self, t: f64, v: f64) {

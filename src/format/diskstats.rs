@@ -15,7 +15,6 @@
 //! (one per flush of `recording::writer`, about 5 a second), so
 //! `zcat` reads a recording cut by `kill -9` up to its last whole member.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use collectors::diskstats::{FIELD_NAMES, MAX_FIELDS};
@@ -87,84 +86,135 @@ impl Row {
     }
 }
 
+/// A device of a diskstats file, in order of first appearance ([`for_each_row`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Device {
+    pub name: String,
+    pub major: u32,
+    pub minor: u32,
+}
+
 /// Reads `diskstats.csv.gz` (or a plain `diskstats.csv`) grouped by device, in order of
-/// first appearance, with the reading's warnings. The header must be diskstats' own
-/// ([`header`]); a damaged row (too few cells, a number that is not one, a `t_ns` past
-/// [`super::csv::MAX_T_NS`]) is skipped with a warning naming file:line; a recording cut
-/// off is read up to its last whole row (a warning). Empty, not gzip, another header, or
-/// no whole row at all: an error naming the file.
+/// first appearance, with the reading's warnings: every row in memory (144 bytes a row;
+/// `report` reads them as a stream with [`for_each_row`] instead). The rules are
+/// [`for_each_row`]'s.
 pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
-    let mut by: BTreeMap<String, DiskRows> = BTreeMap::new();
-    let mut order: Vec<String> = vec![];
-    let want = header();
-    let mut warnings = for_each_line(p, |n, line| {
-        if n == 1 {
-            if line != want {
-                return Err(Bad::File(anyhow::anyhow!(
-                    "{} line 1: not the diskstats header (want '{want}'); the file is damaged or not diskpulse's",
-                    p.display()
-                )));
-            }
-            return Ok(());
-        }
-        let cells: Vec<&str> = line.split(',').collect();
-        if cells.len() != KEY_COLUMNS.len() + MAX_FIELDS {
-            return Err(Bad::Line(format!(
-                "{} cells, the header has {}",
-                cells.len(),
-                KEY_COLUMNS.len() + MAX_FIELDS
-            )));
-        }
-        let t = t_ns_cell(cells[0]).map_err(Bad::Line)?;
-        let name = cells[1];
-        let (Ok(ma), Ok(mi)) = (cells[2].parse::<u32>(), cells[3].parse::<u32>()) else {
-            return Err(Bad::Line(format!(
-                "major:minor '{}:{}' are not numbers",
-                cells[2], cells[3]
-            )));
-        };
-        let mut f = Row::default();
-        for (i, v) in cells[KEY_COLUMNS.len()..].iter().enumerate() {
-            if v.is_empty() {
-                continue;
-            }
-            f.set(
-                i,
-                Some(v.parse::<u64>().map_err(|_| {
-                    Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[i]))
-                })?),
-            );
-        }
-        let d = by.entry(name.to_string()).or_insert_with(|| {
-            order.push(name.to_string());
-            DiskRows {
-                name: name.to_string(),
-                major: ma,
-                minor: mi,
+    let mut disks: Vec<DiskRows> = vec![];
+    let (devices, warnings) = for_each_row([p], |k, dev, t, row| {
+        if k == disks.len() {
+            disks.push(DiskRows {
+                name: dev.name.clone(),
+                major: dev.major,
+                minor: dev.minor,
                 ..Default::default()
-            }
-        });
-        if d.t_ns.last().is_some_and(|&last| t < last) {
-            return Err(Bad::Line(format!(
-                "t_ns {t} is before the device's previous row ({})",
-                d.t_ns.last().unwrap_or(&0)
-            )));
+            });
         }
-        d.t_ns.push(t);
-        d.f.push(f);
-        Ok(())
+        disks[k].t_ns.push(t);
+        disks[k].f.push(*row);
     })?;
-    if order.is_empty() {
+    debug_assert_eq!(devices.len(), disks.len());
+    Ok((disks, warnings))
+}
+
+/// Streams the rows of diskstats files, one after the other (a recording's one
+/// `diskstats.csv.gz` today; its chunks, in order, once it is chunked), calling `f` with
+/// each row: the device's index in order of first appearance, the device, `t_ns` and the
+/// counters. Nothing is held but the device list. Returns the devices and the reading's
+/// warnings.
+///
+/// Each file's header must be diskstats' own ([`header`]); a damaged row (too few cells,
+/// a number that is not one, a `t_ns` past [`super::csv::MAX_T_NS`] or before the
+/// device's previous row) is skipped with a warning naming file:line; a file cut off is
+/// read up to its last whole row (a warning). Empty, not gzip, another header, or no
+/// whole row at all: an error naming the file.
+pub fn for_each_row<P: AsRef<Path>>(
+    files: impl IntoIterator<Item = P>,
+    mut f: impl FnMut(usize, &Device, u64, &Row),
+) -> anyhow::Result<(Vec<Device>, Vec<String>)> {
+    let mut devices: Vec<Device> = vec![];
+    let mut last_t: Vec<u64> = vec![];
+    let mut warnings = vec![];
+    let want = header();
+    let mut first: Option<std::path::PathBuf> = None;
+    for p in files {
+        let p = p.as_ref();
+        first.get_or_insert_with(|| p.to_path_buf());
+        let w = for_each_line(p, |n, line| {
+            if n == 1 {
+                if line != want {
+                    return Err(Bad::File(anyhow::anyhow!(
+                        "{} line 1: not the diskstats header (want '{want}'); the file is damaged or not diskpulse's",
+                        p.display()
+                    )));
+                }
+                return Ok(());
+            }
+            const CELLS: usize = KEY_COLUMNS.len() + MAX_FIELDS;
+            let mut cells = [""; CELLS];
+            let mut count = 0;
+            for c in line.split(',') {
+                if count < CELLS {
+                    cells[count] = c;
+                }
+                count += 1;
+            }
+            if count != CELLS {
+                return Err(Bad::Line(format!("{count} cells, the header has {CELLS}")));
+            }
+            let t = t_ns_cell(cells[0]).map_err(Bad::Line)?;
+            let name = cells[1];
+            let (Ok(ma), Ok(mi)) = (cells[2].parse::<u32>(), cells[3].parse::<u32>()) else {
+                return Err(Bad::Line(format!(
+                    "major:minor '{}:{}' are not numbers",
+                    cells[2], cells[3]
+                )));
+            };
+            let mut row = Row::default();
+            for (i, v) in cells[KEY_COLUMNS.len()..].iter().enumerate() {
+                if v.is_empty() {
+                    continue;
+                }
+                row.set(
+                    i,
+                    Some(v.parse::<u64>().map_err(|_| {
+                        Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[i]))
+                    })?),
+                );
+            }
+            let k = match devices.iter().position(|d| d.name == name) {
+                Some(k) => {
+                    if t < last_t[k] {
+                        return Err(Bad::Line(format!(
+                            "t_ns {t} is before the device's previous row ({})",
+                            last_t[k]
+                        )));
+                    }
+                    k
+                }
+                None => {
+                    devices.push(Device {
+                        name: name.to_string(),
+                        major: ma,
+                        minor: mi,
+                    });
+                    last_t.push(t);
+                    devices.len() - 1
+                }
+            };
+            last_t[k] = t;
+            f(k, &devices[k], t, &row);
+            Ok(())
+        })?;
+        warnings.extend(w);
+    }
+    if devices.is_empty() {
         return Err(anyhow::anyhow!(
             "{} holds no whole row of samples; the recording is damaged or was cut before its first flush",
-            p.display()
+            first.as_deref().unwrap_or(Path::new("diskstats")).display()
         ));
     }
     warnings.shrink_to_fit();
-    Ok((
-        order.into_iter().filter_map(|n| by.remove(&n)).collect(),
-        warnings,
-    ))
+    Ok((devices, warnings))
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use charts::Timeline;
 
-use super::super::analysis::{self, MIB};
+use super::super::analysis::MIB;
 use super::super::run::Run;
 use super::escape;
 
@@ -153,14 +153,7 @@ pub fn data_json(run: &Run, timeline: &Timeline) -> (String, u64) {
     let duration = run.duration_ns.max(1);
     // One device's intervals at a time (an hour of 1 ms rows is ~48 bytes an interval a
     // device): which devices moved bytes first, their intervals again when written out.
-    let busy: Vec<_> = run
-        .disks
-        .iter()
-        .filter(|d| {
-            analysis::total(&analysis::write_bytes(d)) > 0.0
-                || analysis::total(&analysis::read_bytes(d)) > 0.0
-        })
-        .collect();
+    let busy: Vec<_> = run.disks.iter().filter(|d| d.busy()).collect();
     let panels: Vec<_> = timeline.panels.iter().filter(|p| taken(&p.title)).collect();
     let other: usize = panels
         .iter()
@@ -175,28 +168,20 @@ pub fn data_json(run: &Run, timeline: &Timeline) -> (String, u64) {
         duration as f64 / 1e9,
         width as f64 / 1e6
     );
-    for (i, d) in busy.iter().enumerate() {
+    // The windows `report`'s pass over the rows kept (or a pass of their own), per busy
+    // device in the same order (report/stream.rs: the rows are not held).
+    let rates = run.busy_window_rates(width).unwrap_or_default();
+    for (i, (name, w, r)) in rates.into_iter().enumerate() {
         if i > 0 {
             s.push(',');
         }
-        let (w, r) = (analysis::write_bytes(d), analysis::read_bytes(d));
         s.push_str("{\"name\":");
-        text(&mut s, &d.name);
+        text(&mut s, &name);
         let _ = write!(s, ",\"step_s\":{},\"write\":", width as f64 / 1e9);
-        nums(
-            &mut s,
-            analysis::window_rates(&w, width, duration)
-                .into_iter()
-                .map(|x| x / MIB),
-        );
+        nums(&mut s, w.into_iter().map(|x| x / MIB));
         s.push_str(",\"read\":");
-        if analysis::total(&r) > 0.0 {
-            nums(
-                &mut s,
-                analysis::window_rates(&r, width, duration)
-                    .into_iter()
-                    .map(|x| x / MIB),
-            );
+        if let Some(r) = r {
+            nums(&mut s, r.into_iter().map(|x| x / MIB));
         } else {
             s.push_str("null");
         }
