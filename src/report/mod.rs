@@ -150,10 +150,12 @@ pub fn analysis_pass(
     charts: bool,
 ) -> anyhow::Result<(stream::Pass, u64)> {
     let files = run.diskstats_files();
-    // Without a duration in meta.json (cut off) the end is the last row: count first.
-    let mut dur = match run.meta.duration_ns {
-        Some(_) => run.duration_with(None),
-        None => run.duration_with(stream::count(files).map_err(|e| run.bad(e))?.last_t_ns()),
+    // The end meta.json says, as if the rows reached it (checked after the pass); without
+    // one (cut off) the end is the last row: count the rows first.
+    let said = run.meta.duration_ns.map(|d| run.duration_with(Some(d)));
+    let mut dur = match said {
+        Some(d) if d > 0 => d,
+        _ => run.duration_with(stream::count(files).map_err(|e| run.bad(e))?.last_t_ns()),
     };
     loop {
         let plan = plan(run, dur, o, charts);
