@@ -402,7 +402,10 @@ impl DevAcc {
         let rates = p.rates_window_ns.map(|w| {
             let n = d.div_ceil(w) as usize;
             (
-                (0..MAX_FIELDS).map(|_| Sums::new(w, n)).collect(),
+                // in_flight is a gauge: its maxima, not sums.
+                (0..MAX_FIELDS)
+                    .map(|i| Sums::new(w, if i == ds::F_IN_FLIGHT { 0 } else { n }))
+                    .collect(),
                 vec![0u64; n],
             )
         });
