@@ -191,6 +191,8 @@ fn a_cut_off_recording_is_read_twice_and_still_equal() {
 /// Peak RSS (bytes) and exit code of `diskpulse report RUN --no-html` (the page's
 /// zoomable timeline holds up to its budget of 2 M values, at 1 ms for runs this short:
 /// that grows with the run by design, up to the budget, and is not what is measured).
+// The child is reaped by wait4 (for its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn report_rss(run: &Path) -> (u64, i32) {
     let child = common::diskpulse()
         .arg("report")

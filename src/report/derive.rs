@@ -17,14 +17,14 @@ use crate::format::summary::{
 use crate::units::{bytes_fixed, rate_mib_s};
 use collectors::diskstats::MAX_FIELDS;
 
+/// See [`restart_spans`].
+type RestartSpan<'a> = (u64, u64, String, Option<&'a Event>, Option<Vec<String>>);
+
 /// Each restart's window: (the `restart` event's time, the window's end, the node, its
 /// `restart_ready` event, the node's devices from meta.json `broker_nodes`, None when the
 /// run does not say). The window ends 30 s after the node was ready, at the next restart
 /// or at `duration_ns`.
-fn restart_spans(
-    run: &Run,
-    duration_ns: u64,
-) -> Vec<(u64, u64, String, Option<&Event>, Option<Vec<String>>)> {
+fn restart_spans(run: &Run, duration_ns: u64) -> Vec<RestartSpan<'_>> {
     let starts: Vec<_> = run.events.iter().filter(|e| e.kind == "restart").collect();
     let nodes = run.meta.broker_nodes().unwrap_or_default();
     let mut out = vec![];

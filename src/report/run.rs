@@ -59,6 +59,9 @@ pub struct Run {
     pub warnings: Vec<String>,
 }
 
+/// A busy device's name, write and read rates per window ([`Run::busy_window_rates`]).
+pub type WindowRates = (String, Vec<f64>, Option<Vec<f64>>);
+
 /// What the rows said of one device ([`Run::disks`]).
 #[derive(Debug, Clone, Default)]
 pub struct Disk {
@@ -358,10 +361,7 @@ impl Run {
     /// and read rates (bytes/s) per window of `width_ns` over the run
     /// ([`super::analysis::window_rates`]; read `None` when it read nothing). From the
     /// windows `report`'s pass kept, else from a pass of its own.
-    pub fn busy_window_rates(
-        &self,
-        width_ns: u64,
-    ) -> anyhow::Result<Vec<(String, Vec<f64>, Option<Vec<f64>>)>> {
+    pub fn busy_window_rates(&self, width_ns: u64) -> anyhow::Result<Vec<WindowRates>> {
         let busy: Vec<&Disk> = self.disks.iter().filter(|d| d.busy()).collect();
         let kept = busy
             .iter()
