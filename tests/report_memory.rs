@@ -122,7 +122,6 @@ fn check_equal(dir: &Path) {
         let ((sums, inflight), has) = a.rates.as_ref().unwrap();
         let streamed: Vec<String> =
             rates::device_rows(&run, &d.name, sums, inflight, has, o.rates_window_ns)
-                .iter()
                 .map(|r| r.to_line())
                 .collect();
         let held: Vec<String> =
