@@ -18,8 +18,8 @@
 //! (~290 MB of gzip); 6 hours 86.4 M rows (~1.7 GB): for 6 h put `DISKPULSE_BENCH_DIR`
 //! on a volume with room (RECIPES.md: a loop volume you remove again). Writing takes
 //! ~21 s per recorded hour here (~2 min for 6 h) on a quiet machine. The report reads the
-//! rows as a stream (issue 13 item 3, `report/stream.rs`): 10 min 124 MB, 1 h 177 MB
-//! peak (it held every row before: 423 MB and 2.46 GB).
+//! rows as a stream (issue 13 item 3, `report/stream.rs`): 10 min 124 MB, 1 h 172 MB, 6 h
+//! 557 MB peak (it held every row before: 423 MB and 2.46 GB for 10 min and 1 h).
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
