@@ -8,7 +8,8 @@
 //! open:   recording (run directory, clock, events, samplers)   [Session::open]
 //! run:    broker (embedded nodes, or servers we did not start)  [Session::run]
 //!         proc_io sampler (the embedded servers' /proc/PID/io into proc_io.csv)
-//!         monitor (/varz, /jsz into varz.csv, jsz.csv)
+//!         monitor (/varz, /jsz into varz.csv, jsz.csv; a RabbitMQ node's /metrics
+//!         into rabbitmq_metrics.csv)
 //!         the body (load, phases), with a stop flag
 //!         monitor stopped, broker stopped (its meta kept for meta.json)
 //! close:  recording finished (meta.json complete), report       [Session::close]
@@ -33,14 +34,16 @@ use std::time::Duration;
 use collectors::clock::Clock;
 use serde_json::{json, Value};
 
-use crate::broker::{monitor, Cluster, ClusterOptions};
+use crate::broker::{monitor, Cluster, ClusterOptions, RabbitNode, RabbitOptions};
 use crate::load::LoadEnv;
 use crate::recording::session::{Recording, SamplerSetup};
 use crate::recording::EventLog;
 use crate::report::{self, ReportOptions, Summary};
 use crate::usage;
 
-/// Where the session records.
+/// Where the session records. (One value a session, moved once: the size of `New`,
+/// which holds the whole sampler setup, does not matter.)
+#[allow(clippy::large_enum_variant)]
 pub enum RecordTo {
     /// Nothing recorded: a clock that starts now, no events, no run directory.
     Nothing,
@@ -67,6 +70,8 @@ pub enum BrokerPlan {
     },
     /// 1, 3 or 5 embedded nodes.
     Embedded(ClusterOptions),
+    /// An embedded RabbitMQ node (the AMQP load modes).
+    Rabbit(RabbitOptions),
 }
 
 /// The tokio runtime of a session.
@@ -98,6 +103,8 @@ pub struct Live {
     pub servers: Vec<String>,
     /// The embedded nodes (scenario phases stop and start them).
     pub cluster: Option<Cluster>,
+    /// The embedded RabbitMQ node.
+    pub rabbit: Option<RabbitNode>,
     /// Set on Ctrl-C and when a watched server dies: the body's stop flag.
     pub stop: Arc<AtomicBool>,
 }
@@ -219,9 +226,30 @@ impl Session {
         let user_stop = self.user_stop.clone();
         let rec = &mut self.rec;
         self.rt.block_on(async {
+            let mut rabbit = None;
             let (cluster, servers, targets) = match broker {
                 BrokerPlan::None => (None, vec![], vec![]),
                 BrokerPlan::External { servers, monitors } => (None, servers, monitors),
+                BrokerPlan::Rabbit(opts) => match RabbitNode::start(opts, &events).await {
+                    Ok(n) => {
+                        // The VM's /proc/PID/io and (with --trace) its sync calls, as for
+                        // nats-server.
+                        if let Some(r) = rec.as_mut() {
+                            let pids = vec![(n.name().to_string(), n.pid())];
+                            if let Err(e) = r.sample_processes(Path::new("/proc"), &pids) {
+                                events.error("proc_io", "open", &format!("{e:#}"));
+                            }
+                            r.trace_pid(n.pid());
+                        }
+                        let urls = vec![n.amqp_url()];
+                        rabbit = Some(n);
+                        (None, urls, vec![])
+                    }
+                    Err(e) => {
+                        ran.result = Err(e);
+                        return;
+                    }
+                },
                 BrokerPlan::Embedded(opts) => match Cluster::start(opts, &events).await {
                     Ok(mut c) => {
                         // The servers' /proc/PID/io every 10 ms into proc_io.csv: how
@@ -251,6 +279,7 @@ impl Session {
                 run_dir: run_dir.clone(),
                 servers,
                 cluster,
+                rabbit,
                 stop: Arc::new(AtomicBool::new(false)),
             };
             let mon_stop = Arc::new(AtomicBool::new(false));
@@ -276,15 +305,41 @@ impl Session {
                 }
                 _ => None,
             };
-            let pids = match (&live.cluster, watch_broker) {
-                (Some(c), true) => c.pids(),
+            // An embedded RabbitMQ node's /metrics, polled like /varz.
+            let rabbit_mon = match (&run_dir, &live.rabbit) {
+                (Some(d), Some(n)) => match crate::broker::rabbit_metrics::start(
+                    n.name().to_string(),
+                    &n.metrics_url(),
+                    clock,
+                    d,
+                    events.clone(),
+                    mon_stop.clone(),
+                    monitor_interval,
+                ) {
+                    Ok(m) => Some(m),
+                    Err(e) => {
+                        events.error("monitor", "rabbitmq_metrics", &format!("{e:#}"));
+                        None
+                    }
+                },
+                _ => None,
+            };
+            let pids = match (&live.cluster, &live.rabbit, watch_broker) {
+                (Some(c), _, true) => c.pids(),
+                (None, Some(n), true) => vec![(n.name().to_string(), n.pid())],
                 _ => vec![],
+            };
+            let broker_kind = if live.rabbit.is_some() {
+                "rabbitmq node"
+            } else {
+                "nats-server"
             };
             let died = Arc::new(Mutex::new(None));
             let watcher = tokio::spawn(watch(
                 user_stop,
                 live.stop.clone(),
                 pids,
+                broker_kind,
                 events.clone(),
                 died.clone(),
             ));
@@ -295,6 +350,11 @@ impl Session {
             if let Some(m) = mon {
                 if let Ok(Err(e)) = m.await {
                     events.error("monitor", "poller", &format!("{e:#}"));
+                }
+            }
+            if let Some(m) = rabbit_mon {
+                if let Ok(Err(e)) = m.await {
+                    events.error("monitor", "rabbitmq_metrics", &format!("{e:#}"));
                 }
             }
             stop_cluster(&mut live, &mut ran).await;
@@ -327,6 +387,14 @@ impl Session {
 /// Stops the embedded nodes, keeping their meta; a stop error becomes the result's
 /// error only when the body succeeded.
 async fn stop_cluster<T>(live: &mut Live, ran: &mut Ran<T>) {
+    if let Some(mut n) = live.rabbit.take() {
+        ran.cluster_meta = Some(n.meta());
+        if let Err(e) = n.stop().await {
+            if ran.result.is_ok() {
+                ran.result = Err(e);
+            }
+        }
+    }
     if let Some(mut c) = live.cluster.take() {
         ran.cluster_meta = Some(c.meta());
         c.record_store_usage();
@@ -347,6 +415,7 @@ async fn watch(
     user_stop: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     pids: Vec<(String, u32)>,
+    broker_kind: &'static str,
     events: EventLog,
     died: Arc<Mutex<Option<String>>>,
 ) {
@@ -358,7 +427,7 @@ async fn watch(
         if let Some((name, pid)) = pids.iter().find(|(_, p)| !process_alive(*p)) {
             events.event("broker_died", json!({"name": name, "pid": pid}));
             *died.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
-                "nats-server {name} (pid {pid}) exited during the run; its log is in the run directory"
+                "{broker_kind} {name} (pid {pid}) exited during the run; its log is in the run directory"
             ));
             stop.store(true, Ordering::SeqCst);
             return;

@@ -106,6 +106,18 @@ fn meta_fields() -> BTreeSet<String> {
             after_t_ns: Some(0),
             ..Default::default()
         }],
+        chunks: Some(meta::ChunksMeta {
+            chunk_ns: Some(1),
+            chunk_bytes: Some(1),
+            keep_ns: Some(1),
+            closed: vec![meta::ChunkFile::default()],
+            dropped: vec![meta::ChunkFile {
+                why: Some(String::new()),
+                ..Default::default()
+            }],
+            kept_windows: vec![meta::KeptWindow::default()],
+            ..Default::default()
+        }),
         devices: vec![meta::MetaDevice {
             queue: meta::queue_keys()
                 .map(|k| (k.to_string(), String::new()))
@@ -357,7 +369,7 @@ fn problems(text: &str) -> Vec<String> {
     let mut out = vec![];
     // envelopes.csv.gz names its measures, values of its `measure` column.
     also.extend(format::envelopes::MEASURES.map(String::from));
-    let csvs: [(&str, String); 13] = [
+    let csvs: [(&str, String); 14] = [
         (format::diskstats::FILE, format::diskstats::header()),
         (format::envelopes::FILE, format::envelopes::HEADER.into()),
         (
@@ -376,6 +388,10 @@ fn problems(text: &str) -> Vec<String> {
         (
             format::monitor::JSZ_FILE,
             format::monitor::JSZ_CSV_HEADER.into(),
+        ),
+        (
+            format::monitor::RABBITMQ_FILE,
+            format::monitor::RABBITMQ_CSV_HEADER.into(),
         ),
         (format::probe::FILE, format::probe::HEADER.into()),
         (format::fsync::FILE, format::fsync::HEADER.into()),

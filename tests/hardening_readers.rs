@@ -215,7 +215,7 @@ fn a_meta_duration_of_1e18_ns_is_refused_not_allocated() {
     refused(
         |r| set_duration(r, 1_000_000_000_000_000_000u64.into()),
         "meta.json duration_ns",
-        "at most 24 h",
+        "at most 400 days",
     );
     refused(
         |r| set_duration(r, serde_json::json!(1e18)),
@@ -255,7 +255,7 @@ fn a_diskstats_row_with_a_huge_t_ns_is_skipped_naming_its_line() {
             gzip(&r.join(DS), &text);
         },
         &format!("{DS}:{last_line}"),
-        "past the 24 h",
+        "past the 400 days",
     );
 }
 

@@ -355,7 +355,25 @@ const ROWS: &[Row] = rows![
     2, "a whole number of milliseconds", ["export", "{D}", "--format", "influx", "--step", "0s"];
     2, "--out {F}: exists", ["export", "{D}", "--format", "influx", "--out", "{F}"];
     2, "does not exist", ["export", "{D}", "--format", "influx", "--out", "{T}/no/x.lp"];
+    2, "not a directory", ["view", "{T}/nope"];
+    2, "not a diskpulse recording", ["view", "{D}"];
+    2, "--allow-remote", ["view", "{D}", "--listen", "0.0.0.0:0"];
+    2, "not an IP address and port", ["view", "{D}", "--listen", "localhost:9465"];
+    2, "required arguments were not provided", ["view"];
     2, "unrecognized subcommand", ["lab", "nope"];
+    // proxy
+    2, "required arguments were not provided", ["proxy", "--delay", "1ms"];
+    2, "unexpected argument '-1'", ["proxy", "--upstream", "127.0.0.1:4222", "--delay", "-1ms"];
+    2, "'NaNs'", ["proxy", "--upstream", "127.0.0.1:4222", "--delay", "NaNs"];
+    2, "at most 1h", ["proxy", "--upstream", "127.0.0.1:4222", "--delay", "2h"];
+    2, "at most 10.000ms", ["proxy", "--upstream", "127.0.0.1:4222", "--delay", "10ms", "--jitter", "11ms"];
+    2, "a third of the delay", ["proxy", "--upstream", "127.0.0.1:4222", "--delay", "10ms", "--jitter", "4ms", "--jitter-dist", "normal"];
+    2, "expected host:port", ["proxy", "--upstream", "nowhere", "--delay", "1ms"];
+    2, "cannot listen on 'nohost'", ["proxy", "--upstream", "127.0.0.1:4222", "--delay", "1ms", "--listen", "nohost"];
+    2, "--duration must be more than 0s", ["proxy", "--upstream", "127.0.0.1:4222", "--delay", "1ms", "--duration", "0s"];
+    2, "add --inject-latency", ["load", "request", "--jitter", "2ms"];
+    2, "at most 1h", ["load", "request", "--inject-latency", "2h"];
+    2, "TLS", ["load", "request", "--inject-latency", "10ms", "--server", "tls://127.0.0.1:4222"];
     2, "unrecognized subcommand", ["nope"];
 ];
 

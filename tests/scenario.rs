@@ -44,6 +44,7 @@ fn shipped_scenarios_expand() {
         ("scenarios/probe-beside-load.toml", 4),
         ("scenarios/restart-under-load.toml", 1),
         ("scenarios/kill-under-load.toml", 1),
+        ("scenarios/nats-call-vs-cast-latency.toml", 8),
     ] {
         let o = diskpulse().args(["run", f, "--dry-run"]).output().unwrap();
         let out = String::from_utf8_lossy(&o.stdout);

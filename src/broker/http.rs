@@ -71,13 +71,24 @@ pub async fn get_json(url: &str, path: &str, timeout: Duration) -> anyhow::Resul
 
 /// A plain HTTP/1.1 GET with `Connection: close`; returns the body of a 200 response.
 pub async fn http_get(url: &str, path: &str, timeout: Duration) -> anyhow::Result<Vec<u8>> {
+    http_get_accept(url, path, "application/json", timeout).await
+}
+
+/// [`http_get`] asking for `accept` (RabbitMQ's Prometheus endpoint answers 406 to
+/// `application/json`).
+pub async fn http_get_accept(
+    url: &str,
+    path: &str,
+    accept: &str,
+    timeout: Duration,
+) -> anyhow::Result<Vec<u8>> {
     let u = parse_http_url(url)?;
     let started = Instant::now();
     let fut = async {
         let mut s = tokio::net::TcpStream::connect((u.host.as_str(), u.port)).await?;
         let req = format!(
-            "GET {}{} HTTP/1.1\r\nHost: {}:{}\r\nUser-Agent: diskpulse\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
-            u.base, path, u.host, u.port
+            "GET {}{} HTTP/1.1\r\nHost: {}:{}\r\nUser-Agent: diskpulse\r\nAccept: {}\r\nConnection: close\r\n\r\n",
+            u.base, path, u.host, u.port, accept
         );
         s.write_all(req.as_bytes()).await?;
         let mut raw = Vec::with_capacity(8192);

@@ -34,12 +34,15 @@ mod cluster;
 mod config;
 mod http;
 pub mod monitor;
+pub mod rabbit_metrics;
+pub mod rabbitmq;
 pub mod store_usage;
 
 pub use cluster::{Cluster, ClusterOptions, OnNodeStart, DEFAULT_CLUSTER_NAME};
 use config::{config_text, free_ports, ClusterConf};
 pub use config::{find_nats_server, log_tail, nats_server_version, SyncMode};
 pub use monitor::{start_monitor, MonitorStats, ServerPollStats};
+pub use rabbitmq::{RabbitNode, RabbitOptions};
 
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::process::CommandExt;

@@ -82,9 +82,26 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
     if ![1, 3, 5].contains(&a.cluster) {
         return Err(usage!("--cluster takes 1, 3 or 5 nodes, got {}", a.cluster));
     }
-    let servers = a.load.connect.server_list();
+    let amqp = a.load.mode.is_amqp();
+    // AMQP modes: --server amqp://... only ($NATS_URL names NATS servers).
+    let servers = if amqp {
+        a.load.connect.servers.clone()
+    } else {
+        a.load.connect.server_list()
+    };
     let embedded = servers.is_empty();
-    let binary = if embedded {
+    if amqp {
+        check_amqp_flags(&a)?;
+    }
+    let rabbit_binary = if amqp && embedded {
+        Some(
+            broker::rabbitmq::find_rabbitmq_server(None)
+                .map_err(|e| usage!("{} needs a RabbitMQ broker: {e:#}", a.load.mode.cli_name()))?,
+        )
+    } else {
+        None
+    };
+    let binary = if embedded && !amqp {
         Some(broker::find_nats_server(a.nats_server.as_deref()).map_err(|e| usage!("{e:#}"))?)
     } else {
         None
@@ -94,7 +111,7 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
             "--cluster and --store-dir are for the embedded broker; with --server, diskpulse does not start servers"
         ));
     }
-    if embedded {
+    if embedded && !amqp {
         // The embedded server runs with nats-server's default max_payload.
         a.load
             .check_max_payload(load::DEFAULT_MAX_PAYLOAD, "the embedded nats-server")?;
@@ -173,7 +190,16 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
         Threads::Exactly(a.load.runtime_threads()),
         stop.clone(),
     )?;
-    let broker = if embedded {
+    let broker = if embedded && amqp {
+        let store = store_dirs.first().cloned().unwrap_or_else(|| base.clone());
+        let run_dir = session
+            .run_dir()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| base.join("run"));
+        let mut o = broker::RabbitOptions::new(store, run_dir);
+        o.binary = rabbit_binary;
+        BrokerPlan::Rabbit(o)
+    } else if embedded {
         copts.run_dir = session
             .run_dir()
             .map(PathBuf::from)
@@ -260,6 +286,7 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
         "js_context": outcome.js_context,
         "load_csv_rows": outcome.csv_rows,
         "stream_check": outcome.stream_check,
+        "proxy": outcome.proxies,
     });
     if a.load.json {
         println!("{}", serde_json::to_string_pretty(&json)?);
@@ -269,6 +296,12 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
         eprint!("{}", output::human(&roles, &outcome.clients));
     } else {
         print!("{}", output::human(&roles, &outcome.clients));
+    }
+    if !a.load.json {
+        // What --inject-latency asked and what the proxies added, per direction.
+        for p in &outcome.proxies {
+            println!("{}", crate::proxy::human(p));
+        }
     }
     if !a.load.json {
         for l in &saved {
@@ -357,6 +390,38 @@ fn spawn_progress(
         }
         pb.finish_and_clear();
     })
+}
+
+/// Flags of the embedded nats-server that an AMQP mode cannot use.
+fn check_amqp_flags(a: &LoadCmdArgs) -> anyhow::Result<()> {
+    let mode = a.load.mode.cli_name();
+    if a.cluster != 1 {
+        return Err(usage!(
+            "--cluster: {mode} runs one embedded RabbitMQ node (clusters are NATS only); leave --cluster out"
+        ));
+    }
+    if a.store_dir.len() > 1 {
+        return Err(usage!(
+            "--store-dir: one directory for the RabbitMQ node's data (got {})",
+            a.store_dir.len()
+        ));
+    }
+    if a.nats_server.is_some() {
+        return Err(usage!(
+            "--nats-server: {mode} starts RabbitMQ, not nats-server; leave it out"
+        ));
+    }
+    if a.sync_interval != "5s" {
+        return Err(usage!(
+            "--sync-interval is nats-server's JetStream setting; RabbitMQ's writes follow --queue-type"
+        ));
+    }
+    if !a.monitors.is_empty() {
+        return Err(usage!(
+            "--monitor polls a nats-server's /varz; not for {mode}"
+        ));
+    }
+    Ok(())
 }
 
 /// The recording flags: each needs --record (without it they were silently ignored), the

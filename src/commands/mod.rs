@@ -10,9 +10,11 @@ pub mod lab;
 pub mod load;
 pub mod nats_bench;
 pub mod probe;
+pub mod proxy;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod view;
 
 use clap::{Parser, Subcommand};
 
@@ -33,6 +35,7 @@ Examples:
   diskpulse record --device vda --interval 500us -- ./my-benchmark.sh
   diskpulse record --path /mnt/vol0 -- diskpulse probe --filename /mnt/vol0/p.dat --preset array-check
   diskpulse record --trace --trace-comm nats-server --path /var/lib/nats
+  diskpulse record --path /var/lib/nats --chunk 10m --keep 6h --trigger 'await_ms>50'  (kill -USR1 PID: keep now)
 
 Exit codes: 0 done, 2 bad input (nothing written), 130 interrupted (the recording is kept);
 with a command: the command's exit code (128 + the signal when a signal killed it).")]
@@ -109,6 +112,19 @@ Examples:
 
 Exit codes: 0 done, 2 bad input (nothing written).")]
     Export(export::ExportArgs),
+    /// Serve a run's report.html on 127.0.0.1, with 1 ms data for any span the page zooms into.
+    #[command(after_help = "\
+Examples:
+  diskpulse view runs/overnight
+  diskpulse view runs/overnight --listen 127.0.0.1:8080
+  diskpulse view runs/overnight --listen 0.0.0.0:9465 --allow-remote
+
+Open the printed URL; zoom in and the page fetches the span's data: envelopes for wide
+spans, the raw 1 ms rows for narrow ones. The same report.html opened as a file keeps
+what it embeds. Ctrl-C stops it.
+Exit codes: 0 stopped, 2 bad input (not a run directory, no report.html, --listen not
+loopback without --allow-remote, port in use).")]
+    View(view::ViewArgs),
     /// Lab volumes: ext4, xfs or btrfs RAID 0/1/10 on loop devices, optionally throttled.
     #[command(after_help = "\
 Examples:
@@ -116,6 +132,16 @@ Examples:
   diskpulse lab list
   diskpulse lab down vol0")]
     Lab(lab::LabArgs),
+    /// A TCP proxy that delays each direction (tc netem's delay without root), for any client.
+    #[command(after_help = "\
+Examples:
+  diskpulse proxy --listen 127.0.0.1:14222 --upstream 127.0.0.1:4222 --delay 10ms
+  diskpulse proxy --upstream 127.0.0.1:5672 --delay 50ms --jitter 5ms --duration 60s --json
+
+At the end (Ctrl-C or --duration) it prints the delay each direction actually added
+(p50/p99/max per chunk, from its read to the end of its write) beside the delay asked.
+Exit codes: 0 done, 2 bad input, 130 interrupted (the figures are printed).")]
+    Proxy(proxy::ProxyArgs),
 }
 
 /// Parses the command line and runs the command; returns the exit code.
@@ -133,7 +159,9 @@ pub fn main() -> anyhow::Result<i32> {
         Command::NatsBench(a) => nats_bench::run(*a),
         Command::Run(a) => run::run(a),
         Command::Export(a) => export::run(a),
+        Command::View(a) => view::run(a),
         Command::Lab(a) => lab::run(a),
+        Command::Proxy(a) => proxy::run(a),
     }
 }
 

@@ -97,6 +97,7 @@ impl SamplerArgs {
             cpu_interval: self.cpu_interval,
             procfs: PathBuf::from("/proc"),
             trace: None,
+            chunks: Default::default(),
         })
     }
 }
@@ -126,6 +127,8 @@ pub struct RecordArgs {
     /// period and hidden factor), e.g. 127.0.0.1:9464; port 0 picks a free port (printed).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
+    #[command(flatten)]
+    pub flight: FlightArgs,
     /// Command to run while recording; it gets DISKPULSE_RUN_DIR and DISKPULSE_CLOCK_ZERO_NS.
     #[arg(last = true, value_name = "CMD")]
     pub cmd: Vec<String>,
@@ -156,6 +159,95 @@ pub struct TraceArgs {
         requires = "trace"
     )]
     pub trace_only: Option<crate::recording::trace::TraceOnly>,
+}
+
+/// `--chunk`, `--keep`, `--trigger`: recording for days (issue 13).
+#[derive(Args, Debug, Clone)]
+pub struct FlightArgs {
+    /// Cut diskstats.csv.gz into chunks of this much run time (1h, 10m, 5s; aligned on
+    /// the run clock) or of this size on disk (256MiB): each closed chunk is fsynced and
+    /// moved to chunks/diskstats.NNNNNN.csv.gz, never written again, and listed in
+    /// meta.json; the current one is diskstats.csv.gz. `report` reads them as one.
+    #[arg(long, value_name = "DURATION|SIZE", default_value = "1h")]
+    pub chunk: String,
+    /// Flight recorder: delete closed chunks whose rows are older than this (6h), never the
+    /// current one nor one a trigger's window overlaps; meta.json `chunks.dropped` says
+    /// which and why.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub keep: Option<Duration>,
+    /// Keep the window around an event from --keep: 'write_mibps>400', 'read_mibps>400'
+    /// (MiB/s of any recorded device over 10 ms) or 'await_ms>50' (iostat's await over
+    /// 10 ms); 'vdb:await_ms>50' watches one device only. Repeatable. `kill -USR1 PID`
+    /// keeps the window around now as well. Each firing is a `trigger` event.
+    #[arg(long = "trigger", value_name = "COND", value_parser = crate::recording::chunks::parse_trigger)]
+    pub triggers: Vec<crate::recording::chunks::Trigger>,
+    /// How much a trigger keeps before and after it fires.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
+    pub trigger_window: Duration,
+}
+
+/// The shortest `--chunk` duration and size.
+pub const MIN_CHUNK: Duration = Duration::from_secs(1);
+pub const MIN_CHUNK_BYTES: u64 = 64 << 10;
+
+impl FlightArgs {
+    /// Checks the values before anything is written.
+    pub fn setup(&self) -> anyhow::Result<crate::recording::chunks::ChunkSetup> {
+        let (every_ns, every_bytes) = match parse_duration(&self.chunk) {
+            Ok(d) if d < MIN_CHUNK => {
+                return Err(usage!(
+                    "--chunk {}: a chunk of less than {} would close files faster than they fill; give e.g. 1h, 10m or 5s",
+                    self.chunk,
+                    fmt_duration(MIN_CHUNK)
+                ))
+            }
+            Ok(d) => (Some(d.as_nanos() as u64), None),
+            Err(_) => match crate::cli::parse_size(&self.chunk) {
+                Ok(b) if b >= MIN_CHUNK_BYTES => (None, Some(b)),
+                Ok(_) => {
+                    return Err(usage!(
+                        "--chunk {}: the smallest chunk size is 64KiB; give e.g. 256MiB, or a duration like 1h",
+                        self.chunk
+                    ))
+                }
+                Err(_) => {
+                    return Err(usage!(
+                        "--chunk '{}' is neither a duration (1h, 10m, 5s) nor a size (256MiB); give one of those",
+                        self.chunk
+                    ))
+                }
+            },
+        };
+        if self.triggers.len() > crate::recording::chunks::MAX_TRIGGERS {
+            return Err(usage!(
+                "--trigger given {} times: at most {} conditions; drop some",
+                self.triggers.len(),
+                crate::recording::chunks::MAX_TRIGGERS
+            ));
+        }
+        if let Some(k) = self.keep {
+            if k < MIN_CHUNK {
+                return Err(usage!(
+                    "--keep {}: keeps less than a second; give e.g. --keep 6h",
+                    fmt_duration(k)
+                ));
+            }
+            if self.trigger_window > k {
+                return Err(usage!(
+                    "--trigger-window {} is longer than --keep {}: the window before a trigger would already be deleted when it fires; shorten --trigger-window or lengthen --keep",
+                    fmt_duration(self.trigger_window),
+                    fmt_duration(k)
+                ));
+            }
+        }
+        Ok(crate::recording::chunks::ChunkSetup {
+            every_ns,
+            every_bytes,
+            keep_ns: self.keep.map(|k| k.as_nanos() as u64),
+            triggers: self.triggers.clone(),
+            window_ns: self.trigger_window.as_nanos() as u64,
+        })
+    }
 }
 
 /// The longest process name the kernel keeps (TASK_COMM_LEN 16, with its NUL).
@@ -204,6 +296,7 @@ impl TraceArgs {
 pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     let mut setup = a.samplers.setup()?;
     setup.trace = a.trace.setup(!a.cmd.is_empty())?;
+    setup.chunks = a.flight.setup()?;
     let duration = match (a.duration, a.cmd.is_empty()) {
         (Some(d), _) => Some(d),
         (None, true) => Some(Duration::from_secs(30)),
@@ -226,6 +319,9 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     let dir = a.out.clone().unwrap_or_else(|| default_run_dir("record"));
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
+    // `kill -USR1 PID`: keep the window around now from --keep.
+    let keep_now = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, keep_now.clone())?;
     let live = listener
         .as_ref()
         .map(|_| crate::live::Live::new(setup.disk_interval.as_nanos() as u64));
@@ -271,6 +367,9 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     let mut child_failed = None;
     loop {
         std::thread::sleep(Duration::from_millis(5));
+        if keep_now.swap(false, Ordering::Relaxed) {
+            rec.keep_now("signal USR1");
+        }
         if let Some(c) = child.as_mut() {
             if let Some(st) = c.try_wait()? {
                 events.event("command_exit", serde_json::json!({"status": st.code()}));

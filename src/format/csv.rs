@@ -97,6 +97,23 @@ pub fn for_each_line(
     p: &Path,
     mut f: impl FnMut(usize, &str) -> Result<(), Bad>,
 ) -> anyhow::Result<Vec<String>> {
+    for_each_line_until(p, |n, line| f(n, line).map(|()| Flow::Go))
+}
+
+/// Whether a reader wants more lines: [`for_each_line_until`] stops reading (and
+/// decompressing) at [`Flow::Stop`], so a reader of a time span stops past its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Go,
+    Stop,
+}
+
+/// [`for_each_line`] whose callback may end the reading early with [`Flow::Stop`] (no
+/// warning: what was not read was not wanted).
+pub fn for_each_line_until(
+    p: &Path,
+    mut f: impl FnMut(usize, &str) -> Result<Flow, Bad>,
+) -> anyhow::Result<Vec<String>> {
     let name = p.display();
     if std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
         return Err(anyhow::anyhow!(
@@ -123,7 +140,8 @@ pub fn for_each_line(
                 n += 1;
                 let why = match std::str::from_utf8(&buf) {
                     Ok(line) => match f(n, line.trim_end_matches(['\n', '\r'])) {
-                        Ok(()) => continue,
+                        Ok(Flow::Go) => continue,
+                        Ok(Flow::Stop) => break,
                         Err(Bad::File(e)) => return Err(e),
                         Err(Bad::Line(why)) => why,
                     },
@@ -206,19 +224,22 @@ impl Cells<'_> {
     }
 }
 
-/// The largest `t_ns` a reader accepts: 24 hours after the run's zero. The report bins a
-/// run by 1 ms (8 bytes a bin and series: about 700 MB a day), so a row past this is a
-/// damaged file, not a long run, and reading on would allocate for the claimed span.
-pub const MAX_T_NS: u64 = 24 * 3600 * 1_000_000_000;
+/// The largest `t_ns` a reader accepts: 400 days after the run's zero, so a recorder
+/// left running for days (`record --chunk 1h --keep 6h`, issue 13) reads back, while an
+/// absurd value (a damaged cell, `999999999999999999`: 31 years) is still refused naming
+/// file:line rather than believed. (It was 24 h until recordings could run for days.)
+pub const MAX_T_NS: u64 = MAX_DAYS * 24 * 3600 * 1_000_000_000;
+
+/// [`MAX_T_NS`] in days.
+pub const MAX_DAYS: u64 = 400;
 
 /// `t_ns` as a number within [`MAX_T_NS`]; otherwise why not (for [`Bad::Line`]).
 pub fn t_ns_cell(cell: &str) -> Result<u64, String> {
     match cell.parse::<u64>() {
         Ok(t) if t <= MAX_T_NS => Ok(t),
         Ok(t) => Err(format!(
-            "t_ns {t} is {:.0} h after the run's zero, past the {} h a report reads",
-            t as f64 / 3.6e12,
-            MAX_T_NS / 3_600_000_000_000
+            "t_ns {t} is {:.0} days after the run's zero, past the {MAX_DAYS} days a report reads",
+            t as f64 / 8.64e13,
         )),
         Err(_) => Err(format!("t_ns '{cell}' is not a number of ns")),
     }

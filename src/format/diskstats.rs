@@ -19,7 +19,7 @@ use std::path::Path;
 
 pub use collectors::diskstats::{FIELD_NAMES, MAX_FIELDS};
 
-use super::csv::{for_each_line, t_ns_cell, Bad};
+use super::csv::{for_each_line_until, t_ns_cell, Bad, Flow};
 
 pub const FILE: &str = "diskstats.csv.gz";
 
@@ -86,7 +86,70 @@ impl Row {
     }
 }
 
-/// A device of a diskstats file, in order of first appearance ([`for_each_row`]).
+/// The directory of a chunked recording's closed chunks (`record --chunk`): `chunks/`
+/// beside meta.json holds `diskstats.000001.csv.gz`, `diskstats.000002.csv.gz`, ..., each
+/// a whole gzip file with its header, never written again once there; the chunk being
+/// written (and, at the end, the last one) is `diskstats.csv.gz` as in a run that was not
+/// chunked.
+pub const CHUNK_DIR: &str = "chunks";
+
+/// The name of closed chunk number `seq` (1-based) in [`CHUNK_DIR`].
+pub fn chunk_name(seq: u64) -> String {
+    format!("diskstats.{seq:06}.csv.gz")
+}
+
+/// The number of a closed chunk's file name (`diskstats.000042.csv.gz` -> 42).
+pub fn chunk_seq(name: &str) -> Option<u64> {
+    let n = name.strip_prefix("diskstats.")?.strip_suffix(".csv.gz")?;
+    (n.len() >= 6 && n.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| n.parse().ok())
+        .flatten()
+}
+
+/// The files of a run's diskstats in time order: the closed chunks in `chunks/` by
+/// number, then `diskstats.csv.gz` (the current or last chunk; a run from before chunking
+/// has only this one), or a plain `diskstats.csv`. Empty when the run has none. The one
+/// place that knows the layout: every reader of a run's diskstats goes through it (or
+/// [`read_run`]).
+pub fn files(run_dir: &Path) -> Vec<std::path::PathBuf> {
+    numbered_files(run_dir)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect()
+}
+
+/// [`files`], each closed chunk with its number.
+fn numbered_files(run_dir: &Path) -> Vec<(Option<u64>, std::path::PathBuf)> {
+    let mut closed: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(run_dir.join(CHUNK_DIR))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            chunk_seq(name.to_str()?).map(|n| (n, e.path()))
+        })
+        .collect();
+    closed.sort();
+    let mut out: Vec<_> = closed.into_iter().map(|(n, p)| (Some(n), p)).collect();
+    let gz = run_dir.join(FILE);
+    let plain = run_dir.join("diskstats.csv");
+    if gz.exists() {
+        out.push((None, gz));
+    } else if plain.exists() {
+        out.push((None, plain));
+    }
+    out
+}
+
+/// Whether `record --keep` deleted the run's first chunks (its first file is a closed
+/// chunk numbered above 1): its rows then start later than its zero.
+pub fn first_chunks_deleted(run_dir: &Path) -> bool {
+    numbered_files(run_dir)
+        .first()
+        .is_some_and(|(n, _)| n.is_some_and(|n| n > 1))
+}
+
+/// A device of a run's diskstats, in order of first appearance ([`for_each_row_in`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Device {
     pub name: String,
@@ -94,13 +157,33 @@ pub struct Device {
     pub minor: u32,
 }
 
+/// Reads a run's diskstats across its chunks ([`files`]) as one recording: rows grouped
+/// by device in time order, as [`read`] gives one file's; every row in memory (144 bytes
+/// a row: `report` streams them with [`for_each_row_in`] instead). The rules (holes where
+/// `record --keep` deleted chunks, an empty current chunk, warnings, errors) are
+/// [`for_each_row_in`]'s. No file at all: an error saying so.
+pub fn read_run(run_dir: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
+    let files = files(run_dir);
+    if files.is_empty() {
+        anyhow::bail!(
+            "{} has no {FILE} (nor {CHUNK_DIR}/{})",
+            run_dir.display(),
+            chunk_name(1)
+        );
+    }
+    collect(&files)
+}
+
 /// Reads `diskstats.csv.gz` (or a plain `diskstats.csv`) grouped by device, in order of
-/// first appearance, with the reading's warnings: every row in memory (144 bytes a row;
-/// `report` reads them as a stream with [`for_each_row`] instead). The rules are
-/// [`for_each_row`]'s.
+/// first appearance, with the reading's warnings; every row in memory. The rules are
+/// [`for_each_row_in`]'s. A run's rows: [`read_run`].
 pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
+    collect(&[p])
+}
+
+fn collect<P: AsRef<Path>>(files: &[P]) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
     let mut disks: Vec<DiskRows> = vec![];
-    let (devices, warnings) = for_each_row([p], |k, dev, t, row| {
+    let (devices, warnings) = for_each_row_in(files, |k, dev, t, row| {
         if k == disks.len() {
             disks.push(DiskRows {
                 name: dev.name.clone(),
@@ -116,105 +199,292 @@ pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
     Ok((disks, warnings))
 }
 
-/// Streams the rows of diskstats files, one after the other (a recording's one
-/// `diskstats.csv.gz` today; its chunks, in order, once it is chunked), calling `f` with
-/// each row: the device's index in order of first appearance, the device, `t_ns` and the
-/// counters. Nothing is held but the device list. Returns the devices and the reading's
-/// warnings.
+/// Streams the rows of a run's diskstats files one after the other ([`files`]: the
+/// closed chunks in order, then the current one; or one file), calling `f` with each
+/// row: the device's index in order of first appearance, the device, `t_ns` and the
+/// counters. Nothing is held but the device list (`report`'s one pass goes through it;
+/// [`read_run`] and [`read`] collect it). Returns the devices and the reading's warnings.
 ///
-/// Each file's header must be diskstats' own ([`header`]); a damaged row (too few cells,
-/// a number that is not one, a `t_ns` past [`super::csv::MAX_T_NS`] or before the
-/// device's previous row) is skipped with a warning naming file:line; a file cut off is
-/// read up to its last whole row (a warning). Empty, not gzip, another header, or no
-/// whole row at all: an error naming the file.
-pub fn for_each_row<P: AsRef<Path>>(
-    files: impl IntoIterator<Item = P>,
+/// Each file is read by [`for_each_row`] (header, damaged rows skipped with a warning
+/// naming file:line, a cut-off end read up to its last whole row). A row whose `t_ns` is
+/// before its device's previous row is skipped with a warning naming file:line. Where
+/// chunks were deleted (`record --keep`: the closed chunks' numbers jump), each device
+/// gets a row without values 1 ns after its last row before the hole, so no interval
+/// spans it (a rate over the hole would spread hours of bytes evenly over it): the hole
+/// reads as "no value", not as zeros or a smear; a warning names it, and one says where
+/// the run starts when its first chunks are gone. A current chunk that is empty (the
+/// recorder was killed between closing one chunk and writing the next one's header) is
+/// passed over with a warning. No whole row at all: an error naming the first file.
+pub fn for_each_row_in<P: AsRef<Path>>(
+    files: &[P],
     mut f: impl FnMut(usize, &Device, u64, &Row),
 ) -> anyhow::Result<(Vec<Device>, Vec<String>)> {
     let mut devices: Vec<Device> = vec![];
     let mut last_t: Vec<u64> = vec![];
     let mut warnings = vec![];
-    let want = header();
-    let mut first: Option<std::path::PathBuf> = None;
-    for p in files {
+    let last = files.len().saturating_sub(1);
+    let mut prev: Option<u64> = None;
+    let no_values = Row::default();
+    for (i, p) in files.iter().enumerate() {
         let p = p.as_ref();
-        first.get_or_insert_with(|| p.to_path_buf());
-        let w = for_each_line(p, |n, line| {
-            if n == 1 {
-                if line != want {
-                    return Err(Bad::File(anyhow::anyhow!(
-                        "{} line 1: not the diskstats header (want '{want}'); the file is damaged or not diskpulse's",
-                        p.display()
-                    )));
+        // The current chunk may be empty when the recorder stopped right after a
+        // rotation: nothing of it is lost.
+        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
+            warnings.push(format!(
+                "{}: empty (the recording stopped as this chunk began)",
+                p.display()
+            ));
+            continue;
+        }
+        let seq = p.file_name().and_then(|n| n.to_str()).and_then(chunk_seq);
+        match (prev, seq) {
+            (None, Some(n)) if i == 0 && n > 1 => warnings.push(format!(
+                "{}: chunks 1 to {} were deleted by --keep (meta.json chunks.dropped); the recording starts at this chunk",
+                p.display(),
+                n - 1
+            )),
+            (Some(a), Some(b)) if b > a + 1 => {
+                let mut from = 0;
+                for (k, d) in devices.iter().enumerate() {
+                    let t = last_t[k] + 1;
+                    last_t[k] = t;
+                    from = from.max(t);
+                    f(k, d, t, &no_values);
                 }
-                return Ok(());
+                warnings.push(format!(
+                    "{}: chunks {} to {} were deleted by --keep (meta.json chunks.dropped); no value from {:.3} s to this chunk",
+                    p.display(),
+                    a + 1,
+                    b - 1,
+                    from as f64 / 1e9
+                ));
             }
-            const CELLS: usize = KEY_COLUMNS.len() + MAX_FIELDS;
-            let mut cells = [""; CELLS];
-            let mut count = 0;
-            for c in line.split(',') {
-                if count < CELLS {
-                    cells[count] = c;
-                }
-                count += 1;
-            }
-            if count != CELLS {
-                return Err(Bad::Line(format!("{count} cells, the header has {CELLS}")));
-            }
-            let t = t_ns_cell(cells[0]).map_err(Bad::Line)?;
-            let name = cells[1];
-            let (Ok(ma), Ok(mi)) = (cells[2].parse::<u32>(), cells[3].parse::<u32>()) else {
-                return Err(Bad::Line(format!(
-                    "major:minor '{}:{}' are not numbers",
-                    cells[2], cells[3]
-                )));
-            };
-            let mut row = Row::default();
-            for (i, v) in cells[KEY_COLUMNS.len()..].iter().enumerate() {
-                if v.is_empty() {
-                    continue;
-                }
-                row.set(
-                    i,
-                    Some(v.parse::<u64>().map_err(|_| {
-                        Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[i]))
-                    })?),
-                );
-            }
-            let k = match devices.iter().position(|d| d.name == name) {
-                Some(k) => {
-                    if t < last_t[k] {
-                        return Err(Bad::Line(format!(
-                            "t_ns {t} is before the device's previous row ({})",
-                            last_t[k]
-                        )));
-                    }
-                    k
-                }
+            _ => {}
+        }
+        if seq.is_some() {
+            prev = seq;
+        }
+        let mut back: Vec<String> = vec![];
+        let mut back_n = 0usize;
+        let (w, _) = for_each_row(p, |r| {
+            let k = match devices.iter().position(|d| d.name == r.device) {
+                Some(k) => k,
                 None => {
                     devices.push(Device {
-                        name: name.to_string(),
-                        major: ma,
-                        minor: mi,
+                        name: r.device.to_string(),
+                        major: r.major,
+                        minor: r.minor,
                     });
-                    last_t.push(t);
+                    last_t.push(r.t_ns);
                     devices.len() - 1
                 }
             };
-            last_t[k] = t;
-            f(k, &devices[k], t, &row);
-            Ok(())
+            if r.t_ns < last_t[k] {
+                back_n += 1;
+                if back.len() < 3 {
+                    back.push(format!(
+                        "{}:{}: t_ns {} is before the device's previous row ({}); skipped",
+                        p.display(),
+                        r.line,
+                        r.t_ns,
+                        last_t[k]
+                    ));
+                }
+                return Flow::Go;
+            }
+            last_t[k] = r.t_ns;
+            f(k, &devices[k], r.t_ns, r.f);
+            Flow::Go
         })?;
         warnings.extend(w);
+        if back_n > back.len() {
+            back.push(format!(
+                "{}: {back_n} rows before their device's previous row skipped in all",
+                p.display()
+            ));
+        }
+        warnings.extend(back);
     }
     if devices.is_empty() {
         return Err(anyhow::anyhow!(
             "{} holds no whole row of samples; the recording is damaged or was cut before its first flush",
-            first.as_deref().unwrap_or(Path::new("diskstats")).display()
+            files
+                .first()
+                .map(|p| p.as_ref())
+                .unwrap_or(Path::new("diskstats"))
+                .display()
         ));
     }
     warnings.shrink_to_fit();
     Ok((devices, warnings))
+}
+
+/// One row of diskstats.csv.gz as [`for_each_row`] hands it over (borrowed: nothing is
+/// allocated per row).
+#[derive(Debug, Clone, Copy)]
+pub struct RowRef<'a> {
+    /// 1-based line number in the file (for warnings).
+    pub line: usize,
+    pub t_ns: u64,
+    pub device: &'a str,
+    pub major: u32,
+    pub minor: u32,
+    pub f: &'a Row,
+}
+
+/// Streams the rows of `diskstats.csv.gz` (or a plain `diskstats.csv`) in file order,
+/// holding one row at a time: `f` returns [`Flow::Stop`] to stop reading (and
+/// decompressing) there. The one function every reader of the raw rows goes through
+/// ([`read`], and through [`for_each_run_row_from`] over a run's chunks,
+/// `report::zoom_data` and `diskpulse view`). Checks as [`read`]
+/// (header, damaged rows skipped with a warning naming file:line, a cut-off end read up
+/// to its last whole row); returns the warnings and whether a whole row was read.
+pub fn for_each_row(
+    p: &Path,
+    f: impl FnMut(RowRef<'_>) -> Flow,
+) -> anyhow::Result<(Vec<String>, bool)> {
+    for_each_row_from(p, 0, f)
+}
+
+/// [`for_each_row`] for the rows at or after `from_ns`: earlier rows are skipped after
+/// reading their `t_ns` (their counters are not parsed), so a reader of a span late in
+/// the file spends its time decompressing, not parsing.
+pub fn for_each_row_from(
+    p: &Path,
+    from_ns: u64,
+    mut f: impl FnMut(RowRef<'_>) -> Flow,
+) -> anyhow::Result<(Vec<String>, bool)> {
+    let want = header();
+    let mut any = false;
+    let warnings = for_each_line_until(p, |n, line| {
+        if n == 1 {
+            if line != want {
+                return Err(Bad::File(anyhow::anyhow!(
+                    "{} line 1: not the diskstats header (want '{want}'); the file is damaged or not diskpulse's",
+                    p.display()
+                )));
+            }
+            return Ok(Flow::Go);
+        }
+        let mut cells = line.split(',');
+        let (Some(t), Some(name), Some(ma), Some(mi)) =
+            (cells.next(), cells.next(), cells.next(), cells.next())
+        else {
+            return Err(Bad::Line(format!(
+                "{} cells, the header has {}",
+                line.split(',').count(),
+                KEY_COLUMNS.len() + MAX_FIELDS
+            )));
+        };
+        if from_ns > 0 {
+            // Only a whole number is a row's time; anything else is checked below.
+            if let Ok(t) = t.parse::<u64>() {
+                if t < from_ns {
+                    any = true;
+                    return Ok(Flow::Go);
+                }
+            }
+        }
+        let mut row = Row::default();
+        let mut k = 0;
+        for v in cells {
+            if k == MAX_FIELDS {
+                k += 1;
+                break;
+            }
+            if !v.is_empty() {
+                row.set(
+                    k,
+                    Some(v.parse::<u64>().map_err(|_| {
+                        Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[k]))
+                    })?),
+                );
+            }
+            k += 1;
+        }
+        if k != MAX_FIELDS {
+            return Err(Bad::Line(format!(
+                "{} cells, the header has {}",
+                line.split(',').count(),
+                KEY_COLUMNS.len() + MAX_FIELDS
+            )));
+        }
+        let t = t_ns_cell(t).map_err(Bad::Line)?;
+        let (Ok(major), Ok(minor)) = (ma.parse::<u32>(), mi.parse::<u32>()) else {
+            return Err(Bad::Line(format!(
+                "major:minor '{ma}:{mi}' are not numbers"
+            )));
+        };
+        any = true;
+        Ok(f(RowRef {
+            line: n,
+            t_ns: t,
+            device: name,
+            major,
+            minor,
+            f: &row,
+        }))
+    })?;
+    Ok((warnings, any))
+}
+
+/// [`for_each_row_from`] over a run's files ([`files`]: the closed chunks, then the current
+/// one) as one stream: a chunk that ends before `from_ns` (the next one starts at or before
+/// it) is not opened past its first row, and [`Flow::Stop`] ends the whole stream. An empty
+/// last chunk (the recorder stopped as it began) is passed over. No file: an error.
+pub fn for_each_run_row_from(
+    run_dir: &Path,
+    from_ns: u64,
+    mut f: impl FnMut(RowRef<'_>) -> Flow,
+) -> anyhow::Result<(Vec<String>, bool)> {
+    let files = files(run_dir);
+    if files.is_empty() {
+        anyhow::bail!(
+            "{} has no {FILE} (nor {CHUNK_DIR}/{})",
+            run_dir.display(),
+            chunk_name(1)
+        );
+    }
+    let first_t = |p: &Path| {
+        let mut t = None;
+        let _ = for_each_row(p, |r| {
+            t = Some(r.t_ns);
+            Flow::Stop
+        });
+        t
+    };
+    let starts: Vec<Option<u64>> = if from_ns > 0 && files.len() > 1 {
+        files.iter().map(|p| first_t(p)).collect()
+    } else {
+        vec![]
+    };
+    let (mut warnings, mut any) = (vec![], false);
+    let last = files.len() - 1;
+    for (i, p) in files.iter().enumerate() {
+        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
+            continue;
+        }
+        if starts
+            .get(i + 1)
+            .copied()
+            .flatten()
+            .is_some_and(|next| next <= from_ns)
+        {
+            continue;
+        }
+        let mut stopped = false;
+        let (w, a) = for_each_row_from(p, from_ns, |r| {
+            let flow = f(r);
+            stopped = matches!(flow, Flow::Stop);
+            flow
+        })?;
+        warnings.extend(w);
+        any |= a;
+        if stopped {
+            break;
+        }
+    }
+    Ok((warnings, any))
 }
 
 #[cfg(test)]

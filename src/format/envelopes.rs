@@ -28,7 +28,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::csv::{for_each_line, t_ns_cell, Bad};
+use super::csv::{for_each_line_until, t_ns_cell, Bad, Flow};
 
 pub const FILE: &str = "envelopes.csv.gz";
 
@@ -83,11 +83,61 @@ pub fn put_row(
     );
 }
 
-/// Reads `envelopes.csv.gz` (or a plain `envelopes.csv`) with the reading's warnings; a
-/// damaged row is skipped with a warning naming file:line. Another header: an error.
-pub fn read(p: &Path) -> anyhow::Result<(Vec<EnvelopeRow>, Vec<String>)> {
-    let mut rows = vec![];
-    let warnings = for_each_line(p, |n, line| {
+/// Which rows [`for_each`] hands over: one level (`window_ns`, one of [`LEVELS_NS`]; 0:
+/// every level), windows overlapping `[t0_ns, t1_ns)`, optionally one device, and the
+/// measures whose bit (`1 << index in [`MEASURES`]`) is set in `measures`.
+#[derive(Debug, Clone)]
+pub struct Query {
+    pub window_ns: u64,
+    pub t0_ns: u64,
+    pub t1_ns: u64,
+    pub device: Option<String>,
+    pub measures: u32,
+}
+
+impl Query {
+    /// Every row of the file.
+    pub fn all() -> Query {
+        Query {
+            window_ns: 0,
+            t0_ns: 0,
+            t1_ns: u64::MAX,
+            device: None,
+            measures: u32::MAX,
+        }
+    }
+}
+
+/// One row as [`for_each`] hands it over (borrowed: nothing allocated per row).
+#[derive(Debug, Clone, Copy)]
+pub struct RowRef<'a> {
+    pub t_ns: u64,
+    pub window_ns: u64,
+    pub device: &'a str,
+    /// Index in [`MEASURES`].
+    pub measure: usize,
+    pub min: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub count: u64,
+}
+
+/// How long after its window's end a window's row can come: rows are written when the
+/// device's first row past the window arrives, and every device has a row at least once
+/// a second; 2 s more for rows of devices handed over in one batch.
+const LATE_NS: u64 = 3_000_000_000;
+
+/// Streams the rows `q` asks for, one at a time (the file is never held): a reader of
+/// one level of a time span reads what it needs and stops once every later row must lie
+/// past the span (windows are written in time order, each within [`LATE_NS`] after its
+/// end). Checks as [`read`]; a measure not in [`MEASURES`] is a damaged row.
+pub fn for_each(p: &Path, q: &Query, mut f: impl FnMut(RowRef<'_>)) -> anyhow::Result<Vec<String>> {
+    // A row whose window ends past this was written after every row q wants.
+    let stop_ns = q
+        .t1_ns
+        .saturating_add(q.window_ns.max(LEVELS_NS[LEVELS_NS.len() - 1]))
+        .saturating_add(LATE_NS);
+    for_each_line_until(p, |n, line| {
         if n == 1 {
             if line != HEADER {
                 return Err(Bad::File(anyhow::anyhow!(
@@ -95,31 +145,74 @@ pub fn read(p: &Path) -> anyhow::Result<(Vec<EnvelopeRow>, Vec<String>)> {
                     p.display()
                 )));
             }
-            return Ok(());
+            return Ok(Flow::Go);
         }
-        let c: Vec<&str> = line.split(',').collect();
-        if c.len() != 8 {
-            return Err(Bad::Line(format!("{} cells, the header has 8", c.len())));
+        let mut c = line.split(',');
+        let mut cell = || c.next().unwrap_or("");
+        let (t, w, dev, m) = (cell(), cell(), cell(), cell());
+        let (mn, mx, mean, count) = (cell(), cell(), cell(), cell());
+        if count.is_empty() || c.next().is_some() {
+            return Err(Bad::Line(format!(
+                "{} cells, the header has 8",
+                line.split(',').count()
+            )));
         }
-        let num = |i: usize| {
-            c[i].parse::<f64>()
-                .map_err(|_| Bad::Line(format!("'{}' is not a number", c[i])))
+        let t_ns = t_ns_cell(t).map_err(Bad::Line)?;
+        let window_ns = w
+            .parse::<u64>()
+            .map_err(|_| Bad::Line(format!("'{w}' is not a count")))?;
+        if t_ns.saturating_add(window_ns) > stop_ns {
+            return Ok(Flow::Stop);
+        }
+        if (q.window_ns != 0 && window_ns != q.window_ns)
+            || t_ns >= q.t1_ns
+            || t_ns.saturating_add(window_ns) <= q.t0_ns
+            || q.device.as_deref().is_some_and(|d| d != dev)
+        {
+            return Ok(Flow::Go);
+        }
+        let Some(measure) = MEASURES.iter().position(|x| *x == m) else {
+            return Err(Bad::Line(format!("'{m}' is not a measure")));
         };
-        let int = |i: usize| {
-            c[i].parse::<u64>()
-                .map_err(|_| Bad::Line(format!("'{}' is not a count", c[i])))
+        if q.measures & (1 << measure) == 0 {
+            return Ok(Flow::Go);
+        }
+        let num = |x: &str| {
+            x.parse::<f64>()
+                .map_err(|_| Bad::Line(format!("'{x}' is not a number")))
         };
-        rows.push(EnvelopeRow {
-            t_ns: t_ns_cell(c[0]).map_err(Bad::Line)?,
-            window_ns: int(1)?,
-            device: c[2].to_string(),
-            measure: c[3].to_string(),
-            min: num(4)?,
-            max: num(5)?,
-            mean: num(6)?,
-            count: int(7)?,
+        f(RowRef {
+            t_ns,
+            window_ns,
+            device: dev,
+            measure,
+            min: num(mn)?,
+            max: num(mx)?,
+            mean: num(mean)?,
+            count: count
+                .parse::<u64>()
+                .map_err(|_| Bad::Line(format!("'{count}' is not a count")))?,
         });
-        Ok(())
+        Ok(Flow::Go)
+    })
+}
+
+/// Reads every row of `envelopes.csv.gz` (or a plain `envelopes.csv`) with the reading's
+/// warnings (tests compare it with the raw rows; readers of a span use [`for_each`]); a
+/// damaged row is skipped with a warning naming file:line. Another header: an error.
+pub fn read(p: &Path) -> anyhow::Result<(Vec<EnvelopeRow>, Vec<String>)> {
+    let mut rows = vec![];
+    let warnings = for_each(p, &Query::all(), |r| {
+        rows.push(EnvelopeRow {
+            t_ns: r.t_ns,
+            window_ns: r.window_ns,
+            device: r.device.to_string(),
+            measure: MEASURES[r.measure].to_string(),
+            min: r.min,
+            max: r.max,
+            mean: r.mean,
+            count: r.count,
+        })
     })?;
     Ok((rows, warnings))
 }

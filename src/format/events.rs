@@ -46,9 +46,9 @@ pub fn read_noted(dir: &Path) -> anyhow::Result<(Vec<Event>, Vec<String>)> {
             .map_err(|e| Bad::Line(format!("not an event ({e})")))?;
         if e.t_ns > MAX_T_NS {
             return Err(Bad::Line(format!(
-                "t_ns {} is past the {} h a report reads",
+                "t_ns {} is past the {} days a report reads",
                 e.t_ns,
-                MAX_T_NS / 3_600_000_000_000
+                super::csv::MAX_DAYS
             )));
         }
         events.push(e);

@@ -105,11 +105,68 @@ pub struct Meta {
     /// failed; absent when nothing was lost.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost: Vec<Lost>,
+    /// `record --chunk/--keep/--trigger` (issue 13): the chunk list, what retention
+    /// dropped and the windows triggers kept; absent in a run that never rotated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<ChunksMeta>,
     /// The sections other parts add (`broker`, `broker_nodes`, `load`, `phases`), read
     /// by type through [`Meta::load`], [`Meta::broker`], [`Meta::broker_nodes`],
     /// [`Meta::phases`].
     #[serde(flatten)]
     pub sections: BTreeMap<String, Value>,
+}
+
+/// meta.json `chunks`: how diskstats.csv.gz is cut into chunks and what became of them,
+/// rewritten as each chunk closes. Closed chunks are `chunks/diskstats.NNNNNN.csv.gz`
+/// (whole gzip files, never written again); the last is `diskstats.csv.gz`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ChunksMeta {
+    /// `--chunk DURATION`: a chunk holds the rows of one aligned span of the run clock
+    /// (`[k * chunk_ns, (k + 1) * chunk_ns)`); `None` with a size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunk_ns: Option<u64>,
+    /// `--chunk SIZE`: a chunk closes once its file holds this many (compressed) bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunk_bytes: Option<u64>,
+    /// `--keep`: closed chunks whose last row is older than this (before the newest row)
+    /// are deleted, unless a kept window overlaps them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keep_ns: Option<u64>,
+    /// `--trigger` conditions as given (`write_mibps>400`), and `--trigger-window`
+    /// (kept before and after each firing).
+    pub triggers: Vec<String>,
+    pub trigger_window_ns: u64,
+    /// Every chunk closed so far, oldest first (deleted ones too: see `dropped`).
+    pub closed: Vec<ChunkFile>,
+    /// The chunks retention deleted, with why.
+    pub dropped: Vec<ChunkFile>,
+    /// The windows kept around trigger firings (merged where they overlap).
+    pub kept_windows: Vec<KeptWindow>,
+}
+
+/// One chunk file: its path in the run directory, the `t_ns` of its first and last row,
+/// its rows and its size on disk (bytes, compressed); `why` for a dropped one.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ChunkFile {
+    pub file: String,
+    pub first_t_ns: u64,
+    pub last_t_ns: u64,
+    pub rows: u64,
+    pub bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// A span of the run clock kept from retention: `from_t_ns..to_t_ns` and what fired
+/// (`write_mibps>400 on vdb: 812.3`, `signal USR1`; several joined by `; `).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct KeptWindow {
+    pub from_t_ns: u64,
+    pub to_t_ns: u64,
+    pub what: String,
 }
 
 /// meta.json `trace` (`record --trace`, issue 11): what the tracefs collector traced and,
@@ -195,6 +252,9 @@ pub struct LoadMeta {
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct BrokerMeta {
+    /// `rabbitmq` for an embedded RabbitMQ node; absent for nats-server (the runs before
+    /// RabbitMQ came have none).
+    pub kind: Option<String>,
     pub version: Option<String>,
     pub sync: Option<String>,
     pub store_dir: Option<String>,
@@ -235,6 +295,16 @@ impl Phase {
         (self.kind == "load")
             .then(|| serde_json::from_value(self.result.clone()).ok())
             .flatten()
+    }
+}
+
+impl BrokerMeta {
+    /// The broker's program as the report names it: `rabbitmq` or `nats-server`.
+    pub fn program(&self) -> &'static str {
+        match self.kind.as_deref() {
+            Some("rabbitmq") => "rabbitmq",
+            _ => "nats-server",
+        }
     }
 }
 

@@ -51,3 +51,22 @@ pub fn read(dir: &Path, file: &str) -> anyhow::Result<std::collections::BTreeMap
     }
     read_table_by(&p, "server")
 }
+
+pub const RABBITMQ_FILE: &str = "rabbitmq_metrics.csv";
+
+/// `RUN/rabbitmq_metrics.csv`: an embedded RabbitMQ node's Prometheus endpoint
+/// (`rabbitmq_prometheus`, `/metrics`), one row per poll, polled like `/varz`
+/// (`--monitor-interval`, 250 ms) by `broker::rabbit_metrics`.
+///
+/// `t_ns`, `server`, `poll_us` as in varz.csv; `mem_bytes` the VM's resident set size and
+/// `connections` gauges; counters since the node started: `messages_received`,
+/// `messages_confirmed`, `messages_routed`, `messages_delivered`,
+/// `messages_acknowledged` (all protocols, all queue types), `io_write_ops`,
+/// `io_write_bytes`, `io_sync_ops` (the node's file handle cache: classic queues' and
+/// the message store's writes and fsyncs), `io_sync_time_s` (seconds in those syncs);
+/// `queue_messages`, `queue_messages_unacked` gauges over all queues (the node refreshes
+/// them every `collect_statistics_interval`, 5 s by default, so rows repeat them);
+/// `raft_written_index`, `raft_commit_index` the quorum queues' Raft log indexes summed
+/// over queues (written to the WAL vs committed). A metric the node does not report is
+/// empty, never 0.
+pub const RABBITMQ_CSV_HEADER: &str = "t_ns,server,poll_us,mem_bytes,connections,messages_received,messages_confirmed,messages_routed,messages_delivered,messages_acknowledged,io_write_ops,io_write_bytes,io_sync_ops,io_sync_time_s,queue_messages,queue_messages_unacked,raft_written_index,raft_commit_index";

@@ -1,7 +1,8 @@
 //! The `/metrics` HTTP/1.1 server of `record --listen`: one std thread blocked in
 //! `accept`, one connection at a time (`Connection: close`), 2 s read and write
 //! timeouts, so a stuck client delays other scrapes at most that and never touches the
-//! sampler. Stopping connects to itself to wake the `accept`.
+//! sampler. Stopping connects to itself to wake the `accept`. [`serve_with`] is the same
+//! server with another handler (`diskpulse view`).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -55,13 +56,46 @@ impl Drop for Server {
     }
 }
 
+/// One answer: status line text, content type, body.
+pub struct Response {
+    pub status: &'static str,
+    pub ctype: &'static str,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn text(status: &'static str, body: impl Into<String>) -> Response {
+        Response {
+            status,
+            ctype: "text/plain; charset=utf-8",
+            body: body.into().into_bytes(),
+        }
+    }
+}
+
+/// What answers a request: `(method, target)` (target with its query) to a response.
+pub type Handler = dyn Fn(&str, &str) -> Response + Send + Sync;
+
 /// Serves `live` on `listener` until the [`Server`] is dropped.
 pub fn serve(listener: TcpListener, live: Arc<Live>) -> anyhow::Result<Server> {
+    serve_with(
+        listener,
+        "metrics-http",
+        Arc::new(move |method: &str, target: &str| metrics(method, target, &live)),
+    )
+}
+
+/// Serves `handler` on `listener` (thread `name`) until the [`Server`] is dropped.
+pub fn serve_with(
+    listener: TcpListener,
+    name: &str,
+    handler: Arc<Handler>,
+) -> anyhow::Result<Server> {
     let addr = listener.local_addr()?;
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let handle = std::thread::Builder::new()
-        .name("metrics-http".into())
+        .name(name.into())
         .spawn(move || {
             for conn in listener.incoming() {
                 if st.load(Ordering::SeqCst) {
@@ -69,7 +103,7 @@ pub fn serve(listener: TcpListener, live: Arc<Live>) -> anyhow::Result<Server> {
                 }
                 match conn {
                     Ok(s) => {
-                        let _ = answer(s, &live);
+                        let _ = answer(s, &*handler);
                     }
                     // EMFILE and the like: do not spin.
                     Err(_) => std::thread::sleep(Duration::from_millis(20)),
@@ -83,7 +117,25 @@ pub fn serve(listener: TcpListener, live: Arc<Live>) -> anyhow::Result<Server> {
     })
 }
 
-fn answer(mut s: TcpStream, live: &Live) -> std::io::Result<()> {
+fn metrics(method: &str, target: &str, live: &Live) -> Response {
+    let path = target.split('?').next().unwrap_or("");
+    match (method, path) {
+        ("GET" | "HEAD", "/metrics") => Response {
+            status: "200 OK",
+            ctype: "text/plain; version=0.0.4; charset=utf-8",
+            body: super::render::page(&live.scrape()).into_bytes(),
+        },
+        ("GET" | "HEAD", "/") => {
+            Response::text("200 OK", "diskpulse record: metrics at /metrics\n")
+        }
+        ("GET" | "HEAD", _) => {
+            Response::text("404 Not Found", "not found: the metrics are at /metrics\n")
+        }
+        _ => Response::text("405 Method Not Allowed", "only GET\n"),
+    }
+}
+
+fn answer(mut s: TcpStream, handler: &Handler) -> std::io::Result<()> {
     s.set_read_timeout(Some(TIMEOUT))?;
     s.set_write_timeout(Some(TIMEOUT))?;
     let mut head = Vec::with_capacity(1024);
@@ -99,37 +151,17 @@ fn answer(mut s: TcpStream, live: &Live) -> std::io::Result<()> {
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let (status, ctype, body) = match (method, path) {
-        ("GET" | "HEAD", "/metrics") => (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            super::render::page(&live.scrape()),
-        ),
-        ("GET" | "HEAD", "/") => (
-            "200 OK",
-            "text/plain; charset=utf-8",
-            "diskpulse record: metrics at /metrics\n".to_string(),
-        ),
-        ("GET" | "HEAD", _) => (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
-            "not found: the metrics are at /metrics\n".to_string(),
-        ),
-        _ => (
-            "405 Method Not Allowed",
-            "text/plain; charset=utf-8",
-            "only GET\n".to_string(),
-        ),
-    };
-    let mut resp = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
+    let r = handler(method, target);
+    let resp = format!(
+        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+        r.status,
+        r.ctype,
+        r.body.len()
     )
     .into_bytes();
-    if method != "HEAD" {
-        resp.extend_from_slice(body.as_bytes());
-    }
     s.write_all(&resp)?;
+    if method != "HEAD" {
+        s.write_all(&r.body)?;
+    }
     s.flush()
 }

@@ -87,9 +87,29 @@ pub enum Mode {
     ObjPut,
     /// Object-store get with digest check.
     ObjGet,
+    /// RabbitMQ: AMQP publish with publisher confirms, --window unconfirmed in flight
+    /// (sliding); --consume M consumes beside it.
+    AmqpPub,
+    /// RabbitMQ: AMQP consume with manual acks and --prefetch (until the queue is
+    /// drained, --msgs or --duration).
+    AmqpConsume,
+    /// RabbitMQ: request/reply ("call") over direct reply-to, --window outstanding per
+    /// client; --reply M starts M responders here.
+    AmqpCall,
+    /// RabbitMQ: publish to the served queue, no reply ("cast"); --reply M starts M
+    /// consumers of it here.
+    AmqpCast,
 }
 
 impl Mode {
+    /// Whether the mode speaks AMQP to a RabbitMQ broker (else NATS).
+    pub fn is_amqp(self) -> bool {
+        matches!(
+            self,
+            Mode::AmqpPub | Mode::AmqpConsume | Mode::AmqpCall | Mode::AmqpCast
+        )
+    }
+
     /// The mode as the command line spells it (`js-pub`): what meta.json and events say.
     pub fn cli_name(self) -> String {
         self.to_possible_value()
@@ -109,6 +129,27 @@ pub fn storage_type(s: Storage) -> jetstream::stream::StorageType {
     match s {
         Storage::File => jetstream::stream::StorageType::File,
         Storage::Memory => jetstream::stream::StorageType::Memory,
+    }
+}
+
+/// The type of a queue diskpulse declares (`x-queue-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum QueueType {
+    /// A classic durable queue (writes batched, no fsync before a confirm).
+    Classic,
+    /// A quorum queue (Raft: a shared WAL, fsynced before a confirm).
+    Quorum,
+    /// A stream (an append-only log; consumers read from the first offset).
+    Stream,
+}
+
+impl QueueType {
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueType::Classic => "classic",
+            QueueType::Quorum => "quorum",
+            QueueType::Stream => "stream",
+        }
     }
 }
 
@@ -173,6 +214,19 @@ pub struct LoadArgs {
     /// Request (and KV get) timeout.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// AMQP modes: the queue published to and consumed from (amqp-call/amqp-cast: the
+    /// request queue the responders consume).
+    #[arg(long, default_value = "diskpulse")]
+    pub queue: String,
+    /// AMQP modes: the type of the queue diskpulse declares (durable in every case).
+    #[arg(long, value_enum, default_value_t = QueueType::Classic)]
+    pub queue_type: QueueType,
+    /// AMQP modes: transient messages (delivery mode 1) instead of persistent (2).
+    #[arg(long)]
+    pub transient: bool,
+    /// AMQP consumers and responders: unacknowledged deliveries per consumer (basic.qos).
+    #[arg(long, default_value_t = 100)]
+    pub prefetch: u16,
     /// Stream name (js-pub, js-consume).
     #[arg(long, default_value = "DISKPULSE")]
     pub stream: String,
@@ -232,6 +286,18 @@ pub struct LoadArgs {
     /// one client: fewer context switches; all cores otherwise).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Delay each direction between the main role's clients and the servers by this much
+    /// (tc netem's delay, through a proxy of our own per server; responders, subscribers
+    /// and consumers started beside them connect directly, as a service next to its broker).
+    #[arg(long, value_parser = parse_duration, value_name = "DELAY")]
+    pub inject_latency: Option<Duration>,
+    /// With --inject-latency: jitter around the delay, ± this (uniform) or its standard
+    /// deviation (normal).
+    #[arg(long, value_parser = parse_duration)]
+    pub jitter: Option<Duration>,
+    /// How --jitter is drawn.
+    #[arg(long, value_enum, default_value_t = crate::proxy::JitterDist::Uniform)]
+    pub jitter_dist: crate::proxy::JitterDist,
     /// Statistics window of load.csv.
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub stats_window: Duration,
@@ -316,6 +382,10 @@ impl LoadArgs {
             Mode::KvGet => Role::KvGet,
             Mode::ObjPut => Role::ObjPut,
             Mode::ObjGet => Role::ObjGet,
+            Mode::AmqpPub => Role::AmqpPub,
+            Mode::AmqpConsume => Role::AmqpConsume,
+            Mode::AmqpCall => Role::AmqpCall,
+            Mode::AmqpCast => Role::AmqpCast,
         }
     }
 
@@ -332,7 +402,11 @@ impl LoadArgs {
     /// check of the command has passed. It may raise the soft RLIMIT_NOFILE to the hard
     /// one when the clients need it (see [`LoadArgs::check_fd_limit`]).
     pub fn validate(&self) -> anyhow::Result<()> {
-        self.connect.validate()?;
+        if self.mode.is_amqp() {
+            super::amqp::validate(self)?;
+        } else {
+            self.connect.validate()?;
+        }
         if self.main_clients() == 0 {
             return Err(usage!("--clients must be at least 1"));
         }
@@ -346,7 +420,12 @@ impl LoadArgs {
                 ));
             }
         }
-        if self.rate.is_some() && matches!(self.mode, Mode::Sub | Mode::Reply | Mode::JsConsume) {
+        if self.rate.is_some()
+            && matches!(
+                self.mode,
+                Mode::Sub | Mode::Reply | Mode::JsConsume | Mode::AmqpConsume
+            )
+        {
             return Err(usage!(
                 "--rate paces senders; {} receives as fast as messages come",
                 self.main_role().name()
@@ -410,6 +489,7 @@ impl LoadArgs {
         if self.msgs == Some(0) {
             return Err(usage!("--msgs must be at least 1"));
         }
+        self.check_latency()?;
         if self.batch == 0 {
             return Err(usage!("--batch must be at least 1"));
         }
@@ -422,7 +502,7 @@ impl LoadArgs {
         if self.keys == 0 {
             return Err(usage!("--keys must be at least 1"));
         }
-        if self.size > MAX_NATS_PAYLOAD {
+        if self.size > MAX_NATS_PAYLOAD && !self.mode.is_amqp() {
             return Err(usage!(
                 "--size {}: a NATS message carries at most 64 MiB (the server's max_payload cannot go higher); use a smaller --size",
                 crate::units::bytes_exact(self.size)
@@ -457,7 +537,7 @@ impl LoadArgs {
             ));
         }
         // NATS subjects are tokens separated by '.', none of them empty ("a..b", ".a").
-        if self.subject.is_empty()
+        if !self.mode.is_amqp() && self.subject.is_empty()
             || self.subject.contains(char::is_whitespace)
             || self.subject.split('.').any(str::is_empty)
         {
@@ -502,7 +582,14 @@ impl LoadArgs {
     pub fn payload_bytes(&self) -> Option<u64> {
         matches!(
             self.mode,
-            Mode::Pub | Mode::Request | Mode::Cast | Mode::JsPub | Mode::KvPut
+            Mode::Pub
+                | Mode::Request
+                | Mode::Cast
+                | Mode::JsPub
+                | Mode::KvPut
+                | Mode::AmqpPub
+                | Mode::AmqpCall
+                | Mode::AmqpCast
         )
         .then_some(self.size)
     }
@@ -525,6 +612,41 @@ impl LoadArgs {
     /// Connections this run opens: one per client of every role, two per core publisher
     /// that writes the protocol itself (its own socket beside the async-nats client), and
     /// the setup connection.
+    /// The jitter of `--inject-latency` (none when absent or 0).
+    pub fn latency_jitter(&self) -> Option<crate::proxy::Jitter> {
+        self.jitter
+            .filter(|j| !j.is_zero())
+            .map(|amount| crate::proxy::Jitter {
+                amount,
+                dist: self.jitter_dist,
+            })
+    }
+
+    /// `--inject-latency`, `--jitter`: bounds, and a connection the proxy can carry.
+    fn check_latency(&self) -> anyhow::Result<()> {
+        let Some(delay) = self.inject_latency else {
+            if self.jitter.is_some() {
+                return Err(usage!(
+                    "--jitter varies the delay of --inject-latency; add --inject-latency DELAY (e.g. --inject-latency 10ms --jitter 2ms)"
+                ));
+            }
+            return Ok(());
+        };
+        crate::proxy::check("--inject-latency", delay, self.latency_jitter())
+            .map_err(|e| usage!("{e}"))?;
+        let tls_url = self
+            .connect
+            .server_list()
+            .iter()
+            .any(|u| u.trim().to_ascii_lowercase().starts_with("tls://"));
+        if tls_url || self.connect.tls_ca.is_some() || self.connect.tls_cert.is_some() {
+            return Err(usage!(
+                "--inject-latency with TLS: the client would check the proxy's address (127.0.0.1) against the server's certificate; run `diskpulse proxy --listen HOST:PORT --upstream SERVER --delay ...` with a certificate naming HOST, or leave TLS out"
+            ));
+        }
+        Ok(())
+    }
+
     pub fn connections(&self) -> u64 {
         let raw_pubs =
             matches!(self.mode, Mode::Pub | Mode::Cast) && self.connect.is_plain() && !self.no_raw;
@@ -541,12 +663,17 @@ impl LoadArgs {
         );
         let others = match self.mode {
             Mode::Pub => self.sub.saturating_mul(if raw_subs { 2 } else { 1 }),
-            Mode::Request | Mode::Cast => self.reply,
-            Mode::JsPub => self.consume,
+            Mode::Request | Mode::Cast | Mode::AmqpCall | Mode::AmqpCast => self.reply,
+            Mode::JsPub | Mode::AmqpPub => self.consume,
             Mode::ObjPut => self.consumers,
             _ => 0,
         } as u64;
-        main.saturating_add(others).saturating_add(1)
+        // A proxied client's connection is three descriptors here: its own, and the
+        // proxy's two (client side, server side).
+        let proxied = if self.inject_latency.is_some() { 3 } else { 1 };
+        main.saturating_mul(proxied)
+            .saturating_add(others)
+            .saturating_add(1)
     }
 
     /// Every connection is a file descriptor: more clients than RLIMIT_NOFILE allows
@@ -566,8 +693,8 @@ impl LoadArgs {
         // "--clients 1").
         let (flag, others) = match self.mode {
             Mode::Pub => ("--sub", self.sub),
-            Mode::Request | Mode::Cast => ("--reply", self.reply),
-            Mode::JsPub => ("--consume", self.consume),
+            Mode::Request | Mode::Cast | Mode::AmqpCall | Mode::AmqpCast => ("--reply", self.reply),
+            Mode::JsPub | Mode::AmqpPub => ("--consume", self.consume),
             Mode::ObjPut => ("--consumers", self.consumers),
             _ => ("", 0),
         };
@@ -605,7 +732,11 @@ impl LoadArgs {
         match (self.msgs, self.duration) {
             (Some(m), _) => Some(m),
             (None, Some(_)) => None,
-            (None, None) if matches!(self.mode, Mode::Reply | Mode::JsConsume) => None,
+            (None, None)
+                if matches!(self.mode, Mode::Reply | Mode::JsConsume | Mode::AmqpConsume) =>
+            {
+                None
+            }
             (None, None) if matches!(self.mode, Mode::ObjPut | Mode::ObjGet) => Some(self.objects),
             (None, None) => Some(100_000),
         }
@@ -622,7 +753,7 @@ impl LoadArgs {
     pub(crate) fn window_for(&self, role: Role) -> usize {
         self.window
             .unwrap_or(match role {
-                Role::JsPub if !self.sync => DEFAULT_WINDOW,
+                Role::JsPub | Role::AmqpPub if !self.sync => DEFAULT_WINDOW,
                 _ => 1,
             })
             .max(1)

@@ -48,6 +48,10 @@ pub struct ConnectArgs {
     /// Client key (PEM), with --tls-cert.
     #[arg(long, value_name = "FILE")]
     pub tls_key: Option<PathBuf>,
+    /// Connect only to the URL given, never to servers the cluster announces (a client
+    /// behind a latency proxy must not reconnect around it).
+    #[arg(skip)]
+    pub ignore_discovered: bool,
 }
 
 impl ConnectArgs {
@@ -192,6 +196,9 @@ impl ConnectArgs {
         if let Some(c) = sub_capacity {
             o = o.subscription_capacity(c);
         }
+        if self.ignore_discovered {
+            o = o.ignore_discovered_servers();
+        }
         let server = parse_server(url).map_err(|why| {
             usage!(
                 "--server '{}': {why}; expected {SERVER_URL_FORM}",
@@ -278,6 +285,23 @@ pub async fn round_trip(client: &async_nats::Client) -> anyhow::Result<()> {
         Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => Ok(()),
         Err(e) => Err(anyhow::anyhow!("round trip to the server failed: {e}")),
     }
+}
+
+/// `host:port` of a server URL (what a proxy forwards to).
+pub fn host_port(url: &str) -> Result<String, String> {
+    let p = parse_server(url)?;
+    Ok(p.url
+        .split_once("://")
+        .map_or(p.url.clone(), |(_, hp)| hp.to_string()))
+}
+
+/// `url` with its host and port replaced by `addr` (a proxy's), user info kept:
+/// `nats://u:p@h:4222` -> `nats://u:p@127.0.0.1:40123`.
+pub fn through(url: &str, addr: std::net::SocketAddr) -> String {
+    let t = url.trim();
+    let (scheme, rest) = t.split_once("://").unwrap_or(("nats", t));
+    let info = rest.rfind('@').map(|at| &rest[..=at]).unwrap_or("");
+    format!("{scheme}://{info}{addr}")
 }
 
 /// `nats://user:pass@host:4222` -> `nats://***@host:4222` ([`crate::redact::text`]).
@@ -440,6 +464,18 @@ mod tests {
             let e = parse_server(u).unwrap_err();
             assert!(e.contains(why), "{u}: {e}");
         }
+    }
+
+    #[test]
+    fn a_proxied_url_keeps_its_credentials_and_loses_its_host() {
+        let a: std::net::SocketAddr = "127.0.0.1:40123".parse().unwrap();
+        assert_eq!(
+            through("nats://u:p@h:4222", a),
+            "nats://u:p@127.0.0.1:40123"
+        );
+        assert_eq!(through("h:4222", a), "nats://127.0.0.1:40123");
+        assert_eq!(host_port("nats://u:p@h:1").unwrap(), "h:1");
+        assert_eq!(host_port("h").unwrap(), "h:4222");
     }
 
     #[test]

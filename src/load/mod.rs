@@ -9,6 +9,7 @@
 //! [`js`], [`kv`] and [`obj`] for the JetStream modes and what they verify, [`content`]
 //! for the keys, values and objects derived from their names.
 
+pub mod amqp;
 mod args;
 pub mod client_chart;
 pub mod collect;
@@ -31,7 +32,8 @@ pub mod send;
 pub mod workers;
 
 pub use args::{
-    args_from, storage_type, AckMode, LoadArgs, Mode, Storage, DEFAULT_MAX_PAYLOAD, DEFAULT_WINDOW,
+    args_from, storage_type, AckMode, LoadArgs, Mode, QueueType, Storage, DEFAULT_MAX_PAYLOAD,
+    DEFAULT_WINDOW,
 };
 pub use reconcile::StreamCheck;
 
@@ -71,6 +73,8 @@ pub struct LoadOutcome {
     pub js_context: serde_json::Value,
     /// js-pub: what the stream holds after the run beside what was acked.
     pub stream_check: Option<StreamCheck>,
+    /// --inject-latency: each server's proxy, what was asked and what it added.
+    pub proxies: Vec<crate::proxy::ProxyReport>,
 }
 
 /// Connection capacity per client: enough that a full window never blocks on it.
@@ -167,6 +171,9 @@ async fn prepare_stream(a: &LoadArgs, js: &jetstream::Context) -> anyhow::Result
 
 /// Runs the load; returns when every worker has finished (or after Ctrl-C).
 pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
+    if a.mode.is_amqp() {
+        return amqp::run(a, env).await;
+    }
     if env.servers.is_empty() {
         anyhow::bail!("no NATS server to connect to");
     }
@@ -187,6 +194,32 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         _ => None,
     };
 
+    // --inject-latency: a proxy per server; the main role's clients connect through it,
+    // the clients beside them (responders, subscribers, consumers) and the setup
+    // connection directly: one request/reply round trip crosses the delay twice.
+    let mut proxies = vec![];
+    let mut main_connect = a.connect.clone();
+    let main_urls: Vec<String> = match a.inject_latency {
+        Some(delay) => {
+            main_connect.ignore_discovered = true;
+            let mut urls = vec![];
+            for s in &env.servers {
+                let hp = connect::host_port(s)
+                    .map_err(|why| usage!("--server '{}': {why}", connect::redact_url(s)))?;
+                let (addr, h) = crate::proxy::spawn(&hp, delay, a.latency_jitter())?;
+                urls.push(connect::through(s, addr));
+                proxies.push(h);
+            }
+            env.events.event(
+                "proxy",
+                serde_json::json!({"delay_ms": delay.as_secs_f64() * 1e3,
+                    "jitter_ms": a.latency_jitter().map_or(0.0, |j| j.amount.as_secs_f64() * 1e3),
+                    "proxies": proxies.iter().map(|p| p.report()).map(|r| serde_json::json!({"listen": r.listen, "upstream": r.upstream})).collect::<Vec<_>>()}),
+            );
+            urls
+        }
+        None => env.servers.clone(),
+    };
     let clock = env.clock;
     let window_ns = a.stats_window.as_nanos() as u64;
     let (tx, rx) = mpsc::unbounded_channel();
@@ -209,6 +242,11 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         let w = a.window_for(role);
         for index in 0..n {
             let server = server_of(k);
+            let (url, how) = if role == main {
+                (main_urls[k % main_urls.len()].clone(), &main_connect)
+            } else {
+                (server.clone(), &a.connect)
+            };
             k += 1;
             let name = record::client_name(role, index);
             // async-nats subscribers (--no-raw, TLS, credentials) hold 4 flow windows
@@ -219,19 +257,18 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
                         .map(|f| (4 * f).clamp(65_536, 1 << 22) as usize)
                 })
                 .flatten();
-            let client = a
-                .connect
-                .connect_sub(&server, &name, capacity(w), sub_capacity, &env.events)
+            let client = how
+                .connect_sub(&url, &name, capacity(w), sub_capacity, &env.events)
                 .await?;
             // Core publishers without TLS or credentials write the protocol themselves.
             let raw = if role == Role::Pub && a.connect.is_plain() && !a.no_raw {
-                raw::RawConn::connect(&server, &name).await?
+                raw::RawConn::connect(&url, &name).await?
             } else {
                 None
             };
             // Core subscribers likewise read the protocol themselves (see rawsub).
             let raw_sub = if role == Role::Sub && a.connect.is_plain() && !a.no_raw {
-                rawsub::RawSubConn::connect(&server, &name, &a.subject).await?
+                rawsub::RawSubConn::connect(&url, &name, &a.subject).await?
             } else {
                 None
             };
@@ -373,8 +410,16 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         }
     }
     let ended_ns = clock.now_ns();
-    let collected = collector.await??;
+    let mut collected = collector.await??;
     env.events.event("load_stop", serde_json::json!({}));
+    if a.mode == Mode::Cast && a.reply > 0 && !env.stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Some((sent, served)) = cast_missing(&mut collected.clients, ended_ns) {
+            env.events.event(
+                "missing",
+                serde_json::json!({"sent": sent, "served": served, "missing": sent - served}),
+            );
+        }
+    }
     if prepared.pull_consumer {
         js::cleanup_pull(&a.stream, &jetstream::new(setup.clone())).await;
     }
@@ -414,7 +459,15 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         None => None,
     };
     let w = a.window_for(main);
+    let proxies = proxies
+        .into_iter()
+        .map(|mut p| {
+            p.close();
+            p.report()
+        })
+        .collect();
     Ok(LoadOutcome {
+        proxies,
         stream_check,
         clients: collected.clients,
         started_ns: start_ns,
@@ -428,6 +481,33 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     })
 }
 
+/// A cast's publishes that no responder counted (nats-server drops messages to a slow
+/// consumer without telling the publisher): `missing` errors on the last responder, so
+/// the summary, the JSON and the exit code say so. Returns (sent, served) when some are
+/// missing. Called only when the run ended on its own (Ctrl-C loses what is in flight).
+fn cast_missing(clients: &mut [record::ClientTotals], at_ns: u64) -> Option<(u64, u64)> {
+    use record::Role;
+    let sent: u64 = clients
+        .iter()
+        .filter(|c| c.role == Role::Pub)
+        .map(|c| c.ops)
+        .sum();
+    let served: u64 = clients
+        .iter()
+        .filter(|c| c.role == Role::Reply)
+        .map(|c| c.ops)
+        .sum();
+    if served >= sent {
+        return None;
+    }
+    let n = sent - served;
+    let c = clients.iter_mut().rfind(|c| c.role == Role::Reply)?;
+    c.errors += n;
+    *c.errors_by_kind.entry("missing").or_default() += n;
+    c.error_times_ns.entry("missing").or_insert([at_ns, at_ns]);
+    Some((sent, served))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,5 +517,40 @@ mod tests {
         assert_eq!(Mode::JsPub.cli_name(), "js-pub");
         assert_eq!(Mode::ObjGet.cli_name(), "obj-get");
         assert_eq!(Mode::Pub.cli_name(), "pub");
+    }
+
+    fn totals(role: record::Role, ops: u64) -> record::ClientTotals {
+        record::ClientTotals {
+            role,
+            index: 0,
+            server: "s".into(),
+            ops,
+            bytes: 0,
+            errors: 0,
+            errors_by_kind: Default::default(),
+            error_times_ns: Default::default(),
+            first_ns: 0,
+            last_ns: 0,
+            lat: collectors::directio::latency_histogram(),
+            co: collectors::directio::latency_histogram(),
+        }
+    }
+
+    #[test]
+    fn a_cast_whose_responders_counted_fewer_than_were_sent_has_them_missing() {
+        use record::Role;
+        let mut c = vec![
+            totals(Role::Pub, 600),
+            totals(Role::Pub, 400),
+            totals(Role::Reply, 500),
+            totals(Role::Reply, 450),
+        ];
+        assert_eq!(cast_missing(&mut c, 7), Some((1000, 950)));
+        assert_eq!(c[3].errors_by_kind.get("missing"), Some(&50));
+        assert_eq!(c[3].errors, 50);
+        assert_eq!(c[2].errors, 0);
+        let mut whole = vec![totals(Role::Pub, 10), totals(Role::Reply, 10)];
+        assert_eq!(cast_missing(&mut whole, 7), None);
+        assert_eq!(whole[1].errors, 0);
     }
 }

@@ -39,8 +39,21 @@ impl Group {
 /// roles, which natscli has not, follow the same rule.
 pub fn group(role: Role) -> Group {
     match role {
-        Role::Pub | Role::Request | Role::JsPub | Role::KvPut | Role::ObjPut => Group::Pub,
-        Role::Sub | Role::Reply | Role::JsConsume | Role::KvGet | Role::ObjGet => Group::Sub,
+        Role::Pub
+        | Role::Request
+        | Role::JsPub
+        | Role::KvPut
+        | Role::ObjPut
+        | Role::AmqpPub
+        | Role::AmqpCall
+        | Role::AmqpCast => Group::Pub,
+        Role::Sub
+        | Role::Reply
+        | Role::JsConsume
+        | Role::KvGet
+        | Role::ObjGet
+        | Role::AmqpConsume
+        | Role::AmqpServe => Group::Sub,
     }
 }
 

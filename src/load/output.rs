@@ -288,7 +288,9 @@ pub fn kind_words(kind: &str) -> (&'static str, String) {
         "mismatch" | "digest_mismatch" => "data read back differed from what was written",
         "missing" => "messages were lost",
         "stream_not_found" => "the stream went away",
-        "disconnected" | "connection" => "the connection broke",
+        "disconnected" | "connection" | "connection_lost" => "the connection broke",
+        "nack" => "the broker refused messages",
+        "broker_error" => "the broker closed the channel",
         _ => "operations failed",
     };
     (what, kind.replace('_', " "))
@@ -297,9 +299,9 @@ pub fn kind_words(kind: &str) -> (&'static str, String) {
 /// What one operation of a role is called, plural ("publishes failed").
 fn op_noun(role: Role) -> &'static str {
     match role {
-        Role::Pub | Role::JsPub => "publishes",
-        Role::Sub | Role::JsConsume => "messages",
-        Role::Request => "requests",
+        Role::Pub | Role::JsPub | Role::AmqpPub | Role::AmqpCast => "publishes",
+        Role::Sub | Role::JsConsume | Role::AmqpConsume | Role::AmqpServe => "messages",
+        Role::Request | Role::AmqpCall => "requests",
         Role::Reply => "replies",
         Role::KvPut => "puts",
         Role::KvGet => "gets",

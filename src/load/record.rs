@@ -42,6 +42,16 @@ pub enum Role {
     KvGet,
     ObjPut,
     ObjGet,
+    /// AMQP publish with publisher confirms (RabbitMQ).
+    AmqpPub,
+    /// AMQP consume with manual acks.
+    AmqpConsume,
+    /// AMQP request/reply over direct reply-to.
+    AmqpCall,
+    /// AMQP publish to a served queue, no reply.
+    AmqpCast,
+    /// AMQP responders of `amqp-call`/`amqp-cast` (consume the request queue, reply, ack).
+    AmqpServe,
 }
 
 impl Role {
@@ -57,6 +67,11 @@ impl Role {
             Role::KvGet => "kv-get",
             Role::ObjPut => "obj-put",
             Role::ObjGet => "obj-get",
+            Role::AmqpPub => "amqp-pub",
+            Role::AmqpConsume => "amqp-consume",
+            Role::AmqpCall => "amqp-call",
+            Role::AmqpCast => "amqp-cast",
+            Role::AmqpServe => "amqp-serve",
         }
     }
 
@@ -74,7 +89,9 @@ impl Role {
     pub fn latency_meaning(self) -> &'static str {
         match self {
             Role::Pub => "none (fire and forget)",
-            Role::Sub | Role::JsConsume => "end to end: stamped send time to receipt",
+            Role::Sub | Role::JsConsume | Role::AmqpConsume | Role::AmqpServe => {
+                "end to end: stamped send time to receipt"
+            }
             Role::Request => "request to reply",
             Role::Reply => "none (serves requests)",
             Role::JsPub => "publish to ack",
@@ -82,6 +99,9 @@ impl Role {
             Role::KvGet => "get to value",
             Role::ObjPut => "whole object put",
             Role::ObjGet => "whole object get (verified)",
+            Role::AmqpPub => "publish to confirm",
+            Role::AmqpCall => "request to reply",
+            Role::AmqpCast => "none (publish, no reply)",
         }
     }
 }

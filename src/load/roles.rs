@@ -91,6 +91,10 @@ pub(crate) fn worker(role: Role) -> &'static dyn RoleWorker {
         Role::KvGet => &KvGetter,
         Role::ObjPut => &ObjPutter,
         Role::ObjGet => &ObjGetter,
+        // `load::run` hands AMQP modes to `load::amqp` before any NATS worker is made.
+        Role::AmqpPub | Role::AmqpConsume | Role::AmqpCall | Role::AmqpCast | Role::AmqpServe => {
+            unreachable!("AMQP roles run in load::amqp")
+        }
     }
 }
 

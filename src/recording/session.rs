@@ -33,6 +33,8 @@ pub struct SamplerSetup {
     pub procfs: PathBuf,
     /// `--trace`: sync calls and block requests from tracefs; `None`: off.
     pub trace: Option<TraceSetup>,
+    /// `--chunk/--keep/--trigger` (default: a chunk an hour, nothing dropped).
+    pub chunks: super::chunks::ChunkSetup,
 }
 
 /// What a recording records (the name issue 11's interface uses).
@@ -49,7 +51,9 @@ pub struct Recording {
     /// Processes started after `sample_processes` (a node restarted), for its sampler.
     procio_added: Arc<std::sync::Mutex<Vec<u32>>>,
     trace: Option<super::trace::TraceThread>,
-    meta: Meta,
+    meta: Arc<std::sync::Mutex<Meta>>,
+    /// `--chunk/--keep/--trigger`: the chunks of diskstats.csv.gz and what is kept.
+    flight: Option<Arc<super::chunks::Flight>>,
     finished: bool,
 }
 
@@ -246,6 +250,7 @@ impl Recording {
             complete: false,
             error_events: None,
             lost: vec![],
+            chunks: None,
             sections: Default::default(),
         };
         meta.write(&dir.join(crate::format::meta::FILE))?;
@@ -264,16 +269,34 @@ impl Recording {
             traced: TracedPids::default(),
             procio_added: Default::default(),
             trace: None,
-            meta,
+            meta: Arc::new(std::sync::Mutex::new(meta)),
+            flight: None,
             finished: false,
         };
-        let mut ds = samplers::DiskSampler::new(
+        let flight =
+            (setup.chunks.every_ns.is_some() || setup.chunks.every_bytes.is_some()).then(|| {
+                super::chunks::Flight::new(
+                    setup.chunks.clone(),
+                    dir,
+                    rec.meta.clone(),
+                    events.clone(),
+                )
+            });
+        let mut ds = samplers::DiskSampler::new_chunked(
             source,
             filter,
             &names,
-            &dir.join("diskstats.csv.gz"),
+            &dir.join(crate::format::diskstats::FILE),
             events.clone(),
+            flight.as_ref().map(|f| f.rotate()),
         )?;
+        if let Some(feed) = flight
+            .as_ref()
+            .and_then(|f| super::chunks::TriggerFeed::new(f, events.clone()))
+        {
+            ds.set_triggers(feed);
+        }
+        rec.flight = flight;
         if let Some(l) = &live {
             ds.set_live(l.tap());
         }
@@ -348,7 +371,7 @@ impl Recording {
             .map(|(n, p)| format!("{n}={p}"))
             .collect::<Vec<_>>()
             .join(",");
-        self.meta.samplers.insert(
+        self.m().samplers.insert(
             "proc_io".into(),
             SamplerMeta {
                 file: crate::format::proc_io::FILE.into(),
@@ -376,7 +399,7 @@ impl Recording {
             self.events.clone(),
         ) {
             Ok(th) => {
-                self.meta.samplers.insert(
+                self.m().samplers.insert(
                     "trace".into(),
                     SamplerMeta {
                         file: crate::format::fsync_calls::FILE.into(),
@@ -385,7 +408,7 @@ impl Recording {
                         stats: None,
                     },
                 );
-                self.meta.sections.insert(
+                self.m().sections.insert(
                     "trace".into(),
                     serde_json::to_value(&th.meta).unwrap_or_default(),
                 );
@@ -426,7 +449,7 @@ impl Recording {
 
     /// Adds a top-level key to `meta.json` (broker, load options...); written at finish.
     pub fn set_meta(&mut self, key: &str, v: Value) -> anyhow::Result<()> {
-        self.meta.sections.insert(key.to_string(), v);
+        self.m().sections.insert(key.to_string(), v);
         self.write_meta()
     }
 
@@ -437,13 +460,19 @@ impl Recording {
     fn write_meta(&mut self) -> anyhow::Result<()> {
         let path = self.dir.join(crate::format::meta::FILE);
         let tmp = path.with_extension("json.tmp");
-        let mut r = self.meta.write(&path);
+        // Under the lock: the diskstats writer thread rewrites it too as chunks close.
+        let mut meta = self.m();
+        if let Some(f) = &self.flight {
+            meta.chunks = f.snapshot();
+        }
+        let mut r = meta.write(&path);
         if r.as_ref().is_err_and(is_disk_full) {
             let _ = std::fs::remove_file(&tmp);
             if std::fs::remove_file(self.dir.join(RESERVE_FILE)).is_ok() {
-                r = self.meta.write(&path);
+                r = meta.write(&path);
             }
         }
+        drop(meta);
         r.map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
             let full = if is_disk_full(&e) {
@@ -460,6 +489,27 @@ impl Recording {
                 e.root_cause()
             )
         })
+    }
+
+    /// The meta.json being kept (shared with the diskstats writer thread).
+    fn m(&self) -> std::sync::MutexGuard<'_, Meta> {
+        self.meta.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps the window around now from retention (`kill -USR1`, or any caller): a
+    /// `trigger` event says what; does nothing when the run is not chunked.
+    pub fn keep_now(&self, what: &str) {
+        let t = self.clock.now_ns();
+        if let Some(f) = &self.flight {
+            f.keep(t, what);
+            let w = f.window_ns();
+            self.events.event_at(
+                t,
+                "trigger",
+                json!({"trigger": what, "keep_from_t_ns": t.saturating_sub(w),
+                    "keep_to_t_ns": t.saturating_add(w)}),
+            );
+        }
     }
 
     /// Stops the samplers, closes every file and completes `meta.json`.
@@ -482,22 +532,23 @@ impl Recording {
                     first_err.get_or_insert(e);
                 }
             }
-            self.meta.sections.insert(
+            self.m().sections.insert(
                 "trace".into(),
                 serde_json::to_value(&meta).unwrap_or_default(),
             );
         }
-        for t in self.threads.drain(..) {
+        let threads: Vec<_> = self.threads.drain(..).collect();
+        for t in threads {
             let (name, file, r) = t.join();
             match r {
                 Ok(s) => {
-                    if let Some(m) = self.meta.samplers.get_mut(name) {
+                    if let Some(m) = self.m().samplers.get_mut(name) {
                         m.stats = Some(loop_stats(&s));
                     }
                 }
                 Err(e) => {
                     self.events.error(name, "sampler", &format!("{e:#}"));
-                    self.meta.lost.push(crate::format::meta::Lost {
+                    self.m().lost.push(crate::format::meta::Lost {
                         file: file.to_string(),
                         after_t_ns: last_row_t_ns(&self.dir, file),
                         error: format!("{}", e.root_cause()),
@@ -506,13 +557,13 @@ impl Recording {
                 }
             }
         }
-        self.meta.duration_ns = Some(self.clock.now_ns());
-        self.meta.end_wall =
+        self.m().duration_ns = Some(self.clock.now_ns());
+        self.m().end_wall =
             Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true));
-        self.meta.error_events = Some(self.events.error_count());
+        self.m().error_events = Some(self.events.error_count());
         // A sampler that failed (its file could not be written: a full disk) lost the
         // rows after the failure: the recording is not complete, and says so.
-        self.meta.complete = first_err.is_none();
+        self.m().complete = first_err.is_none();
         let meta_written = self.write_meta();
         let _ = std::fs::remove_file(self.dir.join(RESERVE_FILE));
         match (first_err, meta_written) {
@@ -520,7 +571,7 @@ impl Recording {
                 .context("the recording was cut short (meta.json says complete: false)")),
             (Some(e), Err(m)) => Err(explain_full(e, &self.dir).context(format!("{m:#}"))),
             (None, Err(m)) => Err(m),
-            (None, Ok(())) => Ok(serde_json::to_value(&self.meta)?),
+            (None, Ok(())) => Ok(serde_json::to_value(&*self.m())?),
         }
     }
 }
@@ -577,7 +628,7 @@ fn explain_full(e: anyhow::Error, dir: &Path) -> anyhow::Error {
 /// The `t_ns` of the last whole row of a sampler's file, read back as `report` reads it.
 fn last_row_t_ns(dir: &Path, file: &str) -> Option<u64> {
     if file == crate::format::diskstats::FILE {
-        let (rows, _) = crate::format::diskstats::read(&dir.join(file)).ok()?;
+        let (rows, _) = crate::format::diskstats::read_run(dir).ok()?;
         rows.iter().filter_map(|d| d.t_ns.last().copied()).max()
     } else {
         let (t, _) = crate::format::procfs::read(dir, file).ok()??;

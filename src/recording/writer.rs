@@ -62,12 +62,7 @@ impl ChunkSink {
         let file = File::create(path)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
         let mut out = if let Some(level) = level {
-            Out::Gzip {
-                file,
-                member: None,
-                spare: Vec::new(),
-                level: flate2::Compression::new(level),
-            }
+            Out::gzip(file, level)
         } else {
             Out::Plain(file)
         };
@@ -77,7 +72,39 @@ impl ChunkSink {
         Self::start(path, out)
     }
 
+    /// As [`ChunkSink::create_at`] with gzip, the file cut into chunks by `rotate` (see
+    /// [`Rotate`]): rows whose `t_ns` (each row's first cell) passes the chunk's end go
+    /// to the next chunk.
+    pub fn create_rotating(
+        path: &Path,
+        header: &str,
+        level: u32,
+        rotate: Rotate,
+    ) -> anyhow::Result<ChunkSink> {
+        let file = File::create(path)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+        let mut out = Out::gzip(file, level);
+        out.write_all(header.as_bytes())?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+        let r = Rotating {
+            rotate,
+            header: header.to_string(),
+            path: path.to_path_buf(),
+            level,
+            seq: 1,
+            first_t: None,
+            last_t: 0,
+            rows: 0,
+        };
+        Self::start_with(path, out, Some(r))
+    }
+
     fn start(path: &Path, out: Out) -> anyhow::Result<ChunkSink> {
+        Self::start_with(path, out, None)
+    }
+
+    fn start_with(path: &Path, out: Out, rot: Option<Rotating>) -> anyhow::Result<ChunkSink> {
         let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(64);
         let (free_tx, free) = mpsc::sync_channel::<Vec<u8>>(64);
         for _ in 0..4 {
@@ -88,7 +115,7 @@ impl ChunkSink {
                 "write-{}",
                 path.file_name().unwrap_or_default().to_string_lossy()
             ))
-            .spawn(move || write_loop(out, rx, free_tx))?;
+            .spawn(move || write_loop(out, rx, free_tx, rot))?;
         Ok(ChunkSink {
             buf: Vec::with_capacity(CHUNK_BYTES + 4096),
             tx: Some(tx),
@@ -237,6 +264,34 @@ enum Out {
 }
 
 impl Out {
+    fn gzip(file: File, level: u32) -> Out {
+        Out::Gzip {
+            file,
+            member: None,
+            spare: Vec::new(),
+            level: flate2::Compression::new(level),
+        }
+    }
+
+    /// Bytes on disk plus those compressed into the member not yet written.
+    fn len(&self) -> u64 {
+        let pending = match self {
+            Out::Gzip {
+                member: Some(m), ..
+            } => m.get_ref().len() as u64,
+            _ => 0,
+        };
+        self.file().metadata().map(|m| m.len()).unwrap_or(0) + pending
+    }
+
+    /// The file (for its size and fsync).
+    fn file(&self) -> &File {
+        match self {
+            Out::Plain(f) | Out::Append(f) => f,
+            Out::Gzip { file, .. } => file,
+        }
+    }
+
     fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match self {
             Out::Plain(f) => f.write_all(bytes),
@@ -279,6 +334,7 @@ fn write_loop(
     mut out: Out,
     rx: Receiver<Vec<u8>>,
     free: SyncSender<Vec<u8>>,
+    mut rot: Option<Rotating>,
 ) -> std::io::Result<u64> {
     let mut total = 0u64;
     let mut dirty = false;
@@ -286,7 +342,10 @@ fn write_loop(
     loop {
         match rx.recv_timeout(FLUSH_EVERY) {
             Ok(mut chunk) => {
-                out.write_all(&chunk)?;
+                match rot.as_mut() {
+                    Some(r) => r.write(&mut out, &chunk)?,
+                    None => out.write_all(&chunk)?,
+                }
                 total += chunk.len() as u64;
                 dirty = true;
                 chunk.clear();
@@ -302,7 +361,176 @@ fn write_loop(
         }
     }
     out.flush()?;
+    if let Some(r) = rot.as_mut() {
+        r.finish(&mut out)?;
+    }
     Ok(total)
+}
+
+/// How a [`ChunkSink::create_rotating`] file is cut, and who hears of each closed chunk.
+pub struct Rotate {
+    /// Rows of one aligned span of `t_ns` per chunk (`[k * every_ns, (k + 1) * every_ns)`).
+    pub every_ns: Option<u64>,
+    /// A chunk closes once its file holds this many bytes (checked between hand-overs).
+    pub every_bytes: Option<u64>,
+    /// Where closed chunks go, and the name of closed chunk `seq` (1-based) there.
+    pub dir: PathBuf,
+    pub name: fn(u64) -> String,
+    /// Called on the writer thread with each chunk as it closes, and with the last one
+    /// (still at the sink's path) when the sink finishes.
+    pub on_close: Box<dyn FnMut(&Closed) + Send>,
+}
+
+/// A chunk that was closed: fsynced, renamed into [`Rotate::dir`] (or, the last one,
+/// left at the sink's path), never written again.
+#[derive(Debug, Clone)]
+pub struct Closed {
+    pub path: PathBuf,
+    pub first_t_ns: u64,
+    pub last_t_ns: u64,
+    pub rows: u64,
+    pub bytes: u64,
+    /// The sink finished: this is the last chunk, at the sink's own path.
+    pub last: bool,
+}
+
+/// The writer thread's side of a rotating sink.
+struct Rotating {
+    rotate: Rotate,
+    header: String,
+    path: PathBuf,
+    level: u32,
+    /// The number the current chunk gets when it closes.
+    seq: u64,
+    first_t: Option<u64>,
+    last_t: u64,
+    rows: u64,
+}
+
+/// The `t_ns` of a row (its first cell); 0 when it is not a number.
+fn row_t(line: &[u8]) -> u64 {
+    let mut v = 0u64;
+    for &b in line {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        v = v.wrapping_mul(10).wrapping_add((b - b'0') as u64);
+    }
+    v
+}
+
+/// The last row of whole rows (ending in `\n`).
+fn last_row(buf: &[u8]) -> &[u8] {
+    let body = buf.strip_suffix(b"\n").unwrap_or(buf);
+    match body.iter().rposition(|&b| b == b'\n') {
+        Some(i) => &body[i + 1..],
+        None => body,
+    }
+}
+
+/// Where the first row whose `t_ns` is at least `end` begins (`buf.len()`: none).
+fn split_at_t(buf: &[u8], end: u64) -> usize {
+    let mut at = 0;
+    while at < buf.len() {
+        if row_t(&buf[at..]) >= end {
+            return at;
+        }
+        match buf[at..].iter().position(|&b| b == b'\n') {
+            Some(i) => at += i + 1,
+            None => return buf.len(),
+        }
+    }
+    buf.len()
+}
+
+impl Rotating {
+    /// Writes whole rows, closing the chunk where they pass its end.
+    fn write(&mut self, out: &mut Out, buf: &[u8]) -> std::io::Result<()> {
+        let mut rest = buf;
+        while !rest.is_empty() {
+            if self.rows > 0 && self.rotate.every_bytes.is_some_and(|b| out.len() >= b) {
+                self.close(out)?;
+            }
+            let cut = match self.rotate.every_ns {
+                Some(e) if e > 0 => {
+                    let first = self.first_t.unwrap_or_else(|| row_t(rest));
+                    let end = (first / e).saturating_add(1).saturating_mul(e);
+                    if row_t(last_row(rest)) < end {
+                        rest.len()
+                    } else {
+                        split_at_t(rest, end)
+                    }
+                }
+                _ => rest.len(),
+            };
+            if cut == 0 {
+                // The first row already belongs to the next chunk (rows > 0 here: an
+                // empty chunk takes its end from this very row).
+                self.close(out)?;
+                continue;
+            }
+            let part = &rest[..cut];
+            out.write_all(part)?;
+            self.rows += part.iter().filter(|&&b| b == b'\n').count() as u64;
+            self.first_t.get_or_insert_with(|| row_t(part));
+            self.last_t = row_t(last_row(part));
+            rest = &rest[cut..];
+            if !rest.is_empty() {
+                self.close(out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the current chunk: its last member written, fsynced, renamed into the
+    /// chunk directory (the directory fsynced), then a new file at the sink's path with
+    /// the header. A crash in between leaves every row in one whole file or the other.
+    fn close(&mut self, out: &mut Out) -> std::io::Result<()> {
+        out.flush()?;
+        out.file().sync_all()?;
+        let bytes = out.file().metadata().map(|m| m.len()).unwrap_or(0);
+        std::fs::create_dir_all(&self.rotate.dir)?;
+        let to = self.rotate.dir.join((self.rotate.name)(self.seq));
+        std::fs::rename(&self.path, &to)?;
+        File::open(&self.rotate.dir)?.sync_all()?;
+        let file = File::create(&self.path)?;
+        *out = Out::gzip(file, self.level);
+        out.write_all(self.header.as_bytes())?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+        if let Some(parent) = self.path.parent() {
+            File::open(parent)?.sync_all()?;
+        }
+        let closed = Closed {
+            path: to,
+            first_t_ns: self.first_t.unwrap_or(0),
+            last_t_ns: self.last_t,
+            rows: self.rows,
+            bytes,
+            last: false,
+        };
+        self.seq += 1;
+        self.first_t = None;
+        self.last_t = 0;
+        self.rows = 0;
+        (self.rotate.on_close)(&closed);
+        Ok(())
+    }
+
+    /// The sink finished: fsyncs the last chunk and reports it (it stays at its path).
+    fn finish(&mut self, out: &mut Out) -> std::io::Result<()> {
+        out.file().sync_all()?;
+        let closed = Closed {
+            path: self.path.clone(),
+            first_t_ns: self.first_t.unwrap_or(0),
+            last_t_ns: self.last_t,
+            rows: self.rows,
+            bytes: out.file().metadata().map(|m| m.len()).unwrap_or(0),
+            last: true,
+        };
+        (self.rotate.on_close)(&closed);
+        Ok(())
+    }
 }
 
 /// Appends `v` in decimal.
@@ -365,6 +593,90 @@ mod tests {
         let members = raw.windows(3).filter(|w| w == &[0x1f, 0x8b, 8]).count();
         assert!(members >= 4, "{members} members");
         s.finish().unwrap();
+    }
+
+    /// Rows `t_ns,i` every ms for `n` ms through a rotating sink; the chunks closed.
+    fn rotated(every_ns: Option<u64>, every_bytes: Option<u64>, n: u64) -> Vec<(PathBuf, Closed)> {
+        let d = tempfile::tempdir().unwrap().keep();
+        let p = d.join("x.csv.gz");
+        let closed = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+        let c2 = closed.clone();
+        let mut s = ChunkSink::create_rotating(
+            &p,
+            "t_ns,i",
+            1,
+            Rotate {
+                every_ns,
+                every_bytes,
+                dir: d.join("chunks"),
+                name: |k| format!("x.{k:06}.csv.gz"),
+                on_close: Box::new(move |c| c2.lock().unwrap().push(c.clone())),
+            },
+        )
+        .unwrap();
+        for i in 0..n {
+            let b = s.buf();
+            put_u64(b, i * 1_000_000);
+            b.push(b',');
+            // Digits that do not compress away, so sizes grow.
+            put_u64(b, i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            b.push(b'\n');
+            s.row_done(i * 1_000_000);
+        }
+        s.finish().unwrap();
+        let v = closed.lock().unwrap().clone();
+        v.into_iter().map(|c| (c.path.clone(), c)).collect()
+    }
+
+    fn rows_in(p: &Path) -> Vec<u64> {
+        let mut text = String::new();
+        flate2::read::MultiGzDecoder::new(File::open(p).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        let mut l = text.lines();
+        assert_eq!(l.next(), Some("t_ns,i"));
+        l.map(|r| r.split(',').next().unwrap().parse().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_time_rotation_cuts_exactly_at_the_aligned_boundaries() {
+        let chunks = rotated(Some(100_000_000), None, 1000);
+        assert_eq!(chunks.len(), 10);
+        let mut all = vec![];
+        for (k, (p, c)) in chunks.iter().enumerate() {
+            let rows = rows_in(p);
+            assert_eq!(rows.len() as u64, c.rows);
+            assert_eq!(rows.first(), Some(&c.first_t_ns));
+            assert_eq!(rows.last(), Some(&c.last_t_ns));
+            let k = k as u64;
+            assert!(rows.iter().all(|&t| t / 100_000_000 == k), "chunk {k}");
+            assert_eq!(c.last, k == 9);
+            all.extend(rows);
+        }
+        assert_eq!(all, (0..1000).map(|i| i * 1_000_000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_size_rotation_closes_chunks_of_about_the_size_asked() {
+        let chunks = rotated(None, Some(64 << 10), 60_000);
+        assert!(chunks.len() >= 5, "{} chunks", chunks.len());
+        let mut all = vec![];
+        for (p, c) in &chunks {
+            let rows = rows_in(p);
+            assert_eq!(rows.len() as u64, c.rows);
+            // Checked between hand-overs (at most 256 KiB of rows, ~100 KiB gzip).
+            if !c.last {
+                assert!(
+                    c.bytes >= 64 << 10 && c.bytes < 512 << 10,
+                    "{} bytes",
+                    c.bytes
+                );
+            }
+            all.extend(rows);
+        }
+        assert_eq!(all.len(), 60_000);
+        assert!(all.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::format::probe::ProbeRow;
 use crate::format::procfs::{CPU_COLUMNS, CPU_TICK_COLUMNS};
 
 /// Events drawn as markers (the others stay in events.jsonl and summary.json).
-const MARKER_KINDS: [&str; 14] = [
+const MARKER_KINDS: [&str; 15] = [
     "broker_ready",
     "node_stop",
     "restart",
@@ -31,6 +31,7 @@ const MARKER_KINDS: [&str; 14] = [
     "device_appeared",
     "command_exit",
     "trace_lost",
+    "trigger",
 ];
 
 const WRITE: &str = "#d62728";
@@ -136,7 +137,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
     // axis comes from the points themselves, so nothing is folded.
     let geometry = (fold && end_s > 0.0).then(|| {
         charts::plot_geometry(&Timeline {
-            x_range_s: (0.0, end_s),
+            x_range_s: (run.start_ns as f64 / 1e9, end_s),
             width_px: WIDTH_PX,
             ..Default::default()
         })
@@ -372,6 +373,14 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
                 (Some(p), _) if e.kind == "phase_start" => p.to_string(),
                 (Some(p), _) if e.kind == "phase_end" => format!("{p} end"),
                 (_, Some(n)) => format!("{} {n}", e.kind),
+                _ if e.kind == "trigger" => format!(
+                    "trigger {}{}",
+                    e.detail_str("trigger").unwrap_or("?"),
+                    match (e.detail_str("device"), e.detail_f64("value")) {
+                        (Some(d), Some(v)) => format!(" {d} {v:.0}"),
+                        _ => String::new(),
+                    }
+                ),
                 _ if e.kind == "trace_lost" => format!(
                     "trace lost {} events",
                     e.detail_f64("lost_events")
@@ -387,7 +396,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
             "diskpulse {}",
             run.dir.file_name().unwrap_or_default().to_string_lossy()
         ),
-        x_range_s: (0.0, end_s),
+        x_range_s: (run.start_ns as f64 / 1e9, end_s),
         panels,
         events,
         shades,

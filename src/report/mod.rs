@@ -17,6 +17,7 @@ pub mod table;
 pub mod trace;
 pub mod trace_charts;
 pub mod trace_context;
+pub mod zoom_data;
 
 use std::path::Path;
 
@@ -88,12 +89,21 @@ pub fn analyse(
         .zip(&pass.accs)
         .map(|(d, a)| (d.name.clone(), a.broker_bytes.0, a.broker_bytes.1))
         .collect();
-    let analyses: Vec<DeviceAnalysis> = pass
+    let mut analyses: Vec<DeviceAnalysis> = pass
         .devices
         .into_iter()
         .zip(pass.accs)
         .map(|(d, a)| analyse_device(&d.name, a, run.device_why(&d.name), dur, o))
         .collect();
+    if run.start_ns > 0 {
+        // `--keep` deleted the first chunks: the mean is over what was kept.
+        let kept_s = dur.saturating_sub(run.start_ns).max(1) as f64 / 1e9;
+        for a in analyses.iter_mut() {
+            for d in [&mut a.summary.write, &mut a.summary.read] {
+                d.mean_mib_s = d.bytes / crate::units::MIB / kept_s;
+            }
+        }
+    }
     let ui_s = o.ui_window_ns as f64 / 1e9;
     // Busiest writer first in the headline.
     let mut order: Vec<&DeviceSummary> = analyses.iter().map(|a| &a.summary).collect();

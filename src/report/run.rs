@@ -49,8 +49,13 @@ pub struct Run {
     pub probe_hist: Vec<hist::Interval>,
     pub load_hist: Vec<hist::Interval>,
     pub events: Vec<Event>,
-    /// The diskstats files, in order ([`diskstats_files`]).
+    /// The diskstats files, in order ([`diskstats::files`]: the closed chunks, then the
+    /// current one).
     diskstats_files: Vec<PathBuf>,
+    /// Where the recording's rows start: 0, or the first kept row when `record --keep`
+    /// deleted its first chunks (the report draws and averages from there, not over
+    /// zeros that were never recorded). Set with [`Run::set_disks`].
+    pub start_ns: u64,
     /// End of the recording: meta's duration, or the last timestamp seen if cut off (or
     /// if meta's duration claims more than the rows hold).
     pub duration_ns: u64,
@@ -83,21 +88,6 @@ impl Disk {
     /// Whether it wrote or read anything.
     pub fn busy(&self) -> bool {
         self.write_bytes > 0.0 || self.read_bytes > 0.0
-    }
-}
-
-/// The diskstats files of a run directory, in order: `diskstats.csv.gz`, or a plain
-/// `diskstats.csv`; empty when there is none. (One file today: a chunked recording
-/// lists its chunks here.)
-pub fn diskstats_files(dir: &Path) -> Vec<PathBuf> {
-    let gz = dir.join(diskstats::FILE);
-    let plain = dir.join("diskstats.csv");
-    if gz.exists() {
-        vec![gz]
-    } else if plain.exists() {
-        vec![plain]
-    } else {
-        vec![]
     }
 }
 
@@ -145,7 +135,8 @@ impl Run {
         // A file that is not what it should be is a bad input (exit 2), named by the error.
         let bad = |e: anyhow::Error| usage!("RUN '{}': {e:#}", dir.display());
         let mut warnings = vec![];
-        let ds_files = diskstats_files(dir);
+        // Every chunk of a chunked run (`record --chunk`) in order, or the one file.
+        let ds_files = diskstats::files(dir);
         if ds_files.is_empty() {
             return Err(not_rec("no diskstats.csv.gz"));
         }
@@ -250,6 +241,7 @@ impl Run {
             load_hist,
             events,
             duration_ns: 0,
+            start_ns: 0,
             meta,
             warnings,
         })
@@ -307,6 +299,16 @@ impl Run {
             .collect();
         let (duration, w) = self.duration_and_warning(p.last_t_ns());
         self.duration_ns = duration;
+        self.start_ns = if diskstats::first_chunks_deleted(&self.dir) {
+            p.accs
+                .iter()
+                .filter_map(|a| a.first_t_ns)
+                .min()
+                .unwrap_or(0)
+                .min(duration)
+        } else {
+            0
+        };
         let mut warnings = p.warnings.clone();
         warnings.append(&mut self.warnings);
         warnings.extend(w);
@@ -333,7 +335,7 @@ impl Run {
         self.warnings = warnings;
     }
 
-    /// The diskstats files of the run, in order ([`diskstats_files`]).
+    /// The diskstats files of the run, in order ([`diskstats::files`]).
     pub fn diskstats_files(&self) -> &[PathBuf] {
         &self.diskstats_files
     }
@@ -342,7 +344,7 @@ impl Run {
     /// tests; `report` streams them).
     pub fn disk_rows(&self) -> anyhow::Result<Vec<DiskRows>> {
         let mut out: Vec<DiskRows> = vec![];
-        diskstats::for_each_row(&self.diskstats_files, |k, dev, t, row| {
+        diskstats::for_each_row_in(&self.diskstats_files, |k, dev, t, row| {
             if k == out.len() {
                 out.push(DiskRows {
                     name: dev.name.clone(),

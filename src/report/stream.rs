@@ -1,5 +1,5 @@
 //! The report's one pass over the diskstats rows (issue 13 item 3): the rows are read as
-//! a stream ([`crate::format::diskstats::for_each_row`], gzip decoded as it goes) and
+//! a stream ([`crate::format::diskstats::for_each_row_in`], gzip decoded as it goes) and
 //! each row is handed to accumulators that hold what the report needs, never the rows:
 //! window sums (peaks, the UI average, the burst finder's 10 ms bins, rates.csv, the
 //! zoomable timeline's windows within its point budget, the restart windows), running
@@ -609,7 +609,7 @@ pub fn count(files: &[PathBuf]) -> anyhow::Result<Pass> {
 
 fn pass_with(files: &[PathBuf], plan: &Plan, count_only: bool) -> anyhow::Result<Pass> {
     let mut accs: Vec<DevAcc> = vec![];
-    let (devices, warnings) = diskstats::for_each_row(files, |k, dev, t, row| {
+    let (devices, warnings) = diskstats::for_each_row_in(files, |k, dev, t, row| {
         if k == accs.len() {
             accs.push(DevAcc::new(plan, dev, count_only));
         }

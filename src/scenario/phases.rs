@@ -312,7 +312,11 @@ pub(super) async fn run_phase(
         "load" => {
             let mut args = vec!["load".to_string()];
             args.extend(p.args.iter().cloned());
-            if !p.args.iter().any(|a| a == "--server") {
+            // An AMQP mode without --server starts its own RabbitMQ node inside the
+            // scenario's recording (its log in the run directory, its data in the
+            // phase's --store-dir or a fresh /var/tmp one); the [broker] is nats-server.
+            let amqp = p.args.first().is_some_and(|m| m.starts_with("amqp-"));
+            if !amqp && !p.args.iter().any(|a| a == "--server") {
                 let urls = cx
                     .cluster
                     .lock()

@@ -337,6 +337,7 @@ fn run_recorded(
         procfs: PathBuf::from("/proc"),
         // The nodes' pids are handed to the trace once they run (session.rs).
         trace: (s.samplers.trace || o.trace).then(crate::recording::TraceSetup::default),
+        chunks: Default::default(),
     };
     let argv = vec!["diskpulse".to_string(), "run".to_string(), s.name.clone()];
     let record = RecordTo::New {

@@ -67,7 +67,10 @@ pub fn figures(run_dir: &Path) -> Figures {
                         x.msgs_per_s = rate;
                         x.mib_per_s = finite(r.mib_per_s);
                     }
-                    if matches!(r.role.as_str(), "js-pub" | "kv-put" | "obj-put" | "request") {
+                    if matches!(
+                        r.role.as_str(),
+                        "js-pub" | "kv-put" | "obj-put" | "request" | "amqp-pub" | "amqp-call"
+                    ) {
                         x.ack_p99_us =
                             max_opt(x.ack_p99_us, finite(r.lat_us.as_ref().and_then(|l| l.p99)));
                     }

@@ -332,7 +332,9 @@ fn check_args(
     match kind {
         "load" => {
             argv.extend(p.args.iter().cloned());
-            if !has("--server") {
+            // An AMQP mode without --server starts a RabbitMQ node of its own.
+            let amqp = p.args.first().is_some_and(|m| m.starts_with("amqp-"));
+            if !amqp && !has("--server") {
                 if s.broker.is_none() {
                     return Err(cx.at(
                         "kind",

@@ -31,6 +31,12 @@ pub struct Loaded {
 /// Loads `page` (a file) in a fresh headless Chromium with `extra` flags (e.g.
 /// `--dump-dom`, `--screenshot=...`).
 pub fn load(bin: &Path, page: &Path, extra: &[String]) -> Loaded {
+    load_url(bin, &format!("file://{}", page.display()), extra)
+}
+
+/// [`load`] for any URL (a page `diskpulse view` serves). `page_requests` holds only a
+/// file:// page's own requests.
+pub fn load_url(bin: &Path, url: &str, extra: &[String]) -> Loaded {
     let profile = tempfile::tempdir().unwrap();
     let net_log = profile.path().join("net-log.json");
     let out = Command::new("timeout")
@@ -55,7 +61,7 @@ pub fn load(bin: &Path, page: &Path, extra: &[String]) -> Loaded {
         ))
         .arg(format!("--log-net-log={}", net_log.display()))
         .args(extra)
-        .arg(format!("file://{}", page.display()))
+        .arg(url)
         .output()
         .expect("run chromium");
     let stderr = String::from_utf8_lossy(&out.stderr);

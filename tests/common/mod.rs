@@ -212,6 +212,15 @@ pub fn have_nats_server() -> bool {
     }
 }
 
+/// Whether Debian's rabbitmq-server is installed (scripts/setup installs it); skips (see
+/// [`skip`]) saying how to install it.
+pub fn have_rabbitmq() -> bool {
+    match diskpulse::broker::rabbitmq::find_rabbitmq_server(None) {
+        Ok(_) => true,
+        Err(e) => skip(&format!("{e:#}")),
+    }
+}
+
 /// Whether a process exists (signal 0).
 pub fn process_exists(pid: u32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.

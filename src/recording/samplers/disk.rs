@@ -184,6 +184,8 @@ pub struct DiskSampler {
     samples: u64,
     /// `record --listen`: the live /metrics state, fed from these very samples.
     live: Option<crate::live::Tap>,
+    /// `record --trigger`: fed these very samples too.
+    triggers: Option<crate::recording::chunks::TriggerFeed>,
 }
 
 impl DiskSampler {
@@ -193,6 +195,18 @@ impl DiskSampler {
         names: &[(u32, u32, String)],
         out: &Path,
         events: EventLog,
+    ) -> anyhow::Result<DiskSampler> {
+        Self::new_chunked(source, filter, names, out, events, None)
+    }
+
+    /// [`DiskSampler::new`], the file cut into chunks by `rotate` (`record --chunk`).
+    pub fn new_chunked(
+        source: DiskSource,
+        filter: DeviceFilter,
+        names: &[(u32, u32, String)],
+        out: &Path,
+        events: EventLog,
+        rotate: Option<crate::recording::writer::Rotate>,
     ) -> anyhow::Result<DiskSampler> {
         let mut tracked: Vec<Tracked> = names
             .iter()
@@ -228,7 +242,15 @@ impl DiskSampler {
                 }
             }
         };
-        let sink = ChunkSink::create(out, &diskstats_header(), true)?;
+        let sink = match rotate {
+            Some(r) => ChunkSink::create_rotating(
+                out,
+                &diskstats_header(),
+                crate::recording::writer::GZIP_LEVEL,
+                r,
+            )?,
+            None => ChunkSink::create(out, &diskstats_header(), true)?,
+        };
         let mut env = EnvelopeFeed::create(&out.with_file_name(crate::format::envelopes::FILE))?;
         for d in &tracked {
             env.device(d.idx, &d.name);
@@ -245,12 +267,18 @@ impl DiskSampler {
             read_errors: 0,
             samples: 0,
             live: None,
+            triggers: None,
         })
     }
 
     /// Feeds every sample to `tap` too (`record --listen`).
     pub fn set_live(&mut self, tap: crate::live::Tap) {
         self.live = Some(tap);
+    }
+
+    /// Feeds every sample to the triggers too (`record --trigger`).
+    pub fn set_triggers(&mut self, feed: crate::recording::chunks::TriggerFeed) {
+        self.triggers = Some(feed);
     }
 
     /// Takes one sample: read, stamp, parse, write changed rows. Allocates nothing in the
@@ -330,6 +358,9 @@ impl DiskSampler {
                     if let Some(l) = self.live.as_mut() {
                         l.observe(idx, name, t, &c);
                     }
+                    if let Some(tr) = self.triggers.as_mut() {
+                        tr.observe(idx, name, t, &c);
+                    }
                 }
                 t
             }
@@ -366,6 +397,9 @@ impl DiskSampler {
                                 observe(d, t, c, &mut out, &self.events);
                                 if let Some(l) = self.live.as_mut() {
                                     l.observe(idx, &d.name, t, &c);
+                                }
+                                if let Some(tr) = self.triggers.as_mut() {
+                                    tr.observe(idx, &d.name, t, &c);
                                 }
                             }
                             None => d.stat = None,

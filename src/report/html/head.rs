@@ -42,7 +42,7 @@ pub(super) fn header(s: &mut String, run: &Run, summary: &Summary) {
         ("duration", secs(summary.duration_s)),
     ];
     if let Some(b) = m.broker() {
-        let mut d = format!("nats-server {}", b.version.as_deref().unwrap_or(NONE));
+        let mut d = format!("{} {}", b.program(), b.version.as_deref().unwrap_or(NONE));
         if let Some(sync) = &b.sync {
             let _ = write!(d, ", sync {sync}");
         }

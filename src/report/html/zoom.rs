@@ -27,9 +27,12 @@ use std::path::{Path, PathBuf};
 
 use charts::Timeline;
 
-use super::super::analysis::MIB;
+use collectors::diskstats as ds;
+
 use super::super::run::Run;
+use super::super::zoom_data::{self, num, nums, text, RawWindows, Span, RAW_NS};
 use super::escape;
+use crate::format::envelopes::LEVELS_NS;
 
 /// At most this many values in the page (all devices' series together).
 pub const POINT_BUDGET: usize = 2_000_000;
@@ -110,35 +113,6 @@ pub fn resolution_ns(duration_ns: u64, series: usize, other_points: usize) -> u6
     WIDTHS_NS[WIDTHS_NS.len() - 1]
 }
 
-fn num(s: &mut String, v: f64) {
-    if !v.is_finite() {
-        s.push_str("null");
-    } else if v == 0.0 {
-        s.push('0');
-    } else {
-        let t = format!("{v:.6}");
-        let t = t.trim_end_matches('0').trim_end_matches('.');
-        s.push_str(t);
-    }
-}
-
-fn nums(s: &mut String, v: impl IntoIterator<Item = f64>) {
-    s.push('[');
-    for (i, x) in v.into_iter().enumerate() {
-        if i > 0 {
-            s.push(',');
-        }
-        num(s, x);
-    }
-    s.push(']');
-}
-
-/// A JSON string safe inside `<script>` (no `<`, so no `</script>`).
-fn text(s: &mut String, t: &str) {
-    let j = serde_json::to_string(t).unwrap_or_else(|_| "\"\"".into());
-    s.push_str(&j.replace('<', "\\u003c").replace('>', "\\u003e"));
-}
-
 /// Panels of the static timeline the zoomable one takes as they are.
 fn taken(title: &str) -> bool {
     title.starts_with("broker operations/s")
@@ -147,45 +121,153 @@ fn taken(title: &str) -> bool {
         || title.starts_with("CPU %")
 }
 
-/// The page data (JSON): devices at the chosen resolution, the taken panels, events and
-/// bursts.
-pub fn data_json(run: &Run, timeline: &Timeline) -> (String, u64) {
+/// How far around a write burst its 1 ms windows are embedded in a long run's page.
+pub const BURST_MARGIN_NS: u64 = 1_000_000_000;
+/// A burst longer than this gets 1 ms windows for its first this-long only.
+pub const BURST_MAX_NS: u64 = 20_000_000_000;
+
+/// What the page embeds for the device charts: `layers[0]` covers the whole run, the
+/// rest (long runs only) are 1 ms windows around bursts.
+pub struct Embedded {
+    pub layers: Vec<Span>,
+    /// The bursts (`[t0, t1)` ns) whose neighbourhood holds 1 ms windows, and how many
+    /// bursts the run has.
+    pub bursts_at_1ms: Vec<(u64, u64)>,
+    pub bursts: usize,
+}
+
+/// The device data the page embeds, within [`POINT_BUDGET`] beside `other` values:
+/// - every 1 ms window of the run when that fits (short runs, as before);
+/// - otherwise the whole run at the finest envelope level (mean, min and max MiB/s from
+///   `envelopes.csv.gz`) that fits half of what is left (a run without envelopes, older
+///   than them: the finest of [`WIDTHS_NS`] from the raw rows, means only), and 1 ms
+///   windows around the write bursts (±[`BURST_MARGIN_NS`], in the order they happened)
+///   while the rest of the budget lasts.
+///
+/// The raw rows are streamed from the run's files (across its chunks) one row at a time;
+/// nothing here holds more than the page's values.
+pub fn embedded(run: &Run, timeline: &Timeline, other: usize) -> Embedded {
     let duration = run.duration_ns.max(1);
-    // One device's intervals at a time (an hour of 1 ms rows is ~48 bytes an interval a
-    // device): which devices moved bytes first, their intervals again when written out.
+    let left = POINT_BUDGET.saturating_sub(other);
     let busy: Vec<_> = run.disks.iter().filter(|d| d.busy()).collect();
+    let per_window: usize = busy.iter().map(|d| 1 + (d.read_bytes > 0.0) as usize).sum();
+    // The windows are fed from a pass of their own over the rows, one row at a time (the
+    // rows are never held: report/stream.rs); devices in the pass's order are
+    // `run.disks`' order, and a hole's rows without values reach the windows as such.
+    let feed = |spans: &[(u64, u64)], width: u64| {
+        let mut rw = RawWindows::new(spans, width, duration);
+        let _ = crate::format::diskstats::for_each_row_in(run.diskstats_files(), |k, d, t, f| {
+            if run.disks.get(k).is_some_and(|d| d.busy()) {
+                rw.add(
+                    &d.name,
+                    t,
+                    f.get(ds::F_SECTORS_READ),
+                    f.get(ds::F_SECTORS_WRITTEN),
+                );
+            }
+        });
+        rw.finish()
+    };
+    // Every device's bursts, in the order they happened.
+    let mut bursts: Vec<(u64, u64)> = timeline
+        .shades
+        .iter()
+        .map(|b| {
+            (
+                (b.t0_s.max(0.0) * 1e9) as u64,
+                (b.t1_s.max(0.0) * 1e9) as u64,
+            )
+        })
+        .collect();
+    bursts.sort_unstable();
+    if per_window * duration.div_ceil(RAW_NS) as usize <= left {
+        return Embedded {
+            layers: feed(&[(0, duration)], RAW_NS),
+            bursts_at_1ms: bursts.clone(),
+            bursts: bursts.len(),
+        };
+    }
+    // The whole run, in at most half the budget.
+    let half = left / 2;
+    let envelopes = run.dir.join(crate::format::envelopes::FILE);
+    let mut base = None;
+    if envelopes.is_file() {
+        let level = LEVELS_NS
+            .iter()
+            .copied()
+            .find(|&l| 3 * per_window * duration.div_ceil(l) as usize <= half)
+            .unwrap_or(LEVELS_NS[LEVELS_NS.len() - 1]);
+        if let Ok(mut sp) = zoom_data::envelope_span(&envelopes, level, 0, duration) {
+            sp.devices.retain(|d| busy.iter().any(|b| b.name == d.name));
+            base = Some(sp);
+        }
+    }
+    let base = match base {
+        Some(b) => b,
+        None => {
+            let width = resolution_ns(duration, per_window, other + half);
+            feed(&[(0, duration)], width).remove(0)
+        }
+    };
+    // 1 ms around the bursts, in the order they happened, while the budget lasts.
+    let mut room = left.saturating_sub(base.values());
+    let mut spans: Vec<(u64, u64)> = vec![];
+    let mut chosen = vec![];
+    for &(b0, b1) in &bursts {
+        let a = b0.saturating_sub(BURST_MARGIN_NS);
+        let b = (b1.min(b0 + BURST_MAX_NS) + BURST_MARGIN_NS).min(duration);
+        let b = b.max(a);
+        // Overlapping the previous neighbourhood: grow it.
+        let (from, grow) = match spans.last() {
+            Some(&(_, p1)) if a <= p1 => (p1, true),
+            _ => (a, false),
+        };
+        let cost = per_window * b.saturating_sub(from).div_ceil(RAW_NS) as usize;
+        if cost > room {
+            break;
+        }
+        room -= cost;
+        match spans.last_mut() {
+            Some(last) if grow => last.1 = last.1.max(b),
+            _ => spans.push((a, b)),
+        }
+        chosen.push((b0, b1));
+    }
+    let mut layers = vec![base];
+    if !spans.is_empty() {
+        layers.extend(feed(&spans, RAW_NS));
+    }
+    Embedded {
+        layers,
+        bursts_at_1ms: chosen,
+        bursts: bursts.len(),
+    }
+}
+
+/// The page data (JSON): the device layers ([`embedded`]), the taken panels, events and
+/// bursts; with what was embedded.
+pub fn data_json(run: &Run, timeline: &Timeline) -> (String, Embedded) {
+    let duration = run.duration_ns.max(1);
     let panels: Vec<_> = timeline.panels.iter().filter(|p| taken(&p.title)).collect();
     let other: usize = panels
         .iter()
         .flat_map(|p| p.series.iter())
         .map(|s| 2 * s.v.len())
         .sum();
-    let width = resolution_ns(duration, 2 * busy.len(), other);
+    let emb = embedded(run, timeline, other);
     let mut s = String::with_capacity(64 * 1024);
     let _ = write!(
         s,
-        "{{\"end_s\":{},\"res_ms\":{},\"budget\":{POINT_BUDGET},\"devices\":[",
+        "{{\"end_s\":{},\"res_ms\":{},\"budget\":{POINT_BUDGET},\"layers\":[",
         duration as f64 / 1e9,
-        width as f64 / 1e6
+        emb.layers[0].level_ns as f64 / 1e6
     );
-    // The windows `report`'s pass over the rows kept (or a pass of their own), per busy
-    // device in the same order (report/stream.rs: the rows are not held).
-    let rates = run.busy_window_rates(width).unwrap_or_default();
-    for (i, (name, w, r)) in rates.into_iter().enumerate() {
+    for (i, l) in emb.layers.iter().enumerate() {
         if i > 0 {
             s.push(',');
         }
-        s.push_str("{\"name\":");
-        text(&mut s, &name);
-        let _ = write!(s, ",\"step_s\":{},\"write\":", width as f64 / 1e9);
-        nums(&mut s, w.into_iter().map(|x| x / MIB));
-        s.push_str(",\"read\":");
-        if let Some(r) = r {
-            nums(&mut s, r.into_iter().map(|x| x / MIB));
-        } else {
-            s.push_str("null");
-        }
-        s.push('}');
+        // Every busy device in every layer, so the charts have the same series.
+        zoom_data::span_json(&mut s, l, true);
     }
     s.push_str("],\"panels\":[");
     for (i, p) in panels.iter().enumerate() {
@@ -240,7 +322,7 @@ pub fn data_json(run: &Run, timeline: &Timeline) -> (String, u64) {
         s.push(']');
     }
     s.push_str("]}");
-    (s, width)
+    (s, emb)
 }
 
 fn width_text(ns: u64) -> String {
@@ -267,18 +349,54 @@ pub fn section(run: &Run, timeline: &Timeline, uplot: &Result<Uplot, String>) ->
             return s;
         }
     };
-    let (json, width) = data_json(run, timeline);
-    let res = if width == WIDTHS_NS[0] {
+    let (json, emb) = data_json(run, timeline);
+    let base = &emb.layers[0];
+    let res = if base.level_ns == RAW_NS {
         "Every device series holds 1 ms windows (MiB/s over each millisecond): zoom in down \
          to single milliseconds."
             .to_string()
     } else {
+        let whole = match base.source {
+            zoom_data::Source::Envelopes => format!(
+                "the whole run as {} windows from envelopes.csv.gz (mean, min and max MiB/s per window)",
+                width_text(base.level_ns)
+            ),
+            zoom_data::Source::Raw => format!(
+                "the whole run as {} windows (mean MiB/s per window; this run has no envelopes.csv.gz)",
+                width_text(base.level_ns)
+            ),
+        };
+        const LISTED: usize = 6;
+        let mut spans: Vec<String> = emb.layers[1..]
+            .iter()
+            .take(LISTED)
+            .map(|l| format!("{:.3}-{:.3} s", l.t0_ns as f64 / 1e9, l.t1_ns as f64 / 1e9))
+            .collect();
+        if emb.layers.len() - 1 > LISTED {
+            let last = &emb.layers[emb.layers.len() - 1];
+            spans.push(format!(
+                "... {} spans in all, the last ending at {:.3} s",
+                emb.layers.len() - 1,
+                last.t1_ns as f64 / 1e9
+            ));
+        }
+        let detail = if spans.is_empty() {
+            "no 1 ms windows (no write burst, or none fits)".to_string()
+        } else {
+            format!(
+                "1 ms windows around {} of the run's {} write bursts (from {} s before each to {} s after, in the order they happened): {}",
+                emb.bursts_at_1ms.len(),
+                emb.bursts,
+                BURST_MARGIN_NS / 1_000_000_000,
+                BURST_MARGIN_NS / 1_000_000_000,
+                spans.join(", ")
+            )
+        };
         format!(
-            "This run holds more 1 ms values than the page's budget of {POINT_BUDGET} points: \
-             the device series hold {} windows (mean MiB/s per window), so the deepest zoom \
-             shows {} steps. The static timeline above keeps every 1 ms peak in its min..max bands.",
-            width_text(width),
-            width_text(width)
+            "This run holds more 1 ms values than the page's budget of {POINT_BUDGET}: it embeds \
+             {whole}, and {detail}. Zoomed in elsewhere, the page shows the finest of these that \
+             covers the view; `diskpulse view RUN` serves every span down to 1 ms. The static \
+             timeline above keeps every 1 ms peak in its min..max bands."
         )
     };
     let _ = write!(
@@ -309,12 +427,16 @@ const SCRIPT: &str = r##"(function () {
   var box = document.getElementById("dp-zoom");
   var charts = [];
   var syncing = false;
+  var layers = D.layers, cur_layer = null, devCharts = [];
+  // Served by `diskpulse view`: deeper data is fetched for the span shown.
+  var served = /^https?:$/.test(location.protocol);
+  var timer = 0, pending = 0, seq = 0;
   function fmtT(v) { return v == null ? "\u2013" : v.toFixed(3) + " s"; }
   function fmtV(u, v) { return v == null ? "\u2013" : (Math.abs(v) >= 100 ? v.toFixed(1) : v.toPrecision(4)); }
   function spanText(u) {
     var el = document.getElementById("dp-zoom-span");
     var a = u.scales.x.min, b = u.scales.x.max;
-    if (el && a != null) { el.textContent = "Showing " + fmtT(a) + " .. " + fmtT(b) + " (" + ((b - a) * 1000).toFixed(1) + " ms; device data in " + D.res_ms + " ms windows)."; }
+    if (el && a != null) { el.textContent = "Showing " + fmtT(a) + " .. " + fmtT(b) + " (" + ((b - a) * 1000).toFixed(1) + " ms; device data in " + (cur_layer ? cur_layer.level_ms + " ms windows from " + (cur_layer.source === "raw" ? "the raw rows" : "envelopes") : D.res_ms + " ms windows") + ")."; }
   }
   function marks(u) {
     var ctx = u.ctx, bb = u.bbox;
@@ -341,6 +463,7 @@ const SCRIPT: &str = r##"(function () {
     charts.forEach(function (c) { if (c !== u) c.setScale("x", { min: mn, max: mx }); });
     syncing = false;
     spanText(u);
+    if (!timer) timer = setTimeout(function () { timer = 0; refresh(); }, 20);
   }
   var stepped = uPlot.paths.stepped({ align: 1 });
   function windowIdx(u, i, xv) {
@@ -371,13 +494,67 @@ const SCRIPT: &str = r##"(function () {
     u.dpTitle = title;
     charts.push(u);
   }
-  D.devices.forEach(function (d) {
-    var n = d.write.length, x = new Array(n);
-    for (var k = 0; k < n; k++) x[k] = k * d.step_s;
-    var series = [{ label: "write MiB/s", color: "#d62728" }], data = [x, d.write];
-    if (d.read) { series.push({ label: "read MiB/s", color: "#1f77b4" }); data.push(d.read); }
-    make(d.name + " throughput MiB/s", "MiB/s", series, data, true);
+  // A device chart's columns from a layer: x, write, write max, write min (and the
+  // three read ones). Raw windows hold one value: max and min are that value. A gap
+  // between envelope windows (an idle stretch's one interval ends later) is a null.
+  function columns(L, name, reads) {
+    var d = null;
+    for (var i = 0; i < L.devices.length; i++) if (L.devices[i].name === name) d = L.devices[i];
+    var n = reads ? 7 : 4, out = [];
+    for (var c = 0; c < n; c++) out.push([]);
+    if (!d) return out;
+    var step = L.level_ms / 1000, k, m = d.write.length;
+    var w = d.write, wx = d.write_max || w, wn = d.write_min || w;
+    var r = d.read || null, rx = d.read_max || r, rn = d.read_min || r;
+    for (k = 0; k < m; k++) {
+      var x = d.t ? d.t[k] : d.t0_s + k * step;
+      out[0].push(x); out[1].push(w[k]); out[2].push(wx[k]); out[3].push(wn[k]);
+      if (reads) { out[4].push(r ? r[k] : 0); out[5].push(r ? rx[k] : 0); out[6].push(r ? rn[k] : 0); }
+      var next = d.t ? (k + 1 < m ? d.t[k + 1] : null) : null;
+      if (next != null && next - x > step * 1.5) {
+        out[0].push(x + step);
+        for (var c2 = 1; c2 < n; c2++) out[c2].push(null);
+      }
+    }
+    return out;
+  }
+  layers[0].devices.forEach(function (d) {
+    var reads = layers.some(function (L) { return L.devices.some(function (e) { return e.name === d.name && e.read; }); });
+    var series = [{ label: "write MiB/s", color: "#d62728" }, { label: "write max", color: "rgba(214,39,40,0.45)", dash: true },
+                  { label: "write min", color: "rgba(214,39,40,0.25)", dash: true }];
+    if (reads) series.push({ label: "read MiB/s", color: "#1f77b4" }, { label: "read max", color: "rgba(31,119,180,0.45)", dash: true },
+                           { label: "read min", color: "rgba(31,119,180,0.25)", dash: true });
+    make(d.name + " throughput MiB/s", "MiB/s", series, columns(layers[0], d.name, reads), true);
+    devCharts.push({ u: charts[charts.length - 1], name: d.name, reads: reads });
   });
+  cur_layer = layers[0];
+  function apply(L) {
+    if (L === cur_layer) return;
+    cur_layer = L;
+    devCharts.forEach(function (c) { c.u.setData(columns(L, c.name, c.reads), false); });
+    if (charts.length) spanText(charts[0]);
+  }
+  // The finest embedded layer that covers [a, b] (s).
+  function embeddedFor(a, b) {
+    var pick = layers[0];
+    layers.forEach(function (L) { if (L.t0_s <= a + 1e-9 && L.t1_s >= b - 1e-9 && L.level_ms < pick.level_ms) pick = L; });
+    return pick;
+  }
+  function px() { return Math.max(200, Math.round(box.clientWidth || 1200)); }
+  function refresh() {
+    if (!devCharts.length) return;
+    var r = cur(), L = embeddedFor(r[0], r[1]);
+    // Embedded data as fine as the width can show, or nothing finer to ask for.
+    if (!served || L.level_ms <= 1 || (r[1] - r[0]) * 1000 / L.level_ms >= px() / 2) { apply(L); return; }
+    var pad = (r[1] - r[0]) * 0.1, a = Math.max(0, r[0] - pad), b = Math.min(D.end_s, r[1] + pad);
+    var my = ++seq;
+    pending++;
+    fetch("span?t0_ms=" + (a * 1000).toFixed(3) + "&t1_ms=" + (b * 1000).toFixed(3) + "&px=" + Math.round(px() * 1.2))
+      .then(function (resp) { if (!resp.ok) throw new Error("span: HTTP " + resp.status); return resp.json(); })
+      .then(function (S) { if (my === seq) apply(S); })
+      .catch(function (e) { if (my === seq) apply(L); var el = document.getElementById("dp-zoom-span"); if (el) el.textContent += " (" + e + ")"; })
+      .then(function () { pending--; });
+  }
   D.panels.forEach(function (p) {
     var tables = p.series.map(function (s) { return [s.t, s.v]; });
     var data = tables.length === 1 ? tables[0] : uPlot.join(tables);
@@ -403,6 +580,13 @@ const SCRIPT: &str = r##"(function () {
   document.getElementById("dp-pan-right").onclick = function () { pan(1); };
   window.diskpulse = {
     resolution_ms: D.res_ms,
+    served: served,
+    // The device charts' current data: its window (ms) and where it came from.
+    level: function () { return cur_layer ? { level_ms: cur_layer.level_ms, source: cur_layer.source, t0_s: cur_layer.t0_s, t1_s: cur_layer.t1_s } : null; },
+    // Resolves once the data for the span shown is in the charts.
+    settled: function () {
+      return new Promise(function (res) { (function check() { if (!timer && !pending) res(); else setTimeout(check, 10); })(); });
+    },
     titles: function () { return charts.map(function (u) { return u.dpTitle; }); },
     zoom: zoom,
     reset: function () { zoom(0, D.end_s * 1000); },

@@ -1,0 +1,81 @@
+//! `diskpulse proxy`: the latency proxy ([`crate::proxy`]) on its own, for any TCP client
+//! (NATS, AMQP, ...): `--listen` here, `--upstream` there, each direction delayed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use crate::cli::parse_duration;
+use crate::proxy::{self, Jitter, JitterDist};
+use crate::usage;
+
+#[derive(Args, Debug)]
+pub struct ProxyArgs {
+    /// Address clients connect to (`host:port`; port 0: a free one, printed).
+    #[arg(long, default_value = "127.0.0.1:0", value_name = "HOST:PORT")]
+    pub listen: String,
+    /// The server the proxy forwards to (`host:port`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub upstream: String,
+    /// Delay added to each direction (10ms, 0ms).
+    #[arg(long, value_parser = parse_duration)]
+    pub delay: Duration,
+    /// Jitter around the delay: ± this (uniform) or its standard deviation (normal).
+    #[arg(long, value_parser = parse_duration)]
+    pub jitter: Option<Duration>,
+    /// How the jitter is drawn.
+    #[arg(long, value_enum, default_value_t = JitterDist::Uniform)]
+    pub jitter_dist: JitterDist,
+    /// Stop after this long (default: until Ctrl-C).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// The figures at the end as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--jitter` and `--jitter-dist` as a [`Jitter`] (none for a zero or absent jitter).
+pub fn jitter_of(jitter: Option<Duration>, dist: JitterDist) -> Option<Jitter> {
+    jitter
+        .filter(|j| !j.is_zero())
+        .map(|amount| Jitter { amount, dist })
+}
+
+pub fn run(a: ProxyArgs) -> anyhow::Result<i32> {
+    let jitter = jitter_of(a.jitter, a.jitter_dist);
+    proxy::check("--delay", a.delay, jitter).map_err(|e| usage!("{e}"))?;
+    if a.duration.is_some_and(|d| d.is_zero()) {
+        return Err(usage!(
+            "--duration must be more than 0s (or left out: until Ctrl-C)"
+        ));
+    }
+    if !a.upstream.contains(':') {
+        return Err(usage!(
+            "--upstream '{}': expected host:port, like 127.0.0.1:4222",
+            crate::redact::text(&a.upstream)
+        ));
+    }
+    let (local, mut handle) =
+        proxy::spawn_on(&a.listen, &a.upstream, a.delay, jitter).map_err(|e| usage!("{e:#}"))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    super::stop_on_signals(&stop)?;
+    eprintln!(
+        "diskpulse proxy: listening on {local}, forwarding to {}, +{} each way (Ctrl-C ends)",
+        crate::redact::text(&a.upstream),
+        crate::cli::fmt_duration(a.delay)
+    );
+    let t0 = Instant::now();
+    while !stop.load(Ordering::Relaxed) && a.duration.is_none_or(|d| t0.elapsed() < d) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    handle.close();
+    let r = handle.report();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!("{}", proxy::human(&r));
+    }
+    Ok(if stop.load(Ordering::Relaxed) { 130 } else { 0 })
+}

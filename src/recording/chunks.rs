@@ -1,0 +1,481 @@
+//! Recording for days (issue 13 item 1): diskstats.csv.gz cut into chunks, retention
+//! (`--keep`) and triggers that keep the window around an event (`--trigger`, SIGUSR1).
+//!
+//! The writer thread of diskstats.csv.gz cuts the file (`writer::Rotate`): a closed
+//! chunk is fsynced and renamed to `chunks/diskstats.NNNNNN.csv.gz`; the current one is
+//! always `diskstats.csv.gz`. As each chunk closes, [`Flight::closed`] (on that writer
+//! thread) lists it, deletes the closed chunks older than `--keep` that no kept window
+//! overlaps, and rewrites meta.json's `chunks` through the recording's shared meta.
+//!
+//! Triggers ([`TriggerFeed`]) watch every sample of every device on the diskstats
+//! thread: per device, the counters at the start of a >= 10 ms window against the
+//! sample that ends it (`write_mibps`, `read_mibps`: sectors x 512 / elapsed;
+//! `await_ms`: (read_ms + write_ms) / (reads + writes) completed in the window, as
+//! iostat's await). A firing writes a `trigger` event and keeps `[t - window, t +
+//! window]` ([`Flight::keep`]); the same trigger on the same device fires again only
+//! after its window has passed (a longer burst extends the kept window instead).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use collectors::diskstats::{
+    DiskCounters, F_READS, F_READ_MS, F_SECTORS_READ, F_SECTORS_WRITTEN, F_WRITES, F_WRITE_MS,
+};
+use serde_json::json;
+
+use super::writer::{Closed, Rotate};
+use super::EventLog;
+use crate::format::diskstats::{chunk_name, CHUNK_DIR};
+use crate::format::meta::{ChunkFile, ChunksMeta, KeptWindow, Meta};
+
+/// The default `--chunk`: an hour of rows per chunk.
+pub const DEFAULT_CHUNK_NS: u64 = 3_600_000_000_000;
+/// The default `--trigger-window`: 2 minutes before and after.
+pub const DEFAULT_WINDOW_NS: u64 = 120_000_000_000;
+/// The span a rate or await trigger is measured over (at least; the sample that ends it
+/// is the first at or past it).
+pub const TRIGGER_SPAN_NS: u64 = 10_000_000;
+
+/// The most `--trigger`s a recording takes.
+pub const MAX_TRIGGERS: usize = 8;
+
+/// How a recording cuts diskstats.csv.gz, what it keeps, and what triggers a keep.
+#[derive(Debug, Clone)]
+pub struct ChunkSetup {
+    pub every_ns: Option<u64>,
+    pub every_bytes: Option<u64>,
+    pub keep_ns: Option<u64>,
+    pub triggers: Vec<Trigger>,
+    pub window_ns: u64,
+}
+
+impl Default for ChunkSetup {
+    fn default() -> Self {
+        ChunkSetup {
+            every_ns: Some(DEFAULT_CHUNK_NS),
+            every_bytes: None,
+            keep_ns: None,
+            triggers: vec![],
+            window_ns: DEFAULT_WINDOW_NS,
+        }
+    }
+}
+
+/// What a trigger measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    WriteMibps,
+    ReadMibps,
+    AwaitMs,
+}
+
+impl Measure {
+    pub const NAMES: [&'static str; 3] = ["write_mibps", "read_mibps", "await_ms"];
+}
+
+/// `[DEVICE:]MEASURE>VALUE`, e.g. `write_mibps>400` (any recorded device) or
+/// `loop4:await_ms>50` (that one only).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trigger {
+    pub text: String,
+    pub device: Option<String>,
+    pub measure: Measure,
+    pub above: f64,
+}
+
+/// Parses `--trigger`: `write_mibps>400`, `read_mibps>100`, `await_ms>50`, each optionally
+/// after `DEVICE:` (a name as in diskstats.csv.gz, e.g. `nvme0n1:await_ms>20`).
+pub fn parse_trigger(s: &str) -> Result<Trigger, String> {
+    let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    let bad = || {
+        format!(
+            "takes [DEVICE:]MEASURE>VALUE with MEASURE one of {} (over {} ms), e.g. 'write_mibps>400' or 'vdb:await_ms>50'; got '{s}'",
+            Measure::NAMES.join(", "),
+            TRIGGER_SPAN_NS / 1_000_000
+        )
+    };
+    let (device, cond) = match t.split_once(':') {
+        Some((d, c)) if !d.is_empty() && !d.contains(['>', ',', '/']) => (Some(d.to_string()), c),
+        Some(_) => return Err(bad()),
+        None => (None, t.as_str()),
+    };
+    let (m, v) = cond.split_once('>').ok_or_else(bad)?;
+    let measure = match m {
+        "write_mibps" => Measure::WriteMibps,
+        "read_mibps" => Measure::ReadMibps,
+        "await_ms" => Measure::AwaitMs,
+        _ => return Err(bad()),
+    };
+    let above: f64 = v.parse().map_err(|_| bad())?;
+    if !above.is_finite() || above < 0.0 {
+        return Err(bad());
+    }
+    Ok(Trigger {
+        text: t.clone(),
+        device,
+        measure,
+        above,
+    })
+}
+
+/// The state shared by the diskstats writer thread (chunks closing), the diskstats
+/// sampler (triggers) and the recording (signals, meta.json).
+pub struct Flight {
+    setup: ChunkSetup,
+    dir: PathBuf,
+    meta: Arc<Mutex<Meta>>,
+    state: Mutex<ChunksMeta>,
+    events: EventLog,
+}
+
+impl Flight {
+    pub fn new(
+        setup: ChunkSetup,
+        dir: &Path,
+        meta: Arc<Mutex<Meta>>,
+        events: EventLog,
+    ) -> Arc<Flight> {
+        let state = ChunksMeta {
+            chunk_ns: setup.every_ns,
+            chunk_bytes: setup.every_bytes,
+            keep_ns: setup.keep_ns,
+            triggers: setup.triggers.iter().map(|t| t.text.clone()).collect(),
+            trigger_window_ns: setup.window_ns,
+            ..Default::default()
+        };
+        Arc::new(Flight {
+            setup,
+            dir: dir.to_path_buf(),
+            meta,
+            state: Mutex::new(state),
+            events,
+        })
+    }
+
+    /// The writer's rotation for diskstats.csv.gz, reporting to this flight.
+    pub fn rotate(self: &Arc<Self>) -> Rotate {
+        let me = self.clone();
+        Rotate {
+            every_ns: self.setup.every_ns,
+            every_bytes: self.setup.every_bytes,
+            dir: self.dir.join(CHUNK_DIR),
+            name: chunk_name,
+            on_close: Box::new(move |c| me.closed(c)),
+        }
+    }
+
+    /// `--trigger-window`.
+    pub fn window_ns(&self) -> u64 {
+        self.setup.window_ns
+    }
+
+    /// Keeps `[t - window, t + window]` from retention because of `what` (a firing;
+    /// `""`: the same condition still holding, which only extends the window).
+    pub fn keep(&self, t_ns: u64, what: &str) {
+        let w = self.setup.window_ns;
+        let (from, to) = (t_ns.saturating_sub(w), t_ns.saturating_add(w));
+        let Ok(mut s) = self.state.lock() else { return };
+        match s.kept_windows.last_mut() {
+            Some(k) if from <= k.to_t_ns => {
+                k.to_t_ns = k.to_t_ns.max(to);
+                if !what.is_empty() && k.what.len() < 1000 {
+                    k.what = format!("{}; {what}", k.what);
+                }
+            }
+            _ => s.kept_windows.push(KeptWindow {
+                from_t_ns: from,
+                to_t_ns: to,
+                what: what.to_string(),
+            }),
+        }
+    }
+
+    /// A chunk closed (writer thread): list it, apply retention, rewrite meta.json.
+    fn closed(&self, c: &Closed) {
+        let file = c
+            .path
+            .strip_prefix(&self.dir)
+            .unwrap_or(&c.path)
+            .display()
+            .to_string();
+        let entry = ChunkFile {
+            file,
+            first_t_ns: c.first_t_ns,
+            last_t_ns: c.last_t_ns,
+            rows: c.rows,
+            bytes: c.bytes,
+            why: None,
+        };
+        let snapshot = {
+            let Ok(mut s) = self.state.lock() else { return };
+            if c.last && s.closed.is_empty() {
+                // Never rotated: a run like one before chunking; meta.json says nothing.
+                return;
+            }
+            s.closed.push(entry);
+            if let Some(keep) = self.setup.keep_ns {
+                let newest = c.last_t_ns;
+                for f in drop_list(&s, keep, newest) {
+                    match std::fs::remove_file(self.dir.join(&f.file)) {
+                        Ok(()) => {
+                            self.events.event(
+                                "chunk_dropped",
+                                json!({"file": f.file, "first_t_ns": f.first_t_ns,
+                                    "last_t_ns": f.last_t_ns, "rows": f.rows}),
+                            );
+                            s.dropped.push(f);
+                        }
+                        Err(e) => self
+                            .events
+                            .error("chunks", "drop", &format!("{}: {e}", f.file)),
+                    }
+                }
+            }
+            s.clone()
+        };
+        if let Ok(mut m) = self.meta.lock() {
+            m.chunks = Some(snapshot);
+            if let Err(e) = m.write(&self.dir.join(crate::format::meta::FILE)) {
+                self.events.error("chunks", "meta", &format!("{e:#}"));
+            }
+        }
+    }
+
+    /// meta.json's `chunks` as it stands (`None` before the first rotation).
+    pub fn snapshot(&self) -> Option<ChunksMeta> {
+        let s = self.state.lock().ok()?;
+        (!s.closed.is_empty()).then(|| s.clone())
+    }
+}
+
+/// The closed chunks retention deletes now: every closed chunk, not already dropped and
+/// not the newest, whose last row is more than `keep` before `newest` and that no kept
+/// window overlaps; each with its `why`.
+pub fn drop_list(s: &ChunksMeta, keep: u64, newest: u64) -> Vec<ChunkFile> {
+    let n = s.closed.len();
+    s.closed
+        .iter()
+        .take(n.saturating_sub(1))
+        .filter(|c| !s.dropped.iter().any(|d| d.file == c.file))
+        .filter(|c| c.last_t_ns.saturating_add(keep) < newest)
+        .filter(|c| {
+            !s.kept_windows
+                .iter()
+                .any(|k| k.from_t_ns <= c.last_t_ns && c.first_t_ns <= k.to_t_ns)
+        })
+        .map(|c| ChunkFile {
+            why: Some(format!(
+                "older than --keep {}: its last row is {:.1} s before the newest",
+                crate::cli::fmt_duration(std::time::Duration::from_nanos(keep)),
+                (newest - c.last_t_ns) as f64 / 1e9
+            )),
+            ..c.clone()
+        })
+        .collect()
+}
+
+/// Per device: the counters where the current window began.
+#[derive(Clone, Copy)]
+struct Anchor {
+    t: u64,
+    sectors_w: u64,
+    sectors_r: u64,
+    ios: u64,
+    ticks: u64,
+    /// Per trigger: no firing before this t (its window is kept already).
+    quiet_until: [u64; MAX_TRIGGERS],
+}
+
+/// The triggers, fed every sample of every device by the diskstats sampler.
+pub struct TriggerFeed {
+    triggers: Vec<Trigger>,
+    flight: Arc<Flight>,
+    events: EventLog,
+    devices: Vec<Option<Anchor>>,
+}
+
+fn field(c: &DiskCounters, i: usize) -> u64 {
+    if i < c.nfields as usize {
+        c.f[i]
+    } else {
+        0
+    }
+}
+
+impl TriggerFeed {
+    /// `None` without triggers.
+    pub fn new(flight: &Arc<Flight>, events: EventLog) -> Option<TriggerFeed> {
+        let triggers: Vec<Trigger> = flight
+            .setup
+            .triggers
+            .iter()
+            .take(MAX_TRIGGERS)
+            .cloned()
+            .collect();
+        (!triggers.is_empty()).then(|| TriggerFeed {
+            triggers,
+            flight: flight.clone(),
+            events,
+            devices: vec![],
+        })
+    }
+
+    /// One sample of device `idx` (`name`) at `t`.
+    #[inline]
+    pub fn observe(&mut self, idx: usize, name: &[u8], t: u64, c: &DiskCounters) {
+        if self.devices.len() <= idx {
+            self.devices.resize(idx + 1, None);
+        }
+        let now = Anchor {
+            t,
+            sectors_w: field(c, F_SECTORS_WRITTEN),
+            sectors_r: field(c, F_SECTORS_READ),
+            ios: field(c, F_READS).wrapping_add(field(c, F_WRITES)),
+            ticks: field(c, F_READ_MS).wrapping_add(field(c, F_WRITE_MS)),
+            quiet_until: [0; MAX_TRIGGERS],
+        };
+        let Some(a) = self.devices[idx] else {
+            self.devices[idx] = Some(now);
+            return;
+        };
+        let dt = t.saturating_sub(a.t);
+        if dt < TRIGGER_SPAN_NS {
+            return;
+        }
+        let secs = dt as f64 / 1e9;
+        let mib = |d: u64| d as f64 * 512.0 / 1048576.0 / secs;
+        let mut next = Anchor {
+            quiet_until: a.quiet_until,
+            ..now
+        };
+        for (i, tr) in self.triggers.iter().enumerate() {
+            if tr.device.as_deref().is_some_and(|d| d.as_bytes() != name) {
+                continue;
+            }
+            let value = match tr.measure {
+                Measure::WriteMibps => Some(mib(now.sectors_w.wrapping_sub(a.sectors_w))),
+                Measure::ReadMibps => Some(mib(now.sectors_r.wrapping_sub(a.sectors_r))),
+                Measure::AwaitMs => {
+                    let ios = now.ios.wrapping_sub(a.ios);
+                    // *_ms wrap at 2^32.
+                    let ticks = (now.ticks.wrapping_sub(a.ticks)) & 0xffff_ffff;
+                    (ios > 0 && ios < 1 << 40).then(|| ticks as f64 / ios as f64)
+                }
+            };
+            let Some(v) = value.filter(|v| v.is_finite() && *v < 1e12) else {
+                continue;
+            };
+            if v > tr.above {
+                let dev = String::from_utf8_lossy(name);
+                if t < a.quiet_until[i] {
+                    // Still above: the kept window grows, no new event.
+                    self.flight.keep(t, "");
+                } else {
+                    self.flight
+                        .keep(t, &format!("{} on {dev}: {v:.1}", tr.text));
+                    let w = self.flight.setup.window_ns;
+                    self.events.event_at(
+                        t,
+                        "trigger",
+                        json!({"trigger": tr.text, "device": dev, "value": v,
+                            "span_ns": dt, "keep_from_t_ns": t.saturating_sub(w),
+                            "keep_to_t_ns": t.saturating_add(w)}),
+                    );
+                    next.quiet_until[i] = t.saturating_add(w);
+                }
+            }
+        }
+        self.devices[idx] = Some(next);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(n: u64, first: u64, last: u64) -> ChunkFile {
+        ChunkFile {
+            file: format!("chunks/{}", chunk_name(n)),
+            first_t_ns: first,
+            last_t_ns: last,
+            rows: 10,
+            bytes: 100,
+            why: None,
+        }
+    }
+
+    #[test]
+    fn triggers_parse_and_bad_ones_say_what_is_wanted() {
+        let t = parse_trigger("write_mibps > 400").unwrap();
+        assert_eq!(
+            (t.measure, t.above, t.text.as_str()),
+            (Measure::WriteMibps, 400.0, "write_mibps>400")
+        );
+        assert_eq!(
+            parse_trigger("await_ms>0.5").unwrap().measure,
+            Measure::AwaitMs
+        );
+        for bad in [
+            "write_mibps",
+            "iops>3",
+            "await_ms>x",
+            "await_ms>-1",
+            "await_ms>inf",
+        ] {
+            let e = parse_trigger(bad).unwrap_err();
+            assert!(
+                e.contains("write_mibps, read_mibps, await_ms") && e.contains(bad),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_trigger_may_name_its_device() {
+        let t = parse_trigger("loop4:await_ms>50").unwrap();
+        assert_eq!(
+            (t.device.as_deref(), t.measure, t.text.as_str()),
+            (Some("loop4"), Measure::AwaitMs, "loop4:await_ms>50")
+        );
+        assert_eq!(parse_trigger("await_ms>50").unwrap().device, None);
+        assert!(parse_trigger(":await_ms>50").is_err());
+        assert!(parse_trigger("a/b:await_ms>50").is_err());
+    }
+
+    #[test]
+    fn retention_drops_old_chunks_but_not_the_newest_nor_kept_windows() {
+        let s = 1_000_000_000u64;
+        let mut m = ChunksMeta::default();
+        for i in 0..6 {
+            m.closed
+                .push(chunk(i + 1, i * 10 * s, (i + 1) * 10 * s - 1));
+        }
+        // Keep 25 s, newest row at 60 s: chunks ending before 35 s go (1, 2, 3) ...
+        let d = drop_list(&m, 25 * s, 60 * s);
+        let names: Vec<_> = d.iter().map(|c| c.file.clone()).collect();
+        assert_eq!(
+            names,
+            [
+                "chunks/diskstats.000001.csv.gz",
+                "chunks/diskstats.000002.csv.gz",
+                "chunks/diskstats.000003.csv.gz"
+            ]
+        );
+        assert!(d[0].why.as_deref().unwrap().contains("--keep 25s"));
+        // ... unless a kept window overlaps one (chunk 2: 10..20 s).
+        m.kept_windows.push(KeptWindow {
+            from_t_ns: 15 * s,
+            to_t_ns: 17 * s,
+            what: "signal USR1".into(),
+        });
+        let d = drop_list(&m, 25 * s, 60 * s);
+        assert_eq!(d.len(), 2);
+        assert!(d.iter().all(|c| !c.file.contains("000002")));
+        // Already dropped ones are not dropped twice; the newest never (keep 0).
+        m.dropped.push(d[0].clone());
+        assert_eq!(drop_list(&m, 25 * s, 60 * s).len(), 1);
+        assert!(drop_list(&m, 0, 60 * s)
+            .iter()
+            .all(|c| !c.file.contains("000006")));
+    }
+}
