@@ -180,7 +180,6 @@ pub fn analysis_pass(
 
 /// What the pass over the rows accumulates for a run ending at `dur`.
 fn plan(run: &Run, dur: u64, o: &ReportOptions, charts: bool) -> stream::Plan {
-    let budget = html::zoom::POINT_BUDGET;
     stream::Plan {
         duration_ns: dur,
         ui_window_ns: o.ui_window_ns,
@@ -191,17 +190,9 @@ fn plan(run: &Run, dur: u64, o: &ReportOptions, charts: bool) -> stream::Plan {
         } else {
             stream::ChartMode::Off
         },
-        // The widths the zoomable timeline may pick (a busy device has two series, so a
-        // width of more than half the budget's windows never is).
-        zoom_widths: if o.html {
-            html::zoom::WIDTHS_NS
-                .iter()
-                .copied()
-                .filter(|&w| 2 * dur.div_ceil(w) as usize <= budget)
-                .collect()
-        } else {
-            vec![]
-        },
+        // None: the zoomable timeline's windows come from `zoom_data::RawWindows`, fed by
+        // a pass of their own (html/zoom.rs), or envelopes.csv.gz.
+        zoom_widths: vec![],
         restarts: derive::restart_windows(run, dur),
         broker_span: procio::sampled_span(run),
     }

@@ -126,10 +126,10 @@ impl Run {
         };
         if let Some(d) = meta.duration_ns.filter(|&d| d > MAX_T_NS) {
             return Err(usage!(
-                "RUN '{}': meta.json duration_ns {d} is {:.0} h; a report reads runs of at most {} h (it bins them by 1 ms, about 700 MB a day): the file is damaged",
+                "RUN '{}': meta.json duration_ns {d} is {:.0} days; a report reads runs of at most {} days: the file is damaged",
                 dir.display(),
-                d as f64 / 3.6e12,
-                MAX_T_NS / 3_600_000_000_000
+                d as f64 / 8.64e13,
+                crate::format::csv::MAX_DAYS
             ));
         }
         // A file that is not what it should be is a bad input (exit 2), named by the error.
