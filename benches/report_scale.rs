@@ -1,5 +1,5 @@
 //! What `diskpulse report` costs as recordings get long (issue 13, "Done means" line 1):
-//! the baseline before any streaming report exists.
+//! measured before the streaming report (the baseline in README) and after it.
 //!
 //! For each size it WRITES a synthetic recording with the recorder's own writers
 //! (`meta.json` through [`Meta::write`], `diskstats.csv.gz` through the recorder's
@@ -17,11 +17,9 @@
 //! end, after a failure and on Ctrl-C. 10 minutes are 2.4 M rows; an hour 14.4 M rows
 //! (~290 MB of gzip); 6 hours 86.4 M rows (~1.7 GB): for 6 h put `DISKPULSE_BENCH_DIR`
 //! on a volume with room (RECIPES.md: a loop volume you remove again). Writing takes
-//! ~21 s per recorded hour here (~2 min for 6 h). The report still holds every diskstats
-//! row in memory (144 bytes a row; 10 min: 423 MB, 1 h: 2.46 GB peak with the zoomable
-//! timeline, was 1.2 GB and 6.7 GB before the timeline was folded and the rows shrunk):
-//! 6 h would need ~19 GB, so
-//! run 6 h only once the report reads the rows as a stream (issue 13 item 3).
+//! ~21 s per recorded hour here (~2 min for 6 h) on a quiet machine. The report reads the
+//! rows as a stream (issue 13 item 3, `report/stream.rs`): 10 min 124 MB, 1 h 172 MB, 6 h
+//! 557 MB peak (it held every row before: 423 MB and 2.46 GB for 10 min and 1 h).
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;

@@ -188,6 +188,131 @@ impl Series {
     }
 }
 
+/// [`Series::fold`] done as the points arrive, without holding them: a series of hours
+/// at 1 ms takes `columns` columns (and at most `2 * columns` points while it may still
+/// turn out short). [`Folding::finish`] gives exactly the series `fold` gives from the
+/// same points pushed in the same order (issue 13 item 3: the report reads its rows as a
+/// stream).
+#[derive(Debug, Clone)]
+pub struct Folding {
+    range: (f64, f64),
+    columns: usize,
+    in_range: usize,
+    /// The points while the series may still be short (not dense).
+    raw: Option<(Vec<f64>, Vec<f64>)>,
+    min: Vec<f64>,
+    max: Vec<f64>,
+    sum: Vec<f64>,
+    n: Vec<usize>,
+    cols_per_s: f64,
+}
+
+impl Folding {
+    /// A fold over `range` in `columns` pixel columns ([`plot_geometry`]).
+    pub fn new(range: (f64, f64), columns: usize) -> Folding {
+        let (t0, t1) = range;
+        let valid = columns > 0 && t0.is_finite() && t1.is_finite() && t1 > t0;
+        let c = if valid { columns } else { 0 };
+        Folding {
+            range,
+            columns,
+            in_range: 0,
+            raw: Some((Vec::new(), Vec::new())),
+            min: vec![f64::INFINITY; c],
+            max: vec![f64::NEG_INFINITY; c],
+            sum: vec![0.0; c],
+            n: vec![0; c],
+            cols_per_s: if valid {
+                columns as f64 / (t1 - t0)
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// The time axis it folds over.
+    pub fn range(&self) -> (f64, f64) {
+        self.range
+    }
+
+    /// The pixel columns it folds into.
+    pub fn columns(&self) -> usize {
+        self.columns
+    }
+
+    /// The next point (NaN value: no value, as in [`Series::v`]).
+    #[inline]
+    pub fn push(&mut self, t: f64, v: f64) {
+        let (t0, t1) = self.range;
+        let inside = t >= t0 && t <= t1;
+        if inside {
+            self.in_range += 1;
+        }
+        if let Some((ts, vs)) = &mut self.raw {
+            if self.in_range > self.columns * shape::RAW_POINTS_PER_COLUMN {
+                self.raw = None;
+            } else {
+                ts.push(t);
+                vs.push(v);
+            }
+        }
+        if !self.n.is_empty() && inside && v.is_finite() {
+            let i = (((t - t0) * self.cols_per_s) as usize).min(self.n.len() - 1);
+            if v < self.min[i] {
+                self.min[i] = v;
+            }
+            if v > self.max[i] {
+                self.max[i] = v;
+            }
+            self.sum[i] += v;
+            self.n[i] += 1;
+        }
+    }
+
+    /// `series` (its label, style and colour) with the points pushed: folded when they
+    /// are dense, else the points themselves.
+    pub fn finish(self, mut series: Series) -> Series {
+        if self.in_range > self.columns * shape::RAW_POINTS_PER_COLUMN {
+            let (t0, t1) = self.range;
+            let c = self.n.len();
+            let width_s = (t1 - t0) / c.max(1) as f64;
+            let cols = (0..c)
+                .map(|i| {
+                    let t_mid = t0 + (i as f64 + 0.5) * width_s;
+                    if self.n[i] == 0 {
+                        Column {
+                            t_mid,
+                            min: f64::NAN,
+                            max: f64::NAN,
+                            mean: f64::NAN,
+                            n: 0,
+                        }
+                    } else {
+                        Column {
+                            t_mid,
+                            min: self.min[i],
+                            max: self.max[i],
+                            mean: self.sum[i] / self.n[i] as f64,
+                            n: self.n[i],
+                        }
+                    }
+                })
+                .collect();
+            series.t_s = Vec::new();
+            series.v = Vec::new();
+            series.folded = Some(Folded {
+                range: self.range,
+                columns: self.columns,
+                cols,
+            });
+        } else if let Some((t, v)) = self.raw {
+            series.t_s = t;
+            series.v = v;
+        }
+        series
+    }
+}
+
 /// The time axis `(t0, t1)` and the number of pixel columns the plots of `t` get: what
 /// [`Series::fold`] needs. Set `x_range_s` (and `width_px`) first: without a valid
 /// `x_range_s` the axis comes from the series' own times.
@@ -243,4 +368,74 @@ pub enum ChartError {
     ImageSize { width_px: u32, height_px: u32 },
     #[error("encoding the PNG failed: {message}")]
     PngEncode { message: String },
+}
+
+#[cfg(test)]
+mod folding_tests {
+    use super::*;
+
+    fn same(a: &Series, b: &Series) -> bool {
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let cols = |s: &Series| {
+            s.folded.as_ref().map(|f| {
+                (
+                    f.range,
+                    f.columns,
+                    f.cols
+                        .iter()
+                        .map(|c| {
+                            (
+                                c.t_mid.to_bits(),
+                                c.min.to_bits(),
+                                c.max.to_bits(),
+                                c.mean.to_bits(),
+                                c.n,
+                            )
+                        })
+                        .collect::<Vec<_>>(),
+                )
+            })
+        };
+        bits(&a.t_s) == bits(&b.t_s) && bits(&a.v) == bits(&b.v) && cols(a) == cols(b)
+    }
+
+    #[test]
+    fn folding_as_points_arrive_is_fold() {
+        let mut x = 0x1234_5678_9abc_def1u64;
+        for (n, columns) in [
+            (0usize, 10usize),
+            (5, 10),
+            (20, 10),
+            (21, 10),
+            (5000, 37),
+            (100, 0),
+        ] {
+            let mut t = vec![];
+            let mut v = vec![];
+            for i in 0..n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                t.push(i as f64 * 0.01 - 0.05);
+                v.push(if x % 11 == 0 {
+                    f64::NAN
+                } else {
+                    (x % 1000) as f64 / 7.0
+                });
+            }
+            let range = (0.0, n as f64 * 0.01 * 0.9);
+            let whole = Series {
+                t_s: t.clone(),
+                v: v.clone(),
+                ..Default::default()
+            }
+            .fold(range, columns);
+            let mut f = Folding::new(range, columns);
+            for (a, b) in t.iter().zip(&v) {
+                f.push(*a, *b);
+            }
+            let streamed = f.finish(Series::default());
+            assert!(same(&whole, &streamed), "n {n} columns {columns}");
+        }
+    }
 }

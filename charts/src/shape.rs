@@ -13,7 +13,7 @@ use crate::envelope::{envelope, Column};
 use crate::{Series, Style};
 
 /// More points than this many per column in range means downsampling.
-const RAW_POINTS_PER_COLUMN: usize = 2;
+pub(crate) const RAW_POINTS_PER_COLUMN: usize = 2;
 
 /// Whether `series` has more points in `range` than are drawn one by one in `columns`
 /// columns: then it is drawn from its [`envelope`].

@@ -69,7 +69,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<i32> {
     for w in &run.warnings {
         eprintln!("warning: {w}");
     }
-    let groups = export::groups(&run, &Options { step_ns });
+    let groups = export::groups(&run, &Options { step_ns })?;
     let zero = run.meta.clock_zero_unix_ns;
     let emit = |w: &mut dyn Write| -> std::io::Result<u64> {
         let mut w = std::io::BufWriter::with_capacity(1 << 16, w);

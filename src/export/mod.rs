@@ -400,14 +400,16 @@ fn load_group(role: &str, rows: &[LoadRow], step: u64) -> Option<Group> {
 
 /// Every group of a run, in a fixed order: devices (counters, then peaks), memory,
 /// cpu, load roles, nats servers.
-pub fn groups(run: &Run, o: &Options) -> Vec<Group> {
+/// The diskstats rows are held in memory here ([`Run::disk_rows`]; `report` streams them).
+pub fn groups(run: &Run, o: &Options) -> anyhow::Result<Vec<Group>> {
     let step = o.step_ns;
     let zero = run.meta.clock_zero_unix_ns;
     let mut out = vec![];
-    for d in &run.disks {
+    let disks = run.disk_rows().map_err(|e| run.bad(e))?;
+    for d in &disks {
         out.extend(disk_group(d, step, zero));
     }
-    for d in &run.disks {
+    for d in &disks {
         out.extend(peak_groups(d, run.duration_ns, step));
     }
     if let Some(m) = &run.mem {
@@ -436,7 +438,7 @@ pub fn groups(run: &Run, o: &Options) -> Vec<Group> {
             zero,
         ));
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]

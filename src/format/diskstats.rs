@@ -15,7 +15,6 @@
 //! (one per flush of `recording::writer`, about 5 a second), so
 //! `zcat` reads a recording cut by `kill -9` up to its last whole member.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use collectors::diskstats::{FIELD_NAMES, MAX_FIELDS};
@@ -150,17 +149,21 @@ pub fn first_chunks_deleted(run_dir: &Path) -> bool {
         .is_some_and(|(n, _)| n.is_some_and(|n| n > 1))
 }
 
+/// A device of a run's diskstats, in order of first appearance ([`for_each_row_in`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Device {
+    pub name: String,
+    pub major: u32,
+    pub minor: u32,
+}
+
 /// Reads a run's diskstats across its chunks ([`files`]) as one recording: rows grouped
-/// by device in time order, as [`read`] gives one file's. Where chunks were deleted
-/// (`record --keep`), each device gets a row without values 1 ns after its last row
-/// before the hole, so no interval spans it (a rate over the hole would spread hours of
-/// bytes evenly over it): the hole reads as "no value", not as zeros or a smear; a
-/// warning names it, and one says where the run starts when its first chunks are gone.
-/// A current chunk that is empty (the recorder was killed between closing one chunk and
-/// writing the next one's header) is passed over with a warning; errors as [`read`]'s,
-/// naming the chunk. No file at all: an error saying so.
+/// by device in time order, as [`read`] gives one file's; every row in memory (144 bytes
+/// a row: `report` streams them with [`for_each_row_in`] instead). The rules (holes where
+/// `record --keep` deleted chunks, an empty current chunk, warnings, errors) are
+/// [`for_each_row_in`]'s. No file at all: an error saying so.
 pub fn read_run(run_dir: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
-    let files = numbered_files(run_dir);
+    let files = files(run_dir);
     if files.is_empty() {
         anyhow::bail!(
             "{} has no {FILE} (nor {CHUNK_DIR}/{})",
@@ -168,11 +171,62 @@ pub fn read_run(run_dir: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> 
             chunk_name(1)
         );
     }
-    let mut acc = Acc::default();
+    collect(&files)
+}
+
+/// Reads `diskstats.csv.gz` (or a plain `diskstats.csv`) grouped by device, in order of
+/// first appearance, with the reading's warnings; every row in memory. The rules are
+/// [`for_each_row_in`]'s. A run's rows: [`read_run`].
+pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
+    collect(&[p])
+}
+
+fn collect<P: AsRef<Path>>(files: &[P]) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
+    let mut disks: Vec<DiskRows> = vec![];
+    let (devices, warnings) = for_each_row_in(files, |k, dev, t, row| {
+        if k == disks.len() {
+            disks.push(DiskRows {
+                name: dev.name.clone(),
+                major: dev.major,
+                minor: dev.minor,
+                ..Default::default()
+            });
+        }
+        disks[k].t_ns.push(t);
+        disks[k].f.push(*row);
+    })?;
+    debug_assert_eq!(devices.len(), disks.len());
+    Ok((disks, warnings))
+}
+
+/// Streams the rows of a run's diskstats files one after the other ([`files`]: the
+/// closed chunks in order, then the current one; or one file), calling `f` with each
+/// row: the device's index in order of first appearance, the device, `t_ns` and the
+/// counters. Nothing is held but the device list (`report`'s one pass goes through it;
+/// [`read_run`] and [`read`] collect it). Returns the devices and the reading's warnings.
+///
+/// Each file is read by [`for_each_row`] (header, damaged rows skipped with a warning
+/// naming file:line, a cut-off end read up to its last whole row). A row whose `t_ns` is
+/// before its device's previous row is skipped with a warning naming file:line. Where
+/// chunks were deleted (`record --keep`: the closed chunks' numbers jump), each device
+/// gets a row without values 1 ns after its last row before the hole, so no interval
+/// spans it (a rate over the hole would spread hours of bytes evenly over it): the hole
+/// reads as "no value", not as zeros or a smear; a warning names it, and one says where
+/// the run starts when its first chunks are gone. A current chunk that is empty (the
+/// recorder was killed between closing one chunk and writing the next one's header) is
+/// passed over with a warning. No whole row at all: an error naming the first file.
+pub fn for_each_row_in<P: AsRef<Path>>(
+    files: &[P],
+    mut f: impl FnMut(usize, &Device, u64, &Row),
+) -> anyhow::Result<(Vec<Device>, Vec<String>)> {
+    let mut devices: Vec<Device> = vec![];
+    let mut last_t: Vec<u64> = vec![];
     let mut warnings = vec![];
-    let last = files.len() - 1;
+    let last = files.len().saturating_sub(1);
     let mut prev: Option<u64> = None;
-    for (i, (seq, p)) in files.iter().enumerate() {
+    let no_values = Row::default();
+    for (i, p) in files.iter().enumerate() {
+        let p = p.as_ref();
         // The current chunk may be empty when the recorder stopped right after a
         // rotation: nothing of it is lost.
         if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
@@ -182,14 +236,21 @@ pub fn read_run(run_dir: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> 
             ));
             continue;
         }
-        match (prev, *seq) {
+        let seq = p.file_name().and_then(|n| n.to_str()).and_then(chunk_seq);
+        match (prev, seq) {
             (None, Some(n)) if i == 0 && n > 1 => warnings.push(format!(
                 "{}: chunks 1 to {} were deleted by --keep (meta.json chunks.dropped); the recording starts at this chunk",
                 p.display(),
                 n - 1
             )),
             (Some(a), Some(b)) if b > a + 1 => {
-                let from = acc.hole();
+                let mut from = 0;
+                for (k, d) in devices.iter().enumerate() {
+                    let t = last_t[k] + 1;
+                    last_t[k] = t;
+                    from = from.max(t);
+                    f(k, d, t, &no_values);
+                }
                 warnings.push(format!(
                     "{}: chunks {} to {} were deleted by --keep (meta.json chunks.dropped); no value from {:.3} s to this chunk",
                     p.display(),
@@ -201,60 +262,61 @@ pub fn read_run(run_dir: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> 
             _ => {}
         }
         if seq.is_some() {
-            prev = *seq;
+            prev = seq;
         }
-        warnings.extend(read_into(p, &mut acc)?);
-    }
-    acc.finish(&files[0].1).map(|d| (d, warnings))
-}
-
-/// Reads `diskstats.csv.gz` (or a plain `diskstats.csv`) grouped by device, in order of
-/// first appearance, with the reading's warnings. The header must be diskstats' own
-/// ([`header`]); a damaged row (too few cells, a number that is not one, a `t_ns` past
-/// [`super::csv::MAX_T_NS`]) is skipped with a warning naming file:line; a recording cut
-/// off is read up to its last whole row (a warning). Empty, not gzip, another header, or
-/// no whole row at all: an error naming the file. A run's rows: [`read_run`].
-pub fn read(p: &Path) -> anyhow::Result<(Vec<DiskRows>, Vec<String>)> {
-    let mut acc = Acc::default();
-    let warnings = read_into(p, &mut acc)?;
-    acc.finish(p).map(|d| (d, warnings))
-}
-
-/// Rows gathered over one or more files.
-#[derive(Default)]
-struct Acc {
-    by: BTreeMap<String, DiskRows>,
-    order: Vec<String>,
-}
-
-impl Acc {
-    /// A hole in the rows (deleted chunks): each device gets a row without values 1 ns
-    /// after its last one. Returns the latest such `t_ns`.
-    fn hole(&mut self) -> u64 {
-        let mut latest = 0;
-        for d in self.by.values_mut() {
-            if let Some(&t) = d.t_ns.last() {
-                d.t_ns.push(t + 1);
-                d.f.push(Row::default());
-                latest = latest.max(t + 1);
+        let mut back: Vec<String> = vec![];
+        let mut back_n = 0usize;
+        let (w, _) = for_each_row(p, |r| {
+            let k = match devices.iter().position(|d| d.name == r.device) {
+                Some(k) => k,
+                None => {
+                    devices.push(Device {
+                        name: r.device.to_string(),
+                        major: r.major,
+                        minor: r.minor,
+                    });
+                    last_t.push(r.t_ns);
+                    devices.len() - 1
+                }
+            };
+            if r.t_ns < last_t[k] {
+                back_n += 1;
+                if back.len() < 3 {
+                    back.push(format!(
+                        "{}:{}: t_ns {} is before the device's previous row ({}); skipped",
+                        p.display(),
+                        r.line,
+                        r.t_ns,
+                        last_t[k]
+                    ));
+                }
+                return Flow::Go;
             }
-        }
-        latest
-    }
-
-    fn finish(mut self, p: &Path) -> anyhow::Result<Vec<DiskRows>> {
-        if self.order.is_empty() {
-            return Err(anyhow::anyhow!(
-                "{} holds no whole row of samples; the recording is damaged or was cut before its first flush",
+            last_t[k] = r.t_ns;
+            f(k, &devices[k], r.t_ns, r.f);
+            Flow::Go
+        })?;
+        warnings.extend(w);
+        if back_n > back.len() {
+            back.push(format!(
+                "{}: {back_n} rows before their device's previous row skipped in all",
                 p.display()
             ));
         }
-        Ok(self
-            .order
-            .into_iter()
-            .filter_map(|n| self.by.remove(&n))
-            .collect())
+        warnings.extend(back);
     }
+    if devices.is_empty() {
+        return Err(anyhow::anyhow!(
+            "{} holds no whole row of samples; the recording is damaged or was cut before its first flush",
+            files
+                .first()
+                .map(|p| p.as_ref())
+                .unwrap_or(Path::new("diskstats"))
+                .display()
+        ));
+    }
+    warnings.shrink_to_fit();
+    Ok((devices, warnings))
 }
 
 /// One row of diskstats.csv.gz as [`for_each_row`] hands it over (borrowed: nothing is
@@ -423,53 +485,6 @@ pub fn for_each_run_row_from(
         }
     }
     Ok((warnings, any))
-}
-
-/// One file's rows into `acc` (a run's chunks go through it one after another): checks
-/// as [`read`]'s; a row whose `t_ns` is before its device's previous row is skipped with
-/// a warning naming file:line.
-fn read_into(p: &Path, acc: &mut Acc) -> anyhow::Result<Vec<String>> {
-    let Acc { by, order } = acc;
-    let mut back: Vec<String> = vec![];
-    let mut back_n = 0usize;
-    let (mut warnings, _) = for_each_row(p, |r| {
-        let d = match by.get_mut(r.device) {
-            Some(d) => d,
-            None => {
-                order.push(r.device.to_string());
-                by.entry(r.device.to_string()).or_insert_with(|| DiskRows {
-                    name: r.device.to_string(),
-                    major: r.major,
-                    minor: r.minor,
-                    ..Default::default()
-                })
-            }
-        };
-        if let Some(&last) = d.t_ns.last().filter(|&&last| r.t_ns < last) {
-            back_n += 1;
-            if back.len() < 3 {
-                back.push(format!(
-                    "{}:{}: t_ns {} is before the device's previous row ({last}); skipped",
-                    p.display(),
-                    r.line,
-                    r.t_ns
-                ));
-            }
-            return Flow::Go;
-        }
-        d.t_ns.push(r.t_ns);
-        d.f.push(*r.f);
-        Flow::Go
-    })?;
-    if back_n > back.len() {
-        back.push(format!(
-            "{}: {back_n} rows before their device's previous row skipped in all",
-            p.display()
-        ));
-    }
-    warnings.extend(back);
-    warnings.shrink_to_fit();
-    Ok(warnings)
 }
 
 #[cfg(test)]

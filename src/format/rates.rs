@@ -174,13 +174,21 @@ impl RatesRow {
 
 /// Writes `rows` under the header.
 pub fn write(path: &Path, rows: &[RatesRow]) -> anyhow::Result<()> {
-    let mut out = String::with_capacity(rows.len() * 200 + 400);
-    out.push_str(HEADER);
-    out.push('\n');
+    write_rows(path, rows.iter().cloned())
+}
+
+/// [`write`] from rows as they are made (a long run's rows are not held together).
+pub fn write_rows(path: &Path, rows: impl IntoIterator<Item = RatesRow>) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let err = |e: std::io::Error| anyhow::anyhow!("cannot write {}: {e}", path.display());
+    let mut out =
+        std::io::BufWriter::with_capacity(256 * 1024, std::fs::File::create(path).map_err(err)?);
+    out.write_all(HEADER.as_bytes()).map_err(err)?;
+    out.write_all(b"\n").map_err(err)?;
     for r in rows {
-        out.push_str(&r.to_line());
+        out.write_all(r.to_line().as_bytes()).map_err(err)?;
     }
-    std::fs::write(path, out).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+    out.flush().map_err(err)
 }
 
 /// Reads `rates.csv`; empty when the run has none.

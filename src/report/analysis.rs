@@ -137,9 +137,20 @@ pub struct UiAverage {
 
 pub fn ui_average(iv: &[Interval], width_ns: u64, duration_ns: u64) -> UiAverage {
     let n = (duration_ns / width_ns) as usize;
+    ui_from_sums(
+        &window_sums(iv, width_ns, n),
+        width_ns,
+        duration_ns,
+        total(iv),
+    )
+}
+
+/// [`ui_average`] from the window sums of whole windows (`duration_ns / width_ns` of
+/// them) and the total (the run mean when the run is shorter than one window).
+pub fn ui_from_sums(sums: &[f64], width_ns: u64, duration_ns: u64, total: f64) -> UiAverage {
+    let n = (duration_ns / width_ns) as usize;
     let w_s = width_ns as f64 / 1e9;
     if n == 0 {
-        let total: f64 = iv.iter().filter_map(|i| i.v).sum();
         let r = total / (duration_ns.max(1) as f64 / 1e9);
         return UiAverage {
             window_s: w_s,
@@ -148,7 +159,7 @@ pub fn ui_average(iv: &[Interval], width_ns: u64, duration_ns: u64) -> UiAverage
             series: vec![(0.0, r)],
         };
     }
-    let sums = window_sums(iv, width_ns, n);
+    let sums = &sums[..n];
     let series: Vec<(f64, f64)> = sums
         .iter()
         .enumerate()

@@ -6,10 +6,10 @@
 //! holds go in as they are; the charts crate keeps min/max envelopes per pixel column.
 
 use charts::{Marker, Panel, Series, Shade, Style, Timeline};
-use collectors::diskstats as ds;
 
-use super::analysis::{self, UiAverage, MIB};
+use super::analysis::{UiAverage, MIB};
 use super::run::Run;
+use super::stream;
 use super::{DeviceAnalysis, ReportOptions};
 use crate::format::fsync::FsyncRow;
 use crate::format::probe::ProbeRow;
@@ -68,11 +68,6 @@ fn ui_overlay(label: &str, ui: &UiAverage, end_s: f64, color: &str) -> Series {
     series(label, t, v, Style::DashedLine, color)
 }
 
-fn scaled(mut s: (Vec<f64>, Vec<f64>), k: f64) -> (Vec<f64>, Vec<f64>) {
-    s.1.iter_mut().for_each(|x| *x *= k);
-    s
-}
-
 /// The timeline of a run, its long series (the devices' 1 ms rates and in-flight, the
 /// broker's own writes) folded into the plot's pixel columns as they are built ([`charts::Series::fold`]):
 /// a series holds `columns` min/max/mean/count columns, not one point per row, so the
@@ -91,6 +86,49 @@ pub fn timeline_points(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions
 
 /// The width [`build`] draws at.
 const WIDTH_PX: u32 = 1600;
+
+/// How the pass over the rows of a run ending at `duration_ns` builds the devices' chart
+/// series for [`timeline`]: folded into the plot's pixel columns (every point for a run
+/// without a time axis).
+pub fn fold_mode(duration_ns: u64) -> stream::ChartMode {
+    let end_s = duration_ns as f64 / 1e9;
+    if end_s > 0.0 {
+        let (range, columns) = charts::plot_geometry(&Timeline {
+            x_range_s: (0.0, end_s),
+            width_px: WIDTH_PX,
+            ..Default::default()
+        });
+        stream::ChartMode::Fold(range, columns)
+    } else {
+        stream::ChartMode::Points
+    }
+}
+
+/// The devices' chart series from a pass of their own over the rows, in `analyses`' order.
+fn device_charts(
+    run: &Run,
+    mode: stream::ChartMode,
+    analyses: &[DeviceAnalysis],
+) -> Vec<stream::DeviceCharts> {
+    let plan = stream::Plan {
+        duration_ns: run.duration_ns,
+        charts: mode,
+        ..stream::Plan::count_only()
+    };
+    // The run was read before: a file that no longer reads draws no device series.
+    let pass = stream::pass(run.diskstats_files(), &plan).ok();
+    analyses
+        .iter()
+        .map(|a| {
+            pass.as_ref()
+                .and_then(|p| {
+                    let k = p.devices.iter().position(|d| d.name == a.summary.name)?;
+                    Some(p.accs[k].charts.clone())
+                })
+                .unwrap_or_else(|| stream::DeviceCharts::new(mode))
+        })
+        .collect()
+}
 
 fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) -> Timeline {
     let shades = burst_shades(run, analyses);
@@ -194,14 +232,30 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
     let summaries: Vec<_> = analyses.iter().map(|a| a.summary.clone()).collect();
     let broker = super::interference::broker_devices(&run.meta, &summaries);
     panels.extend(super::trace_charts::panels(run, &broker));
-    for (d, a) in run.disks.iter().zip(analyses) {
+    // The devices' series: folded as the pass over the rows built them, or every point
+    // from a pass of their own.
+    let mode = match geometry {
+        Some((range, columns)) => stream::ChartMode::Fold(range, columns),
+        None => stream::ChartMode::Points,
+    };
+    let kept: Option<Vec<stream::DeviceCharts>> = match mode {
+        stream::ChartMode::Fold(..) => analyses
+            .iter()
+            .map(|a| a.charts.clone().filter(|c| c.mode() == mode))
+            .collect(),
+        _ => None,
+    };
+    let device_charts = match kept {
+        Some(c) => c,
+        None => device_charts(run, mode, analyses),
+    };
+    for (a, c) in analyses.iter().zip(device_charts) {
         // Idle devices (nothing read or written) get no panels of their own.
         if a.summary.write.bytes == 0.0 && a.summary.read.bytes == 0.0 {
             continue;
         }
-        let n = &d.name;
-        let w = scaled(analysis::rate_series(&analysis::write_bytes(d)), 1.0 / MIB);
-        let mut tp = vec![fold(series("write", w.0, w.1, Style::Envelope, WRITE))];
+        let n = &a.summary.name;
+        let mut tp = vec![c.write_mib_s.finish("write", Style::Envelope, WRITE)];
         tp.push(ui_overlay(
             &format!("write, {ui_label}"),
             &a.ui_write,
@@ -214,8 +268,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
             tp.extend(super::procio::write_series(run, "#000000").map(fold));
         }
         if a.summary.read.bytes > 0.0 {
-            let r = scaled(analysis::rate_series(&analysis::read_bytes(d)), 1.0 / MIB);
-            tp.push(fold(series("read", r.0, r.1, Style::Envelope, READ)));
+            tp.push(c.read_mib_s.finish("read", Style::Envelope, READ));
             tp.push(ui_overlay(
                 &format!("read, {ui_label}"),
                 &a.ui_read,
@@ -229,43 +282,25 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
             series: tp,
             y_min_zero: true,
         });
-        let iops = |f: usize, label: &str, color: &str| {
-            let x = analysis::rate_series(&analysis::intervals(d, f, 1.0));
-            fold(series(label, x.0, x.1, Style::Envelope, color))
-        };
-        let wi = iops(ds::F_WRITES, "write", WRITE);
-        let ri = iops(ds::F_READS, "read", READ);
+        let wi = c.write_iops.finish("write", Style::Envelope, WRITE);
+        let ri = c.read_iops.finish("read", Style::Envelope, READ);
         panels.push(Panel {
             title: format!("{n} IOPS"),
             y_label: "IO/s".into(),
             series: vec![wi, ri],
             y_min_zero: true,
         });
-        let inf = analysis::gauge_series(d, ds::F_IN_FLIGHT);
         panels.push(Panel {
             title: format!("{n} in flight"),
             y_label: "I/Os".into(),
-            series: vec![fold(series(
-                "in flight",
-                inf.0,
-                inf.1,
-                Style::Envelope,
-                "#9467bd",
-            ))],
+            series: vec![c.in_flight.finish("in flight", Style::Envelope, "#9467bd")],
             y_min_zero: true,
         });
-        if analysis::has_field(d, ds::F_FLUSHES) {
-            let f = analysis::rate_series(&analysis::intervals(d, ds::F_FLUSHES, 1.0));
+        if a.summary.flushes.is_some() {
             panels.push(Panel {
                 title: format!("{n} flushes/s"),
                 y_label: "flush/s".into(),
-                series: vec![fold(series(
-                    "flushes/s",
-                    f.0,
-                    f.1,
-                    Style::Envelope,
-                    "#8c564b",
-                ))],
+                series: vec![c.flushes.finish("flushes/s", Style::Envelope, "#8c564b")],
                 y_min_zero: true,
             });
         }

@@ -7,16 +7,116 @@ use collectors::diskstats as ds;
 
 use super::analysis::{self, UiAverage, MIB};
 use super::run::{DiskRows, Run};
+use super::stream;
 use super::ReportOptions;
+use crate::format::events::Event;
 use crate::format::procfs::{CPU_COLUMNS, CPU_TICK_COLUMNS};
 use crate::format::summary::{
     CpuSummary, DeviceSummary, Direction, LoadRoleSummary, MemorySummary, Peaks, RestartSummary,
 };
 use crate::units::{bytes_fixed, rate_mib_s};
+use collectors::diskstats::MAX_FIELDS;
+
+/// See [`restart_spans`].
+type RestartSpan<'a> = (u64, u64, String, Option<&'a Event>, Option<Vec<String>>);
+
+/// Each restart's window: (the `restart` event's time, the window's end, the node, its
+/// `restart_ready` event, the node's devices from meta.json `broker_nodes`, None when the
+/// run does not say). The window ends 30 s after the node was ready, at the next restart
+/// or at `duration_ns`.
+fn restart_spans(run: &Run, duration_ns: u64) -> Vec<RestartSpan<'_>> {
+    let starts: Vec<_> = run.events.iter().filter(|e| e.kind == "restart").collect();
+    let nodes = run.meta.broker_nodes().unwrap_or_default();
+    let mut out = vec![];
+    for (i, e) in starts.iter().enumerate() {
+        let node = e.detail_str("node").unwrap_or("").to_string();
+        let ready = run.events.iter().find(|r| {
+            r.kind == "restart_ready" && r.t_ns >= e.t_ns && r.detail_str("node") == Some(&node)
+        });
+        let healthy_at = ready.map(|r| r.t_ns).unwrap_or(e.t_ns);
+        let mut end = healthy_at + 30_000_000_000;
+        if let Some(next) = starts.get(i + 1) {
+            end = end.min(next.t_ns);
+        }
+        end = end.min(duration_ns);
+        let devs = nodes
+            .iter()
+            .find(|n| n.node == node)
+            .map(|n| n.devices.clone());
+        out.push((e.t_ns, end, node, ready, devs));
+    }
+    out
+}
+
+/// What the pass over the rows sums for each restart ([`restarts`]).
+pub fn restart_windows(run: &Run, duration_ns: u64) -> Vec<stream::RestartWindow> {
+    restart_spans(run, duration_ns)
+        .into_iter()
+        .map(|(t_ns, end_ns, _, _, devices)| stream::RestartWindow {
+            t_ns,
+            end_ns,
+            devices,
+        })
+        .collect()
+}
 
 /// Restart read bursts from `restart` / `restart_ready` events and the node's devices in
-/// meta.json `broker_nodes` (every recorded device when the run does not say).
-pub fn restarts(run: &Run) -> Vec<RestartSummary> {
+/// meta.json `broker_nodes` (every recorded device when the run does not say), from the
+/// windows the pass over the rows summed ([`restart_windows`] of the same run).
+pub fn restarts(run: &Run, pass: &stream::Pass) -> Vec<RestartSummary> {
+    let mut out = vec![];
+    for (i, (t_ns, end, node, ready, devs)) in
+        restart_spans(run, run.duration_ns).into_iter().enumerate()
+    {
+        let devs = devs.unwrap_or_else(|| run.disks.iter().map(|d| d.name.clone()).collect());
+        let (mut bytes, mut peak, mut first, mut last) = (0.0f64, 0.0f64, None, None);
+        for (d, a) in pass.devices.iter().zip(&pass.accs) {
+            if !devs.contains(&d.name) {
+                continue;
+            }
+            let Some((w100, w10)) = a.restarts.get(i).and_then(|x| x.as_ref()) else {
+                continue;
+            };
+            let k0 = (t_ns / 100_000_000) as usize;
+            let tail = |w: &stream::TailSums, from: usize| {
+                let skip = from.saturating_sub(w.base);
+                w.v.iter().skip(skip).copied().collect::<Vec<f64>>()
+            };
+            // Windows before the first touched are zeros: they change neither sum nor max.
+            bytes += tail(w100, k0).iter().sum::<f64>();
+            peak = peak.max(tail(w100, k0).iter().cloned().fold(0.0, f64::max) / 0.1 / MIB);
+            let top = w10.v.iter().cloned().fold(0.0, f64::max);
+            let thr = (0.1 * top).max(MIB * 0.01);
+            let k10 = (t_ns / 10_000_000) as usize;
+            for k in k10.max(w10.base)..w10.base + w10.v.len() {
+                if w10.get(k) > thr {
+                    first = Some(first.map_or(k, |f: usize| f.min(k)));
+                    last = Some(last.map_or(k, |l: usize| l.max(k)));
+                }
+            }
+        }
+        out.push(RestartSummary {
+            node,
+            t_s: t_ns as f64 / 1e9,
+            devices: devs,
+            current_ms: ready.and_then(|r| r.detail_f64("current_ms")),
+            healthy_ms: ready.and_then(|r| r.detail_f64("healthy_ms")),
+            window_s: (end.saturating_sub(t_ns)) as f64 / 1e9,
+            read_bytes: bytes,
+            read_peak_mib_s: peak,
+            read_burst_s: match (first, last) {
+                (Some(a), Some(b)) => (b - a + 1) as f64 * 0.01,
+                _ => 0.0,
+            },
+            read_burst_start_s: first.map(|a| a as f64 * 0.01),
+        });
+    }
+    out
+}
+
+/// [`restarts`] from every row in memory: the reference the streamed figures are tested
+/// against.
+pub fn restarts_in_memory(run: &Run, disks: &[DiskRows]) -> Vec<RestartSummary> {
     let starts: Vec<_> = run.events.iter().filter(|e| e.kind == "restart").collect();
     let nodes = run.meta.broker_nodes().unwrap_or_default();
     let mut out = vec![];
@@ -35,9 +135,9 @@ pub fn restarts(run: &Run) -> Vec<RestartSummary> {
             .iter()
             .find(|n| n.node == node)
             .map(|n| n.devices.clone())
-            .unwrap_or_else(|| run.disks.iter().map(|d| d.name.clone()).collect());
+            .unwrap_or_else(|| disks.iter().map(|d| d.name.clone()).collect());
         let (mut bytes, mut peak, mut first, mut last) = (0.0f64, 0.0f64, None, None);
-        for d in run.disks.iter().filter(|d| devs.contains(&d.name)) {
+        for d in disks.iter().filter(|d| devs.contains(&d.name)) {
             let iv: Vec<analysis::Interval> = analysis::read_bytes(d)
                 .into_iter()
                 .filter(|x| x.t1_ns > e.t_ns && x.t0_ns < end)
@@ -122,9 +222,17 @@ pub struct DeviceAnalysis {
     pub summary: DeviceSummary,
     pub ui_write: UiAverage,
     pub ui_read: UiAverage,
+    /// The device's chart series as the pass built them (folded); None from
+    /// [`analyse_device_in_memory`].
+    pub charts: Option<stream::DeviceCharts>,
+    /// rates.csv's window sums and in-flight maxima, and which fields the rows hold.
+    #[allow(clippy::type_complexity)]
+    pub rates: Option<((Vec<stream::Sums>, Vec<u64>), [bool; MAX_FIELDS])>,
 }
 
-pub fn analyse_device(
+/// [`analyse_device`] from every row in memory: the reference the streamed figures are
+/// tested against.
+pub fn analyse_device_in_memory(
     d: &DiskRows,
     why: Option<String>,
     dur: u64,
@@ -168,6 +276,72 @@ pub fn analyse_device(
         summary,
         ui_write,
         ui_read,
+        charts: None,
+        rates: None,
+    }
+}
+
+fn direction_of(a: &stream::DirAcc, dur: u64, o: &ReportOptions) -> (Direction, UiAverage) {
+    let p = |m: &stream::MaxSum| m.peak_rate() / MIB;
+    let peaks = Peaks {
+        p1ms: p(&a.peaks[0]),
+        p10ms: p(&a.peaks[1]),
+        p100ms: p(&a.peaks[2]),
+        p1s: p(&a.peaks[3]),
+    };
+    let ui = analysis::ui_from_sums(&a.ui.v, o.ui_window_ns, dur, a.bytes);
+    let bursts = analysis::find_bursts(&a.bins.v, &o.burst);
+    let bytes = a.bytes;
+    let ui_mib = ui.max_bytes_per_s / MIB;
+    let n_ios = a.ios;
+    let busy_ms = a.busy_ms;
+    let dir = Direction {
+        await_ms: (n_ios > 0.0).then(|| busy_ms / n_ios),
+        bytes,
+        ios: n_ios,
+        mean_mib_s: bytes / MIB / (dur.max(1) as f64 / 1e9),
+        hidden_factor: (ui_mib > 0.0 && peaks.p10ms.is_finite()).then(|| peaks.p10ms / ui_mib),
+        peak_mib_s: peaks,
+        peak_iops_10ms: a.ios_10ms.peak_rate(),
+        ui_average_mib_s: ui_mib,
+        bursts,
+    };
+    (dir, ui)
+}
+
+/// A device's figures from what the pass over its rows accumulated ([`stream`]); takes
+/// its chart series and rates.csv sums along.
+pub fn analyse_device(
+    name: &str,
+    a: stream::DevAcc,
+    why: Option<String>,
+    dur: u64,
+    o: &ReportOptions,
+) -> DeviceAnalysis {
+    let (write, ui_write) = direction_of(&a.write, dur, o);
+    let (read, ui_read) = direction_of(&a.read, dur, o);
+    let has_flush = a.has[ds::F_FLUSHES];
+    let span = match (a.first_t_ns, a.last_t_ns) {
+        (Some(x), Some(y)) if y > x => (y - x) as f64 / 1e6,
+        _ => f64::NAN,
+    };
+    let summary = DeviceSummary {
+        name: name.to_string(),
+        why,
+        write,
+        read,
+        flushes: has_flush.then_some(a.flushes),
+        peak_flushes_per_s_100ms: has_flush.then(|| a.flush_peak_100ms.peak_rate()),
+        max_in_flight: a.max_in_flight as f64,
+        util_pct: 100.0 * a.io_ms / span,
+        rows: a.rows,
+    };
+    DeviceAnalysis {
+        summary,
+        ui_write,
+        ui_read,
+        charts: Some(a.charts),
+        rates: a.rates.map(|r| (r, a.has)),
     }
 }
 

@@ -13,6 +13,7 @@ pub mod nodes;
 pub mod procio;
 pub mod rates;
 pub mod run;
+pub mod stream;
 pub mod table;
 pub mod trace;
 pub mod trace_charts;
@@ -23,6 +24,7 @@ use std::path::Path;
 
 use analysis::BurstParams;
 pub use derive::{analyse_device, headline, restarts, DeviceAnalysis};
+pub use run::Disk;
 pub use run::Run;
 pub use table::table;
 
@@ -70,17 +72,29 @@ pub fn report_noted(dir: &Path, o: &ReportOptions) -> anyhow::Result<(Summary, V
     Ok((summary, run.warnings))
 }
 
-/// Reads and analyses a run without writing anything.
+/// Reads and analyses a run without writing anything. The diskstats rows are read once,
+/// as a stream ([`stream`]); twice when the run's end is not what meta.json says (a
+/// recording cut off), as the windows are laid out from the end.
 pub fn analyse(
     dir: &Path,
     o: &ReportOptions,
 ) -> anyhow::Result<(Run, Vec<DeviceAnalysis>, Summary)> {
-    let run = Run::read(dir)?;
-    let dur = run.duration_ns;
-    let mut analyses: Vec<DeviceAnalysis> = run
-        .disks
+    let mut run = Run::read_head(dir)?;
+    let (pass, dur) = analysis_pass(&run, o, true)?;
+    run.set_disks(&pass);
+    debug_assert_eq!(run.duration_ns, dur);
+    let restarts = restarts(&run, &pass);
+    let broker_bytes: Vec<(String, f64, f64)> = pass
+        .devices
         .iter()
-        .map(|d| analyse_device(d, run.device_why(&d.name), dur, o))
+        .zip(&pass.accs)
+        .map(|(d, a)| (d.name.clone(), a.broker_bytes.0, a.broker_bytes.1))
+        .collect();
+    let mut analyses: Vec<DeviceAnalysis> = pass
+        .devices
+        .into_iter()
+        .zip(pass.accs)
+        .map(|(d, a)| analyse_device(&d.name, a, run.device_why(&d.name), dur, o))
         .collect();
     if run.start_ns > 0 {
         // `--keep` deleted the first chunks: the mean is over what was kept.
@@ -101,9 +115,8 @@ pub fn analyse(
         .map(|s| headline(s, ui_s))
         .collect();
     let devices: Vec<DeviceSummary> = analyses.iter().map(|a| a.summary.clone()).collect();
-    let restarts = restarts(&run);
     let broker = interference::broker_devices(&run.meta, &devices);
-    let broker_io = procio::broker_io(&run, &devices, &broker);
+    let broker_io = procio::broker_io(&run, &devices, &broker, &broker_bytes);
     let trace = trace::trace(&run, &devices, &broker);
     let interference = interference::interference(
         &run.probe_hist,
@@ -137,6 +150,53 @@ pub fn analyse(
         trace,
     };
     Ok((run, analyses, summary))
+}
+
+/// The pass over a run's rows for its report: laid out for meta.json's end, made again
+/// for the end the rows give when that differs. `charts`: fold the devices' chart series.
+/// Returns the pass and the run's end.
+pub fn analysis_pass(
+    run: &Run,
+    o: &ReportOptions,
+    charts: bool,
+) -> anyhow::Result<(stream::Pass, u64)> {
+    let files = run.diskstats_files();
+    // The end meta.json says, as if the rows reached it (checked after the pass); without
+    // one (cut off) the end is the last row: count the rows first.
+    let said = run.meta.duration_ns.map(|d| run.duration_with(Some(d)));
+    let mut dur = match said {
+        Some(d) if d > 0 => d,
+        _ => run.duration_with(stream::count(files).map_err(|e| run.bad(e))?.last_t_ns()),
+    };
+    loop {
+        let plan = plan(run, dur, o, charts);
+        let pass = stream::pass(files, &plan).map_err(|e| run.bad(e))?;
+        let end = run.duration_with(pass.last_t_ns());
+        if end == dur {
+            return Ok((pass, dur));
+        }
+        dur = end;
+    }
+}
+
+/// What the pass over the rows accumulates for a run ending at `dur`.
+fn plan(run: &Run, dur: u64, o: &ReportOptions, charts: bool) -> stream::Plan {
+    stream::Plan {
+        duration_ns: dur,
+        ui_window_ns: o.ui_window_ns,
+        bin_ns: o.burst.bin_ns,
+        rates_window_ns: Some(o.rates_window_ns),
+        charts: if charts {
+            charts_build::fold_mode(dur)
+        } else {
+            stream::ChartMode::Off
+        },
+        // None: the zoomable timeline's windows come from `zoom_data::RawWindows`, fed by
+        // a pass of their own (html/zoom.rs), or envelopes.csv.gz.
+        zoom_widths: vec![],
+        restarts: derive::restart_windows(run, dur),
+        broker_span: procio::sampled_span(run),
+    }
 }
 
 /// The load's failed operations, from meta.json: the run's own load and every load phase
@@ -178,9 +238,14 @@ fn write_outputs(
     o: &ReportOptions,
 ) -> anyhow::Result<()> {
     summary.write(dir)?;
-    crate::format::rates::write(
+    crate::format::rates::write_rows(
         &dir.join(crate::format::rates::FILE),
-        &rates::rows(run, o.rates_window_ns),
+        // One row at a time: an hour of 100 ms windows is 36 k rows a device.
+        analyses.iter().flat_map(|a| {
+            a.rates.iter().flat_map(|((sums, inflight), has)| {
+                rates::device_rows(run, &a.summary.name, sums, inflight, has, o.rates_window_ns)
+            })
+        }),
     )?;
     if o.charts || o.html {
         let tl = charts_build::timeline(run, analyses, o);

@@ -53,13 +53,60 @@ fn pct(a: f64, b: f64) -> Option<f64> {
     (b > 0.0).then(|| 100.0 * a / b)
 }
 
-/// summary.json's `broker_io`; None without proc_io.csv (or without two samples).
-pub fn broker_io(run: &Run, devices: &[DeviceSummary], broker: &[String]) -> Option<BrokerIo> {
+/// The processes sampled at least twice in proc_io.csv.
+fn sampled(run: &Run) -> Option<Vec<&ProcRows>> {
     let procs = run.proc_io.as_ref()?;
     let procs: Vec<&ProcRows> = procs.iter().filter(|p| p.rows.len() >= 2).collect();
-    if procs.is_empty() {
-        return None;
-    }
+    (!procs.is_empty()).then_some(procs)
+}
+
+/// The span proc_io.csv sampled the broker over (first to last sample of any process):
+/// the devices' bytes inside it are what the broker's share is taken of.
+pub fn sampled_span(run: &Run) -> Option<(u64, u64)> {
+    let procs = sampled(run)?;
+    let t0 = procs
+        .iter()
+        .filter_map(|p| p.rows.first())
+        .map(|r| r.t_ns)
+        .min()?;
+    let t1 = procs
+        .iter()
+        .filter_map(|p| p.rows.last())
+        .map(|r| r.t_ns)
+        .max()?;
+    Some((t0, t1))
+}
+
+/// Each device's bytes written and read inside [`sampled_span`], from every row in
+/// memory (the pass over the rows sums them as it goes: [`super::stream`]).
+pub fn device_bytes_in_memory(
+    run: &Run,
+    disks: &[crate::format::diskstats::DiskRows],
+) -> Vec<(String, f64, f64)> {
+    let Some((t0, t1)) = sampled_span(run) else {
+        return vec![];
+    };
+    disks
+        .iter()
+        .map(|d| {
+            (
+                d.name.clone(),
+                sum_between(&analysis::write_bytes(d), t0, t1),
+                sum_between(&analysis::read_bytes(d), t0, t1),
+            )
+        })
+        .collect()
+}
+
+/// summary.json's `broker_io`; None without proc_io.csv (or without two samples).
+/// `device_bytes`: per device (name, bytes written, bytes read) inside [`sampled_span`].
+pub fn broker_io(
+    run: &Run,
+    devices: &[DeviceSummary],
+    broker: &[String],
+    device_bytes: &[(String, f64, f64)],
+) -> Option<BrokerIo> {
+    let procs = sampled(run)?;
     let processes = procs
         .iter()
         .map(|p| {
@@ -82,26 +129,14 @@ pub fn broker_io(run: &Run, devices: &[DeviceSummary], broker: &[String]) -> Opt
             }
         })
         .collect::<Vec<_>>();
-    let t0 = procs
-        .iter()
-        .filter_map(|p| p.rows.first())
-        .map(|r| r.t_ns)
-        .min()?;
-    let t1 = procs
-        .iter()
-        .filter_map(|p| p.rows.last())
-        .map(|r| r.t_ns)
-        .max()?;
     let bw: u64 = processes.iter().map(|p| p.write_bytes).sum();
     let br: u64 = processes.iter().map(|p| p.read_bytes).sum();
-    let shares = run
-        .disks
+    let shares = device_bytes
         .iter()
-        .filter(|d| broker.is_empty() || broker.contains(&d.name))
-        .filter(|d| devices.iter().any(|s| s.name == d.name))
-        .map(|d| {
-            let dw = sum_between(&analysis::write_bytes(d), t0, t1);
-            let dr = sum_between(&analysis::read_bytes(d), t0, t1);
+        .filter(|d| broker.is_empty() || broker.contains(&d.0))
+        .filter(|d| devices.iter().any(|s| s.name == d.0))
+        .map(|(name, dw, dr)| {
+            let (dw, dr) = (*dw, *dr);
             let (ws, rs) = (pct(bw as f64, dw), pct(br as f64, dr));
             let b = |x: f64| bytes_fixed(x).trim().to_string();
             let reads = match rs {
@@ -111,19 +146,19 @@ pub fn broker_io(run: &Run, devices: &[DeviceSummary], broker: &[String]) -> Opt
             let line = match ws {
                 Some(w) if w <= 100.0 => format!(
                     "{}: the broker wrote {} of the {} written ({w:.0}%){reads}",
-                    d.name,
+                    name,
                     b(bw as f64),
                     b(dw)
                 ),
                 _ => format!(
                     "{}: the broker dirtied {}, the device wrote {} meanwhile (the rest was still in the page cache){reads}",
-                    d.name,
+                    name,
                     b(bw as f64),
                     b(dw)
                 ),
             };
             DeviceShare {
-                device: d.name.clone(),
+                device: name.clone(),
                 broker_write_bytes: bw,
                 device_write_bytes: dw,
                 write_share_pct: ws,

@@ -7,17 +7,105 @@ use collectors::diskstats as ds;
 
 use super::analysis::{self, MIB};
 use super::run::{DiskRows, Run};
+use super::stream;
 use crate::format::rates::{Iostat, IostatDir, RatesRow};
+use collectors::diskstats::MAX_FIELDS;
 
-pub fn rows(run: &Run, window_ns: u64) -> Vec<RatesRow> {
+/// The rows of one device from the window sums the pass over the rows kept
+/// ([`super::stream`]: per field, sectors as bytes; in-flight maxima per window; which
+/// fields the rows hold), `window_ns` wide over the run.
+pub fn device_rows<'a>(
+    run: &Run,
+    name: &'a str,
+    sums: &'a [stream::Sums],
+    inflight: &'a [u64],
+    has: &'a [bool; MAX_FIELDS],
+    window_ns: u64,
+) -> impl Iterator<Item = RatesRow> + 'a {
+    let n = run.duration_ns.div_ceil(window_ns) as usize;
+    let w_s = window_ns as f64 / 1e9;
+    let zero_unix_ns = run.meta.clock_zero_unix_ns;
+    let get = |f: usize| sums[f].v.as_slice();
+    let rb = get(ds::F_SECTORS_READ);
+    let wb = get(ds::F_SECTORS_WRITTEN);
+    let ri = get(ds::F_READS);
+    let wi = get(ds::F_WRITES);
+    let rms = get(ds::F_READ_MS);
+    let wms = get(ds::F_WRITE_MS);
+    let io = get(ds::F_IO_MS);
+    let fl = has[ds::F_FLUSHES].then(|| get(ds::F_FLUSHES));
+    let fl_ms = has[ds::F_FLUSH_MS].then(|| get(ds::F_FLUSH_MS));
+    let weighted = get(ds::F_WEIGHTED_MS);
+    let dir_sums = |f: [usize; 4]| -> Option<[&'a [f64]; 4]> {
+        has[f[0]].then(|| f.map(|x| sums[x].v.as_slice()))
+    };
+    let r_x = dir_sums([
+        ds::F_READS,
+        ds::F_READS_MERGED,
+        ds::F_SECTORS_READ,
+        ds::F_READ_MS,
+    ]);
+    let w_x = dir_sums([
+        ds::F_WRITES,
+        ds::F_WRITES_MERGED,
+        ds::F_SECTORS_WRITTEN,
+        ds::F_WRITE_MS,
+    ]);
+    let d_x = dir_sums([
+        ds::F_DISCARDS,
+        ds::F_DISCARDS_MERGED,
+        ds::F_SECTORS_DISCARDED,
+        ds::F_DISCARD_MS,
+    ]);
+    let await_ms = |ms: f64, ios: f64| (ios > 0.0).then(|| ms / ios);
+    (0..n).map(move |k| {
+        let t_ns = k as u64 * window_ns;
+        RatesRow {
+            t_ns,
+            unix_ms: (zero_unix_ns + t_ns) / 1_000_000,
+            window_ns,
+            device: name.to_string(),
+            read_mib_s: rb[k] / MIB / w_s,
+            write_mib_s: wb[k] / MIB / w_s,
+            read_iops: ri[k] / w_s,
+            write_iops: wi[k] / w_s,
+            flushes_per_s: fl.map(|f| f[k] / w_s),
+            util_pct: 100.0 * io[k] / (w_s * 1e3),
+            r_await_ms: await_ms(rms[k], ri[k]),
+            w_await_ms: await_ms(wms[k], wi[k]),
+            in_flight_max: inflight[k],
+            iostat: Some(Iostat {
+                r: r_x
+                    .as_ref()
+                    .map(|x| iostat_dir(x, k, w_s))
+                    .unwrap_or_default(),
+                w: w_x
+                    .as_ref()
+                    .map(|x| iostat_dir(x, k, w_s))
+                    .unwrap_or_default(),
+                d: d_x.as_ref().map(|x| iostat_dir(x, k, w_s)),
+                f: fl.map(|f| {
+                    let ms = fl_ms.map_or(0.0, |m| m[k]);
+                    (f[k] / w_s, if f[k] > 0.0 { ms / f[k] } else { 0.0 })
+                }),
+                aqu_sz: weighted[k] / (w_s * 1e3),
+                util_pct: 100.0 * io[k] / (w_s * 1e3),
+            }),
+        }
+    })
+}
+
+/// rates.csv's rows from every row in memory: the reference the streamed rows are tested
+/// against.
+pub fn rows_in_memory(run: &Run, disks: &[DiskRows], window_ns: u64) -> Vec<RatesRow> {
     let n = run.duration_ns.div_ceil(window_ns) as usize;
     let w_s = window_ns as f64 / 1e9;
     let zero_unix_ns = run.meta.clock_zero_unix_ns;
     let sums = |d: &DiskRows, f: usize, scale: f64| {
         analysis::window_sums(&analysis::intervals(d, f, scale), window_ns, n)
     };
-    let mut out = Vec::with_capacity(n * run.disks.len());
-    for d in &run.disks {
+    let mut out = Vec::with_capacity(n * disks.len());
+    for d in disks {
         let rb = sums(d, ds::F_SECTORS_READ, analysis::SECTOR_BYTES);
         let wb = sums(d, ds::F_SECTORS_WRITTEN, analysis::SECTOR_BYTES);
         let ri = sums(d, ds::F_READS, 1.0);
@@ -109,7 +197,8 @@ pub fn rows(run: &Run, window_ns: u64) -> Vec<RatesRow> {
 /// One direction's iostat -x columns from its window sums (completed, merged, bytes, ms),
 /// as sysstat 12.6 computes them: rates per second, kB = 1024 bytes, await and request
 /// size per completed request and 0 without one, %rqm of merged + completed.
-fn iostat_dir(x: &[Vec<f64>; 4], k: usize, w_s: f64) -> IostatDir {
+fn iostat_dir<V: AsRef<[f64]>>(x: &[V; 4], k: usize, w_s: f64) -> IostatDir {
+    let x = x.each_ref().map(|v| v.as_ref());
     let (ios, merged, bytes, ms) = (x[0][k], x[1][k], x[2][k], x[3][k]);
     let per_io = |v: f64| if ios > 0.0 { v / ios } else { 0.0 };
     IostatDir {

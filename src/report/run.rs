@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::stream;
 pub use crate::format::csv::Table;
 use crate::format::csv::MAX_T_NS;
 use crate::format::diskstats;
@@ -25,7 +26,9 @@ use crate::usage;
 pub struct Run {
     pub dir: PathBuf,
     pub meta: Meta,
-    pub disks: Vec<DiskRows>,
+    /// The devices of diskstats.csv.gz, in order of first appearance: what the rows said
+    /// of each (the rows themselves are read as a stream, never held: [`stream`]).
+    pub disks: Vec<Disk>,
     pub mem: Option<Table>,
     pub cpu: Option<Table>,
     /// load.csv split by role (`js-pub`, `sub`, ...).
@@ -46,21 +49,67 @@ pub struct Run {
     pub probe_hist: Vec<hist::Interval>,
     pub load_hist: Vec<hist::Interval>,
     pub events: Vec<Event>,
+    /// The diskstats files, in order ([`diskstats::files`]: the closed chunks, then the
+    /// current one).
+    diskstats_files: Vec<PathBuf>,
+    /// Where the recording's rows start: 0, or the first kept row when `record --keep`
+    /// deleted its first chunks (the report draws and averages from there, not over
+    /// zeros that were never recorded). Set with [`Run::set_disks`].
+    pub start_ns: u64,
     /// End of the recording: meta's duration, or the last timestamp seen if cut off (or
     /// if meta's duration claims more than the rows hold).
     pub duration_ns: u64,
-    /// Where the recording's rows start: 0, or the first kept row when `record --keep`
-    /// deleted its first chunks (the report draws and averages from there, not over
-    /// zeros that were never recorded).
-    pub start_ns: u64,
     /// What was wrong but still read (a cut-off end, damaged lines skipped, an
     /// incomplete recording), each naming its file (and line): `report` prints them.
     pub warnings: Vec<String>,
 }
 
+/// A busy device's name, write and read rates per window ([`Run::busy_window_rates`]).
+pub type WindowRates = (String, Vec<f64>, Option<Vec<f64>>);
+
+/// What the rows said of one device ([`Run::disks`]).
+#[derive(Debug, Clone, Default)]
+pub struct Disk {
+    pub name: String,
+    pub major: u32,
+    pub minor: u32,
+    pub rows: usize,
+    pub first_t_ns: Option<u64>,
+    pub last_t_ns: Option<u64>,
+    /// Bytes written and read over the run.
+    pub write_bytes: f64,
+    pub read_bytes: f64,
+    /// The zoomable timeline's window sums `report` kept: (width ns, write bytes, read
+    /// bytes) per width; empty after [`Run::read`].
+    pub zoom: Vec<(u64, Vec<f64>, Vec<f64>)>,
+}
+
+impl Disk {
+    /// Whether it wrote or read anything.
+    pub fn busy(&self) -> bool {
+        self.write_bytes > 0.0 || self.read_bytes > 0.0
+    }
+}
+
 impl Run {
     /// Reads a run directory. A directory without a diskpulse `meta.json` is a usage error.
+    /// The diskstats rows are read once as a stream, counted, not held
+    /// ([`Run::disk_rows`] holds them).
     pub fn read(dir: &Path) -> anyhow::Result<Run> {
+        let mut run = Run::read_head(dir)?;
+        let p = stream::count(&run.diskstats_files).map_err(|e| run.bad(e))?;
+        run.set_disks(&p);
+        Ok(run)
+    }
+
+    /// A bad diskstats file as a usage error naming the run.
+    pub fn bad(&self, e: anyhow::Error) -> anyhow::Error {
+        usage!("RUN '{}': {e:#}", self.dir.display())
+    }
+
+    /// Reads every file of a run directory but the diskstats rows: [`Run::disks`] is
+    /// empty and [`Run::duration_ns`] 0 until [`Run::set_disks`].
+    pub fn read_head(dir: &Path) -> anyhow::Result<Run> {
         let not_rec = |why: &str| {
             usage!(
                 "RUN '{}' is not a diskpulse recording ({why}); pass a directory made by `diskpulse record` or `diskpulse demo`",
@@ -87,11 +136,10 @@ impl Run {
         let bad = |e: anyhow::Error| usage!("RUN '{}': {e:#}", dir.display());
         let mut warnings = vec![];
         // Every chunk of a chunked run (`record --chunk`) in order, or the one file.
-        if diskstats::files(dir).is_empty() {
+        let ds_files = diskstats::files(dir);
+        if ds_files.is_empty() {
             return Err(not_rec("no diskstats.csv.gz"));
         }
-        let (disks, w) = diskstats::read_run(dir).map_err(bad)?;
-        warnings.extend(w);
         let mut table = |file: &str| -> anyhow::Result<Option<Table>> {
             Ok(procfs::read(dir, file).map_err(bad)?.map(|(t, w)| {
                 warnings.extend(w);
@@ -176,58 +224,10 @@ impl Run {
         };
         let probe_hist = hlog(hist::PROBE_FILE);
         let load_hist = hlog(hist::LOAD_FILE);
-        // Everything is binned over what the rows hold: meta's duration counts only as far
-        // as a second past the last row (diskstats are written at least once a second).
-        let last_seen = disks
-            .iter()
-            .filter_map(|d| d.t_ns.last().copied())
-            .chain(mem.iter().filter_map(|t| t.t_ns.last().copied()))
-            .max()
-            .unwrap_or(0);
-        let data_end = last_seen + 1_000_000_000;
-        let duration_ns = match meta.duration_ns {
-            Some(d) if d > data_end => {
-                warnings.push(format!(
-                    "{}: duration_ns {d} is past the last recorded row ({last_seen} ns); the report covers the rows",
-                    dir.join(crate::format::meta::FILE).display()
-                ));
-                last_seen
-            }
-            Some(d) => d.max(last_seen),
-            None => last_seen,
-        };
-        // A device that vanished mid-run (removed, or a loop device detached): its rows
-        // end there; said with when, so its flat tail is not read as an idle device.
-        for e in events.iter().filter(|e| e.kind == "device_gone") {
-            warnings.push(format!(
-                "{}: device {} vanished at {:.3} s{}; its rows end there",
-                dir.join(crate::format::events::FILE).display(),
-                e.detail_str("device").unwrap_or("?"),
-                e.t_ns as f64 / 1e9,
-                e.detail_str("why")
-                    .map(|w| format!(" ({w})"))
-                    .unwrap_or_default()
-            ));
-        }
-        if !meta.complete {
-            warnings.push(format!(
-                "{}: the recording is incomplete (complete: false: it was cut short, by a crash or kill -9?); the report covers what it holds",
-                dir.join(crate::format::meta::FILE).display()
-            ));
-        }
-        let start_ns = if diskstats::first_chunks_deleted(dir) {
-            disks
-                .iter()
-                .filter_map(|d| d.t_ns.first().copied())
-                .min()
-                .unwrap_or(0)
-                .min(duration_ns)
-        } else {
-            0
-        };
         Ok(Run {
             dir: dir.to_path_buf(),
-            disks,
+            disks: vec![],
+            diskstats_files: ds_files,
             mem,
             cpu,
             load,
@@ -240,11 +240,173 @@ impl Run {
             probe_hist,
             load_hist,
             events,
-            duration_ns,
-            start_ns,
+            duration_ns: 0,
+            start_ns: 0,
             meta,
             warnings,
         })
+    }
+
+    /// The run's end once the last row is known ([`Run::duration_ns`]): meta's duration,
+    /// as far as a second past the last row (diskstats are written at least once a
+    /// second), or the last row when meta.json has none or claims more.
+    pub fn duration_with(&self, last_disk_row: Option<u64>) -> u64 {
+        self.duration_and_warning(last_disk_row).0
+    }
+
+    fn duration_and_warning(&self, last_disk_row: Option<u64>) -> (u64, Option<String>) {
+        let last_seen = last_disk_row
+            .into_iter()
+            .chain(self.mem.iter().filter_map(|t| t.t_ns.last().copied()))
+            .max()
+            .unwrap_or(0);
+        let data_end = last_seen + 1_000_000_000;
+        match self.meta.duration_ns {
+            Some(d) if d > data_end => (
+                last_seen,
+                Some(format!(
+                    "{}: duration_ns {d} is past the last recorded row ({last_seen} ns); the report covers the rows",
+                    self.dir.join(crate::format::meta::FILE).display()
+                )),
+            ),
+            Some(d) => (d.max(last_seen), None),
+            None => (last_seen, None),
+        }
+    }
+
+    /// Sets the devices and the run's end from a pass over the rows ([`stream::pass`] or
+    /// [`stream::count`]) and adds its warnings (the rows' first, as they are read first).
+    pub fn set_disks(&mut self, p: &stream::Pass) {
+        self.disks = p
+            .devices
+            .iter()
+            .zip(&p.accs)
+            .map(|(d, a)| Disk {
+                name: d.name.clone(),
+                major: d.major,
+                minor: d.minor,
+                rows: a.rows,
+                first_t_ns: a.first_t_ns,
+                last_t_ns: a.last_t_ns,
+                write_bytes: a.write.bytes,
+                read_bytes: a.read.bytes,
+                zoom: a
+                    .zoom
+                    .iter()
+                    .map(|(w, wb, rb)| (*w, wb.v.clone(), rb.v.clone()))
+                    .collect(),
+            })
+            .collect();
+        let (duration, w) = self.duration_and_warning(p.last_t_ns());
+        self.duration_ns = duration;
+        self.start_ns = if diskstats::first_chunks_deleted(&self.dir) {
+            p.accs
+                .iter()
+                .filter_map(|a| a.first_t_ns)
+                .min()
+                .unwrap_or(0)
+                .min(duration)
+        } else {
+            0
+        };
+        let mut warnings = p.warnings.clone();
+        warnings.append(&mut self.warnings);
+        warnings.extend(w);
+        // A device that vanished mid-run (removed, or a loop device detached): its rows
+        // end there; said with when, so its flat tail is not read as an idle device.
+        let dir = &self.dir;
+        for e in self.events.iter().filter(|e| e.kind == "device_gone") {
+            warnings.push(format!(
+                "{}: device {} vanished at {:.3} s{}; its rows end there",
+                dir.join(crate::format::events::FILE).display(),
+                e.detail_str("device").unwrap_or("?"),
+                e.t_ns as f64 / 1e9,
+                e.detail_str("why")
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default()
+            ));
+        }
+        if !self.meta.complete {
+            warnings.push(format!(
+                "{}: the recording is incomplete (complete: false: it was cut short, by a crash or kill -9?); the report covers what it holds",
+                dir.join(crate::format::meta::FILE).display()
+            ));
+        }
+        self.warnings = warnings;
+    }
+
+    /// The diskstats files of the run, in order ([`diskstats::files`]).
+    pub fn diskstats_files(&self) -> &[PathBuf] {
+        &self.diskstats_files
+    }
+
+    /// Every diskstats row in memory, grouped by device (144 bytes a row: `export` and
+    /// tests; `report` streams them).
+    pub fn disk_rows(&self) -> anyhow::Result<Vec<DiskRows>> {
+        let mut out: Vec<DiskRows> = vec![];
+        diskstats::for_each_row_in(&self.diskstats_files, |k, dev, t, row| {
+            if k == out.len() {
+                out.push(DiskRows {
+                    name: dev.name.clone(),
+                    major: dev.major,
+                    minor: dev.minor,
+                    ..Default::default()
+                });
+            }
+            out[k].t_ns.push(t);
+            out[k].f.push(*row);
+        })?;
+        Ok(out)
+    }
+
+    /// Per device that moved bytes (in [`Run::disks`] order): its name, and its write
+    /// and read rates (bytes/s) per window of `width_ns` over the run
+    /// ([`super::analysis::window_rates`]; read `None` when it read nothing). From the
+    /// windows `report`'s pass kept, else from a pass of its own.
+    pub fn busy_window_rates(&self, width_ns: u64) -> anyhow::Result<Vec<WindowRates>> {
+        let busy: Vec<&Disk> = self.disks.iter().filter(|d| d.busy()).collect();
+        let kept = busy
+            .iter()
+            .all(|d| d.zoom.iter().any(|(w, _, _)| *w == width_ns));
+        let mut fresh = None;
+        if !kept {
+            let plan = stream::Plan {
+                duration_ns: self.duration_ns,
+                zoom_widths: vec![width_ns],
+                ..stream::Plan::count_only()
+            };
+            fresh = Some(stream::pass(&self.diskstats_files, &plan)?);
+        }
+        let dur = self.duration_ns;
+        let rates = |mut sums: Vec<f64>| {
+            for (k, s) in sums.iter_mut().enumerate() {
+                let w0 = k as u64 * width_ns;
+                let len = (w0 + width_ns).min(dur) - w0;
+                *s /= len as f64 / 1e9;
+            }
+            sums
+        };
+        Ok(busy
+            .iter()
+            .map(|d| {
+                let (w, r) = match &fresh {
+                    Some(p) => {
+                        let k = p.devices.iter().position(|x| x.name == d.name);
+                        k.and_then(|k| p.accs[k].zoom.first())
+                            .map(|(_, w, r)| (w.v.clone(), r.v.clone()))
+                            .unwrap_or_default()
+                    }
+                    None => d
+                        .zoom
+                        .iter()
+                        .find(|(w, _, _)| *w == width_ns)
+                        .map(|(_, w, r)| (w.clone(), r.clone()))
+                        .unwrap_or_default(),
+                };
+                let read = (d.read_bytes > 0.0).then(|| rates(r));
+                (d.name.clone(), rates(w), read)
+            })
+            .collect())
     }
 
     /// The reason a device is in the run (from meta.json), if recorded.

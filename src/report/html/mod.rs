@@ -139,11 +139,16 @@ pub fn section_id(run: &Run) -> String {
 /// study report): analyses every device again and builds the same chart as
 /// `timeline.svg`.
 pub fn timeline(run: &Run, o: &ReportOptions) -> Timeline {
-    let analyses: Vec<_> = run
-        .disks
-        .iter()
-        .map(|d| super::analyse_device(d, run.device_why(&d.name), run.duration_ns, o))
-        .collect();
+    // A pass over the rows of its own (the run's end is known: no second one).
+    let analyses: Vec<_> = match super::analysis_pass(run, o, true) {
+        Ok((p, dur)) => p
+            .devices
+            .into_iter()
+            .zip(p.accs)
+            .map(|(d, a)| super::analyse_device(&d.name, a, run.device_why(&d.name), dur, o))
+            .collect(),
+        Err(_) => vec![],
+    };
     charts_build::timeline(run, &analyses, o)
 }
 

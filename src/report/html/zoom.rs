@@ -136,14 +136,6 @@ pub struct Embedded {
     pub bursts: usize,
 }
 
-/// Whether a device's rows moved any sector (first and last row differ).
-fn moved(d: &crate::format::diskstats::DiskRows, field: usize) -> bool {
-    match (d.f.first(), d.f.last()) {
-        (Some(a), Some(b)) => a.get(field) != b.get(field),
-        _ => false,
-    }
-}
-
 /// The device data the page embeds, within [`POINT_BUDGET`] beside `other` values:
 /// - every 1 ms window of the run when that fits (short runs, as before);
 /// - otherwise the whole run at the finest envelope level (mean, min and max MiB/s from
@@ -152,32 +144,28 @@ fn moved(d: &crate::format::diskstats::DiskRows, field: usize) -> bool {
 ///   windows around the write bursts (±[`BURST_MARGIN_NS`], in the order they happened)
 ///   while the rest of the budget lasts.
 ///
-/// The raw rows come from the run's rows in memory, one device at a time; nothing here
-/// holds more than the page's values.
+/// The raw rows are streamed from the run's files (across its chunks) one row at a time;
+/// nothing here holds more than the page's values.
 pub fn embedded(run: &Run, timeline: &Timeline, other: usize) -> Embedded {
     let duration = run.duration_ns.max(1);
     let left = POINT_BUDGET.saturating_sub(other);
-    let busy: Vec<_> = run
-        .disks
-        .iter()
-        .filter(|d| moved(d, ds::F_SECTORS_WRITTEN) || moved(d, ds::F_SECTORS_READ))
-        .collect();
-    let per_window: usize = busy
-        .iter()
-        .map(|d| 1 + moved(d, ds::F_SECTORS_READ) as usize)
-        .sum();
+    let busy: Vec<_> = run.disks.iter().filter(|d| d.busy()).collect();
+    let per_window: usize = busy.iter().map(|d| 1 + (d.read_bytes > 0.0) as usize).sum();
+    // The windows are fed from a pass of their own over the rows, one row at a time (the
+    // rows are never held: report/stream.rs); devices in the pass's order are
+    // `run.disks`' order, and a hole's rows without values reach the windows as such.
     let feed = |spans: &[(u64, u64)], width: u64| {
         let mut rw = RawWindows::new(spans, width, duration);
-        for d in &busy {
-            for (t, f) in d.t_ns.iter().zip(&d.f) {
+        let _ = crate::format::diskstats::for_each_row_in(run.diskstats_files(), |k, d, t, f| {
+            if run.disks.get(k).is_some_and(|d| d.busy()) {
                 rw.add(
                     &d.name,
-                    *t,
+                    t,
                     f.get(ds::F_SECTORS_READ),
                     f.get(ds::F_SECTORS_WRITTEN),
                 );
             }
-        }
+        });
         rw.finish()
     };
     // Every device's bursts, in the order they happened.

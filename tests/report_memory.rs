@@ -1,0 +1,248 @@
+//! The report reads the diskstats rows as a stream (issue 13 item 3): its figures are the
+//! ones the same arithmetic gives on every row held in memory (to the bit), and its peak
+//! memory does not grow with the recording's length.
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+
+use diskpulse::report::{analysis, derive, procio, rates, ReportOptions};
+
+/// A recording of `devices` devices sampled every 1 ms for `secs` s: steady writes with
+/// jitter and a 60 ms burst every 5 s (device 0 and up), reads that jump after each
+/// restart (device 1), a counter reset on device 0 at 7 s (an interval without value),
+/// and one quiet device (the last, when `devices` > 2) written once a second without
+/// the discard and flush fields. Events: a restart of `n1` (meta.json names its device)
+/// at 4 s and of `n2` (not named: every device) at 11 s. `duration`: meta.json's.
+fn synth(dir: &Path, secs: u64, devices: usize, duration: Option<u64>) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut meta = serde_json::json!({
+        "format_version": diskpulse::format::FORMAT_VERSION, "tool": "diskpulse",
+        "devices": (0..devices).map(|k| serde_json::json!({"name": format!("syn{k}"), "major": 250, "minor": k, "why": "named"})).collect::<Vec<_>>(),
+        "samplers": {"diskstats": {"interval_us": 1000}},
+        "broker_nodes": [{"node": "n1", "devices": ["syn1"]}],
+        "complete": duration.is_some(),
+    });
+    if let Some(d) = duration {
+        meta["duration_ns"] = d.into();
+    }
+    std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
+    let mut ev = String::new();
+    for (t, kind, node) in [
+        (4_000_000_000u64, "restart", "n1"),
+        (4_300_000_000, "restart_ready", "n1"),
+        (11_000_000_000, "restart", "n2"),
+        (11_200_000_000, "restart_ready", "n2"),
+    ] {
+        ev.push_str(
+            &serde_json::json!({"t_ns": t, "kind": kind, "detail": {"node": node}}).to_string(),
+        );
+        ev.push('\n');
+    }
+    std::fs::write(dir.join("events.jsonl"), ev).unwrap();
+    let f = std::fs::File::create(dir.join("diskstats.csv.gz")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
+    writeln!(gz, "{}", diskpulse::recording::samplers::diskstats_header()).unwrap();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let mut c = vec![[0u64; 17]; devices];
+    let quiet = (devices > 2).then_some(devices - 1);
+    let mut line = String::new();
+    for ms in 0..=secs * 1000 {
+        for (k, f) in c.iter_mut().enumerate() {
+            if Some(k) == quiet {
+                if ms % 1000 != 0 {
+                    continue;
+                }
+                f[4] += 1;
+                f[6] += 8;
+            } else if ms > 0 {
+                let burst = (ms + 1700 * k as u64) % 5000 < 60;
+                let sectors = if burst { 1600 } else { 20 + rnd(40) };
+                f[4] += sectors / 8;
+                f[6] += sectors;
+                f[7] += 1 + rnd(3);
+                let after_restart = (4000..4800).contains(&ms) || (11_000..11_500).contains(&ms);
+                let reads = if k == 1 && after_restart { 40 } else { rnd(2) };
+                f[0] += reads;
+                f[2] += 8 * reads;
+                f[3] += rnd(2);
+                f[1] += rnd(2);
+                f[9] += 1;
+                f[10] += rnd(5);
+                f[15] += u64::from(ms % 200 == 0);
+                f[16] += u64::from(ms % 200 == 0);
+                f[8] = if burst { 30 + rnd(10) } else { rnd(4) };
+                if k == 0 && ms == 7000 {
+                    f[6] = 0; // a reset: no value for this interval
+                }
+            }
+            line.clear();
+            line.push_str(&format!("{},syn{k},250,{k}", ms * 1_000_000));
+            for (i, v) in f.iter().enumerate() {
+                line.push(',');
+                if Some(k) != quiet || !(11..17).contains(&i) {
+                    line.push_str(&v.to_string());
+                }
+            }
+            writeln!(gz, "{line}").unwrap();
+        }
+    }
+    gz.finish().unwrap();
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap()
+}
+
+fn bits(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// Every figure the streamed report gives against the in-memory arithmetic on the rows.
+fn check_equal(dir: &Path) {
+    let o = ReportOptions::default();
+    let (run, analyses, summary) = diskpulse::report::analyse(dir, &o).unwrap();
+    let rows = run.disk_rows().unwrap();
+    assert_eq!(rows.len(), analyses.len());
+    let dur = run.duration_ns;
+    for (d, a) in rows.iter().zip(&analyses) {
+        let m = derive::analyse_device_in_memory(d, run.device_why(&d.name), dur, &o);
+        assert_eq!(json(&a.summary), json(&m.summary), "device {}", d.name);
+        assert_eq!(json(&a.ui_write), json(&m.ui_write), "device {}", d.name);
+        assert_eq!(json(&a.ui_read), json(&m.ui_read), "device {}", d.name);
+        // rates.csv, line for line.
+        let ((sums, inflight), has) = a.rates.as_ref().unwrap();
+        let streamed: Vec<String> =
+            rates::device_rows(&run, &d.name, sums, inflight, has, o.rates_window_ns)
+                .map(|r| r.to_line())
+                .collect();
+        let held: Vec<String> =
+            rates::rows_in_memory(&run, std::slice::from_ref(d), o.rates_window_ns)
+                .iter()
+                .map(|r| r.to_line())
+                .collect();
+        assert_eq!(streamed.len(), held.len());
+        assert!(streamed == held, "rates.csv of {}", d.name);
+    }
+    // The restart windows.
+    assert_eq!(summary.restarts.len(), 2);
+    assert!(summary.restarts.iter().all(|r| r.read_bytes > 0.0));
+    assert_eq!(
+        json(&summary.restarts),
+        json(&derive::restarts_in_memory(&run, &rows))
+    );
+    // The zoomable timeline's windows, kept by the pass or from a pass of their own.
+    for width in [1_000_000u64, 10_000_000, 100_000_000, 3_000_000] {
+        let got = run.busy_window_rates(width).unwrap();
+        let busy: Vec<_> = rows
+            .iter()
+            .filter(|d| {
+                analysis::total(&analysis::write_bytes(d)) > 0.0
+                    || analysis::total(&analysis::read_bytes(d)) > 0.0
+            })
+            .collect();
+        assert_eq!(got.len(), busy.len());
+        for ((name, w, r), d) in got.iter().zip(busy) {
+            assert_eq!(name, &d.name);
+            let want = analysis::window_rates(&analysis::write_bytes(d), width, dur);
+            assert_eq!(bits(w), bits(&want), "{name} at {width} ns");
+            let rb = analysis::read_bytes(d);
+            let want_r =
+                (analysis::total(&rb) > 0.0).then(|| analysis::window_rates(&rb, width, dur));
+            assert_eq!(r.as_deref().map(bits), want_r.as_deref().map(bits));
+        }
+    }
+    // What the broker's share is taken of (no proc_io.csv here: nothing either way).
+    assert!(procio::device_bytes_in_memory(&run, &rows).is_empty());
+}
+
+#[test]
+fn streamed_figures_equal_the_in_memory_ones() {
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("run");
+    synth(&run, 20, 3, Some(20_000_000_000));
+    check_equal(&run);
+}
+
+#[test]
+fn a_cut_off_recording_is_read_twice_and_still_equal() {
+    // No duration in meta.json (kill -9): the end is the last row, known after a pass.
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("run");
+    synth(&run, 13, 2, None);
+    check_equal(&run);
+    // meta.json claiming more than a second past the rows: the rows' end.
+    let run2 = d.path().join("run2");
+    synth(&run2, 13, 2, Some(60_000_000_000));
+    let (r, _, _) = diskpulse::report::analyse(&run2, &ReportOptions::default()).unwrap();
+    assert_eq!(r.duration_ns, 13_000_000_000);
+    check_equal(&run2);
+}
+
+/// Peak RSS (bytes) and exit code of `diskpulse report RUN --no-html` (the page's
+/// zoomable timeline holds up to its budget of 2 M values, at 1 ms for runs this short:
+/// that grows with the run by design, up to the budget, and is not what is measured).
+// The child is reaped by wait4 (for its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
+fn report_rss(run: &Path) -> (u64, i32) {
+    let child = common::diskpulse()
+        .arg("report")
+        .arg(run)
+        .arg("--no-html")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: wait4 on our own child; the kernel writes rusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    let code = std::process::ExitStatus::from_raw(status)
+        .code()
+        .unwrap_or(-1);
+    (ru.ru_maxrss as u64 * 1024, code)
+}
+
+#[test]
+fn report_memory_does_not_grow_with_the_recording() {
+    // 4 devices at 1 ms: 30 s (120 k rows) and 4x that. Rows held in memory (as before
+    // issue 13 item 3) took 144 bytes each: 17 MB and 69 MB on top of the rest.
+    let d = tempfile::tempdir().unwrap();
+    let mut rss = vec![];
+    for secs in [30u64, 120] {
+        let run = d.path().join(format!("run{secs}"));
+        synth(&run, secs, 4, Some(secs * 1_000_000_000));
+        let (bytes, code) = report_rss(&run);
+        assert_eq!(code, 0, "report of {secs} s failed");
+        let rows = diskpulse::report::Run::read(&run)
+            .unwrap()
+            .disks
+            .iter()
+            .map(|d| d.rows)
+            .sum::<usize>();
+        eprintln!(
+            "{secs} s, {rows} rows: report peak RSS {:.1} MB",
+            bytes as f64 / 1e6
+        );
+        rss.push((bytes, rows));
+    }
+    let (a, ra) = rss[0];
+    let (b, rb) = rss[1];
+    assert!(rb > 3 * ra, "{ra} -> {rb} rows");
+    // The rows alone would add (rb - ra) * 144 bytes.
+    let held_growth = (rb - ra) as f64 * 144.0;
+    assert!(
+        (b as f64) < 1.3 * a as f64,
+        "peak RSS {a} -> {b} bytes for 4x the rows (holding them would add {held_growth:.0})"
+    );
+}
