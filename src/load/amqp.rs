@@ -87,6 +87,12 @@ fn split_amqp_url(url: &str) -> (String, String, String) {
     (format!("{scheme}://{info}"), hp, tail.to_string())
 }
 
+/// `url` with a proxy's address in its host:port's place (user info and vhost kept).
+fn amqp_through(url: &str, addr: std::net::SocketAddr) -> String {
+    let (head, _, tail) = split_amqp_url(url);
+    format!("{head}{addr}{tail}")
+}
+
 /// How `--server` takes an AMQP URL.
 pub const AMQP_URL_FORM: &str = "amqp://[user:password@]host[:port][/vhost] (port default 5672)";
 
@@ -259,26 +265,8 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     // --inject-latency: a proxy per broker; the main role's clients (publishers, callers,
     // casters) connect through it, the consumers and responders beside them and the setup
     // connection directly, as for NATS: one call's round trip crosses the delay twice.
-    let mut proxies = vec![];
-    let main_urls: Vec<String> = match a.inject_latency {
-        Some(delay) => {
-            let mut urls = vec![];
-            for s in &env.servers {
-                let (head, hp, tail) = split_amqp_url(s);
-                let (addr, h) = crate::proxy::spawn(&hp, delay, a.latency_jitter())?;
-                urls.push(format!("{head}{addr}{tail}"));
-                proxies.push(h);
-            }
-            env.events.event(
-                "proxy",
-                serde_json::json!({"delay_ms": delay.as_secs_f64() * 1e3,
-                    "jitter_ms": a.latency_jitter().map_or(0.0, |j| j.amount.as_secs_f64() * 1e3),
-                    "proxies": proxies.iter().map(|p| p.report()).map(|r| serde_json::json!({"listen": r.listen, "upstream": r.upstream})).collect::<Vec<_>>()}),
-            );
-            urls
-        }
-        None => env.servers.clone(),
-    };
+    let (main_urls, proxies) =
+        super::proxied_urls(a, env, |s| Ok(split_amqp_url(s).1), amqp_through)?;
 
     let clock = env.clock;
     let window_ns = a.stats_window.as_nanos() as u64;

@@ -197,29 +197,19 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     // --inject-latency: a proxy per server; the main role's clients connect through it,
     // the clients beside them (responders, subscribers, consumers) and the setup
     // connection directly: one request/reply round trip crosses the delay twice.
-    let mut proxies = vec![];
     let mut main_connect = a.connect.clone();
-    let main_urls: Vec<String> = match a.inject_latency {
-        Some(delay) => {
-            main_connect.ignore_discovered = true;
-            let mut urls = vec![];
-            for s in &env.servers {
-                let hp = connect::host_port(s)
-                    .map_err(|why| usage!("--server '{}': {why}", connect::redact_url(s)))?;
-                let (addr, h) = crate::proxy::spawn(&hp, delay, a.latency_jitter())?;
-                urls.push(connect::through(s, addr));
-                proxies.push(h);
-            }
-            env.events.event(
-                "proxy",
-                serde_json::json!({"delay_ms": delay.as_secs_f64() * 1e3,
-                    "jitter_ms": a.latency_jitter().map_or(0.0, |j| j.amount.as_secs_f64() * 1e3),
-                    "proxies": proxies.iter().map(|p| p.report()).map(|r| serde_json::json!({"listen": r.listen, "upstream": r.upstream})).collect::<Vec<_>>()}),
-            );
-            urls
-        }
-        None => env.servers.clone(),
-    };
+    if a.inject_latency.is_some() {
+        main_connect.ignore_discovered = true;
+    }
+    let (main_urls, proxies) = proxied_urls(
+        a,
+        env,
+        |s| {
+            connect::host_port(s)
+                .map_err(|why| usage!("--server '{}': {why}", connect::redact_url(s)))
+        },
+        connect::through,
+    )?;
     let clock = env.clock;
     let window_ns = a.stats_window.as_nanos() as u64;
     let (tx, rx) = mpsc::unbounded_channel();
@@ -479,6 +469,34 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
             "client_capacity": capacity(w),
         }),
     })
+}
+
+/// The URLs the main role's clients connect to: with `--inject-latency`, each server's
+/// through a proxy of its own (to `host_port(server)`; `through(server, proxy)` is the
+/// server's URL with the proxy's address in its host's place), with a `proxy` event naming
+/// them; without, the servers.
+pub(crate) fn proxied_urls(
+    a: &LoadArgs,
+    env: &LoadEnv,
+    host_port: impl Fn(&str) -> anyhow::Result<String>,
+    through: fn(&str, std::net::SocketAddr) -> String,
+) -> anyhow::Result<(Vec<String>, Vec<crate::proxy::ProxyHandle>)> {
+    let Some(delay) = a.inject_latency else {
+        return Ok((env.servers.clone(), vec![]));
+    };
+    let (mut urls, mut proxies) = (vec![], vec![]);
+    for s in &env.servers {
+        let (addr, h) = crate::proxy::spawn(&host_port(s)?, delay, a.latency_jitter())?;
+        urls.push(through(s, addr));
+        proxies.push(h);
+    }
+    env.events.event(
+        "proxy",
+        serde_json::json!({"delay_ms": delay.as_secs_f64() * 1e3,
+            "jitter_ms": a.latency_jitter().map_or(0.0, |j| j.amount.as_secs_f64() * 1e3),
+            "proxies": proxies.iter().map(|p| p.report()).map(|r| serde_json::json!({"listen": r.listen, "upstream": r.upstream})).collect::<Vec<_>>()}),
+    );
+    Ok((urls, proxies))
 }
 
 /// A cast's publishes that no responder counted (nats-server drops messages to a slow
