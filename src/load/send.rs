@@ -192,6 +192,14 @@ pub(crate) struct FaultWatch {
 }
 
 impl FaultWatch {
+    /// A client's watch from its loop's start at `now` (no success yet).
+    pub fn starting(now: u64) -> FaultWatch {
+        FaultWatch {
+            last_ok_ns: now,
+            ..Default::default()
+        }
+    }
+
     /// `n` operations failed (of `kind`).
     pub fn failed(&mut self, kind: &str, n: u64) {
         self.failed += n;
@@ -285,7 +293,7 @@ pub(crate) async fn send_loop<O: Operation>(
         // The intended start of the next send, when it is time for one.
         let next = if in_flight == 0 {
             // Only the send stage can make progress.
-            plan.next(&ctx, done, &rec).await
+            plan.next(&ctx, done).await
         } else {
             tokio::select! {
                 biased;
@@ -303,7 +311,7 @@ pub(crate) async fn send_loop<O: Operation>(
                     }
                     continue;
                 }
-                next = plan.next(&ctx, done, &rec), if can_send => next,
+                next = plan.next(&ctx, done), if can_send => next,
                 () = &mut tick => {
                     let now = rec.now();
                     if fault.down_ns.is_none() && !op.connected() {
