@@ -29,8 +29,39 @@
 //! are persistent (delivery mode 2) unless `--transient`. Stream queues are consumed from
 //! the first offset (`x-stream-offset`).
 //!
-//! Not yet: riding through a broker restart (a broken connection ends its worker, its
-//! in-flight operations counted `connection_lost`), TLS (`amqps://`).
+//! Riding through a broker restart (issue 14 item 2; the NATS load does it in
+//! [`super::send`]): every client watches its link (an I/O error, a closed connection or
+//! channel, a consumer stream that ended) and connects again on its own
+//! ([`Link::reconnect`]): every 50 ms x attempt, at most 250 ms apart, for up to 60 s,
+//! re-declaring the queue and reopening confirm mode, qos and its consumer. One
+//! `amqp_disconnected` event when a client sees the link break and one `amqp_reconnected`
+//! (`attempts`, `down_ms`; `amqp_reconnect_failed` when it gave up or the run stopped)
+//! when it ends: once per outage, not per attempt; a sender's first success after it is
+//! `first_ack_after_reconnect`, as for NATS. lapin's own recovery
+//! (`enable_auto_recover`) is not used: what it replays and what becomes of confirms in
+//! flight across it is not ours to count.
+//!
+//! - Counting. amqp-pub: a publish whose confirm had not come when the link broke is
+//!   `lost_unconfirmed` (not published again: the broker may have stored it, so a retry
+//!   could duplicate it; it is counted, never silently kept or dropped); sent = confirmed
+//!   + `lost_unconfirmed` (+ `nack`, `timeout`). A publish the client refused because the
+//!   link was already gone is not an operation yet: it is published after the reconnect
+//!   with its intended start. amqp-call: calls outstanding when the link broke are
+//!   `connection_lost` (direct reply-to is bound to the channel that sent them: their
+//!   replies cannot come); a call whose intended start is more than `--timeout` past when
+//!   it could be sent (the broker was away) is a `timeout`, not sent.
+//! - The `--rate` schedule is kept: the pacer's intended starts do not move while a
+//!   client reconnects, so the messages due meanwhile go out at once after it and their
+//!   latency from the intended start (`co`) includes the outage (no coordinated
+//!   omission).
+//! - At least once: a receiver whose acks were lost with the connection gets those
+//!   messages again. Publishers give each message an id (`dp.RUN.CLIENT.SEQ`); the run's
+//!   receivers keep a bit per id ([`Seen`]) and count a message delivered again as an
+//!   error `duplicate`, not as received. An ack or reply that failed leaves its message
+//!   uncounted (it comes again). A stream queue's consumer starts again from the first
+//!   offset after a reconnect: everything it had read is then `duplicate`.
+//! - A failure on a live connection (the broker closed the channel: a refusal, not an
+//!   outage) ends the client as before. Not yet: TLS (`amqps://`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -307,7 +338,8 @@ impl Link {
 
     /// The link broke (`why`): connects again, every [`RECONNECT_MAX_MS`] at most, until
     /// it works (re-declaring the queue, confirm mode, qos and consumer), the run stops,
-    /// or [`RECONNECT_GIVE_UP`] passes. One `amqp_disconnected` event when it starts and
+    /// its `--duration` ends (a sender's, or a receiver's alone), or
+    /// [`RECONNECT_GIVE_UP`] passes. One `amqp_disconnected` event when it starts and
     /// one `amqp_reconnected` (or `amqp_reconnect_failed`) when it ends: once per outage,
     /// not per attempt. Returns whether the link is open again.
     async fn reconnect(&mut self, ctx: &Ctx, why: &str) -> bool {
@@ -323,6 +355,13 @@ impl Link {
         loop {
             if ctx.stop.load(Ordering::Relaxed) {
                 last_error = "the run was stopped".into();
+                break;
+            }
+            // --duration is over: a sender has nothing left to send, a receiver alone
+            // nothing left to wait for (one beside senders drains what they sent).
+            let sender = matches!(self.role, Role::AmqpPub | Role::AmqpCall | Role::AmqpCast);
+            if (sender || !ctx.with_senders) && ctx.end_ns.is_some_and(|e| clock.now_ns() >= e) {
+                last_error = "--duration ended first".into();
                 break;
             }
             attempts += 1;
