@@ -65,6 +65,8 @@ impl Node {
 struct Run {
     handle: tokio::task::JoinHandle<anyhow::Result<load::LoadOutcome>>,
     events: std::path::PathBuf,
+    /// Ctrl-C.
+    stop: Arc<AtomicBool>,
     _dir: tempfile::TempDir,
 }
 
@@ -74,10 +76,11 @@ fn start_load(url: &str, argv: &[&str]) -> Run {
     let clock = Clock::start();
     let a = load::args_from(argv.iter().copied()).unwrap();
     a.validate().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
     let env = LoadEnv {
         clock,
         events: EventLog::create(&events, clock).unwrap(),
-        stop: Arc::new(AtomicBool::new(false)),
+        stop: stop.clone(),
         servers: vec![url.to_string()],
         load_csv: None,
     };
@@ -85,6 +88,7 @@ fn start_load(url: &str, argv: &[&str]) -> Run {
     Run {
         handle,
         events,
+        stop,
         _dir: dir,
     }
 }
@@ -375,5 +379,66 @@ async fn a_paced_caller_rides_through_a_restart_and_counts_the_calls_the_outage_
     {
         println!("  {:.3} s {} {}", e.t_ns as f64 / 1e9, e.kind, e.detail);
     }
+    n.stop_and_check_gone().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_while_the_broker_is_away_ends_the_load_at_once_with_what_it_counted() {
+    let Some(mut n) = Node::start("ride-stop").await else {
+        return;
+    };
+    let url = n.node.amqp_url();
+    let run = start_load(
+        &url,
+        &[
+            "amqp-pub",
+            "--duration",
+            "60s",
+            "--rate",
+            "200",
+            "--consume",
+            "1",
+            "--queue",
+            "ride-stop",
+            "--quiet",
+        ],
+    );
+    // The node dies 1 s in and does not come back; Ctrl-C 1 s later.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    n.node.kill();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let t0 = Instant::now();
+    run.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let out = tokio::time::timeout(Duration::from_secs(30), run.handle)
+        .await
+        .expect("the load ended within 30 s of Ctrl-C")
+        .unwrap()
+        .expect("the load ended without an error");
+    let ended = t0.elapsed();
+    assert!(
+        ended < Duration::from_secs(3),
+        "ended {ended:?} after Ctrl-C"
+    );
+    let c = &out.clients;
+    let ev = events(&run.events);
+    // Each client gave up reconnecting because of the stop, once.
+    for client in ["diskpulse-amqp-pub-0", "diskpulse-amqp-consume-0"] {
+        let failed = of_client(&ev, "amqp_reconnect_failed", client);
+        assert_eq!(failed.len(), 1, "{client}: {ev:?}");
+        assert_eq!(failed[0].detail_str("error"), Some("the run was stopped"));
+    }
+    // What was confirmed before the kill is counted; nothing else went wrong.
+    assert!(ops(c, Role::AmqpPub) >= 100, "{}", ops(c, Role::AmqpPub));
+    let pub_kinds = kinds(c, Role::AmqpPub);
+    assert!(
+        pub_kinds.iter().all(|k| *k == "lost_unconfirmed"),
+        "{pub_kinds:?}"
+    );
+    println!(
+        "ended {} ms after Ctrl-C; confirmed {}, lost_unconfirmed {}",
+        ended.as_millis(),
+        ops(c, Role::AmqpPub),
+        kind(c, Role::AmqpPub, "lost_unconfirmed")
+    );
     n.stop_and_check_gone().await;
 }

@@ -82,7 +82,7 @@ use tokio::sync::mpsc;
 
 use super::args::{LoadArgs, Mode, QueueType};
 use super::record::{read_stamp, realtime_ns, Recorder, Role};
-use super::send::FaultWatch;
+use super::send::{stopped, FaultWatch};
 use super::workers::{Ctx, Payloads, SendPlan, SenderGuard};
 use super::{collect, LoadEnv, LoadOutcome};
 use crate::usage;
@@ -370,7 +370,14 @@ impl Link {
                 let (ch, consumer) = open_channel(&self.a, self.role, &conn, &self.name).await?;
                 anyhow::Ok((conn, ch, consumer))
             };
-            match attempt.await {
+            // Ctrl-C is not kept waiting by an attempt (up to 10 s to a host that does
+            // not answer) or the pause between two.
+            let attempt = tokio::select! {
+                biased;
+                r = attempt => r,
+                _ = stopped(ctx) => continue,
+            };
+            match attempt {
                 Ok((conn, ch, consumer)) => {
                     let old = std::mem::replace(&mut self.conn, conn);
                     self.ch = ch;
@@ -389,7 +396,11 @@ impl Link {
             if clock.now_ns() - t0 > RECONNECT_GIVE_UP.as_nanos() as u64 {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis((50 * attempts).min(RECONNECT_MAX_MS))).await;
+            let pause = Duration::from_millis((50 * attempts).min(RECONNECT_MAX_MS));
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = stopped(ctx) => {}
+            }
         }
         ctx.events.event(
             "amqp_reconnect_failed",

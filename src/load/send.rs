@@ -391,7 +391,7 @@ const DRAIN: Duration = Duration::from_secs(2);
 const STOP_CHECK: Duration = Duration::from_millis(10);
 
 /// Resolves once the run is told to stop (looked at every [`STOP_CHECK`]).
-async fn stopped(ctx: &Ctx) {
+pub(crate) async fn stopped(ctx: &Ctx) {
     while !ctx.stop.load(Ordering::Relaxed) {
         tokio::time::sleep(STOP_CHECK).await;
     }
