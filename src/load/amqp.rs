@@ -43,8 +43,8 @@
 //!
 //! - Counting. amqp-pub: a publish whose confirm had not come when the link broke is
 //!   `lost_unconfirmed` (not published again: the broker may have stored it, so a retry
-//!   could duplicate it; it is counted, never silently kept or dropped); sent = confirmed
-//!   + `lost_unconfirmed` (+ `nack`, `timeout`). A publish the client refused because the
+//!   could duplicate it; it is counted, never silently kept or dropped); sent is
+//!   confirmed plus `lost_unconfirmed` (and `nack`, `timeout`). A publish refused because the
 //!   link was already gone is not an operation yet: it is published after the reconnect
 //!   with its intended start. amqp-call: calls outstanding when the link broke are
 //!   `connection_lost` (direct reply-to is bound to the channel that sent them: their
