@@ -48,10 +48,9 @@ use tokio::sync::mpsc;
 
 use crate::recording::EventLog;
 use crate::usage;
-use pace::Pacer;
 use record::{Recorder, Role};
 use roles::{Conn, RunShared, Start};
-use workers::{share, Ctx, SendPlan, SenderGuard};
+use workers::{Ctx, SendPlan, SenderGuard};
 
 /// Where and on which clock the load runs.
 pub struct LoadEnv {
@@ -355,28 +354,16 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
             tx.clone(),
         );
         let is_main = role == main;
-        let plan = SendPlan {
-            count: total.map(|t| share(t, index, n_role)),
-            // --rate paces the main role; getters beside putters go as fast as they can.
-            pacer: a.rate.filter(|_| is_main).map(|r| {
-                Pacer::new(
-                    clock,
-                    start_ns,
-                    r / n_role as f64,
-                    index as f64 / n_role as f64,
-                    end_ns,
-                )
-            }),
-            // Core publishers stamp only when someone in this run receives (or --stamp):
-            // a stamp costs a clock read and a copy per message, which is a third of a
-            // core publish; JetStream publishes always carry one (for later consumers).
-            stamp: a.stamp || !matches!(role, Role::Pub) || a.sub > 0,
-            size: if is_main {
-                a.op_size()
-            } else {
-                a.object_size as usize
-            },
+        // Core publishers stamp only when someone in this run receives (or --stamp):
+        // a stamp costs a clock read and a copy per message, which is a third of a
+        // core publish; JetStream publishes always carry one (for later consumers).
+        let stamp = a.stamp || !matches!(role, Role::Pub) || a.sub > 0;
+        let size = if is_main {
+            a.op_size()
+        } else {
+            a.object_size as usize
         };
+        let plan = SendPlan::for_client(a, &ctx, index, n_role, is_main, stamp, size);
         // Getters beside putters work one object at a time, like the study's consumers.
         let window = if is_main { a.window_for(role) } else { 1 };
         // A sender's guard drops when its task ends: receivers then drain.
