@@ -145,7 +145,10 @@ async fn prepare_stream(a: &LoadArgs, js: &jetstream::Context) -> anyhow::Result
     };
     if let Some(b) = a.max_bytes {
         cfg.max_bytes = b as i64;
-        cfg.discard = jetstream::stream::DiscardPolicy::New;
+        cfg.discard = match a.discard {
+            args::Discard::New => jetstream::stream::DiscardPolicy::New,
+            args::Discard::Old => jetstream::stream::DiscardPolicy::Old,
+        };
     }
     let mut stream = js
         .get_or_create_stream(cfg)
@@ -189,7 +192,9 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     )?;
     let prepared = prepare(a, &setup, &server_of(0)).await?;
     let msgs_before = match a.mode {
-        Mode::JsPub => Some(reconcile::stream_msgs(&setup, &a.stream).await?),
+        Mode::JsPub => {
+            Some(reconcile::stream_msgs(&setup, &a.stream, a.discard == args::Discard::Old).await?)
+        }
         _ => None,
     };
 
@@ -405,7 +410,8 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     }
     let stream_check = match msgs_before {
         Some(msgs_before) => {
-            let after = reconcile::stream_msgs(&setup, &a.stream).await;
+            let after =
+                reconcile::stream_msgs(&setup, &a.stream, a.discard == args::Discard::Old).await;
             if let Err(e) = &after {
                 env.events.error("load", "stream_check", &format!("{e:#}"));
             }
@@ -414,7 +420,10 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
                 Some(ids) if after.is_ok() => {
                     let mut r =
                         reconcile::retry_lost(&setup, &a.subject, ids, a.size as usize).await;
-                    r.msgs_final = reconcile::stream_msgs(&setup, &a.stream).await.ok();
+                    r.msgs_final =
+                        reconcile::stream_msgs(&setup, &a.stream, a.discard == args::Discard::Old)
+                            .await
+                            .ok();
                     env.events.event("msg_id_retry", serde_json::to_value(&r)?);
                     Some(r)
                 }

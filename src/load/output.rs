@@ -261,7 +261,7 @@ pub fn human(roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
 /// What an error kind means and what to do about it (the end of the one error line).
 pub fn error_hint(kind: &str) -> Option<&'static str> {
     Some(match kind {
-        "stream_full" => "the stream or bucket is at its limits (max bytes or messages, discard new); empty it with --purge or raise --max-bytes",
+        "stream_full" => "the stream or bucket is at its limits (max bytes or messages, discard new); empty it with --purge or raise --max-bytes (or, for js-pub, --discard old to drop the oldest)",
         "storage_full" | "memory_full" | "insufficient_resources" | "account_limits" => {
             "the server's JetStream storage is full; free space or raise its max_file_store/max_memory_store"
         }
