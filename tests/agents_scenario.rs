@@ -275,5 +275,50 @@ fn a_scenario_with_two_agents_records_both_nodes_and_names_a_missing_one() {
             "{node}: {dev} not among the node's devices: {n:#}"
         );
     }
+    // The study table: each node's columns, b's device written twice as fast as a's.
+    let csv = std::fs::read_to_string(out.join("study.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| -> f64 {
+        let i = head
+            .iter()
+            .position(|c| *c == name)
+            .unwrap_or_else(|| panic!("study.csv has no column {name}: {head:?}"));
+        row[i]
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} = '{}'", row[i]))
+    };
+    let (wa, wb) = (col("node_a_write_mib_s"), col("node_b_write_mib_s"));
+    for n in ["a", "b"] {
+        println!(
+            "node {n}: write {:.2} MiB/s, peak {:.1} MiB/s (10 ms), util {:.1} %",
+            col(&format!("node_{n}_write_mib_s")),
+            col(&format!("node_{n}_write_peak_mib_s")),
+            col(&format!("node_{n}_util_pct"))
+        );
+    }
+    assert!(
+        wa > 0.5 && (1.5..2.5).contains(&(wb / wa)),
+        "write MiB/s a {wa:.2}, b {wb:.2}: b's device took twice a's writes"
+    );
+    for n in ["a", "b"] {
+        let peak = col(&format!("node_{n}_write_peak_mib_s"));
+        let mean = col(&format!("node_{n}_write_mib_s"));
+        let util = col(&format!("node_{n}_util_pct"));
+        assert!(peak > mean, "{n}: peak {peak} <= mean {mean}");
+        assert!(util > 0.0 && util <= 100.0, "{n}: util {util}");
+    }
+    // The agents sample no broker here (several nats-servers run): no broker column value.
+    let i = head
+        .iter()
+        .position(|c| *c == "node_a_broker_write_mib_s")
+        .unwrap();
+    assert_eq!(row[i], "", "{csv}");
+    let md = std::fs::read_to_string(out.join("study.md")).unwrap();
+    assert!(
+        md.contains("| a write MiB/s |") && md.contains("| b util % |"),
+        "{md}"
+    );
     drop(procs);
 }

@@ -450,6 +450,7 @@ async fn collect(
             agent_cpu_ns: st.process_cpu_ns,
             agent_published_bytes: st.published_bytes,
             devices: st.devices.clone(),
+            device_why: st.device_why.clone(),
             sources: BTreeMap::new(),
         };
         for (si, s) in n.srcs.into_iter().enumerate() {

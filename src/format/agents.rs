@@ -86,6 +86,10 @@ pub struct NodeMeta {
     pub agent_cpu_ns: u64,
     pub agent_published_bytes: u64,
     pub devices: Vec<String>,
+    /// Why the agent samples each of `devices`, in the same order ("named", "holds
+    /// /var/lib/nats", "backing file of loop0", ...); empty from an older agent.
+    #[serde(default)]
+    pub device_why: Vec<String>,
 }
 
 /// One source's batches.
