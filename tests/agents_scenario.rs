@@ -275,6 +275,19 @@ fn a_scenario_with_two_agents_records_both_nodes_and_names_a_missing_one() {
             "{node}: {dev} not among the node's devices: {n:#}"
         );
     }
+    // The run's report: each node's devices' panel, and no broker panel (no broker
+    // sampled: no empty panel).
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    for n in ["a", "b"] {
+        assert!(
+            html.contains(&format!("{n} MiB/s (offset ")),
+            "report.html lacks node {n}'s panel"
+        );
+        assert!(
+            !html.contains(&format!("{n} broker")),
+            "report.html draws a broker panel for {n}, whose agent sampled none"
+        );
+    }
     // The study table: each node's columns, b's device written twice as fast as a's.
     let csv = std::fs::read_to_string(out.join("study.csv")).unwrap();
     let mut lines = csv.lines();
