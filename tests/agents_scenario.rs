@@ -335,3 +335,74 @@ fn a_scenario_with_two_agents_records_both_nodes_and_names_a_missing_one() {
     );
     drop(procs);
 }
+
+#[test]
+fn a_scenario_records_agents_through_servers_of_their_own() {
+    if !have_nats_server() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let url = format!("nats://127.0.0.1:{port}");
+    let mut procs = Procs(vec![]);
+    procs.0.push(
+        std::process::Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let t0 = std::time::Instant::now();
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "nats-server did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    procs.0.push(
+        diskpulse()
+            .args(["agent", "--server", &url, "--name", "x", "--path"])
+            .arg(d.path())
+            .args(["--duration", "60s", "--interval", "5ms"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let f = d.path().join("ext.toml");
+    std::fs::write(
+        &f,
+        format!("name = \"ext\"\n[agents]\nnodes = [\"x\"]\nserver = \"{url}\"\nwait = \"20s\"\n[[phases]]\nkind = \"sleep\"\nduration = \"2s\"\n"),
+    )
+    .unwrap();
+    let out = d.path().join("study");
+    let o = diskpulse()
+        .arg("run")
+        .arg(&f)
+        .arg("--out")
+        .arg(&out)
+        .arg("--lab-root")
+        .arg(d.path().join("lab"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "run failed: {err}");
+    let run = out.join("cells/base/r1");
+    let meta = read_json(&run.join("meta.json"));
+    let x = &meta["agents"]["nodes"]["x"];
+    assert!(x["offset_ns"].is_i64(), "{x:#}");
+    assert_eq!(meta["agents"]["servers"][0], url.as_str(), "{meta:#}");
+    assert!(
+        x["sources"]["cpu"]["batches"].as_u64().unwrap() >= 10,
+        "2 s of cpu batches every 100 ms: {x:#}"
+    );
+    assert!(!node_rows(&run, "x").is_empty(), "no diskstats rows of x");
+    let csv = std::fs::read_to_string(out.join("study.csv")).unwrap();
+    assert!(
+        csv.lines().next().unwrap().contains(",node_x_write_mib_s,"),
+        "{csv}"
+    );
+}

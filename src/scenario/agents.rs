@@ -103,7 +103,9 @@ pub async fn start(
     let zero_unix_ns = crate::recording::session::clock_zero_unix_ns(clock.zero_monotonic_ns());
     let (d, ev) = (dir.to_path_buf(), events.clone());
     let collector = tokio::task::spawn_blocking(move || -> anyhow::Result<Collector> {
-        collect::connect(&connect, nodes)?.start(&d, clock, zero_unix_ns, ev)
+        collect::connect(&connect, nodes)
+            .map_err(|e| anyhow::anyhow!("[agents] server: {e:#}"))?
+            .start(&d, clock, zero_unix_ns, ev)
     })
     .await??;
     let t0 = Instant::now();
