@@ -206,6 +206,8 @@ fn main() -> anyhow::Result<()> {
         })
         .collect::<Result<_, _>>()?;
     let base = std::env::var("DISKPULSE_BENCH_DIR").unwrap_or_else(|_| "/var/tmp".into());
+    // DISKPULSE_BENCH_KEEP=1: keep the recordings (to profile `report` on them).
+    let keep = std::env::var_os("DISKPULSE_BENCH_KEEP").is_some_and(|v| v == "1");
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
@@ -245,7 +247,12 @@ fn main() -> anyhow::Result<()> {
             gz as f64 / 1e6,
             rss as f64 / 1e6
         );
-        std::fs::remove_dir_all(&dir)?;
+        if !keep {
+            std::fs::remove_dir_all(&dir)?;
+        }
+    }
+    if keep {
+        println!("kept: {}", tmp.keep().display());
     }
     Ok(())
 }
