@@ -6,12 +6,12 @@ mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-use diskpulse::report::{analysis, derive, procio, rates, ReportOptions};
+use diskpulse::report::{analysis, derive, procio, rates, stream, ReportOptions};
 
 /// Counts the bytes allocated and not yet freed, and their highest mark since
 /// [`heap_reset`]: the report's memory measured exactly, without RSS's noise. The tests
@@ -361,4 +361,36 @@ fn the_analysis_heap_does_not_grow_with_the_run() {
             "{what}: peak heap {a} -> {b} bytes for 4x the rows"
         );
     }
+    // The control: the same pass with its windows held in memory (the layout before) grows
+    // with the run, and this measure sees it.
+    let held = |secs: u64| {
+        let run = d.path().join(format!("heap{secs}"));
+        let files = diskpulse::format::diskstats::files(&run);
+        let dur = secs * 1_000_000_000;
+        let plan = stream::Plan {
+            duration_ns: dur,
+            ui_window_ns: 30_000_000_000,
+            bin_ns: 10_000_000,
+            rates_window_ns: Some(1_000_000),
+            charts: stream::ChartMode::Off,
+            zoom_widths: vec![],
+            restarts: vec![],
+            broker_span: None,
+            spill: None,
+        };
+        let before = heap_reset();
+        let pass = stream::pass(&files, &plan).unwrap();
+        let o = ReportOptions::default();
+        for (dev, a) in pass.devices.iter().zip(pass.accs) {
+            derive::analyse_device(&dev.name, a, None, dur, &o);
+        }
+        HIGH.load(Ordering::Relaxed) - before
+    };
+    let (a, b) = (held(40), held(160));
+    eprintln!(
+        "windows held in memory: peak heap {:.2} MB -> {:.2} MB",
+        a as f64 / 1e6,
+        b as f64 / 1e6
+    );
+    assert!(b as f64 > 2.0 * a as f64, "held windows: {a} -> {b} bytes");
 }

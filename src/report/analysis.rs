@@ -301,7 +301,10 @@ fn select_total_order<I: Iterator<Item = f64>>(values: impl Fn() -> I, i: usize)
 /// again): memory does not grow with the number of bins (the radix selection's counts and
 /// the bursts found). The same arithmetic in the same order, so the same figures to the
 /// bit (tested against [`find_bursts`]).
-pub fn find_bursts_streamed<I: Iterator<Item = f64>>(bins: impl Fn() -> I, p: &BurstParams) -> Bursts {
+pub fn find_bursts_streamed<I: Iterator<Item = f64>>(
+    bins: impl Fn() -> I,
+    p: &BurstParams,
+) -> Bursts {
     let bin_s = p.bin_ns as f64 / 1e9;
     let rates = || bins().map(move |b| b / bin_s);
     let n = rates().count();
@@ -529,12 +532,25 @@ mod tests {
             }
         }
         // The cases hold bursts, periodic ones among them.
-        assert!(found > 100 && regular > 5, "{found} bursts, {regular} regular");
+        assert!(
+            found > 100 && regular > 5,
+            "{found} bursts, {regular} regular"
+        );
     }
 
     #[test]
     fn radix_selection_is_the_sorted_order() {
-        let v = [3.0, -0.0, 0.0, -1.5, f64::INFINITY, 1e-310, -1e300, 3.0, 2.5];
+        let v = [
+            3.0,
+            -0.0,
+            0.0,
+            -1.5,
+            f64::INFINITY,
+            1e-310,
+            -1e300,
+            3.0,
+            2.5,
+        ];
         let mut s = v.to_vec();
         s.sort_by(|a, b| a.total_cmp(b));
         for (i, want) in s.iter().enumerate() {

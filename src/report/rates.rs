@@ -29,64 +29,68 @@ pub fn device_rows<'a>(
     let iostat_of = move |s: &[f64; MAX_FIELDS], f: [usize; 4]| -> Option<IostatDir> {
         has[f[0]].then(|| iostat_dir(&f.map(|x| [s[x]]), 0, w_s))
     };
-    windows.windows().take(n).enumerate().map(move |(k, (s, in_flight))| {
-        let t_ns = k as u64 * window_ns;
-        let fl = has[ds::F_FLUSHES].then_some(s[ds::F_FLUSHES]);
-        let fl_ms = has[ds::F_FLUSH_MS].then_some(s[ds::F_FLUSH_MS]);
-        let io = s[ds::F_IO_MS];
-        RatesRow {
-            t_ns,
-            unix_ms: (zero_unix_ns + t_ns) / 1_000_000,
-            window_ns,
-            device: name.to_string(),
-            read_mib_s: s[ds::F_SECTORS_READ] / MIB / w_s,
-            write_mib_s: s[ds::F_SECTORS_WRITTEN] / MIB / w_s,
-            read_iops: s[ds::F_READS] / w_s,
-            write_iops: s[ds::F_WRITES] / w_s,
-            flushes_per_s: fl.map(|f| f / w_s),
-            util_pct: 100.0 * io / (w_s * 1e3),
-            r_await_ms: await_ms(s[ds::F_READ_MS], s[ds::F_READS]),
-            w_await_ms: await_ms(s[ds::F_WRITE_MS], s[ds::F_WRITES]),
-            in_flight_max: in_flight,
-            iostat: Some(Iostat {
-                r: iostat_of(
-                    &s,
-                    [
-                        ds::F_READS,
-                        ds::F_READS_MERGED,
-                        ds::F_SECTORS_READ,
-                        ds::F_READ_MS,
-                    ],
-                )
-                .unwrap_or_default(),
-                w: iostat_of(
-                    &s,
-                    [
-                        ds::F_WRITES,
-                        ds::F_WRITES_MERGED,
-                        ds::F_SECTORS_WRITTEN,
-                        ds::F_WRITE_MS,
-                    ],
-                )
-                .unwrap_or_default(),
-                d: iostat_of(
-                    &s,
-                    [
-                        ds::F_DISCARDS,
-                        ds::F_DISCARDS_MERGED,
-                        ds::F_SECTORS_DISCARDED,
-                        ds::F_DISCARD_MS,
-                    ],
-                ),
-                f: fl.map(|f| {
-                    let ms = fl_ms.unwrap_or(0.0);
-                    (f / w_s, if f > 0.0 { ms / f } else { 0.0 })
-                }),
-                aqu_sz: s[ds::F_WEIGHTED_MS] / (w_s * 1e3),
+    windows
+        .windows()
+        .take(n)
+        .enumerate()
+        .map(move |(k, (s, in_flight))| {
+            let t_ns = k as u64 * window_ns;
+            let fl = has[ds::F_FLUSHES].then_some(s[ds::F_FLUSHES]);
+            let fl_ms = has[ds::F_FLUSH_MS].then_some(s[ds::F_FLUSH_MS]);
+            let io = s[ds::F_IO_MS];
+            RatesRow {
+                t_ns,
+                unix_ms: (zero_unix_ns + t_ns) / 1_000_000,
+                window_ns,
+                device: name.to_string(),
+                read_mib_s: s[ds::F_SECTORS_READ] / MIB / w_s,
+                write_mib_s: s[ds::F_SECTORS_WRITTEN] / MIB / w_s,
+                read_iops: s[ds::F_READS] / w_s,
+                write_iops: s[ds::F_WRITES] / w_s,
+                flushes_per_s: fl.map(|f| f / w_s),
                 util_pct: 100.0 * io / (w_s * 1e3),
-            }),
-        }
-    })
+                r_await_ms: await_ms(s[ds::F_READ_MS], s[ds::F_READS]),
+                w_await_ms: await_ms(s[ds::F_WRITE_MS], s[ds::F_WRITES]),
+                in_flight_max: in_flight,
+                iostat: Some(Iostat {
+                    r: iostat_of(
+                        &s,
+                        [
+                            ds::F_READS,
+                            ds::F_READS_MERGED,
+                            ds::F_SECTORS_READ,
+                            ds::F_READ_MS,
+                        ],
+                    )
+                    .unwrap_or_default(),
+                    w: iostat_of(
+                        &s,
+                        [
+                            ds::F_WRITES,
+                            ds::F_WRITES_MERGED,
+                            ds::F_SECTORS_WRITTEN,
+                            ds::F_WRITE_MS,
+                        ],
+                    )
+                    .unwrap_or_default(),
+                    d: iostat_of(
+                        &s,
+                        [
+                            ds::F_DISCARDS,
+                            ds::F_DISCARDS_MERGED,
+                            ds::F_SECTORS_DISCARDED,
+                            ds::F_DISCARD_MS,
+                        ],
+                    ),
+                    f: fl.map(|f| {
+                        let ms = fl_ms.unwrap_or(0.0);
+                        (f / w_s, if f > 0.0 { ms / f } else { 0.0 })
+                    }),
+                    aqu_sz: s[ds::F_WEIGHTED_MS] / (w_s * 1e3),
+                    util_pct: 100.0 * io / (w_s * 1e3),
+                }),
+            }
+        })
 }
 
 /// rates.csv's rows from every row in memory: the reference the streamed rows are tested

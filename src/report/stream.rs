@@ -267,7 +267,10 @@ impl Rates {
         })
     }
     #[inline]
-    fn slot(pending: &mut VecDeque<([f64; MAX_FIELDS], u64)>, i: usize) -> &mut ([f64; MAX_FIELDS], u64) {
+    fn slot(
+        pending: &mut VecDeque<([f64; MAX_FIELDS], u64)>,
+        i: usize,
+    ) -> &mut ([f64; MAX_FIELDS], u64) {
         if i >= pending.len() {
             pending.resize(i + 1, ([0.0; MAX_FIELDS], 0));
         }
@@ -299,10 +302,7 @@ impl Rates {
         });
     }
     fn hand_on(&mut self) {
-        let (s, m) = self
-            .pending
-            .pop_front()
-            .unwrap_or(([0.0; MAX_FIELDS], 0));
+        let (s, m) = self.pending.pop_front().unwrap_or(([0.0; MAX_FIELDS], 0));
         for x in s {
             self.out.push_f64(x);
         }
