@@ -19,7 +19,12 @@
 //! on a volume with room (RECIPES.md: a loop volume you remove again). Writing takes
 //! ~21 s per recorded hour here (~2 min for 6 h) on a quiet machine. The report reads the
 //! rows as a stream (issue 13 item 3, `report/stream.rs`): 10 min 124 MB, 1 h 172 MB, 6 h
-//! 557 MB peak (it held every row before: 423 MB and 2.46 GB for 10 min and 1 h).
+//! 557 MB peak (it held every row before: 423 MB and 2.46 GB for 10 min and 1 h). With the
+//! burst bins and rates.csv's sums in a scratch file (`report/spill.rs`), 2026-12-01 at load
+//! average 9-12: 10 min 16.8 s / 97 MB, 1 h 98.5 s and 62.3 s / 130 MB twice, 6 h 699 s /
+//! 459 MB; what still grows is the static timeline's burst shades (a rect per burst per
+//! panel) and their PNG rendering. `DISKPULSE_BENCH_KEEP=1` keeps the recordings (and
+//! prints where) to profile `report` on them.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -206,6 +211,8 @@ fn main() -> anyhow::Result<()> {
         })
         .collect::<Result<_, _>>()?;
     let base = std::env::var("DISKPULSE_BENCH_DIR").unwrap_or_else(|_| "/var/tmp".into());
+    // DISKPULSE_BENCH_KEEP=1: keep the recordings (to profile `report` on them).
+    let keep = std::env::var_os("DISKPULSE_BENCH_KEEP").is_some_and(|v| v == "1");
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
@@ -245,7 +252,12 @@ fn main() -> anyhow::Result<()> {
             gz as f64 / 1e6,
             rss as f64 / 1e6
         );
-        std::fs::remove_dir_all(&dir)?;
+        if !keep {
+            std::fs::remove_dir_all(&dir)?;
+        }
+    }
+    if keep {
+        println!("kept: {}", tmp.keep().display());
     }
     Ok(())
 }

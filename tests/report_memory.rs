@@ -4,11 +4,65 @@
 
 mod common;
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-use diskpulse::report::{analysis, derive, procio, rates, ReportOptions};
+use diskpulse::report::{analysis, derive, procio, rates, stream, ReportOptions};
+
+/// Counts the bytes allocated and not yet freed, and their highest mark since
+/// [`heap_reset`]: the report's memory measured exactly, without RSS's noise. The tests
+/// of this file take [`SERIAL`] so that no other test allocates during a measurement.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static HIGH: AtomicUsize = AtomicUsize::new(0);
+static SERIAL: Mutex<()> = Mutex::new(());
+
+// SAFETY: every call is handed to the system allocator unchanged; only counted.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            HIGH.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) };
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        let q = unsafe { System.realloc(p, l, new) };
+        if !q.is_null() {
+            if new >= l.size() {
+                let now = LIVE.fetch_add(new - l.size(), Ordering::Relaxed) + new - l.size();
+                HIGH.fetch_max(now, Ordering::Relaxed);
+            } else {
+                LIVE.fetch_sub(l.size() - new, Ordering::Relaxed);
+            }
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Starts a measurement: returns the bytes live now.
+fn heap_reset() -> usize {
+    let now = LIVE.load(Ordering::Relaxed);
+    HIGH.store(now, Ordering::Relaxed);
+    now
+}
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// A recording of `devices` devices sampled every 1 ms for `secs` s: steady writes with
 /// jitter and a 60 ms burst every 5 s (device 0 and up), reads that jump after each
@@ -119,9 +173,9 @@ fn check_equal(dir: &Path) {
         assert_eq!(json(&a.ui_write), json(&m.ui_write), "device {}", d.name);
         assert_eq!(json(&a.ui_read), json(&m.ui_read), "device {}", d.name);
         // rates.csv, line for line.
-        let ((sums, inflight), has) = a.rates.as_ref().unwrap();
+        let (windows, has) = a.rates.as_ref().unwrap();
         let streamed: Vec<String> =
-            rates::device_rows(&run, &d.name, sums, inflight, has, o.rates_window_ns)
+            rates::device_rows(&run, &d.name, windows, has, o.rates_window_ns)
                 .map(|r| r.to_line())
                 .collect();
         let held: Vec<String> =
@@ -166,6 +220,7 @@ fn check_equal(dir: &Path) {
 
 #[test]
 fn streamed_figures_equal_the_in_memory_ones() {
+    let _g = serial();
     let d = tempfile::tempdir().unwrap();
     let run = d.path().join("run");
     synth(&run, 20, 3, Some(20_000_000_000));
@@ -174,6 +229,7 @@ fn streamed_figures_equal_the_in_memory_ones() {
 
 #[test]
 fn a_cut_off_recording_is_read_twice_and_still_equal() {
+    let _g = serial();
     // No duration in meta.json (kill -9): the end is the last row, known after a pass.
     let d = tempfile::tempdir().unwrap();
     let run = d.path().join("run");
@@ -215,6 +271,7 @@ fn report_rss(run: &Path) -> (u64, i32) {
 
 #[test]
 fn report_memory_does_not_grow_with_the_recording() {
+    let _g = serial();
     // 4 devices at 1 ms: 30 s (120 k rows) and 4x that. Rows held in memory (as before
     // issue 13 item 3) took 144 bytes each: 17 MB and 69 MB on top of the rest.
     let d = tempfile::tempdir().unwrap();
@@ -245,4 +302,95 @@ fn report_memory_does_not_grow_with_the_recording() {
         (b as f64) < 1.3 * a as f64,
         "peak RSS {a} -> {b} bytes for 4x the rows (holding them would add {held_growth:.0})"
     );
+}
+
+/// The highest heap the report's analysis and its rates.csv rows take for a run of
+/// `secs` s (4 devices at 1 ms), above what was live before.
+fn analysis_heap(dir: &Path, secs: u64, o: &ReportOptions) -> (usize, usize) {
+    let run = dir.join(format!("heap{secs}"));
+    synth(&run, secs, 4, Some(secs * 1_000_000_000));
+    let before = heap_reset();
+    let (run, analyses, _summary) = diskpulse::report::analyse(&run, o).unwrap();
+    // rates.csv's rows, one at a time, as `report` writes them.
+    let mut lines = 0usize;
+    for a in &analyses {
+        let (windows, has) = a.rates.as_ref().unwrap();
+        for r in rates::device_rows(&run, &a.summary.name, windows, has, o.rates_window_ns) {
+            assert!(!r.to_line().is_empty());
+            lines += 1;
+        }
+    }
+    let rows: usize = analyses.iter().map(|a| a.summary.rows).sum();
+    assert_eq!(
+        lines,
+        4 * (secs * 1_000_000_000).div_ceil(o.rates_window_ns) as usize
+    );
+    drop((run, analyses));
+    (HIGH.load(Ordering::Relaxed) - before, rows)
+}
+
+#[test]
+fn the_analysis_heap_does_not_grow_with_the_run() {
+    // Exact heap bytes (a counting allocator), not RSS. What grew with the run before
+    // (issue 13): the burst finder's 10 ms bins and their two copies in find_bursts,
+    // rates.csv's sums per 100 ms window (18 x 8 bytes a window a device). At 40 s -> 160 s
+    // of 4 devices those added ~1.6 MB to ~2 MB; with rates.csv at 1 ms (`--window 1ms`)
+    // 18 x 8 bytes per ms a device, as much as holding the rows.
+    let _g = serial();
+    let d = tempfile::tempdir().unwrap();
+    for (what, o) in [
+        ("defaults", ReportOptions::default()),
+        (
+            "rates.csv at 1 ms",
+            ReportOptions {
+                rates_window_ns: 1_000_000,
+                ..Default::default()
+            },
+        ),
+    ] {
+        let (a, ra) = analysis_heap(d.path(), 40, &o);
+        let (b, rb) = analysis_heap(d.path(), 160, &o);
+        eprintln!(
+            "{what}: {ra} rows: peak heap {:.2} MB; {rb} rows: {:.2} MB",
+            a as f64 / 1e6,
+            b as f64 / 1e6
+        );
+        assert!(rb > 3 * ra, "{ra} -> {rb} rows");
+        assert!(
+            (b as f64) < 1.15 * a as f64,
+            "{what}: peak heap {a} -> {b} bytes for 4x the rows"
+        );
+    }
+    // The control: the same pass with its windows held in memory (the layout before) grows
+    // with the run, and this measure sees it.
+    let held = |secs: u64| {
+        let run = d.path().join(format!("heap{secs}"));
+        let files = diskpulse::format::diskstats::files(&run);
+        let dur = secs * 1_000_000_000;
+        let plan = stream::Plan {
+            duration_ns: dur,
+            ui_window_ns: 30_000_000_000,
+            bin_ns: 10_000_000,
+            rates_window_ns: Some(1_000_000),
+            charts: stream::ChartMode::Off,
+            zoom_widths: vec![],
+            restarts: vec![],
+            broker_span: None,
+            spill: None,
+        };
+        let before = heap_reset();
+        let pass = stream::pass(&files, &plan).unwrap();
+        let o = ReportOptions::default();
+        for (dev, a) in pass.devices.iter().zip(pass.accs) {
+            derive::analyse_device(&dev.name, a, None, dur, &o);
+        }
+        HIGH.load(Ordering::Relaxed) - before
+    };
+    let (a, b) = (held(40), held(160));
+    eprintln!(
+        "windows held in memory: peak heap {:.2} MB -> {:.2} MB",
+        a as f64 / 1e6,
+        b as f64 / 1e6
+    );
+    assert!(b as f64 > 2.0 * a as f64, "held windows: {a} -> {b} bytes");
 }

@@ -248,6 +248,128 @@ pub fn find_bursts(bins: &[f64], p: &BurstParams) -> Bursts {
     if let Some((a, b)) = cur {
         close(a, b, &mut list);
     }
+    let total: f64 = bins.iter().sum();
+    finish_bursts(list, total, threshold, bin_s)
+}
+
+/// The `i`th smallest of `n` values in [`f64::total_cmp`]'s order (what `sorted[i]` is
+/// after sorting them), by a radix selection over the values' 64 bits 16 at a time: four
+/// reads of `values`, 512 KiB of counts, whatever `n`.
+fn select_total_order<I: Iterator<Item = f64>>(values: impl Fn() -> I, i: usize) -> Option<f64> {
+    // total_cmp's order as unsigned keys (the same mapping it uses).
+    let key = |x: f64| {
+        let b = x.to_bits();
+        if b >> 63 == 1 {
+            !b
+        } else {
+            b | 1 << 63
+        }
+    };
+    let mut prefix = 0u64;
+    let mut rank = i;
+    let mut counts = vec![0u64; 1 << 16];
+    for digit in 0..4u32 {
+        let shift = 48 - 16 * digit;
+        counts.iter_mut().for_each(|c| *c = 0);
+        for x in values() {
+            let k = key(x);
+            // Keys whose higher digits are the prefix found so far (none for the first).
+            if k >> shift >> 16 == prefix >> shift >> 16 {
+                counts[((k >> shift) & 0xffff) as usize] += 1;
+            }
+        }
+        let mut d = None;
+        for (j, &c) in counts.iter().enumerate() {
+            if (rank as u64) < c {
+                d = Some(j as u64);
+                break;
+            }
+            rank -= c as usize;
+        }
+        prefix |= d? << shift;
+    }
+    // The key back to the value.
+    let b = if prefix >> 63 == 1 {
+        prefix & !(1 << 63)
+    } else {
+        !prefix
+    };
+    Some(f64::from_bits(b))
+}
+
+/// [`find_bursts`] over bins read as a stream, any number of times (`bins()` starts them
+/// again): memory does not grow with the number of bins (the radix selection's counts and
+/// the bursts found). The same arithmetic in the same order, so the same figures to the
+/// bit (tested against [`find_bursts`]).
+pub fn find_bursts_streamed<I: Iterator<Item = f64>>(
+    bins: impl Fn() -> I,
+    p: &BurstParams,
+) -> Bursts {
+    let bin_s = p.bin_ns as f64 / 1e9;
+    let rates = || bins().map(move |b| b / bin_s);
+    let n = rates().count();
+    let q = |q: f64| -> f64 {
+        if n == 0 {
+            return 0.0;
+        }
+        let i = ((n - 1) as f64 * q).round() as usize;
+        select_total_order(rates, i).unwrap_or(0.0)
+    };
+    let peak = q(1.0);
+    let threshold = (peak * p.peak_fraction)
+        .max(4.0 * q(0.25))
+        .max(p.floor_bytes_per_s);
+    let gap_bins = (p.merge_gap_ns / p.bin_ns) as usize;
+    let mut list: Vec<Burst> = vec![];
+    let close = |a: usize, b: usize, bytes: f64, pk: f64, list: &mut Vec<Burst>| {
+        list.push(Burst {
+            start_s: a as f64 * bin_s,
+            duration_ms: (b - a + 1) as f64 * bin_s * 1e3,
+            bytes,
+            peak_mib_s: pk / MIB,
+        });
+    };
+    // The burst being grown: first and last busy bin, the sum and maximum from its first
+    // bin on (as `bins[a..=k].iter().sum()` and the fold of `find_bursts` add them) and
+    // their values at its last busy bin.
+    let mut cur: Option<(usize, usize)> = None;
+    let (mut sum, mut pk) = (0.0, 0.0);
+    let (mut sum_b, mut pk_b) = (0.0, 0.0);
+    let mut total = std::iter::empty::<f64>().sum::<f64>();
+    for (k, b) in bins().enumerate() {
+        total += b;
+        let r = b / bin_s;
+        let busy = r > threshold && peak > 0.0;
+        match cur {
+            Some((a, last)) if k - last <= gap_bins + 1 => {
+                sum += b;
+                pk = f64::max(pk, r);
+                if busy {
+                    cur = Some((a, k));
+                    (sum_b, pk_b) = (sum, pk);
+                }
+            }
+            Some((a, last)) if busy => {
+                close(a, last, sum_b, pk_b, &mut list);
+                cur = None;
+            }
+            _ => {}
+        }
+        if busy && cur.is_none() {
+            sum = std::iter::empty::<f64>().sum::<f64>() + b;
+            pk = f64::max(0.0, r);
+            (sum_b, pk_b) = (sum, pk);
+            cur = Some((k, k));
+        }
+    }
+    if let Some((a, b)) = cur {
+        close(a, b, sum_b, pk_b, &mut list);
+    }
+    finish_bursts(list, total, threshold, bin_s)
+}
+
+/// The rest of the burst finder, from the busy runs found: clusters joined, the period.
+fn finish_bursts(mut list: Vec<Burst>, total: f64, threshold: f64, bin_s: f64) -> Bursts {
     // Clusters closer than a quarter of the typical spacing between bursts are one burst
     // (a flush that pauses briefly between files), so the period is not halved by them.
     for _ in 0..3 {
@@ -260,7 +382,6 @@ pub fn find_bursts(bins: &[f64], p: &BurstParams) -> Bursts {
         }
         list = merged;
     }
-    let total: f64 = bins.iter().sum();
     let in_bursts: f64 = list.iter().map(|b| b.bytes).sum();
     let g = start_gaps(&list);
     let (period_s, period_cv) = match median(&g) {
@@ -354,6 +475,90 @@ pub fn has_field(d: &DiskRows, field: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bins of every kind the finder meets: quiet, steady, periodic bursts with pauses
+    /// inside, bursts longer than the merge gap, ties, -0.0, tiny and huge values.
+    fn bins_like(seed: u64, n: usize) -> Vec<f64> {
+        let mut x = seed | 1;
+        let mut rnd = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let kind = rnd(5);
+        (0..n)
+            .map(|k| match kind {
+                0 => 0.0,
+                1 => [0.0, -0.0, 1e-300, 5e5][rnd(4) as usize],
+                2 => {
+                    let p = k % (400 + rnd(3) as usize);
+                    if p < 6 || (p > 8 && p < 10) {
+                        8e6 + rnd(1000) as f64
+                    } else {
+                        (rnd(100) * 40) as f64
+                    }
+                }
+                3 => {
+                    if (k / 50) % 7 == 0 {
+                        1e7 * (1.0 + rnd(9) as f64 / 7.0)
+                    } else {
+                        rnd(3) as f64 * 4096.0
+                    }
+                }
+                _ => rnd(1 << 40) as f64 / 3.0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_streamed_burst_finder_is_the_in_memory_one_to_the_bit() {
+        let p = BurstParams::default();
+        let (mut found, mut regular) = (0, 0);
+        for seed in 0..60u64 {
+            for n in [0usize, 1, 2, 3, 17, 1000, 25_000] {
+                let bins = bins_like(seed * 7919 + n as u64, n);
+                let a = find_bursts(&bins, &p);
+                let b = find_bursts_streamed(|| bins.iter().copied(), &p);
+                let j = |b: &Bursts| serde_json::to_string(b).unwrap();
+                assert_eq!(j(&a), j(&b), "seed {seed}, {n} bins");
+                assert_eq!(a.threshold_mib_s.to_bits(), b.threshold_mib_s.to_bits());
+                for (x, y) in a.list.iter().zip(&b.list) {
+                    assert_eq!(x.bytes.to_bits(), y.bytes.to_bits());
+                    assert_eq!(x.peak_mib_s.to_bits(), y.peak_mib_s.to_bits());
+                }
+                found += a.count;
+                regular += usize::from(a.regular);
+            }
+        }
+        // The cases hold bursts, periodic ones among them.
+        assert!(
+            found > 100 && regular > 5,
+            "{found} bursts, {regular} regular"
+        );
+    }
+
+    #[test]
+    fn radix_selection_is_the_sorted_order() {
+        let v = [
+            3.0,
+            -0.0,
+            0.0,
+            -1.5,
+            f64::INFINITY,
+            1e-310,
+            -1e300,
+            3.0,
+            2.5,
+        ];
+        let mut s = v.to_vec();
+        s.sort_by(|a, b| a.total_cmp(b));
+        for (i, want) in s.iter().enumerate() {
+            let got = select_total_order(|| v.iter().copied(), i).unwrap();
+            assert_eq!(got.to_bits(), want.to_bits(), "rank {i}");
+        }
+        assert!(select_total_order(|| v.iter().copied(), v.len()).is_none());
+    }
 
     fn iv(t0: u64, t1: u64, v: f64) -> Interval {
         Interval {

@@ -226,8 +226,7 @@ pub struct DeviceAnalysis {
     /// [`analyse_device_in_memory`].
     pub charts: Option<stream::DeviceCharts>,
     /// rates.csv's window sums and in-flight maxima, and which fields the rows hold.
-    #[allow(clippy::type_complexity)]
-    pub rates: Option<((Vec<stream::Sums>, Vec<u64>), [bool; MAX_FIELDS])>,
+    pub rates: Option<(stream::Rates, [bool; MAX_FIELDS])>,
 }
 
 /// [`analyse_device`] from every row in memory: the reference the streamed figures are
@@ -290,7 +289,7 @@ fn direction_of(a: &stream::DirAcc, dur: u64, o: &ReportOptions) -> (Direction, 
         p1s: p(&a.peaks[3]),
     };
     let ui = analysis::ui_from_sums(&a.ui.v, o.ui_window_ns, dur, a.bytes);
-    let bursts = analysis::find_bursts(&a.bins.v, &o.burst);
+    let bursts = analysis::find_bursts_streamed(|| a.bins.iter(), &o.burst);
     let bytes = a.bytes;
     let ui_mib = ui.max_bytes_per_s / MIB;
     let n_ios = a.ios;

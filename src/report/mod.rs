@@ -13,6 +13,7 @@ pub mod nodes;
 pub mod procio;
 pub mod rates;
 pub mod run;
+pub mod spill;
 pub mod stream;
 pub mod table;
 pub mod trace;
@@ -196,6 +197,8 @@ fn plan(run: &Run, dur: u64, o: &ReportOptions, charts: bool) -> stream::Plan {
         zoom_widths: vec![],
         restarts: derive::restart_windows(run, dur),
         broker_span: procio::sampled_span(run),
+        // The windows that grow with the run: an unnamed scratch file in the run directory.
+        spill: Some(run.dir.clone()),
     }
 }
 
@@ -242,8 +245,8 @@ fn write_outputs(
         &dir.join(crate::format::rates::FILE),
         // One row at a time: an hour of 100 ms windows is 36 k rows a device.
         analyses.iter().flat_map(|a| {
-            a.rates.iter().flat_map(|((sums, inflight), has)| {
-                rates::device_rows(run, &a.summary.name, sums, inflight, has, o.rates_window_ns)
+            a.rates.iter().flat_map(|(windows, has)| {
+                rates::device_rows(run, &a.summary.name, windows, has, o.rates_window_ns)
             })
         }),
     )?;

@@ -11,88 +11,86 @@ use super::stream;
 use crate::format::rates::{Iostat, IostatDir, RatesRow};
 use collectors::diskstats::MAX_FIELDS;
 
-/// The rows of one device from the window sums the pass over the rows kept
-/// ([`super::stream`]: per field, sectors as bytes; in-flight maxima per window; which
-/// fields the rows hold), `window_ns` wide over the run.
+/// The rows of one device from the windows the pass over the rows kept
+/// ([`super::stream::Rates`]: per window each field's sum, sectors as bytes, and the
+/// in-flight maximum; which fields the rows hold), `window_ns` wide over the run. The
+/// windows are read back one at a time.
 pub fn device_rows<'a>(
     run: &Run,
     name: &'a str,
-    sums: &'a [stream::Sums],
-    inflight: &'a [u64],
+    windows: &'a stream::Rates,
     has: &'a [bool; MAX_FIELDS],
     window_ns: u64,
 ) -> impl Iterator<Item = RatesRow> + 'a {
     let n = run.duration_ns.div_ceil(window_ns) as usize;
     let w_s = window_ns as f64 / 1e9;
     let zero_unix_ns = run.meta.clock_zero_unix_ns;
-    let get = |f: usize| sums[f].v.as_slice();
-    let rb = get(ds::F_SECTORS_READ);
-    let wb = get(ds::F_SECTORS_WRITTEN);
-    let ri = get(ds::F_READS);
-    let wi = get(ds::F_WRITES);
-    let rms = get(ds::F_READ_MS);
-    let wms = get(ds::F_WRITE_MS);
-    let io = get(ds::F_IO_MS);
-    let fl = has[ds::F_FLUSHES].then(|| get(ds::F_FLUSHES));
-    let fl_ms = has[ds::F_FLUSH_MS].then(|| get(ds::F_FLUSH_MS));
-    let weighted = get(ds::F_WEIGHTED_MS);
-    let dir_sums = |f: [usize; 4]| -> Option<[&'a [f64]; 4]> {
-        has[f[0]].then(|| f.map(|x| sums[x].v.as_slice()))
-    };
-    let r_x = dir_sums([
-        ds::F_READS,
-        ds::F_READS_MERGED,
-        ds::F_SECTORS_READ,
-        ds::F_READ_MS,
-    ]);
-    let w_x = dir_sums([
-        ds::F_WRITES,
-        ds::F_WRITES_MERGED,
-        ds::F_SECTORS_WRITTEN,
-        ds::F_WRITE_MS,
-    ]);
-    let d_x = dir_sums([
-        ds::F_DISCARDS,
-        ds::F_DISCARDS_MERGED,
-        ds::F_SECTORS_DISCARDED,
-        ds::F_DISCARD_MS,
-    ]);
     let await_ms = |ms: f64, ios: f64| (ios > 0.0).then(|| ms / ios);
-    (0..n).map(move |k| {
-        let t_ns = k as u64 * window_ns;
-        RatesRow {
-            t_ns,
-            unix_ms: (zero_unix_ns + t_ns) / 1_000_000,
-            window_ns,
-            device: name.to_string(),
-            read_mib_s: rb[k] / MIB / w_s,
-            write_mib_s: wb[k] / MIB / w_s,
-            read_iops: ri[k] / w_s,
-            write_iops: wi[k] / w_s,
-            flushes_per_s: fl.map(|f| f[k] / w_s),
-            util_pct: 100.0 * io[k] / (w_s * 1e3),
-            r_await_ms: await_ms(rms[k], ri[k]),
-            w_await_ms: await_ms(wms[k], wi[k]),
-            in_flight_max: inflight[k],
-            iostat: Some(Iostat {
-                r: r_x
-                    .as_ref()
-                    .map(|x| iostat_dir(x, k, w_s))
+    let iostat_of = move |s: &[f64; MAX_FIELDS], f: [usize; 4]| -> Option<IostatDir> {
+        has[f[0]].then(|| iostat_dir(&f.map(|x| [s[x]]), 0, w_s))
+    };
+    windows
+        .windows()
+        .take(n)
+        .enumerate()
+        .map(move |(k, (s, in_flight))| {
+            let t_ns = k as u64 * window_ns;
+            let fl = has[ds::F_FLUSHES].then_some(s[ds::F_FLUSHES]);
+            let fl_ms = has[ds::F_FLUSH_MS].then_some(s[ds::F_FLUSH_MS]);
+            let io = s[ds::F_IO_MS];
+            RatesRow {
+                t_ns,
+                unix_ms: (zero_unix_ns + t_ns) / 1_000_000,
+                window_ns,
+                device: name.to_string(),
+                read_mib_s: s[ds::F_SECTORS_READ] / MIB / w_s,
+                write_mib_s: s[ds::F_SECTORS_WRITTEN] / MIB / w_s,
+                read_iops: s[ds::F_READS] / w_s,
+                write_iops: s[ds::F_WRITES] / w_s,
+                flushes_per_s: fl.map(|f| f / w_s),
+                util_pct: 100.0 * io / (w_s * 1e3),
+                r_await_ms: await_ms(s[ds::F_READ_MS], s[ds::F_READS]),
+                w_await_ms: await_ms(s[ds::F_WRITE_MS], s[ds::F_WRITES]),
+                in_flight_max: in_flight,
+                iostat: Some(Iostat {
+                    r: iostat_of(
+                        &s,
+                        [
+                            ds::F_READS,
+                            ds::F_READS_MERGED,
+                            ds::F_SECTORS_READ,
+                            ds::F_READ_MS,
+                        ],
+                    )
                     .unwrap_or_default(),
-                w: w_x
-                    .as_ref()
-                    .map(|x| iostat_dir(x, k, w_s))
+                    w: iostat_of(
+                        &s,
+                        [
+                            ds::F_WRITES,
+                            ds::F_WRITES_MERGED,
+                            ds::F_SECTORS_WRITTEN,
+                            ds::F_WRITE_MS,
+                        ],
+                    )
                     .unwrap_or_default(),
-                d: d_x.as_ref().map(|x| iostat_dir(x, k, w_s)),
-                f: fl.map(|f| {
-                    let ms = fl_ms.map_or(0.0, |m| m[k]);
-                    (f[k] / w_s, if f[k] > 0.0 { ms / f[k] } else { 0.0 })
+                    d: iostat_of(
+                        &s,
+                        [
+                            ds::F_DISCARDS,
+                            ds::F_DISCARDS_MERGED,
+                            ds::F_SECTORS_DISCARDED,
+                            ds::F_DISCARD_MS,
+                        ],
+                    ),
+                    f: fl.map(|f| {
+                        let ms = fl_ms.unwrap_or(0.0);
+                        (f / w_s, if f > 0.0 { ms / f } else { 0.0 })
+                    }),
+                    aqu_sz: s[ds::F_WEIGHTED_MS] / (w_s * 1e3),
+                    util_pct: 100.0 * io / (w_s * 1e3),
                 }),
-                aqu_sz: weighted[k] / (w_s * 1e3),
-                util_pct: 100.0 * io[k] / (w_s * 1e3),
-            }),
-        }
-    })
+            }
+        })
 }
 
 /// rates.csv's rows from every row in memory: the reference the streamed rows are tested

@@ -18,11 +18,13 @@
 //! rows give), the restart windows (events.jsonl), the span the broker's own I/O was
 //! sampled (proc_io.csv).
 
-use std::path::PathBuf;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 
 use charts::{Folding, Series, Style};
 use collectors::diskstats::{self as ds, counter_delta, MAX_FIELDS};
 
+use super::spill::Words;
 use crate::format::diskstats::{self, Device, Row};
 
 /// Sector fields -> bytes.
@@ -169,6 +171,172 @@ impl TailSums {
     }
 }
 
+/// Window sums of `n` windows handed on as they settle (issue 13: memory flat in the
+/// run's length): a device's intervals follow each other, so once a row at `t` is in, no
+/// later interval touches a window ending at or before `t`; those windows go to `out` (a
+/// scratch file, [`Words`]) and only the windows an interval still spans stay here. Each
+/// window's sum is made of the same additions, in the same order, as [`Sums`]'.
+#[derive(Debug, Default)]
+pub struct Settled {
+    pub width: u64,
+    pub n: usize,
+    /// The first window not handed on yet.
+    base: usize,
+    pending: VecDeque<f64>,
+    out: Words,
+}
+
+impl Settled {
+    fn new(width: u64, n: usize, spill: Option<&Path>) -> anyhow::Result<Settled> {
+        Ok(Settled {
+            width,
+            n,
+            base: 0,
+            pending: VecDeque::new(),
+            out: if n == 0 {
+                Words::default()
+            } else {
+                Words::new(spill)?
+            },
+        })
+    }
+    #[inline]
+    fn add(&mut self, t0: u64, t1: u64, v: f64) {
+        let (width, n, base) = (self.width, self.n, self.base);
+        let pending = &mut self.pending;
+        spread(t0, t1, v, width, n, |k, x| {
+            // Rows come in time order ([`diskstats::for_each_row_in`]): k >= base.
+            let Some(i) = k.checked_sub(base) else {
+                debug_assert!(false, "window {k} settled before {base}");
+                return;
+            };
+            if i >= pending.len() {
+                pending.resize(i + 1, 0.0);
+            }
+            pending[i] += x;
+        });
+    }
+    /// Hands on the windows that end at or before `t` (the latest row's time).
+    #[inline]
+    fn settle(&mut self, t: u64) {
+        let upto = ((t / self.width) as usize).min(self.n);
+        while self.base < upto {
+            let x = self.pending.pop_front().unwrap_or(0.0);
+            self.out.push_f64(x);
+            self.base += 1;
+        }
+    }
+    /// Hands on every window (the rows have ended).
+    fn finish(&mut self) -> anyhow::Result<()> {
+        while self.base < self.n {
+            let x = self.pending.pop_front().unwrap_or(0.0);
+            self.out.push_f64(x);
+            self.base += 1;
+        }
+        self.pending = VecDeque::new();
+        self.out.finish()
+    }
+    /// The `n` window sums, in order (after the pass).
+    pub fn iter(&self) -> impl Iterator<Item = f64> + '_ {
+        self.out.iter_f64()
+    }
+}
+
+/// rates.csv's windows of one device, handed on as they settle like [`Settled`]'s: per
+/// window the sum of each field's changes (sectors as bytes; the in-flight slot unused)
+/// and the in-flight maximum of the rows inside it (rows past the run's end count in the
+/// last window, which settles only at the end).
+#[derive(Debug, Default)]
+pub struct Rates {
+    pub width: u64,
+    pub n: usize,
+    base: usize,
+    pending: VecDeque<([f64; MAX_FIELDS], u64)>,
+    /// MAX_FIELDS sums (f64 bits), then the in-flight maximum, per window.
+    out: Words,
+}
+
+impl Rates {
+    fn new(width: u64, n: usize, spill: Option<&Path>) -> anyhow::Result<Rates> {
+        Ok(Rates {
+            width,
+            n,
+            base: 0,
+            pending: VecDeque::new(),
+            out: Words::new(spill)?,
+        })
+    }
+    #[inline]
+    fn slot(
+        pending: &mut VecDeque<([f64; MAX_FIELDS], u64)>,
+        i: usize,
+    ) -> &mut ([f64; MAX_FIELDS], u64) {
+        if i >= pending.len() {
+            pending.resize(i + 1, ([0.0; MAX_FIELDS], 0));
+        }
+        &mut pending[i]
+    }
+    #[inline]
+    fn in_flight(&mut self, t: u64, v: u64) {
+        if self.n == 0 {
+            return;
+        }
+        let k = ((t / self.width) as usize).min(self.n - 1);
+        let Some(i) = k.checked_sub(self.base) else {
+            debug_assert!(false, "window {k} settled before {}", self.base);
+            return;
+        };
+        let s = Self::slot(&mut self.pending, i);
+        s.1 = s.1.max(v);
+    }
+    #[inline]
+    fn add(&mut self, field: usize, t0: u64, t1: u64, v: f64) {
+        let (width, n, base) = (self.width, self.n, self.base);
+        let pending = &mut self.pending;
+        spread(t0, t1, v, width, n, |k, x| {
+            let Some(i) = k.checked_sub(base) else {
+                debug_assert!(false, "window {k} settled before {base}");
+                return;
+            };
+            Self::slot(pending, i).0[field] += x;
+        });
+    }
+    fn hand_on(&mut self) {
+        let (s, m) = self.pending.pop_front().unwrap_or(([0.0; MAX_FIELDS], 0));
+        for x in s {
+            self.out.push_f64(x);
+        }
+        self.out.push(m);
+        self.base += 1;
+    }
+    /// Hands on the windows that end at or before `t`, never the last one.
+    #[inline]
+    fn settle(&mut self, t: u64) {
+        let upto = ((t / self.width) as usize).min(self.n.saturating_sub(1));
+        while self.base < upto {
+            self.hand_on();
+        }
+    }
+    fn finish(&mut self) -> anyhow::Result<()> {
+        while self.base < self.n {
+            self.hand_on();
+        }
+        self.pending = VecDeque::new();
+        self.out.finish()
+    }
+    /// The `n` windows in order (after the pass): the sums per field, the in-flight maximum.
+    pub fn windows(&self) -> impl Iterator<Item = ([f64; MAX_FIELDS], u64)> + '_ {
+        let mut it = self.out.iter();
+        std::iter::from_fn(move || {
+            let mut s = [0.0; MAX_FIELDS];
+            for x in s.iter_mut() {
+                *x = f64::from_bits(it.next()?);
+            }
+            Some((s, it.next()?))
+        })
+    }
+}
+
 /// What the charts take of a device's rows.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ChartMode {
@@ -267,6 +435,9 @@ pub struct Plan {
     pub restarts: Vec<RestartWindow>,
     /// The span proc_io.csv sampled the broker over: the device bytes inside it.
     pub broker_span: Option<(u64, u64)>,
+    /// Where the windows that grow with the run (the burst bins, rates.csv's sums) are
+    /// written as they settle ([`Words`]: an unnamed scratch file); None: in memory.
+    pub spill: Option<PathBuf>,
 }
 
 impl Plan {
@@ -282,29 +453,30 @@ impl Plan {
             zoom_widths: vec![],
             restarts: vec![],
             broker_span: None,
+            spill: None,
         }
     }
 }
 
 /// One direction (write or read) of a device.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct DirAcc {
     /// Bytes at 1 ms, 10 ms, 100 ms, 1 s.
     pub peaks: [MaxSum; 4],
     pub ios_10ms: MaxSum,
     pub ui: Sums,
-    /// Bytes, the UI window when the run is shorter than one.
-    pub bins: Sums,
+    /// The burst finder's bins: bytes per `bin_ns`, handed on as they settle.
+    pub bins: Settled,
     pub bytes: f64,
     pub ios: f64,
     pub busy_ms: f64,
 }
 
 impl DirAcc {
-    fn new(p: &Plan) -> DirAcc {
+    fn new(p: &Plan) -> anyhow::Result<DirAcc> {
         let d = p.duration_ns;
         let m = |w: u64| MaxSum::new(w, (d / w) as usize);
-        DirAcc {
+        Ok(DirAcc {
             peaks: [
                 m(1_000_000),
                 m(10_000_000),
@@ -313,11 +485,11 @@ impl DirAcc {
             ],
             ios_10ms: m(10_000_000),
             ui: Sums::new(p.ui_window_ns, (d / p.ui_window_ns) as usize),
-            bins: Sums::new(p.bin_ns, (d / p.bin_ns) as usize),
+            bins: Settled::new(p.bin_ns, (d / p.bin_ns) as usize, p.spill.as_deref())?,
             bytes: sum_zero(),
             ios: sum_zero(),
             busy_ms: sum_zero(),
-        }
+        })
     }
 }
 
@@ -357,7 +529,7 @@ impl DeviceCharts {
 }
 
 /// Everything the report keeps of one device's rows.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct DevAcc {
     prev: Option<(u64, Row)>,
     pub rows: usize,
@@ -371,8 +543,8 @@ pub struct DevAcc {
     pub flushes: f64,
     pub flush_peak_100ms: MaxSum,
     pub io_ms: f64,
-    /// rates.csv: per field its window sums (sectors as bytes), in-flight maxima.
-    pub rates: Option<(Vec<Sums>, Vec<u64>)>,
+    /// rates.csv: per window each field's sum (sectors as bytes) and the in-flight maximum.
+    pub rates: Option<Rates>,
     /// The zoomable timeline: (width, write bytes, read bytes) per width.
     pub zoom: Vec<(u64, Sums, Sums)>,
     /// Per restart of the plan: its 100 ms and 10 ms read-byte windows (None: not one of
@@ -397,27 +569,21 @@ fn scale(field: usize) -> f64 {
 }
 
 impl DevAcc {
-    fn new(p: &Plan, dev: &Device, count_only: bool) -> DevAcc {
+    fn new(p: &Plan, dev: &Device, count_only: bool) -> anyhow::Result<DevAcc> {
         let d = p.duration_ns;
-        let rates = p.rates_window_ns.map(|w| {
-            let n = d.div_ceil(w) as usize;
-            (
-                // in_flight is a gauge: its maxima, not sums.
-                (0..MAX_FIELDS)
-                    .map(|i| Sums::new(w, if i == ds::F_IN_FLIGHT { 0 } else { n }))
-                    .collect(),
-                vec![0u64; n],
-            )
-        });
-        DevAcc {
+        let rates = p
+            .rates_window_ns
+            .map(|w| Rates::new(w, d.div_ceil(w) as usize, p.spill.as_deref()))
+            .transpose()?;
+        Ok(DevAcc {
             prev: None,
             rows: 0,
             first_t_ns: None,
             last_t_ns: None,
             max_in_flight: 0,
             has: [false; MAX_FIELDS],
-            write: DirAcc::new(p),
-            read: DirAcc::new(p),
+            write: DirAcc::new(p)?,
+            read: DirAcc::new(p)?,
             flushes: sum_zero(),
             flush_peak_100ms: MaxSum::new(100_000_000, (d / 100_000_000) as usize),
             io_ms: sum_zero(),
@@ -448,7 +614,17 @@ impl DevAcc {
             broker_bytes: (sum_zero(), sum_zero()),
             charts: DeviceCharts::new(p.charts),
             count_only,
+        })
+    }
+
+    /// Hands on every window still held (the rows have ended).
+    fn finish(&mut self) -> anyhow::Result<()> {
+        self.write.bins.finish()?;
+        self.read.bins.finish()?;
+        if let Some(r) = &mut self.rates {
+            r.finish()?;
         }
+        Ok(())
     }
 
     fn row(&mut self, p: &Plan, t: u64, r: &Row) {
@@ -482,18 +658,24 @@ impl DevAcc {
             t as f64 / 1e9,
             inflight.map(|x| x as f64).unwrap_or(f64::NAN),
         );
-        if let (Some((_, infl)), Some(v), Some(w)) = (&mut self.rates, inflight, p.rates_window_ns)
-        {
-            let n = infl.len();
-            if n > 0 {
-                let k = ((t / w) as usize).min(n - 1);
-                infl[k] = infl[k].max(v);
-            }
+        if let (Some(rates), Some(v)) = (&mut self.rates, inflight) {
+            rates.in_flight(t, v);
         }
         let Some((t0, prev)) = self.prev.replace((t, *r)) else {
             return;
         };
-        let t1 = t;
+        self.interval(p, t0, t, &prev, r);
+        // No later interval starts before `t`.
+        self.write.bins.settle(t);
+        self.read.bins.settle(t);
+        if let Some(rates) = &mut self.rates {
+            rates.settle(t);
+        }
+    }
+
+    /// The interval from the row `prev` at `t0` to the row `r` at `t1`.
+    #[inline]
+    fn interval(&mut self, p: &Plan, t0: u64, t1: u64, prev: &Row, r: &Row) {
         // Each field's change over the interval, scaled (sectors as bytes).
         let mut v = [None; MAX_FIELDS];
         for (i, x) in v.iter_mut().enumerate() {
@@ -534,10 +716,10 @@ impl DevAcc {
         if let Some(x) = v[ds::F_IO_MS] {
             self.io_ms += x;
         }
-        if let Some((rates, _)) = &mut self.rates {
-            for (i, s) in rates.iter_mut().enumerate() {
-                if let Some(x) = v[i] {
-                    s.add(t0, t1, x);
+        if let Some(rates) = &mut self.rates {
+            for (i, x) in v.iter().enumerate() {
+                if let Some(x) = *x {
+                    rates.add(i, t0, t1, x);
                 }
             }
         }
@@ -609,12 +791,27 @@ pub fn count(files: &[PathBuf]) -> anyhow::Result<Pass> {
 
 fn pass_with(files: &[PathBuf], plan: &Plan, count_only: bool) -> anyhow::Result<Pass> {
     let mut accs: Vec<DevAcc> = vec![];
+    let mut err = None;
     let (devices, warnings) = diskstats::for_each_row_in(files, |k, dev, t, row| {
         if k == accs.len() {
-            accs.push(DevAcc::new(plan, dev, count_only));
+            match DevAcc::new(plan, dev, count_only) {
+                Ok(a) => accs.push(a),
+                Err(e) => {
+                    err.get_or_insert(e);
+                    return;
+                }
+            }
         }
-        accs[k].row(plan, t, row);
+        if let Some(a) = accs.get_mut(k) {
+            a.row(plan, t, row);
+        }
     })?;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    for a in accs.iter_mut() {
+        a.finish()?;
+    }
     Ok(Pass {
         devices,
         accs,
