@@ -258,7 +258,8 @@ impl Tracer {
             let com = format_of(&tracefs, "block/block_rq_complete")?;
             decoder.add(
                 ins.id,
-                Kind::Insert(ins.field("dev")?, ins.field("sector")?));
+                Kind::Insert(ins.field("dev")?, ins.field("sector")?),
+            );
             decoder.add(
                 iss.id,
                 Kind::Issue(
@@ -267,10 +268,12 @@ impl Tracer {
                     iss.field("bytes")?,
                     iss.field("rwbs")?,
                     iss.field("comm")?,
-                ));
+                ),
+            );
             decoder.add(
                 com.id,
-                Kind::Complete(com.field("dev")?, com.field("sector")?, com.field("error")?));
+                Kind::Complete(com.field("dev")?, com.field("sector")?, com.field("error")?),
+            );
             for e in ["block_rq_insert", "block_rq_issue", "block_rq_complete"] {
                 events.push(format!("block/{e}"));
             }
@@ -285,10 +288,12 @@ impl Tracer {
                     fork.field("parent_pid")?,
                     fork.field("child_pid")?,
                     fork.field("child_comm")?,
-                ));
+                ),
+            );
             decoder.add(
                 exec.id,
-                Kind::Exec(exec.field("pid")?, exec.field("filename")?));
+                Kind::Exec(exec.field("pid")?, exec.field("filename")?),
+            );
             events.push("sched/sched_process_fork".into());
             events.push("sched/sched_process_exec".into());
         }

@@ -395,11 +395,11 @@ impl Pairer {
                     self.stats.unpaired += self.issued.len() as u64;
                     self.issued.clear();
                 }
-                self.issued.push((dev, sector), (ts, ins, bytes, rwbs, comm));
+                self.issued
+                    .push((dev, sector), (ts, ins, bytes, rwbs, comm));
             }
             Ev::Complete { dev, sector, error } => {
-                let Some((t_issue, ins, bytes, rwbs, comm)) = self.issued.pop((dev, sector))
-                else {
+                let Some((t_issue, ins, bytes, rwbs, comm)) = self.issued.pop((dev, sector)) else {
                     self.stats.unpaired += 1;
                     return;
                 };
