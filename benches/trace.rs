@@ -24,7 +24,7 @@
 //!
 //! Run (root, fio): `cargo bench --bench trace` (release build), or without a release
 //! build `cargo bench --profile dev --bench trace`. `DISKPULSE_BENCH_SECS` sets each fio
-//! run's length (default 8), `DISKPULSE_BENCH_PAIRS` the number of pairs (default 3),
+//! run's length (default 8), `DISKPULSE_BENCH_PAIRS` the number of rounds (default 5),
 //! `DISKPULSE_BENCH_TRACE_ARGS` more flags for the traced runs (e.g. `--trace-only block`).
 
 use std::path::{Path, PathBuf};
@@ -63,10 +63,12 @@ impl Drop for Loop {
 struct Fio {
     iops: f64,
     clat_p50_ns: f64,
+    clat_p90_ns: f64,
     clat_p99_ns: f64,
     clat_mean_ns: f64,
     /// Submission (before io_submit) to reaping: what the application waits.
     lat_p50_ns: f64,
+    lat_p90_ns: f64,
     lat_p99_ns: f64,
 }
 
@@ -96,10 +98,46 @@ fn fio(dev: &str, secs: u64, iodepth: u32) -> Fio {
     Fio {
         iops: w["iops"].as_f64().unwrap_or(f64::NAN),
         clat_p50_ns: p("50.000000"),
+        clat_p90_ns: p("90.000000"),
         clat_p99_ns: p("99.000000"),
         clat_mean_ns: w["clat_ns"]["mean"].as_f64().unwrap_or(f64::NAN),
         lat_p50_ns: l("50.000000"),
+        lat_p90_ns: l("90.000000"),
         lat_p99_ns: l("99.000000"),
+    }
+}
+
+/// A median and the range around it.
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn show(&self, decimals: usize) -> String {
+        format!(
+            "{:.d$} ({:.d$}-{:.d$})",
+            self.median,
+            self.min,
+            self.max,
+            d = decimals
+        )
+    }
+}
+
+fn spread(v: &[f64]) -> Spread {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let median = match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    };
+    Spread {
+        median,
+        min: s.first().copied().unwrap_or(f64::NAN),
+        max: s.last().copied().unwrap_or(f64::NAN),
     }
 }
 
@@ -114,10 +152,13 @@ fn percentile(v: &mut [u64], p: f64) -> f64 {
 struct Traced {
     fio: Fio,
     p50_ns: f64,
+    p90_ns: f64,
     p99_ns: f64,
     mean_ns: f64,
     requests: usize,
     events_per_s: f64,
+    /// Events read during the whole recording (fio's run and the seconds around it).
+    events: f64,
     lost: u64,
     /// CPU time of the recorder's threads while fio ran, ms: the trace reader and the
     /// writer compressing block_requests.csv.gz.
@@ -217,6 +258,7 @@ fn traced_fio(
     Traced {
         fio: f,
         p50_ns: percentile(&mut lat, 0.5),
+        p90_ns: percentile(&mut lat, 0.9),
         p99_ns: percentile(&mut lat, 0.99),
         mean_ns,
         requests,
@@ -224,6 +266,7 @@ fn traced_fio(
         writer_cpu_ms: used("write-block_req"),
         all_cpu_ms: used(""),
         events_per_s: stats["events"].as_f64().unwrap_or(f64::NAN) / dur_s,
+        events: stats["events"].as_f64().unwrap_or(f64::NAN),
         lost: stats["lost_events"].as_u64().unwrap_or(u64::MAX),
     }
 }
@@ -245,7 +288,7 @@ fn main() {
             .unwrap_or(d)
     };
     let secs = env("DISKPULSE_BENCH_SECS", 8);
-    let pairs = env("DISKPULSE_BENCH_PAIRS", 3) as usize;
+    let pairs = env("DISKPULSE_BENCH_PAIRS", 5) as usize;
     // Two loop devices over the same kind of file: the loop's default (its writes land in
     // the backing file's page cache: no device behind it, the CPU is the limit and every
     // ns the tracepoints take is an IOPS lost) and `--direct-io=on` (the loop's writes go
@@ -289,9 +332,8 @@ fn bench_one(backing: &str, dio: &str, secs: u64, pairs: usize) {
     println!(
         "1. cost: fio randwrite 4k direct libaio iodepth 32 on {name}, {secs} s a run, {pairs} pairs (the order alternates)"
     );
-    println!("pair  order   iops_off  iops_rec  iops_on  rec/off  on/rec  on/off  requests  events_per_s  lost  trace_cpu_ms  writer_cpu_ms  recorder_cpu_ms  trace_us_per_req");
-    let mut ratios = vec![];
-    let mut trace_ratios = vec![];
+    println!("round  order   iops_off  iops_rec  iops_on  rec/off  on/rec  on/off  requests  events  events_per_s  lost  trace_cpu_ms  writer_cpu_ms  recorder_cpu_ms  trace_ns_per_ev  writer_ns_per_ev  recorder_ns_per_ev");
+    let mut cols: [Vec<f64>; 9] = Default::default();
     let mut deep = vec![];
     for i in 0..pairs {
         let (off, rec, on) = if i % 2 == 0 {
@@ -307,36 +349,65 @@ fn bench_one(backing: &str, dio: &str, secs: u64, pairs: usize) {
             let rec = traced_fio(&lo, &name, (secs, 32, false), runs.path(), 100 + i);
             (fio(&lo.dev, secs, 32), rec, on)
         };
-        let ratio = on.fio.iops / off.iops;
-        ratios.push(ratio);
-        trace_ratios.push(on.fio.iops / rec.fio.iops);
+        // CPU per event: the recorder's CPU while fio ran over the events it read (the
+        // recording starts before fio and ends after it, with next to no I/O outside).
+        let per_ev = |ms: f64| ms * 1e6 / on.events.max(1.0);
+        let row = [
+            off.iops,
+            rec.fio.iops,
+            on.fio.iops,
+            on.fio.iops / off.iops,
+            on.fio.iops / rec.fio.iops,
+            per_ev(on.trace_cpu_ms),
+            per_ev(on.writer_cpu_ms),
+            per_ev(on.all_cpu_ms),
+            on.events_per_s,
+        ];
+        for (c, v) in cols.iter_mut().zip(row) {
+            c.push(v);
+        }
         println!(
-            "{i:>4}  {:<6}  {:>8.0}  {:>8.0}  {:>7.0}  {:>7.3}  {:>6.3}  {:>6.3}  {:>8}  {:>12.0}  {:>4}  {:>12.0}  {:>13.0}  {:>15.0}  {:>16.2}",
+            "{i:>5}  {:<6}  {:>8.0}  {:>8.0}  {:>7.0}  {:>7.3}  {:>6.3}  {:>6.3}  {:>8}  {:>6.0}  {:>12.0}  {:>4}  {:>12.0}  {:>13.0}  {:>15.0}  {:>15.0}  {:>16.0}  {:>18.0}",
             if i % 2 == 0 { "off-on" } else { "on-off" },
             off.iops,
             rec.fio.iops,
             on.fio.iops,
             rec.fio.iops / off.iops,
             on.fio.iops / rec.fio.iops,
-            ratio,
+            on.fio.iops / off.iops,
             on.requests,
+            on.events,
             on.events_per_s,
             on.lost,
             on.trace_cpu_ms,
             on.writer_cpu_ms,
             on.all_cpu_ms,
-            (on.trace_cpu_ms + on.writer_cpu_ms) * 1e3 / on.requests.max(1) as f64,
+            per_ev(on.trace_cpu_ms),
+            per_ev(on.writer_cpu_ms),
+            per_ev(on.all_cpu_ms),
         );
         deep.push(on);
     }
-    ratios.sort_by(f64::total_cmp);
-    trace_ratios.sort_by(f64::total_cmp);
+    let m = |i: usize| spread(&cols[i]);
     println!(
-        "median on/off IOPS ratio {:.3} (record --trace costs {:.1}%); on/rec {:.3} (the trace alone, over a record without it, costs {:.1}%)",
-        ratios[ratios.len() / 2],
-        (1.0 - ratios[ratios.len() / 2]) * 100.0,
-        trace_ratios[trace_ratios.len() / 2],
-        (1.0 - trace_ratios[trace_ratios.len() / 2]) * 100.0
+        "IOPS, median (min-max) of {pairs}: off {}, rec {}, on {}",
+        m(0).show(0),
+        m(1).show(0),
+        m(2).show(0)
+    );
+    println!(
+        "on/off {} (record --trace costs {:.1}% at the median); on/rec {} (the trace alone, over a record without it, costs {:.1}%)",
+        m(3).show(3),
+        (1.0 - m(3).median) * 100.0,
+        m(4).show(3),
+        (1.0 - m(4).median) * 100.0
+    );
+    println!(
+        "CPU per event read, ns: trace thread {}, block_requests writer {}, whole recorder {}; {} events/s",
+        m(5).show(0),
+        m(6).show(0),
+        m(7).show(0),
+        m(8).show(0)
     );
     // fio's clat runs from io_submit's return to fio reaping the completion; the trace
     // sees issue to completion in the kernel. At iodepth 32 the difference is the time a
@@ -344,12 +415,14 @@ fn bench_one(backing: &str, dio: &str, secs: u64, pairs: usize) {
     // flight each way (fio: iops x clat mean; the device: iops x traced mean).
     println!();
     println!("2. latency at iodepth 32 (the traced runs above), us; in flight = iops x mean");
-    println!("pair  fio_clat_p50  trace_p50  fio_clat_p99  trace_p99  fio_clat_mean  trace_mean  in_flight_fio  in_flight_device");
+    println!("round  fio_clat_p50  trace_p50  fio_clat_p90  trace_p90  fio_clat_p99  trace_p99  fio_clat_mean  trace_mean  in_flight_fio  in_flight_device");
     for (i, on) in deep.iter().enumerate() {
         println!(
-            "{i:>4}  {:>12.1}  {:>9.1}  {:>12.1}  {:>9.1}  {:>13.1}  {:>10.1}  {:>13.1}  {:>16.1}",
+            "{i:>5}  {:>12.1}  {:>9.1}  {:>12.1}  {:>9.1}  {:>12.1}  {:>9.1}  {:>13.1}  {:>10.1}  {:>13.1}  {:>16.1}",
             on.fio.clat_p50_ns / 1e3,
             on.p50_ns / 1e3,
+            on.fio.clat_p90_ns / 1e3,
+            on.p90_ns / 1e3,
             on.fio.clat_p99_ns / 1e3,
             on.p99_ns / 1e3,
             on.fio.clat_mean_ns / 1e3,
@@ -363,20 +436,26 @@ fn bench_one(backing: &str, dio: &str, secs: u64, pairs: usize) {
     // io_submit: the traced issue-to-completion lies between the two.
     println!();
     println!("3. latency at iodepth 1 (fio waits for each request), traced, us: fio clat <= trace <= fio lat");
-    println!("run  fio_iops  fio_clat_p50  trace_p50  fio_lat_p50  fio_clat_p99  trace_p99  fio_lat_p99  requests  lost");
+    println!("run  fio_iops  fio_clat_p50  trace_p50  fio_lat_p50  fio_clat_p90  trace_p90  fio_lat_p90  fio_clat_p99  trace_p99  fio_lat_p99  requests  lost  trace/clat_p50  trace/clat_p90  trace/clat_p99");
     for i in 0..pairs {
         let on = traced_fio(&lo, &name, (secs, 1, true), runs.path(), pairs + i);
         println!(
-            "{i:>3}  {:>8.0}  {:>12.1}  {:>9.1}  {:>11.1}  {:>12.1}  {:>9.1}  {:>11.1}  {:>8}  {:>4}",
+            "{i:>3}  {:>8.0}  {:>12.1}  {:>9.1}  {:>11.1}  {:>12.1}  {:>9.1}  {:>11.1}  {:>12.1}  {:>9.1}  {:>11.1}  {:>8}  {:>4}  {:>14.2}  {:>14.2}  {:>14.2}",
             on.fio.iops,
             on.fio.clat_p50_ns / 1e3,
             on.p50_ns / 1e3,
             on.fio.lat_p50_ns / 1e3,
+            on.fio.clat_p90_ns / 1e3,
+            on.p90_ns / 1e3,
+            on.fio.lat_p90_ns / 1e3,
             on.fio.clat_p99_ns / 1e3,
             on.p99_ns / 1e3,
             on.fio.lat_p99_ns / 1e3,
             on.requests,
-            on.lost
+            on.lost,
+            on.p50_ns / on.fio.clat_p50_ns,
+            on.p90_ns / on.fio.clat_p90_ns,
+            on.p99_ns / on.fio.clat_p99_ns,
         );
     }
 }

@@ -399,27 +399,15 @@ pub fn push_cell(buf: &mut Vec<u8>, s: &str) {
     }
 }
 
-/// Appends `v` in decimal without allocating (the digits built on the stack).
-pub fn push_u64(buf: &mut Vec<u8>, mut v: u64) {
-    let mut d = [0u8; 20];
-    let mut i = d.len();
-    loop {
-        i -= 1;
-        d[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    buf.extend_from_slice(&d[i..]);
+/// Appends `v` in decimal without allocating: `itoa` (two digits a step from a table,
+/// ~3x the speed of a division per digit: the trace writes seven numbers a request).
+pub fn push_u64(buf: &mut Vec<u8>, v: u64) {
+    buf.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 /// Appends `v` in decimal without allocating.
 pub fn push_i64(buf: &mut Vec<u8>, v: i64) {
-    if v < 0 {
-        buf.push(b'-');
-    }
-    push_u64(buf, v.unsigned_abs());
+    buf.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 #[cfg(test)]

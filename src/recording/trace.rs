@@ -183,6 +183,7 @@ pub fn start(
             // The run time, read once a poll: the writers' hand-off pacing needs no more
             // (a clock read per row was 3% of the thread's time).
             let now_ns = std::cell::Cell::new(clock.now_ns());
+            let mut last_dev: ((u32, u32), String) = ((u32::MAX, u32::MAX), String::new());
             let mut write = |row: Row| match row {
                 Row::Call(c) => {
                     let r = FsyncCall {
@@ -202,9 +203,14 @@ pub fn start(
                 Row::Request(b) => {
                     // The hot path (every request of the device): no allocation, the
                     // row goes straight into the chunk buffer.
-                    let device = names
-                        .entry((b.major, b.minor))
-                        .or_insert_with(|| sysfs_name(b.major, b.minor));
+                    // The device of the previous row, most often this one's: no hash.
+                    if last_dev.0 != (b.major, b.minor) {
+                        let name = names
+                            .entry((b.major, b.minor))
+                            .or_insert_with(|| sysfs_name(b.major, b.minor));
+                        last_dev = ((b.major, b.minor), name.clone());
+                    }
+                    let device = &last_dev.1;
                     BlockRequestRef {
                         t_ns: b.issue_ns.saturating_sub(zero),
                         device,

@@ -103,18 +103,28 @@ fn comm16(s: &str) -> [u8; 16] {
     c
 }
 
-/// Event id -> how to decode it.
+/// Event id -> how to decode it: a table indexed by the id (ids are small: the kernel
+/// numbers its events from 1 up, ~2,000 here), so an event of the last kind registered
+/// costs no more to find than the first (a search through a dozen kinds did).
 #[derive(Debug, Default)]
 struct Decoder {
-    kinds: Vec<(u16, Kind)>,
+    by_id: Vec<Option<Kind>>,
 }
 
 impl Decoder {
+    fn add(&mut self, id: u16, kind: Kind) {
+        let i = usize::from(id);
+        if self.by_id.len() <= i {
+            self.by_id.resize(i + 1, None);
+        }
+        self.by_id[i] = Some(kind);
+    }
+
     fn decode(&self, data: &[u8]) -> Option<Ev> {
         let id = ring::common_type(data);
-        let (_, k) = self.kinds.iter().find(|(i, _)| *i == id)?;
+        let k = self.by_id.get(usize::from(id)).copied().flatten()?;
         let tid = ring::common_pid(data);
-        Some(match *k {
+        Some(match k {
             Kind::Enter(call, fd) => Ev::Enter {
                 tid,
                 call,
@@ -237,10 +247,8 @@ impl Tracer {
             } else {
                 Some(enter.field("fd")?)
             };
-            decoder.kinds.push((enter.id, Kind::Enter(i as u8, fd)));
-            decoder
-                .kinds
-                .push((exit.id, Kind::Exit(i as u8, exit.field("ret")?)));
+            decoder.add(enter.id, Kind::Enter(i as u8, fd));
+            decoder.add(exit.id, Kind::Exit(i as u8, exit.field("ret")?));
             events.push(format!("syscalls/sys_enter_{call}"));
             events.push(format!("syscalls/sys_exit_{call}"));
         }
@@ -248,11 +256,11 @@ impl Tracer {
             let ins = format_of(&tracefs, "block/block_rq_insert")?;
             let iss = format_of(&tracefs, "block/block_rq_issue")?;
             let com = format_of(&tracefs, "block/block_rq_complete")?;
-            decoder.kinds.push((
+            decoder.add(
                 ins.id,
                 Kind::Insert(ins.field("dev")?, ins.field("sector")?),
-            ));
-            decoder.kinds.push((
+            );
+            decoder.add(
                 iss.id,
                 Kind::Issue(
                     iss.field("dev")?,
@@ -261,11 +269,11 @@ impl Tracer {
                     iss.field("rwbs")?,
                     iss.field("comm")?,
                 ),
-            ));
-            decoder.kinds.push((
+            );
+            decoder.add(
                 com.id,
                 Kind::Complete(com.field("dev")?, com.field("sector")?, com.field("error")?),
-            ));
+            );
             for e in ["block_rq_insert", "block_rq_issue", "block_rq_complete"] {
                 events.push(format!("block/{e}"));
             }
@@ -274,18 +282,18 @@ impl Tracer {
             // Who a short process was when it is gone before /proc is read.
             let fork = format_of(&tracefs, "sched/sched_process_fork")?;
             let exec = format_of(&tracefs, "sched/sched_process_exec")?;
-            decoder.kinds.push((
+            decoder.add(
                 fork.id,
                 Kind::Fork(
                     fork.field("parent_pid")?,
                     fork.field("child_pid")?,
                     fork.field("child_comm")?,
                 ),
-            ));
-            decoder.kinds.push((
+            );
+            decoder.add(
                 exec.id,
                 Kind::Exec(exec.field("pid")?, exec.field("filename")?),
-            ));
+            );
             events.push("sched/sched_process_fork".into());
             events.push("sched/sched_process_exec".into());
         }
