@@ -185,8 +185,10 @@ pub struct FlightArgs {
     pub keep: Option<Duration>,
     /// Keep the window around an event from --keep: 'write_mibps>400', 'read_mibps>400'
     /// (MiB/s of any recorded device over 10 ms) or 'await_ms>50' (iostat's await over
-    /// 10 ms); 'vdb:await_ms>50' watches one device only. Repeatable. `kill -USR1 PID`
-    /// keeps the window around now as well. Each firing is a `trigger` event.
+    /// 10 ms); 'vdb:await_ms>50' watches one device only; 'ack_p99_ms>50' a load.csv
+    /// window's p99 ack latency (js-pub, kv-put, obj-put, amqp-pub; 'kv-put:ack_p99_ms>20'
+    /// one role). Repeatable. `kill -USR1 PID` keeps the window around now as well. Each
+    /// firing is a `trigger` event.
     #[arg(long = "trigger", value_name = "COND", value_parser = crate::recording::chunks::parse_trigger)]
     pub triggers: Vec<crate::recording::chunks::Trigger>,
     /// How much a trigger keeps before and after it fires.

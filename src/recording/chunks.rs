@@ -67,29 +67,36 @@ pub enum Measure {
     WriteMibps,
     ReadMibps,
     AwaitMs,
+    /// A load.csv window's `lat_p99_us` in ms ([`super::ack_trigger`]): the load's, not
+    /// a device's.
+    AckP99Ms,
 }
 
 impl Measure {
-    pub const NAMES: [&'static str; 3] = ["write_mibps", "read_mibps", "await_ms"];
+    pub const NAMES: [&'static str; 4] = ["write_mibps", "read_mibps", "await_ms", "ack_p99_ms"];
 }
 
 /// `[DEVICE:]MEASURE>VALUE`, e.g. `write_mibps>400` (any recorded device) or
-/// `loop4:await_ms>50` (that one only).
+/// `loop4:await_ms>50` (that one only); `[ROLE:]ack_p99_ms>50` (the load's acked roles,
+/// or that load.csv role only).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trigger {
     pub text: String,
+    /// The device (diskstats measures) or the load.csv role (`ack_p99_ms`) watched;
+    /// `None`: every device, or every acked role.
     pub device: Option<String>,
     pub measure: Measure,
     pub above: f64,
 }
 
 /// Parses `--trigger`: `write_mibps>400`, `read_mibps>100`, `await_ms>50`, each optionally
-/// after `DEVICE:` (a name as in diskstats.csv.gz, e.g. `nvme0n1:await_ms>20`).
+/// after `DEVICE:` (a name as in diskstats.csv.gz, e.g. `nvme0n1:await_ms>20`), and
+/// `ack_p99_ms>50`, optionally after a load.csv role (`kv-put:ack_p99_ms>20`).
 pub fn parse_trigger(s: &str) -> Result<Trigger, String> {
     let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
     let bad = || {
         format!(
-            "takes [DEVICE:]MEASURE>VALUE with MEASURE one of {} (over {} ms), e.g. 'write_mibps>400' or 'vdb:await_ms>50'; got '{s}'",
+            "takes [DEVICE:]MEASURE>VALUE with MEASURE one of {} (the disk ones over {} ms; ack_p99_ms a load.csv window's p99, after an optional ROLE: instead of a device), e.g. 'write_mibps>400', 'vdb:await_ms>50' or 'ack_p99_ms>50'; got '{s}'",
             Measure::NAMES.join(", "),
             TRIGGER_SPAN_NS / 1_000_000
         )
@@ -104,8 +111,24 @@ pub fn parse_trigger(s: &str) -> Result<Trigger, String> {
         "write_mibps" => Measure::WriteMibps,
         "read_mibps" => Measure::ReadMibps,
         "await_ms" => Measure::AwaitMs,
+        "ack_p99_ms" => Measure::AckP99Ms,
         _ => return Err(bad()),
     };
+    if measure == Measure::AckP99Ms {
+        if let Some(r) = device.as_deref() {
+            if !crate::load::record::Role::ALL.iter().any(|x| x.name() == r) {
+                let names: Vec<&str> = crate::load::record::Role::ALL
+                    .iter()
+                    .map(|x| x.name())
+                    .collect();
+                return Err(format!(
+                    "'{s}': ack_p99_ms watches a load.csv role, and '{r}' is none; give one of {} or no ROLE: (then {})",
+                    names.join(", "),
+                    super::ack_trigger::ACKED_ROLES.join(", ")
+                ));
+            }
+        }
+    }
     let above: f64 = v.parse().map_err(|_| bad())?;
     if !above.is_finite() || above < 0.0 {
         return Err(bad());
@@ -175,8 +198,11 @@ impl Flight {
         let w = self.setup.window_ns;
         let (from, to) = (t_ns.saturating_sub(w), t_ns.saturating_add(w));
         let Ok(mut s) = self.state.lock() else { return };
+        // An ack trigger reports a load.csv window ~0.4 s after it ended: its window may
+        // begin before the last kept one.
         match s.kept_windows.last_mut() {
-            Some(k) if from <= k.to_t_ns => {
+            Some(k) if from <= k.to_t_ns && to >= k.from_t_ns => {
+                k.from_t_ns = k.from_t_ns.min(from);
                 k.to_t_ns = k.to_t_ns.max(to);
                 if !what.is_empty() && k.what.len() < 1000 {
                     k.what = format!("{}; {what}", k.what);
@@ -355,6 +381,8 @@ impl TriggerFeed {
             let value = match tr.measure {
                 Measure::WriteMibps => Some(mib(now.sectors_w.wrapping_sub(a.sectors_w))),
                 Measure::ReadMibps => Some(mib(now.sectors_r.wrapping_sub(a.sectors_r))),
+                // Not a device's: fed from load.csv (`ack_trigger`).
+                Measure::AckP99Ms => None,
                 Measure::AwaitMs => {
                     let ios = now.ios.wrapping_sub(a.ios);
                     // *_ms wrap at 2^32.
@@ -421,10 +449,11 @@ mod tests {
             "await_ms>x",
             "await_ms>-1",
             "await_ms>inf",
+            "ack_p99_ms",
         ] {
             let e = parse_trigger(bad).unwrap_err();
             assert!(
-                e.contains("write_mibps, read_mibps, await_ms") && e.contains(bad),
+                e.contains("write_mibps, read_mibps, await_ms, ack_p99_ms") && e.contains(bad),
                 "{e}"
             );
         }
@@ -440,6 +469,22 @@ mod tests {
         assert_eq!(parse_trigger("await_ms>50").unwrap().device, None);
         assert!(parse_trigger(":await_ms>50").is_err());
         assert!(parse_trigger("a/b:await_ms>50").is_err());
+    }
+
+    #[test]
+    fn an_ack_trigger_names_a_role_not_a_device() {
+        let t = parse_trigger("ack_p99_ms > 50").unwrap();
+        assert_eq!(
+            (t.device.as_deref(), t.measure, t.above, t.text.as_str()),
+            (None, Measure::AckP99Ms, 50.0, "ack_p99_ms>50")
+        );
+        let t = parse_trigger("kv-put:ack_p99_ms>20").unwrap();
+        assert_eq!(t.device.as_deref(), Some("kv-put"));
+        let e = parse_trigger("loop4:ack_p99_ms>20").unwrap_err();
+        assert!(
+            e.contains("'loop4' is none") && e.contains("js-pub, kv-put"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct Recording {
     meta: Arc<std::sync::Mutex<Meta>>,
     /// `--chunk/--keep/--trigger`: the chunks of diskstats.csv.gz and what is kept.
     flight: Option<Arc<super::chunks::Flight>>,
+    /// `--trigger 'ack_p99_ms>..'`: the thread tailing load.csv.
+    load_watch: Option<super::ack_trigger::LoadWatch>,
     finished: bool,
 }
 
@@ -271,6 +273,7 @@ impl Recording {
             trace: None,
             meta: Arc::new(std::sync::Mutex::new(meta)),
             flight: None,
+            load_watch: None,
             finished: false,
         };
         let flight =
@@ -296,6 +299,15 @@ impl Recording {
         {
             ds.set_triggers(feed);
         }
+        rec.load_watch = flight.as_ref().and_then(|f| {
+            super::ack_trigger::LoadWatch::start(
+                f,
+                &setup.chunks.triggers,
+                dir,
+                stop.clone(),
+                events.clone(),
+            )
+        });
         rec.flight = flight;
         if let Some(l) = &live {
             ds.set_live(l.tap());
@@ -521,6 +533,9 @@ impl Recording {
         self.finished = true;
         self.stop.store(true, Ordering::SeqCst);
         self.events.event("record_stop", json!({}));
+        if let Some(w) = self.load_watch.take() {
+            w.join();
+        }
         let mut first_err: Option<anyhow::Error> = None;
         if let Some(th) = self.trace.take() {
             let mut meta = th.meta.clone();

@@ -1,0 +1,247 @@
+//! The flight recorder's missing parts (issue 13 item 1): `--trigger 'ack_p99_ms>V'`
+//! fed by the load's load.csv windows, with a real nats-server stalled by SIGSTOP.
+
+mod common;
+use common::*;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A JetStream nats-server of our own on a free loopback port; killed and reaped on
+/// drop (also when it is stopped: SIGKILL ends a stopped process).
+struct Nats {
+    child: Child,
+    url: String,
+    _store: tempfile::TempDir,
+}
+
+impl Nats {
+    fn start() -> Nats {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let store = tempfile::tempdir_in("/var/tmp").unwrap();
+        let bin = diskpulse::broker::find_nats_server(None).unwrap();
+        let child = Command::new(bin)
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(store.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "nats-server did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Nats {
+            child,
+            url: format!("nats://127.0.0.1:{port}"),
+            _store: store,
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill has no memory preconditions; the pid is our own child.
+        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.signal_cont_quietly();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Nats {
+    fn signal_cont_quietly(&self) {
+        // SAFETY: as in `signal`.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGCONT) };
+    }
+}
+
+/// Now on the run's clock (meta.json's zero on CLOCK_MONOTONIC).
+fn run_now_ns(run: &Path) -> u64 {
+    let meta = read_json(&run.join("meta.json"));
+    let zero = meta["clock_zero_monotonic_ns"].as_u64().unwrap();
+    collectors::clock::monotonic_ns() - zero
+}
+
+fn events(run: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn triggers(run: &Path) -> Vec<serde_json::Value> {
+    events(run)
+        .into_iter()
+        .filter(|e| e["kind"] == "trigger")
+        .collect()
+}
+
+/// Rows of load.csv written so far (header excluded).
+fn load_rows(run: &Path) -> usize {
+    std::fs::read_to_string(run.join("load.csv"))
+        .map(|t| t.lines().count().saturating_sub(1))
+        .unwrap_or(0)
+}
+
+#[test]
+fn an_ack_p99_trigger_fires_in_the_load_window_of_a_broker_stall_and_not_before() {
+    if !have_nats_server() {
+        return;
+    }
+    let nats = Nats::start();
+    let tmp = tempfile::tempdir_in("/var/tmp").unwrap();
+    let run = tmp.path().join("run");
+    let mut rec = diskpulse()
+        .args([
+            "record",
+            "--no-progress",
+            "--path",
+            "/var/tmp",
+            "--chunk",
+            "1s",
+            "--keep",
+            "3s",
+            "--trigger",
+            "ack_p99_ms>100",
+            "--trigger-window",
+            "1s",
+            "--out",
+        ])
+        .arg(&run)
+        .args([
+            "--",
+            env!("CARGO_BIN_EXE_diskpulse"),
+            "load",
+            "js-pub",
+            "--server",
+            &nats.url,
+            "--rate",
+            "500",
+            "--duration",
+            "11s",
+            "--quiet",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The load runs and writes windows below the threshold for a while first.
+    let t0 = Instant::now();
+    while load_rows(&run) < 30 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the load wrote {} load.csv rows in 20 s",
+            load_rows(&run)
+        );
+        assert!(rec.try_wait().unwrap().is_none(), "record ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(2000));
+    let before = triggers(&run);
+    let stop_ns = run_now_ns(&run);
+    nats.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(300));
+    nats.signal(libc::SIGCONT);
+    let cont_ns = run_now_ns(&run);
+    let out = rec.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "record failed: {stderr}");
+    assert!(
+        before.is_empty(),
+        "an ack trigger fired before the stall (at {} ns): {before:?}",
+        stop_ns
+    );
+
+    let fired = triggers(&run);
+    let first = fired
+        .first()
+        .unwrap_or_else(|| panic!("no trigger event; stall {stop_ns}..{cont_ns} ns; {stderr}"));
+    let (t, window, seen) = (
+        first["t_ns"].as_u64().unwrap(),
+        first["detail"]["window_ns"].as_u64().unwrap(),
+        first["detail"]["seen_t_ns"].as_u64().unwrap(),
+    );
+    eprintln!(
+        "stall {:.3}..{:.3} s; trigger at the window {:.3} s (+{} ms), p99 {:.1} ms, seen {:.3} s",
+        stop_ns as f64 / 1e9,
+        cont_ns as f64 / 1e9,
+        t as f64 / 1e9,
+        window / 1_000_000,
+        first["detail"]["value"].as_f64().unwrap(),
+        seen as f64 / 1e9
+    );
+    assert_eq!(first["detail"]["trigger"], "ack_p99_ms>100");
+    assert_eq!(first["detail"]["role"], "js-pub");
+    assert!(first["detail"]["value"].as_f64().unwrap() > 100.0);
+    // The window of the acks the stall held back: it holds a moment of the stall or its
+    // end (the acks complete once the server runs again), within one load window.
+    assert!(
+        t + window > stop_ns && t <= cont_ns + window,
+        "trigger window {t}+{window} ns is not at the stall {stop_ns}..{cont_ns} ns"
+    );
+    assert!(
+        fired
+            .iter()
+            .all(|e| e["t_ns"].as_u64().unwrap() + window > stop_ns),
+        "a trigger before the stall: {fired:?}"
+    );
+    // Read soon after the row was written (the collector's 300 ms grace and a 100 ms
+    // tick after the window, then the recorder's 50 ms poll).
+    assert!(
+        seen >= t + window && seen < t + window + 2_000_000_000,
+        "seen at {seen} ns for the window {t} ns"
+    );
+
+    // The kept window spans the stall, and the chunks under it survived --keep 3s
+    // while older chunks were dropped.
+    let meta = read_json(&run.join("meta.json"));
+    let chunks = &meta["chunks"];
+    let kept = chunks["kept_windows"].as_array().unwrap();
+    let k = kept
+        .iter()
+        .find(|k| {
+            k["what"]
+                .as_str()
+                .unwrap_or("")
+                .contains("ack_p99_ms>100 on js-pub")
+        })
+        .unwrap_or_else(|| panic!("no kept window for the trigger: {chunks}"));
+    let (from, to) = (
+        k["from_t_ns"].as_u64().unwrap(),
+        k["to_t_ns"].as_u64().unwrap(),
+    );
+    assert!(
+        from <= t.saturating_sub(900_000_000) && to >= t + window + 900_000_000,
+        "kept {from}..{to} ns around {t} ns"
+    );
+    let dropped = chunks["dropped"].as_array().unwrap();
+    assert!(!dropped.is_empty(), "--keep 3s dropped nothing: {chunks}");
+    for c in chunks["closed"].as_array().unwrap() {
+        let (f, l) = (
+            c["first_t_ns"].as_u64().unwrap(),
+            c["last_t_ns"].as_u64().unwrap(),
+        );
+        let file = c["file"].as_str().unwrap();
+        if f <= to && l >= from {
+            assert!(
+                run.join(file).exists(),
+                "{file} ({f}..{l} ns) overlaps the kept window {from}..{to} ns but was deleted"
+            );
+            assert!(!dropped.iter().any(|d| d["file"] == file), "{file} dropped");
+        }
+    }
+}
