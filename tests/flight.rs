@@ -245,3 +245,113 @@ fn an_ack_p99_trigger_fires_in_the_load_window_of_a_broker_stall_and_not_before(
         }
     }
 }
+
+/// The rows of a plain CSV file: the `t_ns` of each (header checked).
+fn plain_rows(p: &Path, header_starts: &str) -> Vec<u64> {
+    let text = std::fs::read_to_string(p).unwrap();
+    let mut lines = text.lines();
+    assert!(
+        lines.next().unwrap_or("").starts_with(header_starts),
+        "{} starts with its header",
+        p.display()
+    );
+    lines
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn meminfo_and_cpu_are_chunked_and_dropped_by_the_same_rules_and_read_as_one() {
+    let tmp = tempfile::tempdir_in("/var/tmp").unwrap();
+    let run = tmp.path().join("run");
+    let out = diskpulse()
+        .args([
+            "record",
+            "--no-progress",
+            "--path",
+            "/var/tmp",
+            "--duration",
+            "6500ms",
+            "--chunk",
+            "1s",
+            "--keep",
+            "2s",
+            "--trigger-window",
+            "1s",
+            "--out",
+        ])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta = read_json(&run.join("meta.json"));
+    let s = 1_000_000_000u64;
+    for (file, header, interval_ns) in [
+        ("meminfo.csv", "t_ns,dirty_kib", 10_000_000u64),
+        ("cpu.csv", "t_ns,user_ticks", 100_000_000),
+    ] {
+        let chunks = &meta["chunks"]["files"][file];
+        let closed = chunks["closed"]
+            .as_array()
+            .unwrap_or_else(|| panic!("meta.json chunks.files has no {file}: {}", meta["chunks"]));
+        let dropped = chunks["dropped"].as_array().unwrap();
+        assert!(closed.len() >= 6, "{file}: {} chunks closed", closed.len());
+        assert!(!dropped.is_empty(), "{file}: --keep 2s dropped none");
+        let mut kept_rows = 0;
+        for c in closed {
+            let name = c["file"].as_str().unwrap();
+            let p = run.join(name);
+            if dropped.iter().any(|d| d["file"] == name) {
+                assert!(!p.exists(), "{name} was dropped but is there");
+                continue;
+            }
+            let rows = plain_rows(&p, header);
+            assert_eq!(rows.len() as u64, c["rows"].as_u64().unwrap(), "{name}");
+            // A chunk holds the rows of one aligned second (the last one, at the end,
+            // is the file itself).
+            if name.starts_with("chunks/") {
+                let k = rows[0] / s;
+                assert!(
+                    rows.iter().all(|t| t / s == k),
+                    "{name}: rows of more than one second: {rows:?}"
+                );
+                assert_eq!(rows.first(), c["first_t_ns"].as_u64().as_ref(), "{name}");
+                assert_eq!(rows.last(), c["last_t_ns"].as_u64().as_ref(), "{name}");
+            }
+            kept_rows += rows.len();
+        }
+        // The run's readers read the chunks as one: every kept row once, in order, with
+        // no hole at a chunk boundary, starting after the last dropped chunk.
+        let (t, _) = diskpulse::format::procfs::read(&run, file)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{file} reads as nothing"));
+        assert_eq!(t.t_ns.len(), kept_rows, "{file}: rows read");
+        let last_dropped = dropped
+            .iter()
+            .map(|d| d["last_t_ns"].as_u64().unwrap())
+            .max()
+            .unwrap();
+        assert!(t.t_ns[0] > last_dropped, "{file} starts in a dropped chunk");
+        for w in t.t_ns.windows(2) {
+            assert!(w[1] > w[0], "{file}: rows out of order: {w:?}");
+            assert!(
+                w[1] - w[0] < 3 * interval_ns,
+                "{file}: a hole of {} ms at {} ns",
+                (w[1] - w[0]) / 1_000_000,
+                w[0]
+            );
+        }
+        eprintln!(
+            "{file}: {} chunks closed, {} dropped, {} rows read from {:.3} s to {:.3} s",
+            closed.len(),
+            dropped.len(),
+            t.t_ns.len(),
+            t.t_ns[0] as f64 / 1e9,
+            t.t_ns[t.t_ns.len() - 1] as f64 / 1e9
+        );
+    }
+}

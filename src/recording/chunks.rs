@@ -25,7 +25,7 @@ use serde_json::json;
 
 use super::writer::{Closed, Rotate};
 use super::EventLog;
-use crate::format::diskstats::{chunk_name, CHUNK_DIR};
+use crate::format::diskstats::CHUNK_DIR;
 use crate::format::meta::{ChunkFile, ChunksMeta, KeptWindow, Meta};
 
 /// The default `--chunk`: an hour of rows per chunk.
@@ -177,13 +177,38 @@ impl Flight {
 
     /// The writer's rotation for diskstats.csv.gz, reporting to this flight.
     pub fn rotate(self: &Arc<Self>) -> Rotate {
+        self.rotate_file(crate::format::diskstats::FILE)
+    }
+
+    /// The writer's rotation for `file` of the run directory (diskstats.csv.gz,
+    /// meminfo.csv, ...): the same `--chunk`, its closed chunks
+    /// `chunks/<stem>.NNNNNN.<ext>`, the same `--keep` and kept windows.
+    pub fn rotate_file(self: &Arc<Self>, file: &'static str) -> Rotate {
         let me = self.clone();
         Rotate {
             every_ns: self.setup.every_ns,
             every_bytes: self.setup.every_bytes,
             dir: self.dir.join(CHUNK_DIR),
-            name: chunk_name,
-            on_close: Box::new(move |c| me.closed(c)),
+            name: Box::new(move |seq| crate::format::csv::chunk_name_of(file, seq)),
+            on_close: Box::new(move |c| me.closed(file, c)),
+        }
+    }
+
+    /// A [`ChunkSink`] for `file` in the run directory: cut into chunks by this flight
+    /// when there is one, else a plain one. `level`: gzip level, `None` plain text.
+    pub fn sink(
+        flight: Option<&Arc<Self>>,
+        dir: &Path,
+        file: &'static str,
+        header: &str,
+        level: Option<u32>,
+    ) -> anyhow::Result<super::writer::ChunkSink> {
+        let path = dir.join(file);
+        match flight {
+            Some(f) => {
+                super::writer::ChunkSink::create_rotating(&path, header, level, f.rotate_file(file))
+            }
+            None => super::writer::ChunkSink::create_at(&path, header, level),
         }
     }
 
@@ -216,8 +241,9 @@ impl Flight {
         }
     }
 
-    /// A chunk closed (writer thread): list it, apply retention, rewrite meta.json.
-    fn closed(&self, c: &Closed) {
+    /// A chunk of `file` closed (its writer thread): list it, apply retention, rewrite
+    /// meta.json.
+    fn closed(&self, file_name: &str, c: &Closed) {
         let file = c
             .path
             .strip_prefix(&self.dir)
@@ -234,14 +260,30 @@ impl Flight {
         };
         let snapshot = {
             let Ok(mut s) = self.state.lock() else { return };
-            if c.last && s.closed.is_empty() {
+            let ChunksMeta {
+                closed,
+                dropped,
+                kept_windows,
+                files,
+                ..
+            } = &mut *s;
+            let (closed, dropped) = if file_name == crate::format::diskstats::FILE {
+                (closed, dropped)
+            } else {
+                if c.last && !files.contains_key(file_name) {
+                    return;
+                }
+                let f = files.entry(file_name.to_string()).or_default();
+                (&mut f.closed, &mut f.dropped)
+            };
+            if c.last && closed.is_empty() {
                 // Never rotated: a run like one before chunking; meta.json says nothing.
                 return;
             }
-            s.closed.push(entry);
+            closed.push(entry);
             if let Some(keep) = self.setup.keep_ns {
                 let newest = c.last_t_ns;
-                for f in drop_list(&s, keep, newest) {
+                for f in drop_list_of(closed, dropped, kept_windows, keep, newest) {
                     match std::fs::remove_file(self.dir.join(&f.file)) {
                         Ok(()) => {
                             self.events.event(
@@ -249,7 +291,7 @@ impl Flight {
                                 json!({"file": f.file, "first_t_ns": f.first_t_ns,
                                     "last_t_ns": f.last_t_ns, "rows": f.rows}),
                             );
-                            s.dropped.push(f);
+                            dropped.push(f);
                         }
                         Err(e) => self
                             .events
@@ -270,7 +312,7 @@ impl Flight {
     /// meta.json's `chunks` as it stands (`None` before the first rotation).
     pub fn snapshot(&self) -> Option<ChunksMeta> {
         let s = self.state.lock().ok()?;
-        (!s.closed.is_empty()).then(|| s.clone())
+        (!s.closed.is_empty() || !s.files.is_empty()).then(|| s.clone())
     }
 }
 
@@ -278,14 +320,25 @@ impl Flight {
 /// not the newest, whose last row is more than `keep` before `newest` and that no kept
 /// window overlaps; each with its `why`.
 pub fn drop_list(s: &ChunksMeta, keep: u64, newest: u64) -> Vec<ChunkFile> {
-    let n = s.closed.len();
-    s.closed
+    drop_list_of(&s.closed, &s.dropped, &s.kept_windows, keep, newest)
+}
+
+/// [`drop_list`] of one file's chunks (diskstats.csv.gz's, or one in `chunks.files`).
+pub fn drop_list_of(
+    closed: &[ChunkFile],
+    dropped: &[ChunkFile],
+    kept_windows: &[KeptWindow],
+    keep: u64,
+    newest: u64,
+) -> Vec<ChunkFile> {
+    let n = closed.len();
+    closed
         .iter()
         .take(n.saturating_sub(1))
-        .filter(|c| !s.dropped.iter().any(|d| d.file == c.file))
+        .filter(|c| !dropped.iter().any(|d| d.file == c.file))
         .filter(|c| c.last_t_ns.saturating_add(keep) < newest)
         .filter(|c| {
-            !s.kept_windows
+            !kept_windows
                 .iter()
                 .any(|k| k.from_t_ns <= c.last_t_ns && c.first_t_ns <= k.to_t_ns)
         })
@@ -420,6 +473,7 @@ impl TriggerFeed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::diskstats::chunk_name;
 
     fn chunk(n: u64, first: u64, last: u64) -> ChunkFile {
         ChunkFile {

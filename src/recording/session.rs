@@ -317,7 +317,25 @@ impl Recording {
             setup.disk_interval.as_nanos() as u64,
             stop.clone(),
         )?);
-        rec.threads.push(samplers::spawn_proc(
+        // meminfo.csv and cpu.csv are cut into chunks by the same rules as diskstats.
+        let sink = |file: &'static str, columns: &[&str]| {
+            super::chunks::Flight::sink(
+                rec.flight.as_ref(),
+                dir,
+                file,
+                &crate::format::procfs::header(columns),
+                None,
+            )
+        };
+        let mem_sink = sink(
+            crate::format::procfs::MEMINFO_FILE,
+            &collectors::procstat::MEM_COLUMNS,
+        )?;
+        let cpu_sink = sink(
+            crate::format::procfs::CPU_FILE,
+            &collectors::procstat::CPU_COLUMNS,
+        )?;
+        rec.threads.push(samplers::spawn_proc_to(
             samplers::ProcSource {
                 name: "meminfo",
                 file: "meminfo.csv",
@@ -325,13 +343,13 @@ impl Recording {
                 columns: collectors::procstat::MEM_COLUMNS,
                 parse: samplers::mem_row,
             },
-            dir,
+            mem_sink,
             clock,
             setup.mem_interval.as_nanos() as u64,
             stop.clone(),
             events.clone(),
         )?);
-        rec.threads.push(samplers::spawn_proc(
+        rec.threads.push(samplers::spawn_proc_to(
             samplers::ProcSource {
                 name: "cpu",
                 file: "cpu.csv",
@@ -339,7 +357,7 @@ impl Recording {
                 columns: collectors::procstat::CPU_COLUMNS,
                 parse: samplers::cpu_row,
             },
-            dir,
+            cpu_sink,
             clock,
             setup.cpu_interval.as_nanos() as u64,
             stop.clone(),
@@ -368,10 +386,17 @@ impl Recording {
         if let Ok(mut v) = self.procio_added.lock() {
             v.extend(pids.iter().map(|p| p.1));
         }
-        let t = samplers::spawn_procio(
+        let sink = super::chunks::Flight::sink(
+            self.flight.as_ref(),
+            &self.dir,
+            crate::format::proc_io::FILE,
+            crate::format::proc_io::HEADER,
+            None,
+        )?;
+        let t = samplers::spawn_procio_to(
             procfs,
             self.procio_added.clone(),
-            &self.dir,
+            sink,
             self.clock,
             interval_ns,
             self.stop.clone(),

@@ -72,18 +72,18 @@ impl ChunkSink {
         Self::start(path, out)
     }
 
-    /// As [`ChunkSink::create_at`] with gzip, the file cut into chunks by `rotate` (see
-    /// [`Rotate`]): rows whose `t_ns` (each row's first cell) passes the chunk's end go
-    /// to the next chunk.
+    /// As [`ChunkSink::create_at`] (gzip at `level`, plain with `None`), the file cut
+    /// into chunks by `rotate` (see [`Rotate`]): rows whose `t_ns` (each row's first
+    /// cell) passes the chunk's end go to the next chunk.
     pub fn create_rotating(
         path: &Path,
         header: &str,
-        level: u32,
+        level: Option<u32>,
         rotate: Rotate,
     ) -> anyhow::Result<ChunkSink> {
         let file = File::create(path)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
-        let mut out = Out::gzip(file, level);
+        let mut out = Out::new(file, level);
         out.write_all(header.as_bytes())?;
         out.write_all(b"\n")?;
         out.flush()?;
@@ -274,6 +274,14 @@ enum Out {
 }
 
 impl Out {
+    /// Gzip at `level`, or plain with `None`.
+    fn new(file: File, level: Option<u32>) -> Out {
+        match level {
+            Some(l) => Out::gzip(file, l),
+            None => Out::Plain(file),
+        }
+    }
+
     fn gzip(file: File, level: u32) -> Out {
         Out::Gzip {
             file,
@@ -391,7 +399,7 @@ pub struct Rotate {
     pub every_bytes: Option<u64>,
     /// Where closed chunks go, and the name of closed chunk `seq` (1-based) there.
     pub dir: PathBuf,
-    pub name: fn(u64) -> String,
+    pub name: Box<dyn Fn(u64) -> String + Send>,
     /// Called on the writer thread with each chunk as it closes, and with the last one
     /// (still at the sink's path) when the sink finishes.
     pub on_close: Box<dyn FnMut(&Closed) + Send>,
@@ -415,7 +423,7 @@ struct Rotating {
     rotate: Rotate,
     header: String,
     path: PathBuf,
-    level: u32,
+    level: Option<u32>,
     /// The number the current chunk gets when it closes.
     seq: u64,
     first_t: Option<u64>,
@@ -510,7 +518,7 @@ impl Rotating {
         std::fs::rename(&self.path, &to)?;
         File::open(&self.rotate.dir)?.sync_all()?;
         let file = File::create(&self.path)?;
-        *out = Out::gzip(file, self.level);
+        *out = Out::new(file, self.level);
         out.write_all(self.header.as_bytes())?;
         out.write_all(b"\n")?;
         out.flush()?;
@@ -620,12 +628,12 @@ mod tests {
         let mut s = ChunkSink::create_rotating(
             &p,
             "t_ns,i",
-            1,
+            Some(1),
             Rotate {
                 every_ns,
                 every_bytes,
                 dir: d.join("chunks"),
-                name: |k| format!("x.{k:06}.csv.gz"),
+                name: Box::new(|k| format!("x.{k:06}.csv.gz")),
                 on_close: Box::new(move |c| c2.lock().unwrap().push(c.clone())),
             },
         )

@@ -212,7 +212,7 @@ impl DiskSampler {
             Some(r) => ChunkSink::create_rotating(
                 out,
                 &diskstats_header(),
-                crate::recording::writer::GZIP_LEVEL,
+                Some(crate::recording::writer::GZIP_LEVEL),
                 r,
             )?,
             None => ChunkSink::create(out, &diskstats_header(), true)?,
