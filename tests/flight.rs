@@ -355,3 +355,156 @@ fn meminfo_and_cpu_are_chunked_and_dropped_by_the_same_rules_and_read_as_one() {
         );
     }
 }
+
+/// Pids of the nats-server processes whose command line mentions `needle` (the test's
+/// own directory: other tests' and engineers' servers are not ours).
+fn nats_servers_under(needle: &Path) -> Vec<u32> {
+    let needle = needle.display().to_string();
+    let mut pids = vec![];
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains("nats-server") && cmd.contains(&needle) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn demo_takes_the_flight_flags_its_ack_trigger_sees_the_in_process_load_and_usr1_keeps() {
+    if !have_nats_server() {
+        return;
+    }
+    let tmp = tempfile::tempdir_in("/var/tmp").unwrap();
+    let run = tmp.path().join("run");
+    // A bad flag is refused before anything is written.
+    let bad = diskpulse()
+        .args(["demo", "--keep", "2s", "--trigger-window", "5s", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{:?}", bad);
+    assert!(
+        String::from_utf8_lossy(&bad.stderr)
+            .contains("--trigger-window 5s is longer than --keep 2s"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    assert!(!run.exists(), "a refused demo wrote {}", run.display());
+
+    let store = tmp.path().join("store");
+    let demo = diskpulse()
+        .args([
+            "demo",
+            "--duration",
+            "9s",
+            "--chunk",
+            "1s",
+            "--keep",
+            "3s",
+            "--trigger",
+            "ack_p99_ms>100",
+            "--trigger-window",
+            "1s",
+            "--store-dir",
+        ])
+        .arg(&store)
+        .arg("--out")
+        .arg(&run)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let server = loop {
+        if let Some(p) = nats_servers_under(&run).first() {
+            if load_rows(&run) >= 20 {
+                break *p;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "demo's load did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    // SIGUSR1 keeps the window around now.
+    let usr1_ns = run_now_ns(&run);
+    // SAFETY: kill has no memory preconditions; the pids are the demo's and its server.
+    unsafe { libc::kill(demo.id() as i32, libc::SIGUSR1) };
+    std::thread::sleep(Duration::from_millis(1500));
+    let stop_ns = run_now_ns(&run);
+    unsafe { libc::kill(server as i32, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(server as i32, libc::SIGCONT) };
+    let cont_ns = run_now_ns(&run);
+    let out = demo.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "demo failed: {stderr}");
+
+    let fired = triggers(&run);
+    let usr1 = fired
+        .iter()
+        .find(|e| e["detail"]["trigger"] == "signal USR1")
+        .unwrap_or_else(|| panic!("no USR1 trigger: {fired:?}"));
+    let t = usr1["t_ns"].as_u64().unwrap();
+    assert!(
+        t >= usr1_ns && t < usr1_ns + 200_000_000,
+        "USR1 kept at {t} ns, sent at {usr1_ns} ns"
+    );
+    let ack = fired
+        .iter()
+        .find(|e| {
+            e["detail"]["trigger"] == "ack_p99_ms>100" && {
+                let (t, w) = (
+                    e["t_ns"].as_u64().unwrap(),
+                    e["detail"]["window_ns"].as_u64().unwrap(),
+                );
+                t + w > stop_ns && t <= cont_ns + w
+            }
+        })
+        .unwrap_or_else(|| panic!("no ack trigger at the stall {stop_ns}..{cont_ns}: {fired:?}"));
+    assert_eq!(ack["detail"]["role"], "js-pub");
+    eprintln!(
+        "demo: USR1 at {:.3} s kept at {:.3} s; stall {:.3}..{:.3} s, ack trigger at {:.3} s ({:.1} ms)",
+        usr1_ns as f64 / 1e9,
+        t as f64 / 1e9,
+        stop_ns as f64 / 1e9,
+        cont_ns as f64 / 1e9,
+        ack["t_ns"].as_u64().unwrap() as f64 / 1e9,
+        ack["detail"]["value"].as_f64().unwrap()
+    );
+    // Chunked and dropped as `record` does: diskstats and the other per-sample files,
+    // the embedded server's proc_io.csv among them.
+    let meta = read_json(&run.join("meta.json"));
+    let chunks = &meta["chunks"];
+    assert!(
+        !chunks["dropped"].as_array().unwrap().is_empty(),
+        "{chunks}"
+    );
+    for f in ["meminfo.csv", "cpu.csv", "proc_io.csv"] {
+        let c = &chunks["files"][f];
+        assert!(
+            c["closed"].as_array().is_some_and(|v| v.len() >= 5),
+            "{f}: {c}"
+        );
+        assert!(
+            c["dropped"].as_array().is_some_and(|v| !v.is_empty()),
+            "{f}: {c}"
+        );
+    }
+    let kept = chunks["kept_windows"].as_array().unwrap();
+    assert!(
+        kept.iter()
+            .any(|k| k["what"].as_str().unwrap_or("").contains("signal USR1")),
+        "{chunks}"
+    );
+    assert!(run.join("report.html").exists(), "demo's report");
+}

@@ -56,6 +56,8 @@ pub struct Recording {
     flight: Option<Arc<super::chunks::Flight>>,
     /// `--trigger 'ack_p99_ms>..'`: the thread tailing load.csv.
     load_watch: Option<super::ack_trigger::LoadWatch>,
+    /// `kill -USR1`: the handler's id and the thread that keeps the window around it.
+    usr1: Option<(signal_hook::SigId, std::thread::JoinHandle<()>)>,
     finished: bool,
 }
 
@@ -274,6 +276,7 @@ impl Recording {
             meta: Arc::new(std::sync::Mutex::new(meta)),
             flight: None,
             load_watch: None,
+            usr1: None,
             finished: false,
         };
         let flight =
@@ -536,17 +539,33 @@ impl Recording {
     /// Keeps the window around now from retention (`kill -USR1`, or any caller): a
     /// `trigger` event says what; does nothing when the run is not chunked.
     pub fn keep_now(&self, what: &str) {
-        let t = self.clock.now_ns();
         if let Some(f) = &self.flight {
-            f.keep(t, what);
-            let w = f.window_ns();
-            self.events.event_at(
-                t,
-                "trigger",
-                json!({"trigger": what, "keep_from_t_ns": t.saturating_sub(w),
-                    "keep_to_t_ns": t.saturating_add(w)}),
-            );
+            keep_at(f, &self.events, self.clock.now_ns(), what);
         }
+    }
+
+    /// From now until the recording finishes, `kill -USR1 PID` keeps the window around
+    /// the signal ([`Recording::keep_now`], `signal USR1`): a flag the signal sets, read
+    /// every 20 ms by a thread of its own. Does nothing when the run is not chunked.
+    pub fn keep_on_usr1(&mut self) -> anyhow::Result<()> {
+        let Some(f) = self.flight.clone() else {
+            return Ok(());
+        };
+        let flag = Arc::new(AtomicBool::new(false));
+        let id = signal_hook::flag::register(signal_hook::consts::SIGUSR1, flag.clone())?;
+        let (stop, clock, events) = (self.stop.clone(), self.clock, self.events.clone());
+        let h = std::thread::Builder::new()
+            .name("usr1".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                    if flag.swap(false, Ordering::Relaxed) {
+                        keep_at(&f, &events, clock.now_ns(), "signal USR1");
+                    }
+                }
+            })?;
+        self.usr1 = Some((id, h));
+        Ok(())
     }
 
     /// Stops the samplers, closes every file and completes `meta.json`.
@@ -560,6 +579,10 @@ impl Recording {
         self.events.event("record_stop", json!({}));
         if let Some(w) = self.load_watch.take() {
             w.join();
+        }
+        if let Some((id, h)) = self.usr1.take() {
+            signal_hook::low_level::unregister(id);
+            let _ = h.join();
         }
         let mut first_err: Option<anyhow::Error> = None;
         if let Some(th) = self.trace.take() {
@@ -622,6 +645,19 @@ impl Drop for Recording {
             let _ = self.finish_inner();
         }
     }
+}
+
+/// Keeps the window around `t` (a signal, a caller) from retention, with a `trigger`
+/// event saying what.
+fn keep_at(f: &super::chunks::Flight, events: &EventLog, t: u64, what: &str) {
+    f.keep(t, what);
+    let w = f.window_ns();
+    events.event_at(
+        t,
+        "trigger",
+        json!({"trigger": what, "keep_from_t_ns": t.saturating_sub(w),
+            "keep_to_t_ns": t.saturating_add(w)}),
+    );
 }
 
 /// Space held in the run directory from the start, given back when the final
