@@ -508,3 +508,120 @@ fn demo_takes_the_flight_flags_its_ack_trigger_sees_the_in_process_load_and_usr1
     );
     assert!(run.join("report.html").exists(), "demo's report");
 }
+
+#[test]
+fn run_takes_the_flight_flags_and_its_ack_trigger_reads_the_load_phases_rows() {
+    if !can_use_loop_devices() || !have_nats_server() {
+        return;
+    }
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let sc = d.path().join("flight.toml");
+    std::fs::write(
+        &sc,
+        r#"name = "flight-test"
+[[volumes]]
+name = "store"
+lab = { size = "256M", fs = "ext4" }
+[broker]
+volumes = ["store"]
+[[phases]]
+kind = "load"
+args = ["js-pub", "--rate", "500", "--duration", "9s", "--stream", "F", "--subject", "f.x"]
+"#,
+    )
+    .unwrap();
+    let lab = d.path().join("lab").display().to_string();
+    let out = d.path().join("study");
+    // Checked before anything runs, also with --dry-run.
+    let bad = diskpulse()
+        .args(["run", "--dry-run"])
+        .arg(&sc)
+        .args(["--trigger", "sdz:ack_p99_ms>5"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("'sdz' is none"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    let child = diskpulse()
+        .args(["run"])
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .args(["--lab-root", &lab])
+        .args([
+            "--chunk",
+            "1s",
+            "--keep",
+            "3s",
+            "--trigger",
+            "ack_p99_ms>100",
+            "--trigger-window",
+            "1s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let run = out.join("cells/base/r1");
+    let t0 = Instant::now();
+    let server = loop {
+        if let Some(p) = nats_servers_under(d.path()).first() {
+            if load_rows(&run) >= 20 {
+                break *p;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the load phase did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(2000));
+    let stop_ns = run_now_ns(&run);
+    // SAFETY: kill has no memory preconditions; the pid is the run's nats-server.
+    unsafe { libc::kill(server as i32, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(server as i32, libc::SIGCONT) };
+    let cont_ns = run_now_ns(&run);
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "run failed: {stderr}");
+    let fired = triggers(&run);
+    let ack = fired
+        .iter()
+        .find(|e| {
+            let (t, w) = (
+                e["t_ns"].as_u64().unwrap(),
+                e["detail"]["window_ns"].as_u64().unwrap_or(0),
+            );
+            e["detail"]["trigger"] == "ack_p99_ms>100" && t + w > stop_ns && t <= cont_ns + w
+        })
+        .unwrap_or_else(|| panic!("no ack trigger at the stall {stop_ns}..{cont_ns}: {fired:?}"));
+    eprintln!(
+        "run: stall {:.3}..{:.3} s, ack trigger at {:.3} s ({:.1} ms)",
+        stop_ns as f64 / 1e9,
+        cont_ns as f64 / 1e9,
+        ack["t_ns"].as_u64().unwrap() as f64 / 1e9,
+        ack["detail"]["value"].as_f64().unwrap()
+    );
+    let chunks = &read_json(&run.join("meta.json"))["chunks"];
+    assert_eq!(chunks["keep_ns"], 3_000_000_000u64, "{chunks}");
+    assert!(
+        !chunks["dropped"].as_array().unwrap().is_empty(),
+        "{chunks}"
+    );
+    assert!(
+        chunks["kept_windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["what"]
+                .as_str()
+                .unwrap_or("")
+                .contains("ack_p99_ms>100 on js-pub")),
+        "{chunks}"
+    );
+}
