@@ -364,6 +364,29 @@ fn meminfo_and_cpu_are_chunked_and_dropped_by_the_same_rules_and_read_as_one() {
             t.t_ns[t.t_ns.len() - 1] as f64 / 1e9
         );
     }
+    // envelopes.csv.gz too (gzip): its reader reads the kept chunks, then the file, as
+    // one stream: every row kept once.
+    let env = &meta["chunks"]["files"]["envelopes.csv.gz"];
+    let closed = env["closed"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no envelopes chunks: {}", meta["chunks"]));
+    let dropped = env["dropped"].as_array().unwrap();
+    assert!(closed.len() >= 6 && !dropped.is_empty(), "{env}");
+    let kept: u64 = closed
+        .iter()
+        .filter(|c| !dropped.iter().any(|d| d["file"] == c["file"]))
+        .map(|c| c["rows"].as_u64().unwrap())
+        .sum();
+    let (rows, warnings) =
+        diskpulse::format::envelopes::read(&run.join("envelopes.csv.gz")).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(rows.len() as u64, kept, "envelope rows read");
+    eprintln!(
+        "envelopes.csv.gz: {} chunks closed, {} dropped, {} rows read",
+        closed.len(),
+        dropped.len(),
+        rows.len()
+    );
 }
 
 /// Pids of the nats-server processes whose command line mentions `needle` (the test's

@@ -294,7 +294,7 @@ impl Recording {
             &names,
             &dir.join(crate::format::diskstats::FILE),
             events.clone(),
-            flight.as_ref().map(|f| f.rotate()),
+            flight.as_ref(),
         )?;
         if let Some(feed) = flight
             .as_ref()

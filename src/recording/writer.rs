@@ -96,6 +96,7 @@ impl ChunkSink {
             first_t: None,
             last_t: 0,
             rows: 0,
+            floor_t: 0,
         };
         Self::start_with(path, out, Some(r))
     }
@@ -429,6 +430,10 @@ struct Rotating {
     first_t: Option<u64>,
     last_t: u64,
     rows: u64,
+    /// The end of the last chunk closed by time: the next one spans from there at least,
+    /// so a late row (envelopes' 10 s windows come after later 10 ms ones) that opens a
+    /// chunk does not give it an old span and a cut at the very next row.
+    floor_t: u64,
 }
 
 /// The `t_ns` of a row (its first cell); 0 when it is not a number.
@@ -477,7 +482,10 @@ impl Rotating {
             }
             let cut = match self.rotate.every_ns {
                 Some(e) if e > 0 => {
-                    let first = self.first_t.unwrap_or_else(|| row_t(rest));
+                    let first = self
+                        .first_t
+                        .unwrap_or_else(|| row_t(rest))
+                        .max(self.floor_t);
                     let end = (first / e).saturating_add(1).saturating_mul(e);
                     if row_t(last_row(rest)) < end {
                         rest.len()
@@ -490,6 +498,10 @@ impl Rotating {
             if cut == 0 {
                 // The first row already belongs to the next chunk (rows > 0 here: an
                 // empty chunk takes its end from this very row).
+                if let Some(e) = self.rotate.every_ns.filter(|e| *e > 0) {
+                    let first = self.first_t.unwrap_or(0).max(self.floor_t);
+                    self.floor_t = (first / e).saturating_add(1).saturating_mul(e);
+                }
                 self.close(out)?;
                 continue;
             }
@@ -500,6 +512,10 @@ impl Rotating {
             self.last_t = row_t(last_row(part));
             rest = &rest[cut..];
             if !rest.is_empty() {
+                if let Some(e) = self.rotate.every_ns.filter(|e| *e > 0) {
+                    let first = self.first_t.unwrap_or(0).max(self.floor_t);
+                    self.floor_t = (first / e).saturating_add(1).saturating_mul(e);
+                }
                 self.close(out)?;
             }
         }
@@ -744,6 +760,51 @@ mod tests {
             );
             per[w] += 1;
         }
+    }
+
+    #[test]
+    fn a_late_row_that_opens_a_chunk_does_not_cut_it_at_the_next_row() {
+        // Rows every ms, and every 100 ms a late row 1.5 s old (as envelopes.csv.gz's
+        // 10 s windows come after later 10 ms ones), plain text, 1 s chunks.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.csv");
+        let closed = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+        let c2 = closed.clone();
+        let mut s = ChunkSink::create_rotating(
+            &p,
+            "t_ns",
+            None,
+            Rotate {
+                every_ns: Some(1_000_000_000),
+                every_bytes: None,
+                dir: d.path().join("chunks"),
+                name: Box::new(|k| format!("x.{k:06}.csv")),
+                on_close: Box::new(move |c| c2.lock().unwrap().push(c.clone())),
+            },
+        )
+        .unwrap();
+        let mut rows = 0u64;
+        for ms in 0..4000u64 {
+            let t = ms * 1_000_000;
+            let b = s.buf();
+            if ms >= 1500 && ms % 100 == 0 {
+                put_u64(b, t - 1_500_000_000);
+                b.push(b'\n');
+                rows += 1;
+            }
+            put_u64(b, t);
+            b.push(b'\n');
+            rows += 1;
+            s.row_done(t);
+        }
+        s.finish().unwrap();
+        let v = closed.lock().unwrap().clone();
+        // Four seconds, four chunks (the last the file itself), every row once.
+        assert_eq!(v.len(), 4, "{v:#?}");
+        assert!(v.iter().all(|c| c.rows >= 900), "{v:#?}");
+        assert_eq!(v.iter().map(|c| c.rows).sum::<u64>(), rows);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.starts_with("t_ns\n"), "plain, with its header");
     }
 
     #[test]
