@@ -172,7 +172,7 @@ pub struct TraceArgs {
 /// `--chunk`, `--keep`, `--trigger`: recording for days (issue 13).
 #[derive(Args, Debug, Clone)]
 pub struct FlightArgs {
-    /// Cut diskstats.csv.gz (and meminfo.csv, cpu.csv, proc_io.csv) into chunks of this
+    /// Cut diskstats.csv.gz (and meminfo.csv, cpu.csv, proc_io.csv, envelopes.csv.gz) into chunks of this
     /// much run time (1h, 10m, 5s; aligned on the run clock) or of this size on disk
     /// (256MiB): each closed chunk is fsynced and moved to chunks/diskstats.NNNNNN.csv.gz
     /// (chunks/meminfo.NNNNNN.csv, ...), never written again, and listed in meta.json;
