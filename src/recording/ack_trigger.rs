@@ -246,6 +246,92 @@ fn parse_row(line: &str, c: Cols) -> Option<AckRow<'_>> {
 mod tests {
     use super::*;
     use crate::format::load::{LoadRow, HEADER};
+    use crate::recording::chunks::{parse_trigger, ChunkSetup};
+
+    fn line(t_ms: u64, role: &str, p99_ms: Option<f64>) -> String {
+        LoadRow {
+            t_ns: t_ms * 1_000_000,
+            window_ns: 100_000_000,
+            role: role.into(),
+            ops: 10,
+            lat_p99_us: p99_ms.map(|v| v * 1000.0),
+            ..Default::default()
+        }
+        .to_line()
+    }
+
+    #[test]
+    fn the_watcher_fires_once_per_window_reads_whole_lines_and_follows_a_new_file() {
+        let d = tempfile::tempdir().unwrap();
+        let clock = collectors::clock::Clock::start();
+        let events = EventLog::create(&d.path().join("events.jsonl"), clock).unwrap();
+        let setup = ChunkSetup {
+            triggers: vec![parse_trigger("ack_p99_ms>50").unwrap()],
+            window_ns: 1_000_000_000,
+            ..Default::default()
+        };
+        let flight = Flight::new(
+            setup.clone(),
+            d.path(),
+            Arc::new(std::sync::Mutex::new(Default::default())),
+            events.clone(),
+        );
+        let mut w = Watcher::new(flight.clone(), &setup.triggers, d.path(), events).unwrap();
+        w.poll(); // no load.csv yet: nothing
+        let csv = d.path().join(crate::format::load::FILE);
+        let mut text = format!("{HEADER}\n");
+        text += &line(0, "js-pub", Some(2.0));
+        text += &line(100, "sub", Some(400.0)); // not an acked role
+        text += &line(200, "js-pub", Some(80.0)); // fires
+        text += &line(300, "js-pub", Some(90.0)); // within its window: extends only
+        let cut = line(1400, "js-pub", Some(70.0)); // past it: fires again, once whole
+        text += &cut[..10];
+        std::fs::write(&csv, &text).unwrap();
+        w.poll();
+        let fired = |d: &Path| -> Vec<serde_json::Value> {
+            std::fs::read_to_string(d.join("events.jsonl"))
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .filter(|e| e["kind"] == "trigger")
+                .collect()
+        };
+        let f = fired(d.path());
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0]["t_ns"], 200_000_000u64);
+        assert_eq!(f[0]["detail"]["role"], "js-pub");
+        assert_eq!(f[0]["detail"]["value"], 80.0);
+        // The rest of the cut line arrives.
+        text += &cut[10..];
+        std::fs::write(&csv, &text).unwrap();
+        w.poll();
+        let f = fired(d.path());
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert_eq!(f[1]["t_ns"], 1_400_000_000u64);
+        let kept = flight.snapshot_state().kept_windows;
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        // 0.2 s - 1 s (saturating) .. 1.4 s + 0.1 s + 1 s, both firings named.
+        assert_eq!((kept[0].from_t_ns, kept[0].to_t_ns), (0, 2_500_000_000));
+        assert!(
+            kept[0].what.contains("ack_p99_ms>50 on js-pub: 80.0"),
+            "{kept:?}"
+        );
+        assert!(
+            kept[0].what.contains("ack_p99_ms>50 on js-pub: 70.0"),
+            "{kept:?}"
+        );
+        // A replaced load.csv (another run's) is read from its start.
+        std::fs::remove_file(&csv).unwrap();
+        std::fs::write(
+            &csv,
+            format!("{HEADER}\n{}", line(9000, "kv-put", Some(60.0))),
+        )
+        .unwrap();
+        w.poll();
+        let f = fired(d.path());
+        assert_eq!(f.len(), 3, "{f:?}");
+        assert_eq!(f[2]["detail"]["role"], "kv-put");
+    }
 
     #[test]
     fn rows_are_read_by_the_header_and_a_row_without_p99_is_none() {

@@ -309,6 +309,11 @@ impl Flight {
         }
     }
 
+    /// The chunk list and kept windows as they stand, rotated or not.
+    pub fn snapshot_state(&self) -> ChunksMeta {
+        self.state.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
     /// meta.json's `chunks` as it stands (`None` before the first rotation).
     pub fn snapshot(&self) -> Option<ChunksMeta> {
         let s = self.state.lock().ok()?;
