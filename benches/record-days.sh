@@ -75,7 +75,7 @@ echo "record-days: volume $DEV on $MNT (backing disk $BACK_MM), nats-server pid 
     --trigger "ack_p99_ms>$ACK_MS" --trigger-window "$WINDOW" \
     --duration "$DURATION" --out "$OUT" -- \
     "$BIN" load js-pub --server nats://127.0.0.1:14322 --rate "$RATE" --size 128 \
-    --duration "$DURATION" --max-bytes 1GiB --clients 2 &
+    --duration "$DURATION" --max-bytes 1GiB --discard old --clients 2 &
 REC=$!
 sleep "$STALL_AT"
 echo "record-days: stall: nats-server's writes to $BACK_MM capped at $STALL_IOPS IOPS for $STALL_SECS s" >&2

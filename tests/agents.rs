@@ -741,4 +741,32 @@ fn an_agent_samples_its_local_brokers_varz_and_proc_io() {
             s[src]
         );
     }
+    // report.html: the node's broker panels beside its devices' panel.
+    let out = diskpulse().arg("report").arg(&run).output().unwrap();
+    assert!(
+        out.status.success(),
+        "report failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    let disk = html
+        .find("brk MiB/s (offset")
+        .expect("the node's devices' panel");
+    for title in [
+        "brk broker msgs in/s (varz)",
+        "brk broker MiB/s",
+        "in (client bytes, varz)",
+        "written (proc_io)",
+        "read (proc_io)",
+        "brk broker CPU % (varz)",
+        "brk broker memory MiB (varz)",
+    ] {
+        let at = html
+            .find(title)
+            .unwrap_or_else(|| panic!("report.html lacks '{title}'"));
+        assert!(
+            at > disk,
+            "'{title}' comes before the node's devices' panel"
+        );
+    }
 }

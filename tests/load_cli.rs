@@ -319,3 +319,35 @@ fn full_stream_ends_with_what_failed_when_and_how_many_and_keeps_what_was_measur
     assert_eq!(extras[0][8], (10000 - stored).to_string(), "Errors column");
     assert_eq!(load_csv_ops(d.path(), "js-pub"), stored);
 }
+
+#[test]
+fn discard_old_keeps_a_full_stream_taking_publishes() {
+    if !have_nats_server() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let csv = d.path().join("ring.csv");
+    // The same 64 KiB stream that refuses most of 10,000 publishes with discard new
+    // (the test above) takes them all when the oldest make room.
+    let (code, out, err) = cli(
+        &[
+            "js-pub",
+            "--max-bytes",
+            "64k",
+            "--discard",
+            "old",
+            "--msgs",
+            "10000",
+            "--csv",
+            csv.to_str().unwrap(),
+        ],
+        d.path(),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!err.contains("stream_full"), "{err}");
+    assert_eq!(load_csv_ops(d.path(), "js-pub"), 10000);
+    // --discard means nothing without a limit: a usage error naming both.
+    let (code, _, err) = cli(&["js-pub", "--discard", "old", "--msgs", "10"], d.path());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--max-bytes"), "{err}");
+}

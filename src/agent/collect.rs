@@ -69,6 +69,9 @@ pub fn connect(c: &ConnectArgs, nodes: Vec<String>) -> anyhow::Result<Connected>
 pub struct Collector {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<anyhow::Result<AgentsMeta>>,
+    nodes: Vec<String>,
+    /// Per node: a clock probe has come back (the agent runs and is connected).
+    answered: Arc<Vec<AtomicBool>>,
 }
 
 impl Connected {
@@ -92,6 +95,10 @@ impl Connected {
         let clock_sink = ChunkSink::create(&dir.join(fmt::CLOCK_FILE), fmt::CLOCK_HEADER, false)?;
         let stop = Arc::new(AtomicBool::new(false));
         let st = stop.clone();
+        let node_names = self.nodes.clone();
+        let answered: Arc<Vec<AtomicBool>> =
+            Arc::new(self.nodes.iter().map(|_| AtomicBool::new(false)).collect());
+        let ans = answered.clone();
         let thread = std::thread::Builder::new()
             .name("agents".into())
             .spawn(move || {
@@ -111,15 +118,31 @@ impl Connected {
                     zero_unix_ns,
                     events,
                     st,
+                    ans,
                 ));
                 rt.shutdown_timeout(Duration::from_secs(1));
                 r
             })?;
-        Ok(Collector { stop, thread })
+        Ok(Collector {
+            stop,
+            thread,
+            nodes: node_names,
+            answered,
+        })
     }
 }
 
 impl Collector {
+    /// The nodes whose agent has not answered a clock request yet.
+    pub fn not_answered(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .zip(self.answered.iter())
+            .filter(|(_, a)| !a.load(Ordering::Relaxed))
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
     /// Stops (after the batches in flight and a last try for gaps) and returns `agents`
     /// for meta.json.
     pub fn finish(self) -> anyhow::Result<AgentsMeta> {
@@ -245,6 +268,7 @@ async fn collect(
     zero_unix_ns: u64,
     events: EventLog,
     stop: Arc<AtomicBool>,
+    answered: Arc<Vec<AtomicBool>>,
 ) -> anyhow::Result<AgentsMeta> {
     let mut subs = vec![];
     for n in &names {
@@ -352,6 +376,7 @@ async fn collect(
             }
             p = prx.recv() => {
                 let Some((ni, p)) = p else { continue };
+                answered[ni].store(true, Ordering::Relaxed);
                 let n = &mut nodes[ni];
                 n.probes.push(p);
                 n.best = best_probe(&n.probes, PROBE_WINDOW_NS);
@@ -425,6 +450,7 @@ async fn collect(
             agent_cpu_ns: st.process_cpu_ns,
             agent_published_bytes: st.published_bytes,
             devices: st.devices.clone(),
+            device_why: st.device_why.clone(),
             sources: BTreeMap::new(),
         };
         for (si, s) in n.srcs.into_iter().enumerate() {

@@ -119,6 +119,10 @@ pub struct Status {
     /// Times the connection came back.
     pub reconnects: u64,
     pub devices: Vec<String>,
+    /// Why each of `devices` is sampled, in the same order ("named", "holds /mnt/x",
+    /// "backing file of loop0", ...); empty from an agent older than this field.
+    #[serde(default)]
+    pub device_why: Vec<String>,
     pub interval_us: u64,
     /// The agent's sampler thread CPU so far (getrusage of the whole process), ns.
     pub process_cpu_ns: u64,

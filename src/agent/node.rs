@@ -581,6 +581,12 @@ fn status(
     let mut st = Status {
         node: node.to_string(),
         devices: devices.to_vec(),
+        device_why: setup
+            .samplers
+            .devices
+            .iter()
+            .map(|d| d.why.clone())
+            .collect(),
         interval_us: setup.samplers.disk_interval.as_micros() as u64,
         process_cpu_ns: super::process_cpu_ns(),
         published_bytes: published.load(Ordering::Relaxed),

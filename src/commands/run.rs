@@ -83,6 +83,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                 })
                 .collect();
             println!("  {}", c.id);
+            if let Some(a) = &cs.agents {
+                let p = crate::scenario::agents::AgentsPlan::of(a).map_err(|e| usage!("{e:#}"))?;
+                println!(
+                    "    agents {} through {}, waited for up to {:?}",
+                    p.nodes.join(", "),
+                    p.agent_url(),
+                    p.wait
+                );
+            }
             for l in schedule.describe(&labels, &lines) {
                 println!("    {l}");
             }

@@ -86,6 +86,10 @@ pub struct NodeMeta {
     pub agent_cpu_ns: u64,
     pub agent_published_bytes: u64,
     pub devices: Vec<String>,
+    /// Why the agent samples each of `devices`, in the same order ("named", "holds
+    /// /var/lib/nats", "backing file of loop0", ...); empty from an older agent.
+    #[serde(default)]
+    pub device_why: Vec<String>,
 }
 
 /// One source's batches.
@@ -179,4 +183,54 @@ pub fn read_diskstats(dir: &Path) -> anyhow::Result<Option<Vec<NodeDisk>>> {
         d.sectors_written.push(w);
     }
     Ok(Some(out))
+}
+
+/// One node's rows of a small agents source (`varz`, `jsz`, `proc_io`, `meminfo`,
+/// `cpu`): the row times and the asked columns as numbers (NaN where a value is not one).
+#[derive(Debug, Clone, Default)]
+pub struct NodeSeries {
+    pub t_ns: Vec<u64>,
+    /// One vector per asked column, in the order asked.
+    pub cols: Vec<Vec<f64>>,
+}
+
+/// Reads `columns` of `source`'s agents file per node (empty when the run has no such
+/// file or only its header; a column the header lacks reads as NaN). Damaged lines are
+/// skipped.
+pub fn read_source(
+    dir: &Path,
+    source: &str,
+    columns: &[&str],
+) -> anyhow::Result<BTreeMap<String, NodeSeries>> {
+    use std::io::BufRead;
+    let mut out: BTreeMap<String, NodeSeries> = BTreeMap::new();
+    let p = dir.join(file(source));
+    let f = match std::fs::File::open(&p) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => anyhow::bail!("cannot open {}: {e}", p.display()),
+    };
+    let head = header(source);
+    let cols: Vec<&str> = head.split(',').collect();
+    let at: Vec<Option<usize>> = columns
+        .iter()
+        .map(|c| cols.iter().position(|h| h == c))
+        .collect();
+    for line in std::io::BufReader::new(f).lines().skip(1) {
+        let Ok(line) = line else { break };
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() < cols.len() {
+            continue;
+        }
+        let Ok(t) = f[1].parse::<u64>() else { continue };
+        let s = out.entry(f[0].to_string()).or_insert_with(|| NodeSeries {
+            t_ns: vec![],
+            cols: vec![vec![]; columns.len()],
+        });
+        s.t_ns.push(t);
+        for (i, a) in at.iter().enumerate() {
+            s.cols[i].push(a.and_then(|a| f[a].parse::<f64>().ok()).unwrap_or(f64::NAN));
+        }
+    }
+    Ok(out)
 }

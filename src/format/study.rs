@@ -7,9 +7,11 @@
 //! `status`; after the report also `figures_per_run[]`, `cells_summary[]` and `axes`.
 //!
 //! `study.csv`: `cell,repeat,status`, one column per matrix parameter, then the
-//! [`FIGURES`] in order; cells are quoted when they hold a comma or a quote; an empty
-//! cell is a figure the run does not have.
+//! [`FIGURES`] in order, then with agents (a scenario's `[agents]`) for each node any run
+//! has, in name order, the [`NODE_FIGURES`] as `node_<NODE>_<figure>`; cells are quoted
+//! when they hold a comma or a quote; an empty cell is a figure the run does not have.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -128,6 +130,72 @@ pub struct Figures {
     pub ack_p99_reread_ratio: Option<f64>,
     /// Failed load operations (summary.json `failures[]`, all kinds); 0 when none failed.
     pub failures: Option<f64>,
+    /// Per agent node (a scenario's `[agents]`): study.csv's `node_<NODE>_<figure>`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nodes: BTreeMap<String, NodeFigures>,
+}
+
+/// One agent node's figures, from the run's `agents_diskstats.csv.gz` and
+/// `agents_proc_io.csv` over the run's duration.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NodeFigures {
+    /// The node's busiest device (most bytes written among those its agent was asked for:
+    /// named, or holding a `--path`; any of its devices if none): mean write MiB/s.
+    pub write_mib_s: Option<f64>,
+    /// That device's peak write MiB/s over 10 ms windows (on the run's clock).
+    pub write_peak_mib_s: Option<f64>,
+    /// The highest utilisation of those devices: time busy (`io_ms`) / the run, %.
+    pub util_pct: Option<f64>,
+    /// The node's broker process (its agent's `--broker-pid`): `write_bytes` and
+    /// `read_bytes` of /proc/PID/io, MiB/s over the span of its rows.
+    pub broker_write_mib_s: Option<f64>,
+    pub broker_read_mib_s: Option<f64>,
+}
+
+/// The per-node figures' names (after `node_<NODE>_` in study.csv) and titles.
+pub const NODE_FIGURES: [(&str, &str); 5] = [
+    ("write_mib_s", "write MiB/s"),
+    ("write_peak_mib_s", "write peak MiB/s (10 ms)"),
+    ("util_pct", "util %"),
+    ("broker_write_mib_s", "broker write MiB/s"),
+    ("broker_read_mib_s", "broker read MiB/s"),
+];
+
+impl NodeFigures {
+    /// The figure named `key` (one of [`NODE_FIGURES`]).
+    pub fn get(&self, key: &str) -> Option<f64> {
+        let v = match key {
+            "write_mib_s" => self.write_mib_s,
+            "write_peak_mib_s" => self.write_peak_mib_s,
+            "util_pct" => self.util_pct,
+            "broker_write_mib_s" => self.broker_write_mib_s,
+            "broker_read_mib_s" => self.broker_read_mib_s,
+            _ => None,
+        };
+        v.filter(|x| x.is_finite())
+    }
+}
+
+/// study.csv's column of node `node`'s figure `key`.
+pub fn node_column(node: &str, key: &str) -> String {
+    format!("node_{node}_{key}")
+}
+
+/// The columns after the parameters: `(key, title)` of every [`FIGURES`] entry, then of
+/// each node's figures for the nodes any of `runs` has (name order).
+pub fn columns<'a>(runs: impl IntoIterator<Item = &'a Figures>) -> Vec<(String, String)> {
+    let mut cols: Vec<(String, String)> = FIGURES
+        .iter()
+        .map(|(k, t)| (k.to_string(), t.to_string()))
+        .collect();
+    let nodes: std::collections::BTreeSet<&String> =
+        runs.into_iter().flat_map(|x| x.nodes.keys()).collect();
+    for n in nodes {
+        for (k, t) in NODE_FIGURES {
+            cols.push((node_column(n, k), format!("{n} {t}")));
+        }
+    }
+    cols
 }
 
 /// The figures' names (study.csv's columns) and how tables title them, in order.
@@ -198,7 +266,12 @@ impl Figures {
             "ack_p99_during_reread_us" => self.ack_p99_during_reread_us,
             "ack_p99_reread_ratio" => self.ack_p99_reread_ratio,
             "failures" => self.failures,
-            _ => None,
+            _ => {
+                return self.nodes.iter().find_map(|(n, f)| {
+                    let rest = key.strip_prefix("node_")?.strip_prefix(n.as_str())?;
+                    f.get(rest.strip_prefix('_')?)
+                })
+            }
         };
         v.filter(|x| x.is_finite())
     }
@@ -207,21 +280,26 @@ impl Figures {
 /// study.csv's fixed leading columns.
 pub const CSV_KEY_COLUMNS: [&str; 3] = ["cell", "repeat", "status"];
 
-/// study.csv's header for these matrix parameters (with newline).
-pub fn csv_header(params: &[String]) -> String {
-    let mut cols: Vec<&str> = CSV_KEY_COLUMNS.to_vec();
-    cols.extend(params.iter().map(String::as_str));
-    cols.extend(FIGURES.iter().map(|(k, _)| *k));
-    line(&cols)
+/// study.csv's header for these matrix parameters and figure columns ([`columns`]),
+/// with newline.
+pub fn csv_header(params: &[String], cols: &[(String, String)]) -> String {
+    let mut h: Vec<&str> = CSV_KEY_COLUMNS.to_vec();
+    h.extend(params.iter().map(String::as_str));
+    h.extend(cols.iter().map(|(k, _)| k.as_str()));
+    line(&h)
 }
 
 /// One study.csv row (with newline), every cell quoted as needed.
-pub fn csv_row(run: &StudyRun, params: &[String], x: &Figures) -> String {
+pub fn csv_row(
+    run: &StudyRun,
+    params: &[String],
+    cols: &[(String, String)],
+    x: &Figures,
+) -> String {
     let mut cells = vec![run.cell.clone(), run.repeat.to_string(), run.status.clone()];
     cells.extend(params.iter().map(|k| run.param(k).to_string()));
     cells.extend(
-        FIGURES
-            .iter()
+        cols.iter()
             .map(|(k, _)| x.get(k).map(|v| format!("{v}")).unwrap_or_default()),
     );
     line(&cells)
@@ -247,6 +325,46 @@ mod tests {
     }
 
     #[test]
+    fn node_columns_follow_the_figures_for_every_node_any_run_has() {
+        let mut a = Figures::default();
+        a.nodes.insert(
+            "n_1".into(),
+            NodeFigures {
+                write_mib_s: Some(2.5),
+                ..Default::default()
+            },
+        );
+        let mut b = Figures::default();
+        b.nodes.insert(
+            "n".into(),
+            NodeFigures {
+                broker_write_mib_s: Some(7.0),
+                ..Default::default()
+            },
+        );
+        let cols = columns([&a, &b]);
+        assert_eq!(cols.len(), FIGURES.len() + 2 * NODE_FIGURES.len());
+        assert_eq!(cols[FIGURES.len()].0, "node_n_write_mib_s");
+        assert_eq!(cols[FIGURES.len() + 5].0, "node_n_1_write_mib_s");
+        // A node's name that another's starts with does not take its figures.
+        assert_eq!(a.get("node_n_1_write_mib_s"), Some(2.5));
+        assert_eq!(b.get("node_n_1_write_mib_s"), None);
+        assert_eq!(b.get("node_n_broker_write_mib_s"), Some(7.0));
+        let r = StudyRun::default();
+        let row = csv_row(&r, &[], &cols, &b);
+        let cells = super::super::csv::split(row.trim_end());
+        assert_eq!(cells.len(), 3 + cols.len());
+        assert_eq!(cells[3 + FIGURES.len() + 3], "7");
+        assert_eq!(cells[3 + FIGURES.len()], "");
+        // Without agents the JSON has no `nodes` (the figures' names stay FIGURES).
+        assert!(serde_json::to_value(&a).unwrap().get("nodes").is_some());
+        assert!(serde_json::to_value(Figures::default())
+            .unwrap()
+            .get("nodes")
+            .is_none());
+    }
+
+    #[test]
     fn a_comma_in_a_value_stays_in_its_cell() {
         let r = StudyRun {
             cell: "raid=1,sync=5s".into(),
@@ -257,12 +375,13 @@ mod tests {
             ..Default::default()
         };
         let params = vec!["opts".to_string()];
-        let row = csv_row(&r, &params, &Figures::default());
+        let cols = columns([&Figures::default()]);
+        let row = csv_row(&r, &params, &cols, &Figures::default());
         let cells = super::super::csv::split(row.trim_end());
         assert_eq!(cells.len(), 3 + 1 + FIGURES.len());
         assert_eq!(cells[0], "raid=1,sync=5s");
         assert_eq!(cells[3], "noatime,discard");
-        let header = super::super::csv::split(csv_header(&params).trim_end());
+        let header = super::super::csv::split(csv_header(&params, &cols).trim_end());
         assert_eq!(header.len(), cells.len());
     }
 }

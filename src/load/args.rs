@@ -124,6 +124,15 @@ pub enum Storage {
     Memory,
 }
 
+/// What a full stream does with a new message (`--discard`, with `--max-bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Discard {
+    /// Refuse it: the publish fails with "maximum bytes exceeded" (a bounded test).
+    New,
+    /// Drop the oldest messages to make room (a ring: a load left running for hours).
+    Old,
+}
+
 /// The JetStream storage type of a [`Storage`].
 pub fn storage_type(s: Storage) -> jetstream::stream::StorageType {
     match s {
@@ -245,6 +254,10 @@ pub struct LoadArgs {
     /// Max bytes of a stream/bucket diskpulse creates (discard new when full).
     #[arg(long, value_parser = parse_size)]
     pub max_bytes: Option<u64>,
+    /// js-pub with --max-bytes: what the full stream does, `new` (publishes fail) or
+    /// `old` (the oldest messages make room: for a load left running for hours).
+    #[arg(long, value_enum, default_value_t = Discard::New, requires = "max_bytes")]
+    pub discard: Discard,
     /// js-consume: messages per pull fetch.
     #[arg(long, default_value_t = 100)]
     pub batch: usize,

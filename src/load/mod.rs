@@ -48,10 +48,9 @@ use tokio::sync::mpsc;
 
 use crate::recording::EventLog;
 use crate::usage;
-use pace::Pacer;
 use record::{Recorder, Role};
 use roles::{Conn, RunShared, Start};
-use workers::{share, Ctx, SendPlan, SenderGuard};
+use workers::{Ctx, SendPlan, SenderGuard};
 
 /// Where and on which clock the load runs.
 pub struct LoadEnv {
@@ -146,7 +145,10 @@ async fn prepare_stream(a: &LoadArgs, js: &jetstream::Context) -> anyhow::Result
     };
     if let Some(b) = a.max_bytes {
         cfg.max_bytes = b as i64;
-        cfg.discard = jetstream::stream::DiscardPolicy::New;
+        cfg.discard = match a.discard {
+            args::Discard::New => jetstream::stream::DiscardPolicy::New,
+            args::Discard::Old => jetstream::stream::DiscardPolicy::Old,
+        };
     }
     let mut stream = js
         .get_or_create_stream(cfg)
@@ -190,7 +192,9 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     )?;
     let prepared = prepare(a, &setup, &server_of(0)).await?;
     let msgs_before = match a.mode {
-        Mode::JsPub => Some(reconcile::stream_msgs(&setup, &a.stream).await?),
+        Mode::JsPub => {
+            Some(reconcile::stream_msgs(&setup, &a.stream, a.discard == args::Discard::Old).await?)
+        }
         _ => None,
     };
 
@@ -355,28 +359,16 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
             tx.clone(),
         );
         let is_main = role == main;
-        let plan = SendPlan {
-            count: total.map(|t| share(t, index, n_role)),
-            // --rate paces the main role; getters beside putters go as fast as they can.
-            pacer: a.rate.filter(|_| is_main).map(|r| {
-                Pacer::new(
-                    clock,
-                    start_ns,
-                    r / n_role as f64,
-                    index as f64 / n_role as f64,
-                    end_ns,
-                )
-            }),
-            // Core publishers stamp only when someone in this run receives (or --stamp):
-            // a stamp costs a clock read and a copy per message, which is a third of a
-            // core publish; JetStream publishes always carry one (for later consumers).
-            stamp: a.stamp || !matches!(role, Role::Pub) || a.sub > 0,
-            size: if is_main {
-                a.op_size()
-            } else {
-                a.object_size as usize
-            },
+        // Core publishers stamp only when someone in this run receives (or --stamp):
+        // a stamp costs a clock read and a copy per message, which is a third of a
+        // core publish; JetStream publishes always carry one (for later consumers).
+        let stamp = a.stamp || !matches!(role, Role::Pub) || a.sub > 0;
+        let size = if is_main {
+            a.op_size()
+        } else {
+            a.object_size as usize
         };
+        let plan = SendPlan::for_client(a, &ctx, index, n_role, is_main, stamp, size);
         // Getters beside putters work one object at a time, like the study's consumers.
         let window = if is_main { a.window_for(role) } else { 1 };
         // A sender's guard drops when its task ends: receivers then drain.
@@ -418,7 +410,8 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     }
     let stream_check = match msgs_before {
         Some(msgs_before) => {
-            let after = reconcile::stream_msgs(&setup, &a.stream).await;
+            let after =
+                reconcile::stream_msgs(&setup, &a.stream, a.discard == args::Discard::Old).await;
             if let Err(e) = &after {
                 env.events.error("load", "stream_check", &format!("{e:#}"));
             }
@@ -427,7 +420,10 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
                 Some(ids) if after.is_ok() => {
                     let mut r =
                         reconcile::retry_lost(&setup, &a.subject, ids, a.size as usize).await;
-                    r.msgs_final = reconcile::stream_msgs(&setup, &a.stream).await.ok();
+                    r.msgs_final =
+                        reconcile::stream_msgs(&setup, &a.stream, a.discard == args::Discard::Old)
+                            .await
+                            .ok();
                     env.events.event("msg_id_retry", serde_json::to_value(&r)?);
                     Some(r)
                 }

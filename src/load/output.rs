@@ -261,7 +261,7 @@ pub fn human(roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
 /// What an error kind means and what to do about it (the end of the one error line).
 pub fn error_hint(kind: &str) -> Option<&'static str> {
     Some(match kind {
-        "stream_full" => "the stream or bucket is at its limits (max bytes or messages, discard new); empty it with --purge or raise --max-bytes",
+        "stream_full" => "the stream or bucket is at its limits (max bytes or messages, discard new); empty it with --purge or raise --max-bytes (or, for js-pub, --discard old to drop the oldest)",
         "storage_full" | "memory_full" | "insufficient_resources" | "account_limits" => {
             "the server's JetStream storage is full; free space or raise its max_file_store/max_memory_store"
         }
@@ -271,6 +271,8 @@ pub fn error_hint(kind: &str) -> Option<&'static str> {
         "mismatch" | "digest_mismatch" => "data read back is not what diskpulse wrote",
         "missing" => "messages never arrived (slow consumer drops); use fewer publishers or more subscribers",
         "stream_not_found" => "the stream is gone; create it with js-pub",
+        "lost_unconfirmed" => "the connection to the broker dropped with publishes unconfirmed (see the amqp_disconnected events); the broker may or may not have stored them",
+        "duplicate" => "messages were delivered again after their ack was lost with the connection (at least once); count them out of what was received",
         _ => return None,
     })
 }
@@ -290,6 +292,8 @@ pub fn kind_words(kind: &str) -> (&'static str, String) {
         "stream_not_found" => "the stream went away",
         "disconnected" | "connection" | "connection_lost" => "the connection broke",
         "nack" => "the broker refused messages",
+        "lost_unconfirmed" => "publishes were never confirmed",
+        "duplicate" => "messages were delivered twice",
         "broker_error" => "the broker closed the channel",
         _ => "operations failed",
     };

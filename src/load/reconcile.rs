@@ -78,12 +78,24 @@ impl StreamCheck {
     }
 }
 
-/// The stream's message count, from the server.
-pub async fn stream_msgs(client: &async_nats::Client, stream: &str) -> anyhow::Result<u64> {
+/// The stream's message count, from the server; `by_sequence` (js-pub `--discard old`,
+/// whose full stream drops its oldest messages as it stores new ones): its last sequence
+/// instead, which grows by one per message stored and never shrinks, so "stored during
+/// the run" stays the difference of two readings.
+pub async fn stream_msgs(
+    client: &async_nats::Client,
+    stream: &str,
+    by_sequence: bool,
+) -> anyhow::Result<u64> {
     let js = jetstream::new(client.clone());
     tokio::time::timeout(Duration::from_secs(10), async {
         let mut s = js.get_stream(stream).await?;
-        anyhow::Ok(s.info().await?.state.messages)
+        let state = &s.info().await?.state;
+        anyhow::Ok(if by_sequence {
+            state.last_sequence
+        } else {
+            state.messages
+        })
     })
     .await
     .map_err(|_| anyhow::anyhow!("stream '{stream}': no stream info within 10 s"))?

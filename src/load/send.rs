@@ -192,6 +192,14 @@ pub(crate) struct FaultWatch {
 }
 
 impl FaultWatch {
+    /// A client's watch from its loop's start at `now` (no success yet).
+    pub fn starting(now: u64) -> FaultWatch {
+        FaultWatch {
+            last_ok_ns: now,
+            ..Default::default()
+        }
+    }
+
     /// `n` operations failed (of `kind`).
     pub fn failed(&mut self, kind: &str, n: u64) {
         self.failed += n;
@@ -285,7 +293,7 @@ pub(crate) async fn send_loop<O: Operation>(
         // The intended start of the next send, when it is time for one.
         let next = if in_flight == 0 {
             // Only the send stage can make progress.
-            plan.next(&ctx, done, &rec).await
+            plan.next(&ctx, done).await
         } else {
             tokio::select! {
                 biased;
@@ -303,7 +311,7 @@ pub(crate) async fn send_loop<O: Operation>(
                     }
                     continue;
                 }
-                next = plan.next(&ctx, done, &rec), if can_send => next,
+                next = plan.next(&ctx, done), if can_send => next,
                 () = &mut tick => {
                     let now = rec.now();
                     if fault.down_ns.is_none() && !op.connected() {
@@ -383,7 +391,7 @@ const DRAIN: Duration = Duration::from_secs(2);
 const STOP_CHECK: Duration = Duration::from_millis(10);
 
 /// Resolves once the run is told to stop (looked at every [`STOP_CHECK`]).
-async fn stopped(ctx: &Ctx) {
+pub(crate) async fn stopped(ctx: &Ctx) {
     while !ctx.stop.load(Ordering::Relaxed) {
         tokio::time::sleep(STOP_CHECK).await;
     }

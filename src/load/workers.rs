@@ -15,6 +15,7 @@ use async_nats::jetstream;
 use bytes::Bytes;
 use collectors::clock::Clock;
 
+use super::args::LoadArgs;
 use super::pace::Pacer;
 use super::reconcile::MsgIds;
 use super::record::{Recorder, StampedPayloads};
@@ -68,9 +69,41 @@ pub struct SendPlan {
 }
 
 impl SendPlan {
-    /// The intended start of the next op, or None when this sender is done.
+    /// The plan of client `index` of the `n_role` clients of a role (NATS and AMQP
+    /// alike): its share of `--msgs`, and with `--rate` (the main role only: receivers and
+    /// getters beside it go as fast as they can) a pacer of `rate / n_role` from the run's
+    /// start to its `--duration` end, phase-shifted by `index / n_role` so clients
+    /// interleave. `stamp` and `size` are the role's.
+    pub fn for_client(
+        a: &LoadArgs,
+        ctx: &Ctx,
+        index: usize,
+        n_role: usize,
+        is_main: bool,
+        stamp: bool,
+        size: usize,
+    ) -> SendPlan {
+        let n = n_role.max(1);
+        SendPlan {
+            count: a.total_ops().map(|t| share(t, index, n)),
+            pacer: a.rate.filter(|_| is_main).map(|r| {
+                Pacer::new(
+                    ctx.clock,
+                    ctx.start_ns,
+                    r / n as f64,
+                    index as f64 / n as f64,
+                    ctx.end_ns,
+                )
+            }),
+            stamp,
+            size,
+        }
+    }
+
+    /// The intended start of the next op (`done` already started), or None when this
+    /// sender is done: its count reached, its schedule or `--duration` over, or stopped.
     #[inline]
-    pub(crate) async fn next(&mut self, ctx: &Ctx, done: u64, rec: &Recorder) -> Option<u64> {
+    pub(crate) async fn next(&mut self, ctx: &Ctx, done: u64) -> Option<u64> {
         if self.count.is_some_and(|c| done >= c) {
             return None;
         }
@@ -80,7 +113,7 @@ impl SendPlan {
                 (!ctx.stop.load(Ordering::Relaxed)).then_some(t)
             }
             None => {
-                let now = rec.now();
+                let now = ctx.clock.now_ns();
                 (!ctx.over(now)).then_some(now)
             }
         }

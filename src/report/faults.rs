@@ -5,7 +5,9 @@
 //! - A node span runs from a scenario's `node_stop` or `node_kill` to that node's
 //!   `restart_ready` (or its `restart` when no ready came).
 //! - A client span runs from a `nats_client` `disconnected` to that client's next
-//!   `connected` (async-nats's own events, for every connection of the load).
+//!   `connected` (async-nats's own events, for every connection of the load), or from an
+//!   AMQP client's `amqp_disconnected` to its `amqp_reconnected` (none when it gave up:
+//!   `amqp_reconnect_failed` leaves the span open).
 //! - Spans that overlap are one fault. Its end (the broker back) is the first client
 //!   reconnect in it, else the node's ready: what the load could see.
 //! - The load's send loops emit `first_ack_after_reconnect` (`t_ns` = the first
@@ -58,9 +60,13 @@ pub fn faults(events: &[Event]) -> Vec<Fault> {
                     }
                 }
             }
-            "nats_client" => {
-                let (Some(client), Some(what)) = (e.detail_str("client"), e.detail_str("event"))
-                else {
+            "nats_client" | "amqp_disconnected" | "amqp_reconnected" => {
+                let what = match e.kind.as_str() {
+                    "amqp_disconnected" => Some("disconnected"),
+                    "amqp_reconnected" => Some("connected"),
+                    _ => e.detail_str("event"),
+                };
+                let (Some(client), Some(what)) = (e.detail_str("client"), what) else {
                     continue;
                 };
                 let open = spans
@@ -303,6 +309,27 @@ mod tests {
         assert_eq!(f[1].time_to_first_ack_ms, None);
         assert_eq!(f[1].ops_lost, 0);
         assert!(line(&f[0]).contains("n1 killed"), "{}", line(&f[0]));
+    }
+
+    #[test]
+    fn an_amqp_outage_is_a_fault_from_disconnected_to_reconnected() {
+        let amqp = |t_ms, kind: &str, client: &str| {
+            ev(t_ms, kind, json!({"client": client, "role": "amqp-pub"}))
+        };
+        let f = faults(&[
+            amqp(1_000, "amqp_disconnected", "diskpulse-amqp-pub-0"),
+            amqp(1_002, "amqp_disconnected", "diskpulse-amqp-pub-1"),
+            amqp(5_300, "amqp_reconnected", "diskpulse-amqp-pub-1"),
+            amqp(5_310, "amqp_reconnected", "diskpulse-amqp-pub-0"),
+            amqp(9_000, "amqp_disconnected", "diskpulse-amqp-pub-0"),
+            amqp(12_000, "amqp_reconnect_failed", "diskpulse-amqp-pub-0"),
+        ]);
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert_eq!(f[0].cause, "disconnect");
+        assert_eq!(f[0].start_s, 1.0);
+        assert_eq!(f[0].end_s, Some(5.3), "the first client back ends it");
+        assert_eq!(f[0].clients.len(), 2);
+        assert_eq!(f[1].end_s, None, "a client that gave up never came back");
     }
 
     #[test]

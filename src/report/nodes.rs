@@ -1,19 +1,121 @@
-//! `report` of a `record --agents` run: one panel per node (its devices' read and write
-//! MiB/s from `agents_diskstats.csv.gz`) on the run's time axis, and a table of each
-//! node's clock offset, its bound and its batches (meta.json `agents`).
+//! `report` of a `record --agents` run: per node a panel of its devices' read and write
+//! MiB/s (`agents_diskstats.csv.gz`) and, when its agent sampled the node's broker, the
+//! broker's panels beside it: msgs in/s, MiB/s (bytes in from `agents_varz.csv`, bytes
+//! written and read from `agents_proc_io.csv`), CPU % and memory; all on the run's time
+//! axis; a source the node lacks draws no panel. And a table of each node's clock offset,
+//! its bound and its batches (meta.json `agents`).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use charts::{Panel, Series, Style, Timeline};
 
 use super::html::escape;
 use super::run::Run;
-use crate::format::agents::{self, AgentsMeta, NodeDisk};
+use crate::format::agents::{self, AgentsMeta, NodeDisk, NodeSeries};
+
+/// The nodes' broker samples: varz (`in_msgs`, `in_bytes`, `cpu_pct`, `mem_bytes`) and
+/// proc_io (`write_bytes`, `read_bytes`) per node.
+#[derive(Debug, Clone, Default)]
+pub struct Brokers {
+    pub varz: BTreeMap<String, NodeSeries>,
+    pub proc_io: BTreeMap<String, NodeSeries>,
+}
+
+pub const VARZ_COLUMNS: [&str; 4] = ["in_msgs", "in_bytes", "cpu_pct", "mem_bytes"];
+pub const PROC_IO_COLUMNS: [&str; 2] = ["write_bytes", "read_bytes"];
+
+impl Brokers {
+    pub fn read(dir: &std::path::Path) -> anyhow::Result<Brokers> {
+        Ok(Brokers {
+            varz: agents::read_source(dir, "varz", &VARZ_COLUMNS)?,
+            proc_io: agents::read_source(dir, "proc_io", &PROC_IO_COLUMNS)?,
+        })
+    }
+}
+
+/// A counter's rate per second times `scale`, a point per row after the first; a counter
+/// that went back (a restarted broker, a new pid) starts again from that row.
+fn rate(label: &str, t: &[u64], v: &[f64], scale: f64) -> Series {
+    let mut s = Series {
+        label: label.into(),
+        style: Style::Envelope,
+        ..Default::default()
+    };
+    for i in 1..t.len().min(v.len()) {
+        let dt = t[i].saturating_sub(t[i - 1]);
+        let dv = v[i] - v[i - 1];
+        if dt == 0 || dv.is_nan() || dv < 0.0 {
+            continue;
+        }
+        s.t_s.push(t[i] as f64 / 1e9);
+        s.v.push(dv * scale / (dt as f64 / 1e9));
+    }
+    s
+}
+
+/// A level (a gauge) times `scale`.
+fn level(label: &str, t: &[u64], v: &[f64], scale: f64) -> Series {
+    Series {
+        label: label.into(),
+        style: Style::Line,
+        t_s: t.iter().map(|t| *t as f64 / 1e9).collect(),
+        v: v.iter().map(|v| v * scale).collect(),
+        ..Default::default()
+    }
+}
+
+/// The broker panels of `node`: none for a source its agent did not sample.
+fn broker_panels(node: &str, b: &Brokers, range: (f64, f64), columns: usize) -> Vec<Panel> {
+    const MIB: f64 = 1.0 / 1048576.0;
+    let mut out = vec![];
+    let panel = |title: String, y: &str, series: Vec<Series>| Panel {
+        title,
+        y_label: y.into(),
+        series: series.into_iter().map(|s| s.fold(range, columns)).collect(),
+        ..Default::default()
+    };
+    let varz = b.varz.get(node).filter(|s| !s.t_ns.is_empty());
+    let pio = b.proc_io.get(node).filter(|s| s.t_ns.len() > 1);
+    if let Some(v) = varz {
+        out.push(panel(
+            format!("{node} broker msgs in/s (varz)"),
+            "msgs/s",
+            vec![rate("in msgs", &v.t_ns, &v.cols[0], 1.0)],
+        ));
+    }
+    let mut mib = vec![];
+    if let Some(v) = varz {
+        mib.push(rate("in (client bytes, varz)", &v.t_ns, &v.cols[1], MIB));
+    }
+    if let Some(p) = pio {
+        mib.push(rate("written (proc_io)", &p.t_ns, &p.cols[0], MIB));
+        mib.push(rate("read (proc_io)", &p.t_ns, &p.cols[1], MIB));
+    }
+    if !mib.is_empty() {
+        out.push(panel(format!("{node} broker MiB/s"), "MiB/s", mib));
+    }
+    if let Some(v) = varz {
+        out.push(panel(
+            format!("{node} broker CPU % (varz)"),
+            "%",
+            vec![level("cpu", &v.t_ns, &v.cols[2], 1.0)],
+        ));
+        out.push(panel(
+            format!("{node} broker memory MiB (varz)"),
+            "MiB",
+            vec![level("mem", &v.t_ns, &v.cols[3], MIB)],
+        ));
+    }
+    out
+}
 
 /// The nodes' timeline: a panel per node, the same time axis as the run's timeline.
-pub fn timeline(run: &Run, disks: &[NodeDisk], meta: &AgentsMeta) -> Timeline {
+pub fn timeline(run: &Run, disks: &[NodeDisk], brokers: &Brokers, meta: &AgentsMeta) -> Timeline {
     let mut t = Timeline {
-        title: "Nodes (record --agents): MiB/s per device, on this run's clock".into(),
+        title:
+            "Nodes (record --agents): MiB/s per device and the node's broker, on this run's clock"
+                .into(),
         x_range_s: (0.0, run.duration_ns as f64 / 1e9),
         ..Default::default()
     };
@@ -49,7 +151,11 @@ pub fn timeline(run: &Run, disks: &[NodeDisk], meta: &AgentsMeta) -> Timeline {
                 p.series.push(s.fold(range, columns));
             }
         }
-        t.panels.push(p);
+        if !p.series.is_empty() {
+            t.panels.push(p);
+        }
+        t.panels
+            .extend(broker_panels(node, brokers, range, columns));
     }
     t
 }
@@ -90,10 +196,14 @@ pub fn section(s: &mut String, run: &Run) {
         );
     }
     s.push_str("</table>\n");
-    if !disks.is_empty() {
-        let t = timeline(run, &disks, &meta);
+    let brokers = Brokers::read(&run.dir).unwrap_or_else(|e| {
+        let _ = writeln!(s, "<p class=\"notice\">{}</p>", escape(&format!("{e:#}")));
+        Brokers::default()
+    });
+    let t = timeline(run, &disks, &brokers, &meta);
+    if !t.panels.is_empty() {
         s.push_str("<figure class=\"timeline\">\n");
         s.push_str(&charts::render_svg(&t));
-        s.push_str("\n<figcaption>One panel per node, on the same time axis as the run's timeline (seconds since the run's start).</figcaption>\n</figure>\n");
+        s.push_str("\n<figcaption>Per node its devices' panel and its broker's (when its agent samples one), on the same time axis as the run's timeline (seconds since the run's start).</figcaption>\n</figure>\n");
     }
 }

@@ -1,5 +1,6 @@
 //! Scenarios: a whole storage study from one file (`diskpulse run SCENARIO.toml`).
 
+pub mod agents;
 mod executor;
 pub mod html;
 mod matrix;

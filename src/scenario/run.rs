@@ -385,6 +385,12 @@ fn run_recorded(
     };
     let clock = session.clock();
     let schedule = Schedule::of(&s.phases)?;
+    let agents_plan = s
+        .agents
+        .as_ref()
+        .map(super::agents::AgentsPlan::of)
+        .transpose()?;
+    let agents_meta = std::sync::Mutex::new(None);
     // A scenario's restart phases stop nodes on purpose: no broker watch.
     let ran = session.run(broker, monitor_interval, false, async |live| {
         if let Some(c) = &live.cluster {
@@ -395,6 +401,23 @@ fn run_recorded(
                 }
             }
         }
+        // The agents' collector, once the broker is up; every node answered before the
+        // phases start.
+        let agents = match &agents_plan {
+            Some(p) => Some(
+                super::agents::start(
+                    p,
+                    live.cluster.as_ref(),
+                    dir,
+                    clock,
+                    &live.events,
+                    &o.stop,
+                    &agents_meta,
+                )
+                .await?,
+            ),
+            None => None,
+        };
         let cx = PhaseCtx {
             dir,
             vols,
@@ -406,10 +429,27 @@ fn run_recorded(
             process_hook: live.process_hook.clone(),
         };
         let (results, err) = run_schedule(&s.phases, &schedule, &cx, clock, &o.stop).await;
+        if let Some(a) = agents {
+            a.finish(&agents_meta).await;
+        }
         // Back to the session, which stops the nodes.
         live.cluster = cx.cluster.lock().await.take();
         Ok((results, err))
     });
+    if let Some(m) = agents_meta.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        for (n, nm) in &m.nodes {
+            eprintln!(
+                "   agent {n}: offset {} bound {}, {} lost, {} duplicates dropped",
+                nm.offset_ns
+                    .map_or("unknown".into(), |o| format!("{:+.3} ms", o as f64 / 1e6)),
+                nm.bound_ns
+                    .map_or("-".into(), |b| format!("{:.3} ms", b as f64 / 1e6)),
+                nm.sources.values().map(|s| s.lost).sum::<u64>(),
+                nm.sources.values().map(|s| s.duplicates).sum::<u64>(),
+            );
+        }
+        session.set_meta("agents", serde_json::to_value(&m)?)?;
+    }
     // The phases that ran go into meta.json even when one failed.
     let res = match ran.result {
         Ok((phases, err)) => {

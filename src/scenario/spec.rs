@@ -48,7 +48,38 @@ pub struct Scenario {
     pub broker: Option<BrokerDecl>,
     #[serde(default)]
     pub samplers: SamplersDecl,
+    /// Agents on other hosts (or this one) whose samples each run's recording merges
+    /// (`record --agents`, issue 15).
+    pub agents: Option<AgentsDecl>,
     pub phases: Vec<Spanned<PhaseDecl>>,
+}
+
+/// `[agents]`: the nodes whose `diskpulse agent` each run records, and where they publish.
+///
+/// ```toml
+/// [agents]
+/// nodes = ["a", "b"]             # each `diskpulse agent --name NODE`, started by the user
+/// server = "embedded"            # or "nats://10.0.0.1:4222,...": the servers they publish to
+/// listen = "127.0.0.1:14250"     # embedded only: the address the agents connect to
+/// wait = "30s"                   # how long a run waits for every node's first clock reply
+/// ```
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsDecl {
+    pub nodes: Vec<Spanned<String>>,
+    pub server: Spanned<String>,
+    /// With `server = "embedded"`: where `run` listens for the agents (`--server
+    /// nats://LISTEN`), forwarded to the embedded broker's first node in each run.
+    pub listen: Option<Spanned<String>>,
+    #[serde(default = "thirty_s")]
+    pub wait: String,
+}
+
+/// `[agents] server = "embedded"`: the agents publish through the scenario's own broker.
+pub const AGENTS_EMBEDDED: &str = "embedded";
+
+fn thirty_s() -> String {
+    "30s".into()
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -492,6 +523,7 @@ fn parse_inner(path: &str, text: &str, check_matrix: bool) -> Result<Scenario, S
         }
         pos = end;
     }
+    super::validate::check_agents(path, text, &sc)?;
     super::schedule::Schedule::build(path, text, &sc.phases)?;
     Ok(sc)
 }

@@ -2,7 +2,8 @@
 //! avg get obj/s, msgs/s, MiB/s) and what it could not see (write burst period and peak,
 //! hidden factor, p99 ack latency, p99 fsync latency, probe write latency, restart read
 //! burst, probe write p99 outside/inside write bursts, ack p99 before/during a restart's
-//! re-read, failed operations); per cell mean and spread over repeats; a table per matrix axis. Written as
+//! re-read, failed operations), and with agents each node's write MiB/s, util and broker
+//! I/O ([`node_figures`]); per cell mean and spread over repeats; a table per matrix axis. Written as
 //! `study.json`, `study.csv`, `study.md` and `report.html` in the study directory, and a
 //! bar chart per figure in `charts/` (`study_charts.rs`).
 //!
@@ -18,7 +19,7 @@ use serde_json::{json, Value};
 use crate::format::fsync;
 use crate::format::meta::Meta;
 use crate::format::probe::ProbeJson;
-use crate::format::study::{self as fmt, Figures, Study, StudyRun, FIGURES};
+use crate::format::study::{self as fmt, Figures, NodeFigures, Study, StudyRun};
 use crate::format::summary::Summary;
 
 fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -38,6 +39,9 @@ fn finite(x: Option<f64>) -> Option<f64> {
 pub fn figures(run_dir: &Path) -> Figures {
     let mut x = Figures::default();
     let meta = Meta::read(run_dir).ok();
+    if let Some(ns) = meta.as_ref().and_then(|m| m.duration_ns).filter(|n| *n > 0) {
+        x.nodes = node_figures(run_dir, ns);
+    }
     let phases = meta.as_ref().map(|m| m.phases()).unwrap_or_default();
     // Failed operations from meta.json (the run's own load and every load phase), so a
     // run without summary.json still shows them; summary.json's `failures[]` is the same.
@@ -171,6 +175,154 @@ fn interference_figures(x: &mut Figures, summary: &Summary) {
     }
 }
 
+/// Per agent node of a run (`meta.json` `agents`): its busiest device's mean and 10 ms peak
+/// write MiB/s and the highest utilisation among its devices, from
+/// `agents_diskstats.csv.gz` (read in one pass, no row held), over the run's `duration_ns`;
+/// and its broker's write and read MiB/s from `agents_proc_io.csv` when its agent sampled
+/// one. The devices counted are those the agent was asked for (named, holding a path);
+/// all of the node's when its agent did not say why it samples each.
+pub fn node_figures(run_dir: &Path, duration_ns: u64) -> BTreeMap<String, NodeFigures> {
+    use std::io::BufRead;
+    let mut out = BTreeMap::new();
+    let Some(meta) = crate::format::agents::read_meta(run_dir) else {
+        return out;
+    };
+    let asked = |node: &str, dev: &str| -> bool {
+        let Some(nm) = meta.nodes.get(node) else {
+            return false;
+        };
+        let why = |i: usize| nm.device_why.get(i).map(String::as_str).unwrap_or("");
+        let chosen =
+            |w: &str| w == "named" || w.starts_with("holds") || w.starts_with("btrfs member");
+        if !(0..nm.devices.len()).any(|i| chosen(why(i))) {
+            return true;
+        }
+        nm.devices
+            .iter()
+            .position(|d| d == dev)
+            .is_some_and(|i| chosen(why(i)))
+    };
+    /// One device of one node as the rows go by.
+    #[derive(Default)]
+    struct Dev {
+        first: Option<(u64, u64)>,
+        last: (u64, u64),
+        prev_sw: u64,
+        bin: u64,
+        bin_sectors: u64,
+        peak_sectors: u64,
+    }
+    const BIN_NS: u64 = 10_000_000;
+    let mut devs: BTreeMap<(String, String), Dev> = BTreeMap::new();
+    if let Ok(f) = std::fs::File::open(run_dir.join(crate::format::agents::DISKSTATS_FILE)) {
+        let r = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f));
+        let head = crate::format::agents::header("diskstats");
+        let cols: Vec<&str> = head.split(',').collect();
+        let at = |name: &str| cols.iter().position(|c| *c == name);
+        let (Some(sw), Some(io)) = (at("sectors_written"), at("io_ms")) else {
+            return out;
+        };
+        for line in r.lines().skip(1) {
+            // A recording cut by kill -9 ends inside a member: what was read stands.
+            let Ok(line) = line else { break };
+            let f: Vec<&str> = line.split(',').collect();
+            if f.len() < cols.len() {
+                continue;
+            }
+            let (Ok(t), Ok(w), Ok(busy)) = (
+                f[1].parse::<u64>(),
+                f[sw].parse::<u64>(),
+                f[io].parse::<u64>(),
+            ) else {
+                continue;
+            };
+            if !asked(f[0], f[2]) {
+                continue;
+            }
+            let d = devs
+                .entry((f[0].to_string(), f[2].to_string()))
+                .or_default();
+            if d.first.is_none() {
+                d.first = Some((w, busy));
+                d.prev_sw = w;
+                d.bin = t / BIN_NS;
+            }
+            // A counter's growth since the previous row lands in this row's 10 ms window.
+            if t / BIN_NS != d.bin {
+                d.peak_sectors = d.peak_sectors.max(d.bin_sectors);
+                d.bin = t / BIN_NS;
+                d.bin_sectors = 0;
+            }
+            d.bin_sectors += w.saturating_sub(d.prev_sw);
+            d.prev_sw = w;
+            d.last = (w, busy);
+        }
+    }
+    let secs = duration_ns as f64 / 1e9;
+    let mib = |sectors: u64| sectors as f64 * 512.0 / 1048576.0;
+    for ((node, _), d) in &devs {
+        let Some((w0, b0)) = d.first else { continue };
+        let written = d.last.0.saturating_sub(w0);
+        let util = d.last.1.saturating_sub(b0) as f64 / 1e3 / secs * 100.0;
+        let peak = mib(d.peak_sectors.max(d.bin_sectors)) / (BIN_NS as f64 / 1e9);
+        let nf: &mut NodeFigures = out.entry(node.clone()).or_default();
+        nf.util_pct = max_opt(nf.util_pct, Some(util.min(100.0)));
+        let mean = mib(written) / secs;
+        if nf.write_mib_s.is_none_or(|m| mean > m) {
+            nf.write_mib_s = Some(mean);
+            nf.write_peak_mib_s = Some(peak);
+        }
+    }
+    // The broker's I/O: its write_bytes and read_bytes over the span of its rows (a pid
+    // that changes, a restarted broker, starts again from its own first row).
+    if let Ok(text) = std::fs::read_to_string(run_dir.join(crate::format::agents::PROC_IO_FILE)) {
+        let head = crate::format::agents::header("proc_io");
+        let cols: Vec<&str> = head.split(',').collect();
+        let at = |name: &str| cols.iter().position(|c| *c == name).unwrap_or(0);
+        let (pid_c, rb, wb) = (at("pid"), at("read_bytes"), at("write_bytes"));
+        // node -> (pid, first t, last t, bytes read and written so far, this pid's first
+        // counters, its last counters)
+        type Acc = (String, u64, u64, u64, u64, (u64, u64), (u64, u64));
+        let mut acc: BTreeMap<String, Acc> = BTreeMap::new();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split(',').collect();
+            if f.len() < cols.len() {
+                continue;
+            }
+            let (Ok(t), Ok(r), Ok(w)) = (
+                f[1].parse::<u64>(),
+                f[rb].parse::<u64>(),
+                f[wb].parse::<u64>(),
+            ) else {
+                continue;
+            };
+            let a = acc
+                .entry(f[0].to_string())
+                .or_insert_with(|| (f[pid_c].to_string(), t, t, 0, 0, (r, w), (r, w)));
+            if a.0 != f[pid_c] {
+                a.3 += a.6 .0.saturating_sub(a.5 .0);
+                a.4 += a.6 .1.saturating_sub(a.5 .1);
+                a.0 = f[pid_c].to_string();
+                a.5 = (r, w);
+            }
+            a.2 = t;
+            a.6 = (r, w);
+        }
+        for (node, a) in acc {
+            let span = (a.2 - a.1) as f64 / 1e9;
+            if span <= 0.0 {
+                continue;
+            }
+            let read = a.3 + a.6 .0.saturating_sub(a.5 .0);
+            let written = a.4 + a.6 .1.saturating_sub(a.5 .1);
+            let nf = out.entry(node).or_default();
+            nf.broker_read_mib_s = Some(read as f64 / 1048576.0 / span);
+            nf.broker_write_mib_s = Some(written as f64 / 1048576.0 / span);
+        }
+    }
+    out
+}
+
 /// Mean, min and max of the values present.
 fn stats(v: &[Option<f64>]) -> Option<(f64, f64, f64, usize)> {
     let xs: Vec<f64> = v.iter().flatten().copied().collect();
@@ -203,7 +355,7 @@ fn cell_str(s: Option<(f64, f64, f64, usize)>) -> String {
 
 /// Per figure present: mean/min/max/n of `xs` for the JSON, and the table cells.
 fn figure_stats(
-    present: &[(&str, &str)],
+    present: &[(String, String)],
     xs: &[&Figures],
 ) -> (serde_json::Map<String, Value>, Vec<String>) {
     let mut figs = serde_json::Map::new();
@@ -212,7 +364,7 @@ fn figure_stats(
         let s = stats(&xs.iter().map(|x| x.get(k)).collect::<Vec<_>>());
         cells.push(cell_str(s));
         figs.insert(
-            k.to_string(),
+            k.clone(),
             s.map(|(m, lo, hi, n)| json!({"mean": m, "min": lo, "max": hi, "n": n}))
                 .unwrap_or(Value::Null),
         );
@@ -239,10 +391,9 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
             .1
             .push(x);
     }
-    let present: Vec<(&str, &str)> = FIGURES
-        .iter()
+    let present: Vec<(String, String)> = fmt::columns(per_run.iter().map(|(_, x)| x))
+        .into_iter()
         .filter(|(k, _)| per_run.iter().any(|(_, x)| x.get(k).is_some()))
-        .copied()
         .collect();
     let params = sj.param_names();
     let mut md = format!(
@@ -254,7 +405,7 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
     );
     let header = |first: &[String]| {
         let mut h = first.to_vec();
-        h.extend(present.iter().map(|p| p.1.to_string()));
+        h.extend(present.iter().map(|p| p.1.clone()));
         format!("| {} |\n|{}\n", h.join(" | "), "---|".repeat(h.len()))
     };
     let mut cell_json = vec![];
@@ -310,9 +461,10 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
     }
     std::fs::write(study.join("study.md"), &md)?;
     // CSV: one row per run, every cell quoted as needed.
-    let mut csv = fmt::csv_header(&params);
+    let cols = fmt::columns(per_run.iter().map(|(_, x)| x));
+    let mut csv = fmt::csv_header(&params, &cols);
     for (r, x) in &per_run {
-        csv.push_str(&fmt::csv_row(r, &params, x));
+        csv.push_str(&fmt::csv_row(r, &params, &cols, x));
     }
     std::fs::write(study.join(fmt::CSV_FILE), csv)?;
     sj.rest.insert(
@@ -338,6 +490,83 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An agents_diskstats.csv.gz row: sectors written `sw`, io_ms `busy`.
+    fn ds_row(node: &str, dev: &str, t_ns: u64, sw: u64, busy: u64) -> String {
+        let mut c = [0u64; crate::format::diskstats::MAX_FIELDS];
+        c[6] = sw;
+        c[9] = busy;
+        let c: Vec<String> = c.iter().map(u64::to_string).collect();
+        format!("{node},{t_ns},{dev},7,1,{}\n", c.join(","))
+    }
+
+    #[test]
+    fn node_columns_come_from_the_agents_files_of_the_devices_asked_for() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let meta = json!({"tool": "diskpulse", "format_version": crate::format::FORMAT_VERSION, "duration_ns": 10_000_000_000u64, "agents": {"servers": [], "nodes": {
+            "a": {"offset_ns": 1, "bound_ns": 1, "probes": 1, "max_bound_used_ns": 1, "sources": {},
+                  "agent_dropped_batches": 0, "agent_reconnects": 0, "agent_cpu_ns": 0,
+                  "agent_published_bytes": 0, "devices": ["loop1", "vda"],
+                  "device_why": ["named", "backing file of loop1"]},
+            "b": {"offset_ns": 1, "bound_ns": 1, "probes": 1, "max_bound_used_ns": 1, "sources": {},
+                  "agent_dropped_batches": 0, "agent_reconnects": 0, "agent_cpu_ns": 0,
+                  "agent_published_bytes": 0, "devices": ["loop2"]}}}});
+        std::fs::write(d.join("meta.json"), meta.to_string()).unwrap();
+        let mut text = crate::format::agents::header("diskstats") + "\n";
+        // a/loop1: 20 MiB over the run; busy 2.5 s. Rows are written on change only, so a
+        // row's growth happened since the sample before it (1 ms): the 16 MiB row is a
+        // 16 MiB window, the 4 MiB two rows 4 ms apart share another.
+        text += &ds_row("a", "loop1", 1_000_000_000, 100, 0);
+        text += &ds_row("a", "loop1", 3_000_000_000, 100 + 16 * 2048, 1000);
+        text += &ds_row("a", "loop1", 5_001_000_000, 100 + 18 * 2048, 1000);
+        text += &ds_row("a", "loop1", 5_005_000_000, 100 + 20 * 2048, 2500);
+        // a/vda (the loop device's backing disk): more bytes, not counted.
+        text += &ds_row("a", "vda", 1_000_000_000, 0, 0);
+        text += &ds_row("a", "vda", 9_000_000_000, 400 * 2048, 9000);
+        // b: no why from its agent: every device counts.
+        text += &ds_row("b", "loop2", 1_000_000_000, 0, 0);
+        text += &ds_row("b", "loop2", 2_000_000_000, 10 * 2048, 500);
+        let mut gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(d.join("agents_diskstats.csv.gz")).unwrap(),
+            flate2::Compression::fast(),
+        );
+        gz.write_all(text.as_bytes()).unwrap();
+        gz.finish().unwrap();
+        // b's broker: 6 MiB written over 2 s across a restart (a new pid).
+        let mut p = crate::format::agents::header("proc_io") + "\n";
+        for (t, pid, w) in [
+            (1u64, 10, 1u64 << 20),
+            (2, 10, 4 << 20),
+            (2, 11, 0),
+            (3, 11, 3 << 20),
+        ] {
+            p += &format!(
+                "b,{},{pid},nats-server,0,0,0,0,0,{w},0\n",
+                t * 1_000_000_000
+            );
+        }
+        std::fs::write(d.join("agents_proc_io.csv"), p).unwrap();
+        let x = figures(d);
+        let a = &x.nodes["a"];
+        assert!((a.write_mib_s.unwrap() - 2.0).abs() < 1e-9, "{a:?}");
+        assert!((a.write_peak_mib_s.unwrap() - 1600.0).abs() < 1e-9, "{a:?}");
+        assert!((a.util_pct.unwrap() - 25.0).abs() < 1e-9, "{a:?}");
+        assert_eq!(a.broker_write_mib_s, None);
+        let b = &x.nodes["b"];
+        assert!((b.write_mib_s.unwrap() - 1.0).abs() < 1e-9, "{b:?}");
+        assert!((b.broker_write_mib_s.unwrap() - 3.0).abs() < 1e-9, "{b:?}");
+        assert_eq!(b.broker_read_mib_s, Some(0.0));
+        let cols = fmt::columns([&x]);
+        let row = fmt::csv_row(&StudyRun::default(), &[], &cols, &x);
+        let header = fmt::csv_header(&[], &cols);
+        assert!(header.contains(",node_a_write_mib_s,node_a_write_peak_mib_s,node_a_util_pct,node_a_broker_write_mib_s,node_a_broker_read_mib_s,node_b_write_mib_s,"), "{header}");
+        assert!(
+            row.trim_end().ends_with(",2,1600,25,,,1,1000,5,3,0"),
+            "{row}"
+        );
+    }
 
     #[test]
     fn interference_and_failures_reach_the_study_columns() {
@@ -379,7 +608,7 @@ mod tests {
         assert_eq!(x.ack_p99_reread_ratio, Some(45.0));
         // No meta.json here: failures come from summary.json.
         assert_eq!(x.failures, Some(1256.0));
-        let row = fmt::csv_row(&StudyRun::default(), &[], &x);
+        let row = fmt::csv_row(&StudyRun::default(), &[], &fmt::columns([&x]), &x);
         assert!(
             row.contains(",1256,") || row.trim_end().ends_with(",1256"),
             "{row}"

@@ -423,3 +423,110 @@ fn check_args(
         }
     })
 }
+
+/// `[agents]`: node names (non-empty, valid, each once), the server (URLs, or
+/// "embedded" with a [broker] and a `listen` address) and `wait`. Values still holding a
+/// `${..}` are checked in each cell.
+pub(super) fn check_agents(path: &str, text: &str, sc: &Scenario) -> Result<(), SpecError> {
+    let Some(a) = &sc.agents else {
+        return Ok(());
+    };
+    if a.nodes.is_empty() {
+        return Err(err_at(
+            path,
+            text,
+            key_span(text, "agents", "nodes"),
+            "[agents] nodes is empty: name each agent's node as its `diskpulse agent --name NODE` does, e.g. nodes = [\"n1\", \"n2\"] (or remove [agents])".into(),
+        ));
+    }
+    for (i, n) in a.nodes.iter().enumerate() {
+        let name = n.get_ref();
+        if name.contains("${") {
+            continue;
+        }
+        crate::agent::check_node_name(name)
+            .map_err(|e| err_at(path, text, n.span(), format!("[agents] nodes: {e}")))?;
+        if a.nodes[..i].iter().any(|m| m.get_ref() == name) {
+            return Err(err_at(
+                path,
+                text,
+                n.span(),
+                format!("[agents] nodes: '{name}' is named twice; each agent needs a name of its own (--name)"),
+            ));
+        }
+    }
+    let server = a.server.get_ref();
+    let listen = a.listen.as_ref();
+    if server == spec::AGENTS_EMBEDDED {
+        if sc.broker.is_none() {
+            return Err(err_at(
+                path,
+                text,
+                a.server.span(),
+                "[agents] server = \"embedded\" needs a [broker] (the scenario's embedded nats-server); or give the agents' servers, e.g. server = \"nats://10.0.0.1:4222\"".into(),
+            ));
+        }
+        let Some(l) = listen else {
+            return Err(err_at(
+                path,
+                text,
+                a.server.span(),
+                "[agents] server = \"embedded\" needs listen = \"127.0.0.1:14250\": the address the agents connect to (start each with --server nats://127.0.0.1:14250); each run forwards it to its broker".into(),
+            ));
+        };
+        let l_text = l.get_ref();
+        if !l_text.contains("${") {
+            match l_text.parse::<std::net::SocketAddr>() {
+                Ok(sa) if sa.port() != 0 => {}
+                _ => {
+                    return Err(err_at(
+                        path,
+                        text,
+                        l.span(),
+                        format!("[agents] listen '{l_text}': give an IP address and a port other than 0, e.g. \"127.0.0.1:14250\" (the agents must know it before the run starts)"),
+                    ))
+                }
+            }
+        }
+    } else if !server.contains("${") {
+        if server.trim().is_empty() {
+            return Err(err_at(
+                path,
+                text,
+                a.server.span(),
+                "[agents] server is empty: give the NATS servers the agents publish to, e.g. \"nats://10.0.0.1:4222\", or \"embedded\"".into(),
+            ));
+        }
+        for u in server.split(',') {
+            crate::load::connect::parse_server(u).map_err(|why| {
+                err_at(
+                    path,
+                    text,
+                    a.server.span(),
+                    format!(
+                        "[agents] server '{}': {why}; expected {} or \"embedded\"",
+                        crate::redact::text(u.trim()),
+                        crate::load::connect::SERVER_URL_FORM
+                    ),
+                )
+            })?;
+        }
+        if let Some(l) = listen {
+            return Err(err_at(
+                path,
+                text,
+                l.span(),
+                "[agents] listen is for server = \"embedded\"; with the agents' own servers, remove it".into(),
+            ));
+        }
+    }
+    if !a.wait.contains("${") {
+        let bad = |m: String| err_at(path, text, key_span(text, "agents", "wait"), m);
+        match parse_duration(&a.wait) {
+            Ok(d) if !d.is_zero() => {}
+            Ok(_) => return Err(bad("[agents] wait must be above 0, e.g. \"30s\"".into())),
+            Err(e) => return Err(bad(format!("[agents] wait {e}"))),
+        }
+    }
+    Ok(())
+}
