@@ -10,7 +10,8 @@
 # device's requests stay in flight while the backing device is throttled: the stall shows
 # as await on the loop device), ext4 on it, nats-server with `sync_interval: 5s`, then
 #   diskpulse record --path VOLUME --chunk $CHUNK --keep $KEEP \
-#       --trigger 'loopN:await_ms>50' --trigger 'loopN:write_mibps>400' --trigger-window 2m \
+#       --trigger 'loopN:await_ms>50' --trigger 'loopN:write_mibps>400' \
+#       --trigger 'ack_p99_ms>50' --trigger-window 2m \
 #       --duration $DURATION -- diskpulse load js-pub --rate $RATE ...
 # At STALL_AT seconds nats-server's writes to the backing disk are capped at $STALL_IOPS
 # IOPS for $STALL_SECS seconds (blkio.throttle.write_iops_device), and the recorder gets
@@ -26,6 +27,7 @@ RATE=${RATE:-2000}
 STALL_AT=${STALL_AT:-3600}
 STALL_SECS=${STALL_SECS:-20}
 STALL_IOPS=${STALL_IOPS:-10}
+ACK_MS=${ACK_MS:-50}
 BIN=${DISKPULSE:-$(dirname "$0")/../target/release/diskpulse}
 [ -x "$BIN" ] || BIN=$(dirname "$0")/../target/debug/diskpulse
 OUT=${OUT:-/var/tmp/record-days-$(date +%Y%m%d-%H%M%S)}
@@ -69,7 +71,8 @@ mkdir -p "$CG"
 echo "record-days: volume $DEV on $MNT (backing disk $BACK_MM), nats-server pid $NATS, run $OUT" >&2
 
 "$BIN" record --no-progress --path "$MNT" --chunk "$CHUNK" --keep "$KEEP" \
-    --trigger "${DEV#/dev/}:await_ms>50" --trigger "${DEV#/dev/}:write_mibps>400" --trigger-window "$WINDOW" \
+    --trigger "${DEV#/dev/}:await_ms>50" --trigger "${DEV#/dev/}:write_mibps>400" \
+    --trigger "ack_p99_ms>$ACK_MS" --trigger-window "$WINDOW" \
     --duration "$DURATION" --out "$OUT" -- \
     "$BIN" load js-pub --server nats://127.0.0.1:14322 --rate "$RATE" --size 128 \
     --duration "$DURATION" --max-bytes 1GiB --discard old --clients 2 &
@@ -92,6 +95,8 @@ import json, sys
 d = sys.argv[1]
 c = json.load(open(d + "/meta.json")).get("chunks") or {}
 print("closed", len(c.get("closed", [])), "dropped", len(c.get("dropped", [])))
+for f, fc in sorted((c.get("files") or {}).items()):
+    print("%s: closed %d dropped %d" % (f, len(fc.get("closed", [])), len(fc.get("dropped", []))))
 for k in c.get("kept_windows", []):
     print("kept %.1f-%.1f s: %s" % (k["from_t_ns"] / 1e9, k["to_t_ns"] / 1e9, k["what"][:200]))
 for l in open(d + "/events.jsonl"):

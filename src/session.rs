@@ -151,7 +151,9 @@ impl Session {
                 (None, c, EventLog::disabled(c), None)
             }
             RecordTo::New { dir, setup, argv } => {
-                let r = Recording::start(&dir, &setup, &argv)?;
+                let mut r = Recording::start(&dir, &setup, &argv)?;
+                // `kill -USR1`: keep the window around now from --keep (demo, run, load).
+                r.keep_on_usr1()?;
                 let (c, e, d) = (r.clock, r.events.clone(), r.dir.clone());
                 (Some(r), c, e, Some(d))
             }

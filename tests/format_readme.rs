@@ -116,6 +116,15 @@ fn meta_fields() -> BTreeSet<String> {
                 ..Default::default()
             }],
             kept_windows: vec![meta::KeptWindow::default()],
+            files: [(
+                "meminfo.csv".to_string(),
+                meta::FileChunks {
+                    closed: vec![meta::ChunkFile::default()],
+                    dropped: vec![],
+                },
+            )]
+            .into_iter()
+            .collect(),
             ..Default::default()
         }),
         devices: vec![meta::MetaDevice {
@@ -157,6 +166,8 @@ fn meta_fields() -> BTreeSet<String> {
     };
     let mut out = BTreeSet::new();
     keys(&serde_json::to_value(&m).unwrap(), &mut out);
+    // `chunks.files` is keyed by file name (`meminfo.csv`): a value, not a field.
+    out.retain(|k| !k.contains('.'));
     out
 }
 

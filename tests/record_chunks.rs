@@ -367,10 +367,31 @@ fn keep_drops_old_chunks_but_never_the_current_one() {
         (mean - want).abs() <= 1e-6 * want,
         "mean {mean} vs {want} over {kept_s} s"
     );
+    // One chunk_dropped event per dropped chunk: diskstats' and (meta.json
+    // chunks.files) meminfo.csv's and cpu.csv's, cut by the same rules.
     let events = std::fs::read_to_string(run.join("events.jsonl")).unwrap();
+    let dropped_events = |prefix: &str| {
+        events
+            .lines()
+            .filter(|l| l.contains("\"chunk_dropped\"") && l.contains(prefix))
+            .count()
+    };
+    assert_eq!(
+        dropped_events("\"chunks/diskstats."),
+        dropped.len(),
+        "{events}"
+    );
+    for (f, prefix) in [
+        ("meminfo.csv", "\"chunks/meminfo."),
+        ("cpu.csv", "\"chunks/cpu."),
+    ] {
+        let d = m["files"][f]["dropped"].as_array().unwrap();
+        assert!(!d.is_empty(), "{f}: {m:#}");
+        assert_eq!(dropped_events(prefix), d.len(), "{f}: {events}");
+    }
     assert_eq!(
         events.matches("\"chunk_dropped\"").count(),
-        dropped.len(),
+        dropped_events("\"chunks/"),
         "{events}"
     );
 }

@@ -56,6 +56,10 @@ pub struct DemoArgs {
     /// tracefs: one line, and the demo runs without it.
     #[arg(long)]
     pub trace: bool,
+    /// `--chunk`, `--keep`, `--trigger` (e.g. 'ack_p99_ms>50': the publisher's acks),
+    /// `--trigger-window`, as for `record`.
+    #[command(flatten)]
+    pub flight: crate::commands::record::FlightArgs,
 }
 
 pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
@@ -67,6 +71,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
     if a.duration.is_zero() {
         return Err(usage!("--duration must be more than 0s"));
     }
+    let chunks = a.flight.setup()?;
     if a.window == 0 {
         return Err(usage!("--window must be at least 1"));
     }
@@ -129,6 +134,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
         // The embedded server's pid is handed to the trace once it runs (session.rs).
         Ok(s) => crate::recording::RecordSetup {
             trace: a.trace.then(crate::recording::TraceSetup::default),
+            chunks,
             ..s
         },
         Err(e) => {

@@ -172,10 +172,11 @@ pub struct TraceArgs {
 /// `--chunk`, `--keep`, `--trigger`: recording for days (issue 13).
 #[derive(Args, Debug, Clone)]
 pub struct FlightArgs {
-    /// Cut diskstats.csv.gz into chunks of this much run time (1h, 10m, 5s; aligned on
-    /// the run clock) or of this size on disk (256MiB): each closed chunk is fsynced and
-    /// moved to chunks/diskstats.NNNNNN.csv.gz, never written again, and listed in
-    /// meta.json; the current one is diskstats.csv.gz. `report` reads them as one.
+    /// Cut diskstats.csv.gz (and meminfo.csv, cpu.csv, proc_io.csv, envelopes.csv.gz) into chunks of this
+    /// much run time (1h, 10m, 5s; aligned on the run clock) or of this size on disk
+    /// (256MiB): each closed chunk is fsynced and moved to chunks/diskstats.NNNNNN.csv.gz
+    /// (chunks/meminfo.NNNNNN.csv, ...), never written again, and listed in meta.json;
+    /// the current one keeps the file's name. `report` reads them as one.
     #[arg(long, value_name = "DURATION|SIZE", default_value = "1h")]
     pub chunk: String,
     /// Flight recorder: delete closed chunks whose rows are older than this (6h), never the
@@ -185,8 +186,10 @@ pub struct FlightArgs {
     pub keep: Option<Duration>,
     /// Keep the window around an event from --keep: 'write_mibps>400', 'read_mibps>400'
     /// (MiB/s of any recorded device over 10 ms) or 'await_ms>50' (iostat's await over
-    /// 10 ms); 'vdb:await_ms>50' watches one device only. Repeatable. `kill -USR1 PID`
-    /// keeps the window around now as well. Each firing is a `trigger` event.
+    /// 10 ms); 'vdb:await_ms>50' watches one device only; 'ack_p99_ms>50' a load.csv
+    /// window's p99 ack latency (js-pub, kv-put, obj-put, amqp-pub; 'kv-put:ack_p99_ms>20'
+    /// one role). Repeatable. `kill -USR1 PID` keeps the window around now as well. Each
+    /// firing is a `trigger` event.
     #[arg(long = "trigger", value_name = "COND", value_parser = crate::recording::chunks::parse_trigger)]
     pub triggers: Vec<crate::recording::chunks::Trigger>,
     /// How much a trigger keeps before and after it fires.
@@ -328,13 +331,12 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     let dir = a.out.clone().unwrap_or_else(|| default_run_dir("record"));
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
-    // `kill -USR1 PID`: keep the window around now from --keep.
-    let keep_now = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGUSR1, keep_now.clone())?;
     let live = listener
         .as_ref()
         .map(|_| crate::live::Live::new(setup.disk_interval.as_nanos() as u64));
     let mut rec = Recording::start_with_live(&dir, &setup, &super::argv(), live.clone())?;
+    // `kill -USR1 PID`: keep the window around now from --keep.
+    rec.keep_on_usr1()?;
     let _server = crate::live::serve_and_say(listener, live)?;
     let collector = match agents {
         Some(c) => Some(c.start(
@@ -385,9 +387,6 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     let mut child_failed = None;
     loop {
         std::thread::sleep(Duration::from_millis(5));
-        if keep_now.swap(false, Ordering::Relaxed) {
-            rec.keep_now("signal USR1");
-        }
         if let Some(c) = child.as_mut() {
             if let Some(st) = c.try_wait()? {
                 events.event("command_exit", serde_json::json!({"status": st.code()}));

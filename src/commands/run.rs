@@ -27,9 +27,14 @@ pub struct RunArgs {
     /// and the runs go on without it.
     #[arg(long)]
     pub trace: bool,
+    /// `--chunk`, `--keep`, `--trigger`, `--trigger-window` for every run's recording, as
+    /// for `record` (an `ack_p99_ms` trigger reads the load phases' load.csv).
+    #[command(flatten)]
+    pub flight: crate::commands::record::FlightArgs,
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
+    let chunks = a.flight.setup()?;
     let text = std::fs::read_to_string(&a.scenario)
         .map_err(|e| usage!("cannot read scenario {}: {e}", a.scenario.display()))?;
     let path = a.scenario.display().to_string();
@@ -106,6 +111,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         exe: std::env::current_exe()?,
         stop,
         trace: a.trace,
+        chunks,
     };
     srun::run_study(&a.scenario, &o)
 }

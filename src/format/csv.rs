@@ -88,6 +88,107 @@ struct LineWarnings {
 /// How many damaged lines a warning lists by line number before it only counts.
 const LISTED_BAD_LINES: usize = 3;
 
+/// The name of closed chunk `seq` (1-based) of a file `record --chunk` cuts, in the run
+/// directory's `chunks/`: the number goes after the name's first part
+/// (`meminfo.csv` -> `meminfo.000001.csv`, `diskstats.csv.gz` -> `diskstats.000001.csv.gz`).
+pub fn chunk_name_of(file: &str, seq: u64) -> String {
+    match file.split_once('.') {
+        Some((stem, ext)) => format!("{stem}.{seq:06}.{ext}"),
+        None => format!("{file}.{seq:06}"),
+    }
+}
+
+/// The number of `name` if it is a closed chunk of `file` ([`chunk_name_of`]).
+pub fn chunk_seq_of(file: &str, name: &str) -> Option<u64> {
+    let (stem, ext) = file.split_once('.').unwrap_or((file, ""));
+    let n = name.strip_prefix(stem)?.strip_prefix('.')?;
+    let n = if ext.is_empty() {
+        n
+    } else {
+        n.strip_suffix(ext)?.strip_suffix('.')?
+    };
+    (n.len() >= 6 && n.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| n.parse().ok())
+        .flatten()
+}
+
+/// A run's `file` in time order: its closed chunks in `chunks/` by number (`record
+/// --chunk`; a number missing is one `--keep` deleted), then `file` itself (the current,
+/// at the end the last, chunk; a run that was not chunked has only this). Empty when the
+/// run has neither.
+pub fn chunked_files(run_dir: &Path, file: &str) -> Vec<std::path::PathBuf> {
+    let mut closed: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(run_dir.join("chunks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            chunk_seq_of(file, name.to_str()?).map(|n| (n, e.path()))
+        })
+        .collect();
+    closed.sort();
+    let mut out: Vec<_> = closed.into_iter().map(|(_, p)| p).collect();
+    let last = run_dir.join(file);
+    if last.exists() {
+        out.push(last);
+    }
+    out
+}
+
+/// [`read_rows`] over a run's `file` and its closed chunks ([`chunked_files`]) as one
+/// file; `None` when the run has none of them.
+pub fn read_rows_chunked(
+    run_dir: &Path,
+    file: &str,
+    needed: &[&str],
+    mut f: impl FnMut(&Cells) -> Result<(), String>,
+) -> anyhow::Result<Option<Vec<String>>> {
+    let files = chunked_files(run_dir, file);
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let mut warnings = vec![];
+    for p in files {
+        if let Some(w) = read_rows(&p, needed, &mut f)? {
+            warnings.extend(w);
+        }
+    }
+    Ok(Some(warnings))
+}
+
+/// [`read_table`] over a run's `file` and its closed chunks ([`chunked_files`]) as one
+/// table; `None` when the run has none of them. Chunks whose header differs from the
+/// first one's are refused, naming both.
+pub fn read_table_chunked(
+    run_dir: &Path,
+    file: &str,
+    needed: &[&str],
+) -> anyhow::Result<Option<(Table, Vec<String>)>> {
+    let files = chunked_files(run_dir, file);
+    let mut out: Option<(Table, Vec<String>)> = None;
+    for p in &files {
+        let (t, w) = read_table(p, needed)?;
+        match out.as_mut() {
+            None => out = Some((t, w)),
+            Some((all, warnings)) => {
+                if all.columns != t.columns {
+                    anyhow::bail!(
+                        "{}: its columns differ from {}'s; the recording is damaged",
+                        p.display(),
+                        files[0].display()
+                    );
+                }
+                all.t_ns.extend(t.t_ns);
+                for (a, c) in all.cols.iter_mut().zip(t.cols) {
+                    a.extend(c);
+                }
+                warnings.extend(w);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Calls `f` with each whole line (its 1-based number, the text without its line
 /// break). A damaged line (not UTF-8, or `f` says [`Bad::Line`]) is skipped; a torn last
 /// line or a gzip stream cut short ends the reading: both become warnings in the result,

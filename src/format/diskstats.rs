@@ -95,7 +95,7 @@ pub const CHUNK_DIR: &str = "chunks";
 
 /// The name of closed chunk number `seq` (1-based) in [`CHUNK_DIR`].
 pub fn chunk_name(seq: u64) -> String {
-    format!("diskstats.{seq:06}.csv.gz")
+    super::csv::chunk_name_of(FILE, seq)
 }
 
 /// The number of a closed chunk's file name (`diskstats.000042.csv.gz` -> 42).

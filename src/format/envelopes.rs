@@ -131,12 +131,44 @@ const LATE_NS: u64 = 3_000_000_000;
 /// one level of a time span reads what it needs and stops once every later row must lie
 /// past the span (windows are written in time order, each within [`LATE_NS`] after its
 /// end). Checks as [`read`]; a measure not in [`MEASURES`] is a damaged row.
+///
+/// `p` a run's `envelopes.csv.gz` of a chunked recording (`record --chunk`): its closed
+/// chunks `chunks/envelopes.NNNNNN.csv.gz` are read first, in order, then `p`: the rows
+/// as the writer wrote them, one stream.
 pub fn for_each(p: &Path, q: &Query, mut f: impl FnMut(RowRef<'_>)) -> anyhow::Result<Vec<String>> {
     // A row whose window ends past this was written after every row q wants.
     let stop_ns = q
         .t1_ns
         .saturating_add(q.window_ns.max(LEVELS_NS[LEVELS_NS.len() - 1]))
         .saturating_add(LATE_NS);
+    let files = match (p.file_name(), p.parent()) {
+        (Some(n), Some(dir)) if n == FILE => super::csv::chunked_files(dir, FILE),
+        _ => vec![],
+    };
+    let files = if files.is_empty() {
+        vec![p.to_path_buf()]
+    } else {
+        files
+    };
+    let mut warnings = vec![];
+    let mut stopped = false;
+    for file in &files {
+        warnings.extend(for_each_in(file, q, stop_ns, &mut stopped, &mut f)?);
+        if stopped {
+            break;
+        }
+    }
+    Ok(warnings)
+}
+
+/// [`for_each`] over one file; `stopped` set when a row lies past what `q` wants.
+fn for_each_in(
+    p: &Path,
+    q: &Query,
+    stop_ns: u64,
+    stopped: &mut bool,
+    mut f: impl FnMut(RowRef<'_>),
+) -> anyhow::Result<Vec<String>> {
     for_each_line_until(p, |n, line| {
         if n == 1 {
             if line != HEADER {
@@ -162,6 +194,7 @@ pub fn for_each(p: &Path, q: &Query, mut f: impl FnMut(RowRef<'_>)) -> anyhow::R
             .parse::<u64>()
             .map_err(|_| Bad::Line(format!("'{w}' is not a count")))?;
         if t_ns.saturating_add(window_ns) > stop_ns {
+            *stopped = true;
             return Ok(Flow::Stop);
         }
         if (q.window_ns != 0 && window_ns != q.window_ns)

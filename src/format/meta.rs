@@ -143,6 +143,20 @@ pub struct ChunksMeta {
     pub dropped: Vec<ChunkFile>,
     /// The windows kept around trigger firings (merged where they overlap).
     pub kept_windows: Vec<KeptWindow>,
+    /// The other per-sample files cut by the same rules (`meminfo.csv`, `cpu.csv`,
+    /// `proc_io.csv`), by file name: their closed chunks `chunks/meminfo.NNNNNN.csv`, ...
+    /// and what retention dropped; absent before one of them rotates.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, FileChunks>,
+}
+
+/// meta.json `chunks.files.FILE`: one chunked file's closed and dropped chunks, as
+/// diskstats.csv.gz's are in `chunks.closed` and `chunks.dropped`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FileChunks {
+    pub closed: Vec<ChunkFile>,
+    pub dropped: Vec<ChunkFile>,
 }
 
 /// One chunk file: its path in the run directory, the `t_ns` of its first and last row,

@@ -18,7 +18,7 @@ use std::path::Path;
 
 pub use collectors::procio::FIELDS;
 
-use super::csv::{read_rows, t_ns_cell};
+use super::csv::{read_rows_chunked, t_ns_cell};
 
 pub const FILE: &str = "proc_io.csv";
 
@@ -79,7 +79,7 @@ pub struct ProcRows {
 /// columns refuses the file.
 pub fn read_noted(dir: &Path) -> anyhow::Result<(Option<Vec<ProcRows>>, Vec<String>)> {
     let mut by: BTreeMap<u32, ProcRows> = BTreeMap::new();
-    let w = read_rows(&dir.join(FILE), &columns(), |c| {
+    let w = read_rows_chunked(dir, FILE, &columns(), |c| {
         let t_ns = t_ns_cell(c.str("t_ns"))?;
         let pid: u32 = c
             .str("pid")

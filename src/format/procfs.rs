@@ -10,7 +10,7 @@ use std::path::Path;
 
 pub use collectors::procstat::{CPU_COLUMNS, CPU_TICK_COLUMNS, MEM_COLUMNS};
 
-use super::csv::{read_table, Table};
+use super::csv::{read_table_chunked, Table};
 
 pub const MEMINFO_FILE: &str = "meminfo.csv";
 pub const CPU_FILE: &str = "cpu.csv";
@@ -35,16 +35,13 @@ pub fn cpu_columns() -> Vec<&'static str> {
 
 /// Reads `meminfo.csv` or `cpu.csv` if the run has it (`t_ns` and at least one column),
 /// with the reading's warnings (see [`super::csv::read_table`]).
+/// A chunked recording's (`record --chunk`) closed chunks in `chunks/` are read first,
+/// in order, as one file.
 pub fn read(dir: &Path, file: &str) -> anyhow::Result<Option<(Table, Vec<String>)>> {
-    let p = dir.join(file);
-    if p.exists() {
-        let needed = if file == CPU_FILE {
-            cpu_columns()
-        } else {
-            meminfo_columns()
-        };
-        Ok(Some(read_table(&p, &needed)?))
+    let needed = if file == CPU_FILE {
+        cpu_columns()
     } else {
-        Ok(None)
-    }
+        meminfo_columns()
+    };
+    read_table_chunked(dir, file, &needed)
 }

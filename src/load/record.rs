@@ -55,6 +55,25 @@ pub enum Role {
 }
 
 impl Role {
+    /// Every role, in the order of the enum.
+    pub const ALL: [Role; 15] = [
+        Role::Pub,
+        Role::Sub,
+        Role::Request,
+        Role::Reply,
+        Role::JsPub,
+        Role::JsConsume,
+        Role::KvPut,
+        Role::KvGet,
+        Role::ObjPut,
+        Role::ObjGet,
+        Role::AmqpPub,
+        Role::AmqpConsume,
+        Role::AmqpCall,
+        Role::AmqpCast,
+        Role::AmqpServe,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Role::Pub => "pub",

@@ -25,7 +25,7 @@ use serde_json::json;
 
 use super::writer::{Closed, Rotate};
 use super::EventLog;
-use crate::format::diskstats::{chunk_name, CHUNK_DIR};
+use crate::format::diskstats::CHUNK_DIR;
 use crate::format::meta::{ChunkFile, ChunksMeta, KeptWindow, Meta};
 
 /// The default `--chunk`: an hour of rows per chunk.
@@ -67,29 +67,36 @@ pub enum Measure {
     WriteMibps,
     ReadMibps,
     AwaitMs,
+    /// A load.csv window's `lat_p99_us` in ms ([`super::ack_trigger`]): the load's, not
+    /// a device's.
+    AckP99Ms,
 }
 
 impl Measure {
-    pub const NAMES: [&'static str; 3] = ["write_mibps", "read_mibps", "await_ms"];
+    pub const NAMES: [&'static str; 4] = ["write_mibps", "read_mibps", "await_ms", "ack_p99_ms"];
 }
 
 /// `[DEVICE:]MEASURE>VALUE`, e.g. `write_mibps>400` (any recorded device) or
-/// `loop4:await_ms>50` (that one only).
+/// `loop4:await_ms>50` (that one only); `[ROLE:]ack_p99_ms>50` (the load's acked roles,
+/// or that load.csv role only).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Trigger {
     pub text: String,
+    /// The device (diskstats measures) or the load.csv role (`ack_p99_ms`) watched;
+    /// `None`: every device, or every acked role.
     pub device: Option<String>,
     pub measure: Measure,
     pub above: f64,
 }
 
 /// Parses `--trigger`: `write_mibps>400`, `read_mibps>100`, `await_ms>50`, each optionally
-/// after `DEVICE:` (a name as in diskstats.csv.gz, e.g. `nvme0n1:await_ms>20`).
+/// after `DEVICE:` (a name as in diskstats.csv.gz, e.g. `nvme0n1:await_ms>20`), and
+/// `ack_p99_ms>50`, optionally after a load.csv role (`kv-put:ack_p99_ms>20`).
 pub fn parse_trigger(s: &str) -> Result<Trigger, String> {
     let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
     let bad = || {
         format!(
-            "takes [DEVICE:]MEASURE>VALUE with MEASURE one of {} (over {} ms), e.g. 'write_mibps>400' or 'vdb:await_ms>50'; got '{s}'",
+            "takes [DEVICE:]MEASURE>VALUE with MEASURE one of {} (the disk ones over {} ms; ack_p99_ms a load.csv window's p99, after an optional ROLE: instead of a device), e.g. 'write_mibps>400', 'vdb:await_ms>50' or 'ack_p99_ms>50'; got '{s}'",
             Measure::NAMES.join(", "),
             TRIGGER_SPAN_NS / 1_000_000
         )
@@ -104,8 +111,24 @@ pub fn parse_trigger(s: &str) -> Result<Trigger, String> {
         "write_mibps" => Measure::WriteMibps,
         "read_mibps" => Measure::ReadMibps,
         "await_ms" => Measure::AwaitMs,
+        "ack_p99_ms" => Measure::AckP99Ms,
         _ => return Err(bad()),
     };
+    if measure == Measure::AckP99Ms {
+        if let Some(r) = device.as_deref() {
+            if !crate::load::record::Role::ALL.iter().any(|x| x.name() == r) {
+                let names: Vec<&str> = crate::load::record::Role::ALL
+                    .iter()
+                    .map(|x| x.name())
+                    .collect();
+                return Err(format!(
+                    "'{s}': ack_p99_ms watches a load.csv role, and '{r}' is none; give one of {} or no ROLE: (then {})",
+                    names.join(", "),
+                    super::ack_trigger::ACKED_ROLES.join(", ")
+                ));
+            }
+        }
+    }
     let above: f64 = v.parse().map_err(|_| bad())?;
     if !above.is_finite() || above < 0.0 {
         return Err(bad());
@@ -154,13 +177,38 @@ impl Flight {
 
     /// The writer's rotation for diskstats.csv.gz, reporting to this flight.
     pub fn rotate(self: &Arc<Self>) -> Rotate {
+        self.rotate_file(crate::format::diskstats::FILE)
+    }
+
+    /// The writer's rotation for `file` of the run directory (diskstats.csv.gz,
+    /// meminfo.csv, ...): the same `--chunk`, its closed chunks
+    /// `chunks/<stem>.NNNNNN.<ext>`, the same `--keep` and kept windows.
+    pub fn rotate_file(self: &Arc<Self>, file: &'static str) -> Rotate {
         let me = self.clone();
         Rotate {
             every_ns: self.setup.every_ns,
             every_bytes: self.setup.every_bytes,
             dir: self.dir.join(CHUNK_DIR),
-            name: chunk_name,
-            on_close: Box::new(move |c| me.closed(c)),
+            name: Box::new(move |seq| crate::format::csv::chunk_name_of(file, seq)),
+            on_close: Box::new(move |c| me.closed(file, c)),
+        }
+    }
+
+    /// A [`ChunkSink`] for `file` in the run directory: cut into chunks by this flight
+    /// when there is one, else a plain one. `level`: gzip level, `None` plain text.
+    pub fn sink(
+        flight: Option<&Arc<Self>>,
+        dir: &Path,
+        file: &'static str,
+        header: &str,
+        level: Option<u32>,
+    ) -> anyhow::Result<super::writer::ChunkSink> {
+        let path = dir.join(file);
+        match flight {
+            Some(f) => {
+                super::writer::ChunkSink::create_rotating(&path, header, level, f.rotate_file(file))
+            }
+            None => super::writer::ChunkSink::create_at(&path, header, level),
         }
     }
 
@@ -175,8 +223,11 @@ impl Flight {
         let w = self.setup.window_ns;
         let (from, to) = (t_ns.saturating_sub(w), t_ns.saturating_add(w));
         let Ok(mut s) = self.state.lock() else { return };
+        // An ack trigger reports a load.csv window ~0.4 s after it ended: its window may
+        // begin before the last kept one.
         match s.kept_windows.last_mut() {
-            Some(k) if from <= k.to_t_ns => {
+            Some(k) if from <= k.to_t_ns && to >= k.from_t_ns => {
+                k.from_t_ns = k.from_t_ns.min(from);
                 k.to_t_ns = k.to_t_ns.max(to);
                 if !what.is_empty() && k.what.len() < 1000 {
                     k.what = format!("{}; {what}", k.what);
@@ -190,8 +241,9 @@ impl Flight {
         }
     }
 
-    /// A chunk closed (writer thread): list it, apply retention, rewrite meta.json.
-    fn closed(&self, c: &Closed) {
+    /// A chunk of `file` closed (its writer thread): list it, apply retention, rewrite
+    /// meta.json.
+    fn closed(&self, file_name: &str, c: &Closed) {
         let file = c
             .path
             .strip_prefix(&self.dir)
@@ -208,14 +260,30 @@ impl Flight {
         };
         let snapshot = {
             let Ok(mut s) = self.state.lock() else { return };
-            if c.last && s.closed.is_empty() {
+            let ChunksMeta {
+                closed,
+                dropped,
+                kept_windows,
+                files,
+                ..
+            } = &mut *s;
+            let (closed, dropped) = if file_name == crate::format::diskstats::FILE {
+                (closed, dropped)
+            } else {
+                if c.last && !files.contains_key(file_name) {
+                    return;
+                }
+                let f = files.entry(file_name.to_string()).or_default();
+                (&mut f.closed, &mut f.dropped)
+            };
+            if c.last && closed.is_empty() {
                 // Never rotated: a run like one before chunking; meta.json says nothing.
                 return;
             }
-            s.closed.push(entry);
+            closed.push(entry);
             if let Some(keep) = self.setup.keep_ns {
                 let newest = c.last_t_ns;
-                for f in drop_list(&s, keep, newest) {
+                for f in drop_list_of(closed, dropped, kept_windows, keep, newest) {
                     match std::fs::remove_file(self.dir.join(&f.file)) {
                         Ok(()) => {
                             self.events.event(
@@ -223,7 +291,7 @@ impl Flight {
                                 json!({"file": f.file, "first_t_ns": f.first_t_ns,
                                     "last_t_ns": f.last_t_ns, "rows": f.rows}),
                             );
-                            s.dropped.push(f);
+                            dropped.push(f);
                         }
                         Err(e) => self
                             .events
@@ -241,10 +309,15 @@ impl Flight {
         }
     }
 
+    /// The chunk list and kept windows as they stand, rotated or not.
+    pub fn snapshot_state(&self) -> ChunksMeta {
+        self.state.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
     /// meta.json's `chunks` as it stands (`None` before the first rotation).
     pub fn snapshot(&self) -> Option<ChunksMeta> {
         let s = self.state.lock().ok()?;
-        (!s.closed.is_empty()).then(|| s.clone())
+        (!s.closed.is_empty() || !s.files.is_empty()).then(|| s.clone())
     }
 }
 
@@ -252,14 +325,25 @@ impl Flight {
 /// not the newest, whose last row is more than `keep` before `newest` and that no kept
 /// window overlaps; each with its `why`.
 pub fn drop_list(s: &ChunksMeta, keep: u64, newest: u64) -> Vec<ChunkFile> {
-    let n = s.closed.len();
-    s.closed
+    drop_list_of(&s.closed, &s.dropped, &s.kept_windows, keep, newest)
+}
+
+/// [`drop_list`] of one file's chunks (diskstats.csv.gz's, or one in `chunks.files`).
+pub fn drop_list_of(
+    closed: &[ChunkFile],
+    dropped: &[ChunkFile],
+    kept_windows: &[KeptWindow],
+    keep: u64,
+    newest: u64,
+) -> Vec<ChunkFile> {
+    let n = closed.len();
+    closed
         .iter()
         .take(n.saturating_sub(1))
-        .filter(|c| !s.dropped.iter().any(|d| d.file == c.file))
+        .filter(|c| !dropped.iter().any(|d| d.file == c.file))
         .filter(|c| c.last_t_ns.saturating_add(keep) < newest)
         .filter(|c| {
-            !s.kept_windows
+            !kept_windows
                 .iter()
                 .any(|k| k.from_t_ns <= c.last_t_ns && c.first_t_ns <= k.to_t_ns)
         })
@@ -355,6 +439,8 @@ impl TriggerFeed {
             let value = match tr.measure {
                 Measure::WriteMibps => Some(mib(now.sectors_w.wrapping_sub(a.sectors_w))),
                 Measure::ReadMibps => Some(mib(now.sectors_r.wrapping_sub(a.sectors_r))),
+                // Not a device's: fed from load.csv (`ack_trigger`).
+                Measure::AckP99Ms => None,
                 Measure::AwaitMs => {
                     let ios = now.ios.wrapping_sub(a.ios);
                     // *_ms wrap at 2^32.
@@ -392,6 +478,7 @@ impl TriggerFeed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::diskstats::chunk_name;
 
     fn chunk(n: u64, first: u64, last: u64) -> ChunkFile {
         ChunkFile {
@@ -421,10 +508,11 @@ mod tests {
             "await_ms>x",
             "await_ms>-1",
             "await_ms>inf",
+            "ack_p99_ms",
         ] {
             let e = parse_trigger(bad).unwrap_err();
             assert!(
-                e.contains("write_mibps, read_mibps, await_ms") && e.contains(bad),
+                e.contains("write_mibps, read_mibps, await_ms, ack_p99_ms") && e.contains(bad),
                 "{e}"
             );
         }
@@ -440,6 +528,22 @@ mod tests {
         assert_eq!(parse_trigger("await_ms>50").unwrap().device, None);
         assert!(parse_trigger(":await_ms>50").is_err());
         assert!(parse_trigger("a/b:await_ms>50").is_err());
+    }
+
+    #[test]
+    fn an_ack_trigger_names_a_role_not_a_device() {
+        let t = parse_trigger("ack_p99_ms > 50").unwrap();
+        assert_eq!(
+            (t.device.as_deref(), t.measure, t.above, t.text.as_str()),
+            (None, Measure::AckP99Ms, 50.0, "ack_p99_ms>50")
+        );
+        let t = parse_trigger("kv-put:ack_p99_ms>20").unwrap();
+        assert_eq!(t.device.as_deref(), Some("kv-put"));
+        let e = parse_trigger("loop4:ack_p99_ms>20").unwrap_err();
+        assert!(
+            e.contains("'loop4' is none") && e.contains("js-pub, kv-put"),
+            "{e}"
+        );
     }
 
     #[test]

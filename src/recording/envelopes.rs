@@ -48,7 +48,12 @@ pub struct EnvelopeFeed {
 impl EnvelopeFeed {
     /// Creates `path` and starts the envelope thread.
     pub fn create(path: &Path) -> anyhow::Result<EnvelopeFeed> {
-        let mut sink = ChunkSink::create(path, fmt::HEADER, true)?;
+        Self::with_sink(ChunkSink::create(path, fmt::HEADER, true)?)
+    }
+
+    /// Starts the envelope thread writing into `sink` (its header written: a rotating
+    /// one, `record --chunk`).
+    pub fn with_sink(mut sink: ChunkSink) -> anyhow::Result<EnvelopeFeed> {
         let (tx, rx) = mpsc::sync_channel::<Msg>(64);
         let (free_tx, free) = mpsc::sync_channel::<Vec<Sample>>(8);
         for _ in 0..4 {

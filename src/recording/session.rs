@@ -54,6 +54,10 @@ pub struct Recording {
     meta: Arc<std::sync::Mutex<Meta>>,
     /// `--chunk/--keep/--trigger`: the chunks of diskstats.csv.gz and what is kept.
     flight: Option<Arc<super::chunks::Flight>>,
+    /// `--trigger 'ack_p99_ms>..'`: the thread tailing load.csv.
+    load_watch: Option<super::ack_trigger::LoadWatch>,
+    /// `kill -USR1`: the handler's id and the thread that keeps the window around it.
+    usr1: Option<(signal_hook::SigId, std::thread::JoinHandle<()>)>,
     finished: bool,
 }
 
@@ -271,6 +275,8 @@ impl Recording {
             trace: None,
             meta: Arc::new(std::sync::Mutex::new(meta)),
             flight: None,
+            load_watch: None,
+            usr1: None,
             finished: false,
         };
         let flight =
@@ -288,7 +294,7 @@ impl Recording {
             &names,
             &dir.join(crate::format::diskstats::FILE),
             events.clone(),
-            flight.as_ref().map(|f| f.rotate()),
+            flight.as_ref(),
         )?;
         if let Some(feed) = flight
             .as_ref()
@@ -296,6 +302,15 @@ impl Recording {
         {
             ds.set_triggers(feed);
         }
+        rec.load_watch = flight.as_ref().and_then(|f| {
+            super::ack_trigger::LoadWatch::start(
+                f,
+                &setup.chunks.triggers,
+                dir,
+                stop.clone(),
+                events.clone(),
+            )
+        });
         rec.flight = flight;
         if let Some(l) = &live {
             ds.set_live(l.tap());
@@ -305,7 +320,25 @@ impl Recording {
             setup.disk_interval.as_nanos() as u64,
             stop.clone(),
         )?);
-        rec.threads.push(samplers::spawn_proc(
+        // meminfo.csv and cpu.csv are cut into chunks by the same rules as diskstats.
+        let sink = |file: &'static str, columns: &[&str]| {
+            super::chunks::Flight::sink(
+                rec.flight.as_ref(),
+                dir,
+                file,
+                &crate::format::procfs::header(columns),
+                None,
+            )
+        };
+        let mem_sink = sink(
+            crate::format::procfs::MEMINFO_FILE,
+            &collectors::procstat::MEM_COLUMNS,
+        )?;
+        let cpu_sink = sink(
+            crate::format::procfs::CPU_FILE,
+            &collectors::procstat::CPU_COLUMNS,
+        )?;
+        rec.threads.push(samplers::spawn_proc_to(
             samplers::ProcSource {
                 name: "meminfo",
                 file: "meminfo.csv",
@@ -313,13 +346,13 @@ impl Recording {
                 columns: collectors::procstat::MEM_COLUMNS,
                 parse: samplers::mem_row,
             },
-            dir,
+            mem_sink,
             clock,
             setup.mem_interval.as_nanos() as u64,
             stop.clone(),
             events.clone(),
         )?);
-        rec.threads.push(samplers::spawn_proc(
+        rec.threads.push(samplers::spawn_proc_to(
             samplers::ProcSource {
                 name: "cpu",
                 file: "cpu.csv",
@@ -327,7 +360,7 @@ impl Recording {
                 columns: collectors::procstat::CPU_COLUMNS,
                 parse: samplers::cpu_row,
             },
-            dir,
+            cpu_sink,
             clock,
             setup.cpu_interval.as_nanos() as u64,
             stop.clone(),
@@ -356,10 +389,17 @@ impl Recording {
         if let Ok(mut v) = self.procio_added.lock() {
             v.extend(pids.iter().map(|p| p.1));
         }
-        let t = samplers::spawn_procio(
+        let sink = super::chunks::Flight::sink(
+            self.flight.as_ref(),
+            &self.dir,
+            crate::format::proc_io::FILE,
+            crate::format::proc_io::HEADER,
+            None,
+        )?;
+        let t = samplers::spawn_procio_to(
             procfs,
             self.procio_added.clone(),
-            &self.dir,
+            sink,
             self.clock,
             interval_ns,
             self.stop.clone(),
@@ -499,17 +539,33 @@ impl Recording {
     /// Keeps the window around now from retention (`kill -USR1`, or any caller): a
     /// `trigger` event says what; does nothing when the run is not chunked.
     pub fn keep_now(&self, what: &str) {
-        let t = self.clock.now_ns();
         if let Some(f) = &self.flight {
-            f.keep(t, what);
-            let w = f.window_ns();
-            self.events.event_at(
-                t,
-                "trigger",
-                json!({"trigger": what, "keep_from_t_ns": t.saturating_sub(w),
-                    "keep_to_t_ns": t.saturating_add(w)}),
-            );
+            keep_at(f, &self.events, self.clock.now_ns(), what);
         }
+    }
+
+    /// From now until the recording finishes, `kill -USR1 PID` keeps the window around
+    /// the signal ([`Recording::keep_now`], `signal USR1`): a flag the signal sets, read
+    /// every 20 ms by a thread of its own. Does nothing when the run is not chunked.
+    pub fn keep_on_usr1(&mut self) -> anyhow::Result<()> {
+        let Some(f) = self.flight.clone() else {
+            return Ok(());
+        };
+        let flag = Arc::new(AtomicBool::new(false));
+        let id = signal_hook::flag::register(signal_hook::consts::SIGUSR1, flag.clone())?;
+        let (stop, clock, events) = (self.stop.clone(), self.clock, self.events.clone());
+        let h = std::thread::Builder::new()
+            .name("usr1".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                    if flag.swap(false, Ordering::Relaxed) {
+                        keep_at(&f, &events, clock.now_ns(), "signal USR1");
+                    }
+                }
+            })?;
+        self.usr1 = Some((id, h));
+        Ok(())
     }
 
     /// Stops the samplers, closes every file and completes `meta.json`.
@@ -521,6 +577,13 @@ impl Recording {
         self.finished = true;
         self.stop.store(true, Ordering::SeqCst);
         self.events.event("record_stop", json!({}));
+        if let Some(w) = self.load_watch.take() {
+            w.join();
+        }
+        if let Some((id, h)) = self.usr1.take() {
+            signal_hook::low_level::unregister(id);
+            let _ = h.join();
+        }
         let mut first_err: Option<anyhow::Error> = None;
         if let Some(th) = self.trace.take() {
             let mut meta = th.meta.clone();
@@ -582,6 +645,19 @@ impl Drop for Recording {
             let _ = self.finish_inner();
         }
     }
+}
+
+/// Keeps the window around `t` (a signal, a caller) from retention, with a `trigger`
+/// event saying what.
+fn keep_at(f: &super::chunks::Flight, events: &EventLog, t: u64, what: &str) {
+    f.keep(t, what);
+    let w = f.window_ns();
+    events.event_at(
+        t,
+        "trigger",
+        json!({"trigger": what, "keep_from_t_ns": t.saturating_sub(w),
+            "keep_to_t_ns": t.saturating_add(w)}),
+    );
 }
 
 /// Space held in the run directory from the start, given back when the final

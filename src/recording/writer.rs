@@ -72,18 +72,18 @@ impl ChunkSink {
         Self::start(path, out)
     }
 
-    /// As [`ChunkSink::create_at`] with gzip, the file cut into chunks by `rotate` (see
-    /// [`Rotate`]): rows whose `t_ns` (each row's first cell) passes the chunk's end go
-    /// to the next chunk.
+    /// As [`ChunkSink::create_at`] (gzip at `level`, plain with `None`), the file cut
+    /// into chunks by `rotate` (see [`Rotate`]): rows whose `t_ns` (each row's first
+    /// cell) passes the chunk's end go to the next chunk.
     pub fn create_rotating(
         path: &Path,
         header: &str,
-        level: u32,
+        level: Option<u32>,
         rotate: Rotate,
     ) -> anyhow::Result<ChunkSink> {
         let file = File::create(path)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
-        let mut out = Out::gzip(file, level);
+        let mut out = Out::new(file, level);
         out.write_all(header.as_bytes())?;
         out.write_all(b"\n")?;
         out.flush()?;
@@ -96,6 +96,7 @@ impl ChunkSink {
             first_t: None,
             last_t: 0,
             rows: 0,
+            floor_t: 0,
         };
         Self::start_with(path, out, Some(r))
     }
@@ -274,6 +275,14 @@ enum Out {
 }
 
 impl Out {
+    /// Gzip at `level`, or plain with `None`.
+    fn new(file: File, level: Option<u32>) -> Out {
+        match level {
+            Some(l) => Out::gzip(file, l),
+            None => Out::Plain(file),
+        }
+    }
+
     fn gzip(file: File, level: u32) -> Out {
         Out::Gzip {
             file,
@@ -391,7 +400,7 @@ pub struct Rotate {
     pub every_bytes: Option<u64>,
     /// Where closed chunks go, and the name of closed chunk `seq` (1-based) there.
     pub dir: PathBuf,
-    pub name: fn(u64) -> String,
+    pub name: Box<dyn Fn(u64) -> String + Send>,
     /// Called on the writer thread with each chunk as it closes, and with the last one
     /// (still at the sink's path) when the sink finishes.
     pub on_close: Box<dyn FnMut(&Closed) + Send>,
@@ -415,12 +424,16 @@ struct Rotating {
     rotate: Rotate,
     header: String,
     path: PathBuf,
-    level: u32,
+    level: Option<u32>,
     /// The number the current chunk gets when it closes.
     seq: u64,
     first_t: Option<u64>,
     last_t: u64,
     rows: u64,
+    /// The end of the last chunk closed by time: the next one spans from there at least,
+    /// so a late row (envelopes' 10 s windows come after later 10 ms ones) that opens a
+    /// chunk does not give it an old span and a cut at the very next row.
+    floor_t: u64,
 }
 
 /// The `t_ns` of a row (its first cell); 0 when it is not a number.
@@ -469,7 +482,10 @@ impl Rotating {
             }
             let cut = match self.rotate.every_ns {
                 Some(e) if e > 0 => {
-                    let first = self.first_t.unwrap_or_else(|| row_t(rest));
+                    let first = self
+                        .first_t
+                        .unwrap_or_else(|| row_t(rest))
+                        .max(self.floor_t);
                     let end = (first / e).saturating_add(1).saturating_mul(e);
                     if row_t(last_row(rest)) < end {
                         rest.len()
@@ -482,6 +498,10 @@ impl Rotating {
             if cut == 0 {
                 // The first row already belongs to the next chunk (rows > 0 here: an
                 // empty chunk takes its end from this very row).
+                if let Some(e) = self.rotate.every_ns.filter(|e| *e > 0) {
+                    let first = self.first_t.unwrap_or(0).max(self.floor_t);
+                    self.floor_t = (first / e).saturating_add(1).saturating_mul(e);
+                }
                 self.close(out)?;
                 continue;
             }
@@ -492,6 +512,10 @@ impl Rotating {
             self.last_t = row_t(last_row(part));
             rest = &rest[cut..];
             if !rest.is_empty() {
+                if let Some(e) = self.rotate.every_ns.filter(|e| *e > 0) {
+                    let first = self.first_t.unwrap_or(0).max(self.floor_t);
+                    self.floor_t = (first / e).saturating_add(1).saturating_mul(e);
+                }
                 self.close(out)?;
             }
         }
@@ -510,7 +534,7 @@ impl Rotating {
         std::fs::rename(&self.path, &to)?;
         File::open(&self.rotate.dir)?.sync_all()?;
         let file = File::create(&self.path)?;
-        *out = Out::gzip(file, self.level);
+        *out = Out::new(file, self.level);
         out.write_all(self.header.as_bytes())?;
         out.write_all(b"\n")?;
         out.flush()?;
@@ -620,12 +644,12 @@ mod tests {
         let mut s = ChunkSink::create_rotating(
             &p,
             "t_ns,i",
-            1,
+            Some(1),
             Rotate {
                 every_ns,
                 every_bytes,
                 dir: d.join("chunks"),
-                name: |k| format!("x.{k:06}.csv.gz"),
+                name: Box::new(|k| format!("x.{k:06}.csv.gz")),
                 on_close: Box::new(move |c| c2.lock().unwrap().push(c.clone())),
             },
         )
@@ -736,6 +760,51 @@ mod tests {
             );
             per[w] += 1;
         }
+    }
+
+    #[test]
+    fn a_late_row_that_opens_a_chunk_does_not_cut_it_at_the_next_row() {
+        // Rows every ms, and every 100 ms a late row 1.5 s old (as envelopes.csv.gz's
+        // 10 s windows come after later 10 ms ones), plain text, 1 s chunks.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.csv");
+        let closed = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+        let c2 = closed.clone();
+        let mut s = ChunkSink::create_rotating(
+            &p,
+            "t_ns",
+            None,
+            Rotate {
+                every_ns: Some(1_000_000_000),
+                every_bytes: None,
+                dir: d.path().join("chunks"),
+                name: Box::new(|k| format!("x.{k:06}.csv")),
+                on_close: Box::new(move |c| c2.lock().unwrap().push(c.clone())),
+            },
+        )
+        .unwrap();
+        let mut rows = 0u64;
+        for ms in 0..4000u64 {
+            let t = ms * 1_000_000;
+            let b = s.buf();
+            if ms >= 1500 && ms % 100 == 0 {
+                put_u64(b, t - 1_500_000_000);
+                b.push(b'\n');
+                rows += 1;
+            }
+            put_u64(b, t);
+            b.push(b'\n');
+            rows += 1;
+            s.row_done(t);
+        }
+        s.finish().unwrap();
+        let v = closed.lock().unwrap().clone();
+        // Four seconds, four chunks (the last the file itself), every row once.
+        assert_eq!(v.len(), 4, "{v:#?}");
+        assert!(v.iter().all(|c| c.rows >= 900), "{v:#?}");
+        assert_eq!(v.iter().map(|c| c.rows).sum::<u64>(), rows);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.starts_with("t_ns\n"), "plain, with its header");
     }
 
     #[test]

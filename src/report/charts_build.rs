@@ -376,7 +376,10 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
                 _ if e.kind == "trigger" => format!(
                     "trigger {}{}",
                     e.detail_str("trigger").unwrap_or("?"),
-                    match (e.detail_str("device"), e.detail_f64("value")) {
+                    match (
+                        e.detail_str("device").or(e.detail_str("role")),
+                        e.detail_f64("value"),
+                    ) {
                         (Some(d), Some(v)) => format!(" {d} {v:.0}"),
                         _ => String::new(),
                     }

@@ -42,6 +42,8 @@ pub struct StudyOptions {
     pub stop: Arc<AtomicBool>,
     /// `run --trace`: trace every run (as `[samplers] trace = true`).
     pub trace: bool,
+    /// `run --chunk/--keep/--trigger`: every run's recording (default: a chunk an hour).
+    pub chunks: crate::recording::chunks::ChunkSetup,
 }
 
 /// Replaces every `${name}` in the file's text with the cell's value. The file was
@@ -337,7 +339,7 @@ fn run_recorded(
         procfs: PathBuf::from("/proc"),
         // The nodes' pids are handed to the trace once they run (session.rs).
         trace: (s.samplers.trace || o.trace).then(crate::recording::TraceSetup::default),
-        chunks: Default::default(),
+        chunks: o.chunks.clone(),
     };
     let argv = vec!["diskpulse".to_string(), "run".to_string(), s.name.clone()];
     let record = RecordTo::New {

@@ -199,25 +199,33 @@ impl DiskSampler {
         Self::new_chunked(source, filter, names, out, events, None)
     }
 
-    /// [`DiskSampler::new`], the file cut into chunks by `rotate` (`record --chunk`).
+    /// [`DiskSampler::new`], the file and envelopes.csv.gz cut into chunks by `flight`
+    /// (`record --chunk`).
     pub fn new_chunked(
         source: DiskSource,
         filter: DeviceFilter,
         names: &[(u32, u32, String)],
         out: &Path,
         events: EventLog,
-        rotate: Option<crate::recording::writer::Rotate>,
+        flight: Option<&std::sync::Arc<crate::recording::chunks::Flight>>,
     ) -> anyhow::Result<DiskSampler> {
-        let sink = match rotate {
-            Some(r) => ChunkSink::create_rotating(
+        let sink = match flight {
+            Some(f) => ChunkSink::create_rotating(
                 out,
                 &diskstats_header(),
-                crate::recording::writer::GZIP_LEVEL,
-                r,
+                Some(crate::recording::writer::GZIP_LEVEL),
+                f.rotate(),
             )?,
             None => ChunkSink::create(out, &diskstats_header(), true)?,
         };
-        let env = EnvelopeFeed::create(&out.with_file_name(crate::format::envelopes::FILE))?;
+        // envelopes.csv.gz is cut by the same rules (its own chunks).
+        let env = EnvelopeFeed::with_sink(crate::recording::chunks::Flight::sink(
+            flight,
+            out.parent().unwrap_or(Path::new(".")),
+            crate::format::envelopes::FILE,
+            crate::format::envelopes::HEADER,
+            Some(crate::recording::writer::GZIP_LEVEL),
+        )?)?;
         Self::with_sink(source, filter, names, sink, Some(env), events)
     }
 
