@@ -282,7 +282,7 @@ fn a_load_in_a_phase_writes_its_windows_histograms_beside_load_csv() {
             .find(|i| i.start_ns == r.t_ns)
             .unwrap_or_else(|| panic!("no interval for the window at {} ns", r.t_ns));
         assert_eq!(i.duration_ns, r.window_ns);
-        let p99_us = i.hist.value_at_quantile(0.99) as f64 / 1e3;
+        let p99_us = i.hist.to_histogram().value_at_quantile(0.99) as f64 / 1e3;
         assert!(
             (p99_us - r.lat_p99_us.unwrap()).abs() <= 0.051,
             "window {}: interval p99 {p99_us} us, row {:?}",

@@ -401,7 +401,7 @@ mod tests {
             tag: tag.into(),
             start_ns: k * 100_000_000,
             duration_ns: 100_000_000,
-            hist: h,
+            hist: hist::Sparse::of(&h),
         }
     }
 
