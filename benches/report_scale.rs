@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use diskpulse::format::meta::{Meta, MetaDevice, SamplerMeta};
+use diskpulse::recording::envelopes::EnvelopeFeed;
 use diskpulse::recording::writer::{put_u64, ChunkSink};
 use diskpulse::recording::EventLog;
 
@@ -70,8 +71,9 @@ fn parse_size(s: &str) -> Option<u64> {
     }
 }
 
-/// Writes a recording of `secs` seconds into `dir`; returns the rows written, or `None`
-/// when interrupted.
+/// Writes a recording of `secs` seconds into `dir`, with `envelopes.csv.gz` fed row by
+/// row as the recorder's diskstats sampler feeds it (`recording/samplers/disk.rs`);
+/// returns the rows written, or `None` when interrupted.
 fn generate(dir: &Path, secs: u64, stop: &AtomicBool) -> anyhow::Result<Option<u64>> {
     std::fs::create_dir_all(dir)?;
     let names: Vec<String> = (0..DEVICES).map(|d| format!("syn{d}")).collect();
@@ -121,6 +123,10 @@ fn generate(dir: &Path, secs: u64, stop: &AtomicBool) -> anyhow::Result<Option<u
         &diskpulse::format::diskstats::header(),
         true,
     )?;
+    let mut env = EnvelopeFeed::create(&dir.join(diskpulse::format::envelopes::FILE))?;
+    for (d, n) in names.iter().enumerate() {
+        env.device(d as u32, n.as_bytes());
+    }
     let mut devs = [Dev::default(); DEVICES];
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut rows = 0u64;
@@ -155,6 +161,11 @@ fn generate(dir: &Path, secs: u64, stop: &AtomicBool) -> anyhow::Result<Option<u
                     f[16] += 1;
                 }
             }
+            env.push(
+                d as u32,
+                t,
+                &collectors::diskstats::DiskCounters { f: *f, nfields: 17 },
+            );
             let b = sink.buf();
             put_u64(b, t);
             b.push(b',');
@@ -169,7 +180,9 @@ fn generate(dir: &Path, secs: u64, stop: &AtomicBool) -> anyhow::Result<Option<u
             rows += 1;
         }
         sink.row_done(t);
+        env.done(t);
     }
+    env.finish()?;
     sink.finish()?;
     Ok(Some(rows))
 }
@@ -213,6 +226,20 @@ fn main() -> anyhow::Result<()> {
     let base = std::env::var("DISKPULSE_BENCH_DIR").unwrap_or_else(|_| "/var/tmp".into());
     // DISKPULSE_BENCH_KEEP=1: keep the recordings (to profile `report` on them).
     let keep = std::env::var_os("DISKPULSE_BENCH_KEEP").is_some_and(|v| v == "1");
+    // DISKPULSE_BENCH_ENVELOPES: report the recording as the recorder leaves it (with
+    // envelopes.csv.gz), without it (an older recording: report.html's zoom data then
+    // takes extra passes over the rows), or both, one after the other on the same rows.
+    let modes: &[bool] = match std::env::var("DISKPULSE_BENCH_ENVELOPES")
+        .unwrap_or_else(|_| "both".into())
+        .as_str()
+    {
+        "with" => &[true],
+        "without" => &[false],
+        "both" => &[true, false],
+        other => {
+            anyhow::bail!("DISKPULSE_BENCH_ENVELOPES: '{other}' is not one of with, without, both")
+        }
+    };
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
@@ -224,8 +251,8 @@ fn main() -> anyhow::Result<()> {
         "report of synthetic recordings: {DEVICES} devices, counters change every ms (4 rows/ms)"
     );
     println!(
-        "{:>5} {:>11} {:>9} {:>9} {:>10} {:>12} {:>6}",
-        "size", "rows", "gz_MB", "gen_s", "report_s", "peak_rss_MB", "exit"
+        "{:>5} {:>11} {:>9} {:>9} {:>9} {:>10} {:>12} {:>6}",
+        "size", "rows", "gz_MB", "gen_s", "envelopes", "report_s", "peak_rss_MB", "exit"
     );
     for (label, secs) in sizes {
         let dir = tmp.path().join(&label);
@@ -239,19 +266,27 @@ fn main() -> anyhow::Result<()> {
         };
         let gen_s = g0.elapsed().as_secs_f64();
         let gz = std::fs::metadata(dir.join(diskpulse::format::diskstats::FILE))?.len();
-        let (wall, rss, code) = report(&dir)?;
-        if stop.load(Ordering::Relaxed) {
+        let env_file = dir.join(diskpulse::format::envelopes::FILE);
+        for &with in modes {
+            if !with {
+                // The same recording as one made before the envelopes existed.
+                std::fs::remove_file(&env_file)?;
+            }
+            let (wall, rss, code) = report(&dir)?;
+            if stop.load(Ordering::Relaxed) {
+                println!(
+                    "interrupted during the report of {label}; removing {}",
+                    tmp.path().display()
+                );
+                return Ok(());
+            }
             println!(
-                "interrupted during the report of {label}; removing {}",
-                tmp.path().display()
+                "{label:>5} {rows:>11} {:>9.1} {gen_s:>9.1} {:>9} {wall:>10.2} {:>12.0} {code:>6}",
+                gz as f64 / 1e6,
+                if with { "with" } else { "without" },
+                rss as f64 / 1e6
             );
-            return Ok(());
         }
-        println!(
-            "{label:>5} {rows:>11} {:>9.1} {gen_s:>9.1} {wall:>10.2} {:>12.0} {code:>6}",
-            gz as f64 / 1e6,
-            rss as f64 / 1e6
-        );
         if !keep {
             std::fs::remove_dir_all(&dir)?;
         }
