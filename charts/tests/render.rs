@@ -553,3 +553,56 @@ fn overlapping_shades_draw_one_rect_and_separate_ones_stay_apart() {
     );
     assert!((rects[1].0 - px(7.0)).abs() <= 1.0, "{rects:?}");
 }
+
+#[test]
+fn thousands_of_events_draw_at_most_one_marker_line_per_pixel_column() {
+    // 6,000 "trigger" events over 6 h (every 3.6 s): many share a pixel column.
+    let span_s = 6.0 * 3600.0;
+    let events: Vec<Marker> = (0..6000)
+        .map(|i| Marker {
+            t_s: i as f64 * 3.6,
+            label: "trigger".into(),
+        })
+        .collect();
+    let (t, v) = flat(1000, span_s, 5.0);
+    let tl = Timeline {
+        x_range_s: (0.0, span_s),
+        events: events.clone(),
+        ..timeline(vec![panel("a", vec![series("a", t, v, Style::Line)])])
+    };
+    let svg = render_svg(&tl);
+    let f = frames(&svg)[0];
+    let plot_w = (f.right - f.left + 1) as usize;
+    // One event alone draws a line of this many dashes.
+    let one = {
+        let tl1 = Timeline {
+            events: events[..1].to_vec(),
+            ..tl.clone()
+        };
+        polylines(&render_svg(&tl1), MARKER).len()
+    };
+    let dashes = polylines(&svg, MARKER);
+    let mut xs: Vec<i32> = dashes.iter().flatten().map(|p| p.0).collect();
+    xs.sort_unstable();
+    xs.dedup();
+    assert!(xs.len() <= plot_w, "{} marker columns", xs.len());
+    assert_eq!(
+        dashes.len(),
+        xs.len() * one,
+        "each column's line drawn once"
+    );
+    // Every event still has its line.
+    let px = |ts: f64| f.left as f64 + ts / span_s * (f.right - f.left) as f64;
+    for e in &events {
+        assert!(
+            xs.iter().any(|&x| (x as f64 - px(e.t_s)).abs() <= 1.0),
+            "event at {} s has no line",
+            e.t_s
+        );
+    }
+    let texts = labels(&svg)
+        .into_iter()
+        .filter(|l| l.text == "trigger")
+        .count();
+    assert!(texts <= plot_w, "{texts} labels");
+}
