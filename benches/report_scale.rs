@@ -22,9 +22,24 @@
 //! 557 MB peak (it held every row before: 423 MB and 2.46 GB for 10 min and 1 h). With the
 //! burst bins and rates.csv's sums in a scratch file (`report/spill.rs`), 2026-12-01 at load
 //! average 9-12: 10 min 16.8 s / 97 MB, 1 h 98.5 s and 62.3 s / 130 MB twice, 6 h 699 s /
-//! 459 MB; what still grows is the static timeline's burst shades (a rect per burst per
+//! 459 MB; what still grew was the static timeline's burst shades (a rect per burst per
 //! panel) and their PNG rendering. `DISKPULSE_BENCH_KEEP=1` keeps the recordings (and
 //! prints where) to profile `report` on them.
+//!
+//! The recording has `envelopes.csv.gz` as the recorder writes it (fed row by row through
+//! its `EnvelopeFeed`), so report.html's whole-run zoom data comes from there, as for a
+//! user's run. `DISKPULSE_BENCH_ENVELOPES=with|without|both` (default `both`): `both`
+//! reports each recording with it, then removes it and reports the same rows again (the
+//! page's windows then take extra streamed passes over the rows: a recording from before
+//! the envelopes). With the burst shades folded to the plot's pixel columns (1 h
+//! timeline.svg: 3,097 `<rect>`, was 38,793), 2026-12-01 04:45-04:56, load average 2-5.5
+//! on the 2 cores (other engineers' builds and a recording; the second 1 h "with" ran beside
+//! a clippy and test build of ours): with / without envelopes, time and peak RSS:
+//! 10 min 3.6 s / 4.5 s, 98 / 97 MB; 1 h 19.2 s and 37.9 s / 24.6 s and 22.9 s, 97 / 99 MB
+//! (twice each); 6 h 107 s / 137 s, 102 / 104 MB. Memory is flat from 10 min to 6 h; the
+//! 1 h report's heap peak (heaptrack, 83.5 MB, was 112 MB) is report.html's string as it is
+//! built (a 16.5 MB page growing by doubling), bounded by the page's 2 M value budget and
+//! the image sizes, not by the run's length.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
