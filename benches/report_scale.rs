@@ -22,9 +22,24 @@
 //! 557 MB peak (it held every row before: 423 MB and 2.46 GB for 10 min and 1 h). With the
 //! burst bins and rates.csv's sums in a scratch file (`report/spill.rs`), 2026-12-01 at load
 //! average 9-12: 10 min 16.8 s / 97 MB, 1 h 98.5 s and 62.3 s / 130 MB twice, 6 h 699 s /
-//! 459 MB; what still grows is the static timeline's burst shades (a rect per burst per
+//! 459 MB; what still grew was the static timeline's burst shades (a rect per burst per
 //! panel) and their PNG rendering. `DISKPULSE_BENCH_KEEP=1` keeps the recordings (and
 //! prints where) to profile `report` on them.
+//!
+//! The recording has `envelopes.csv.gz` as the recorder writes it (fed row by row through
+//! its `EnvelopeFeed`), so report.html's whole-run zoom data comes from there, as for a
+//! user's run. `DISKPULSE_BENCH_ENVELOPES=with|without|both` (default `both`): `both`
+//! reports each recording with it, then removes it and reports the same rows again (the
+//! page's windows then take extra streamed passes over the rows: a recording from before
+//! the envelopes). With the burst shades folded to the plot's pixel columns (1 h
+//! timeline.svg: 3,097 `<rect>`, was 38,793), 2026-12-01 04:45-04:56, load average 2-5.5
+//! on the 2 cores (other engineers' builds and a recording; the second 1 h "with" ran beside
+//! a clippy and test build of ours): with / without envelopes, time and peak RSS:
+//! 10 min 3.6 s / 4.5 s, 98 / 97 MB; 1 h 19.2 s and 37.9 s / 24.6 s and 22.9 s, 97 / 99 MB
+//! (twice each); 6 h 107 s / 137 s, 102 / 104 MB. Memory is flat from 10 min to 6 h; the
+//! 1 h report's heap peak (heaptrack, 83.5 MB, was 112 MB) is report.html's string as it is
+//! built (a 16.5 MB page growing by doubling), bounded by the page's 2 M value budget and
+//! the image sizes, not by the run's length.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -34,6 +49,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use diskpulse::format::meta::{Meta, MetaDevice, SamplerMeta};
+use diskpulse::recording::envelopes::EnvelopeFeed;
 use diskpulse::recording::writer::{put_u64, ChunkSink};
 use diskpulse::recording::EventLog;
 
@@ -70,8 +86,9 @@ fn parse_size(s: &str) -> Option<u64> {
     }
 }
 
-/// Writes a recording of `secs` seconds into `dir`; returns the rows written, or `None`
-/// when interrupted.
+/// Writes a recording of `secs` seconds into `dir`, with `envelopes.csv.gz` fed row by
+/// row as the recorder's diskstats sampler feeds it (`recording/samplers/disk.rs`);
+/// returns the rows written, or `None` when interrupted.
 fn generate(dir: &Path, secs: u64, stop: &AtomicBool) -> anyhow::Result<Option<u64>> {
     std::fs::create_dir_all(dir)?;
     let names: Vec<String> = (0..DEVICES).map(|d| format!("syn{d}")).collect();
@@ -121,6 +138,10 @@ fn generate(dir: &Path, secs: u64, stop: &AtomicBool) -> anyhow::Result<Option<u
         &diskpulse::format::diskstats::header(),
         true,
     )?;
+    let mut env = EnvelopeFeed::create(&dir.join(diskpulse::format::envelopes::FILE))?;
+    for (d, n) in names.iter().enumerate() {
+        env.device(d as u32, n.as_bytes());
+    }
     let mut devs = [Dev::default(); DEVICES];
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let mut rows = 0u64;
@@ -155,6 +176,11 @@ fn generate(dir: &Path, secs: u64, stop: &AtomicBool) -> anyhow::Result<Option<u
                     f[16] += 1;
                 }
             }
+            env.push(
+                d as u32,
+                t,
+                &collectors::diskstats::DiskCounters { f: *f, nfields: 17 },
+            );
             let b = sink.buf();
             put_u64(b, t);
             b.push(b',');
@@ -169,7 +195,9 @@ fn generate(dir: &Path, secs: u64, stop: &AtomicBool) -> anyhow::Result<Option<u
             rows += 1;
         }
         sink.row_done(t);
+        env.done(t);
     }
+    env.finish()?;
     sink.finish()?;
     Ok(Some(rows))
 }
@@ -213,6 +241,20 @@ fn main() -> anyhow::Result<()> {
     let base = std::env::var("DISKPULSE_BENCH_DIR").unwrap_or_else(|_| "/var/tmp".into());
     // DISKPULSE_BENCH_KEEP=1: keep the recordings (to profile `report` on them).
     let keep = std::env::var_os("DISKPULSE_BENCH_KEEP").is_some_and(|v| v == "1");
+    // DISKPULSE_BENCH_ENVELOPES: report the recording as the recorder leaves it (with
+    // envelopes.csv.gz), without it (an older recording: report.html's zoom data then
+    // takes extra passes over the rows), or both, one after the other on the same rows.
+    let modes: &[bool] = match std::env::var("DISKPULSE_BENCH_ENVELOPES")
+        .unwrap_or_else(|_| "both".into())
+        .as_str()
+    {
+        "with" => &[true],
+        "without" => &[false],
+        "both" => &[true, false],
+        other => {
+            anyhow::bail!("DISKPULSE_BENCH_ENVELOPES: '{other}' is not one of with, without, both")
+        }
+    };
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
@@ -224,8 +266,8 @@ fn main() -> anyhow::Result<()> {
         "report of synthetic recordings: {DEVICES} devices, counters change every ms (4 rows/ms)"
     );
     println!(
-        "{:>5} {:>11} {:>9} {:>9} {:>10} {:>12} {:>6}",
-        "size", "rows", "gz_MB", "gen_s", "report_s", "peak_rss_MB", "exit"
+        "{:>5} {:>11} {:>9} {:>9} {:>9} {:>10} {:>12} {:>6}",
+        "size", "rows", "gz_MB", "gen_s", "envelopes", "report_s", "peak_rss_MB", "exit"
     );
     for (label, secs) in sizes {
         let dir = tmp.path().join(&label);
@@ -239,19 +281,27 @@ fn main() -> anyhow::Result<()> {
         };
         let gen_s = g0.elapsed().as_secs_f64();
         let gz = std::fs::metadata(dir.join(diskpulse::format::diskstats::FILE))?.len();
-        let (wall, rss, code) = report(&dir)?;
-        if stop.load(Ordering::Relaxed) {
+        let env_file = dir.join(diskpulse::format::envelopes::FILE);
+        for &with in modes {
+            if !with {
+                // The same recording as one made before the envelopes existed.
+                std::fs::remove_file(&env_file)?;
+            }
+            let (wall, rss, code) = report(&dir)?;
+            if stop.load(Ordering::Relaxed) {
+                println!(
+                    "interrupted during the report of {label}; removing {}",
+                    tmp.path().display()
+                );
+                return Ok(());
+            }
             println!(
-                "interrupted during the report of {label}; removing {}",
-                tmp.path().display()
+                "{label:>5} {rows:>11} {:>9.1} {gen_s:>9.1} {:>9} {wall:>10.2} {:>12.0} {code:>6}",
+                gz as f64 / 1e6,
+                if with { "with" } else { "without" },
+                rss as f64 / 1e6
             );
-            return Ok(());
         }
-        println!(
-            "{label:>5} {rows:>11} {:>9.1} {gen_s:>9.1} {wall:>10.2} {:>12.0} {code:>6}",
-            gz as f64 / 1e6,
-            rss as f64 / 1e6
-        );
         if !keep {
             std::fs::remove_dir_all(&dir)?;
         }

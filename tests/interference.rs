@@ -191,9 +191,12 @@ fn probe_beside_the_load_measured_inside_and_outside_the_brokers_write_bursts() 
     let html = std::fs::read_to_string(run.join("report.html")).unwrap();
     assert!(html.contains(&diskpulse::report::html::escape(line)));
     assert!(html.contains("Latency outside versus inside write bursts"));
+    // The static timeline folds the shades to its pixel columns (bursts that touch at
+    // its resolution are one rect, charts' `shade_runs`), so there is no longer a rect
+    // per burst to count (charts/tests/render.rs checks the union covers every burst).
     let shades = html.matches("fill=\"#FFA500\"").count();
     assert!(
-        shades >= spans.len(),
+        shades >= 1,
         "{shades} shaded spans for {} bursts",
         spans.len()
     );

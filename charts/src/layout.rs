@@ -35,8 +35,9 @@ pub(crate) struct Layout<'a> {
     pub range: (f64, f64),
     /// In-range events in time order, with their label rows.
     pub markers: Vec<PlacedMarker<'a>>,
-    /// The timeline's shaded spans (every panel draws them under its data).
-    pub shades: &'a [Shade],
+    /// The timeline's shaded spans folded to the plot's pixel columns (every panel
+    /// draws them under its data): see [`shade_runs`].
+    pub shade_runs: Vec<(i32, i32)>,
 }
 
 impl<'a> Layout<'a> {
@@ -57,7 +58,7 @@ impl<'a> Layout<'a> {
             plot_w,
             range,
             markers,
-            shades: &t.shades,
+            shade_runs: shade_runs(&t.shades, range, plot_w),
         }
     }
 
@@ -66,11 +67,6 @@ impl<'a> Layout<'a> {
     pub fn columns(&self) -> usize {
         self.plot_w as usize - 1
     }
-
-    /// The pixel column of time `ts` (plotters' own mapping, see [`x_px`]).
-    pub fn x_px(&self, ts: f64) -> i32 {
-        x_px(self.range, self.plot_w, ts)
-    }
 }
 
 /// plotters' own mapping of a time to a pixel (what its charts use for the grid and
@@ -78,6 +74,62 @@ impl<'a> Layout<'a> {
 fn x_px((t0, t1): (f64, f64), plot_w: u32, ts: f64) -> i32 {
     let left = MARGIN_LEFT as i32;
     RangedCoordf64::from(t0..t1).map(&ts, (left, left + plot_w as i32 - 1))
+}
+
+/// The shaded spans as rects' left and right edges `(x0, x1)` in pixels (a rect
+/// covers the pixel columns `x0..x1`), in increasing order, disjoint and not touching: the union of the spans at the plot's resolution. Spans that
+/// overlap or touch at a pixel become one run, so the number of rects drawn is bounded
+/// by the plot's width whatever the run's length (a 6-hour run had tens of thousands of
+/// bursts, one rect each per panel), and overlapping translucent shades no longer draw
+/// darker where they overlap. A span is clipped to the time range and is at least one
+/// pixel wide (a 10 ms burst on a 10-minute axis still shows); one that is not finite,
+/// not increasing, or outside the range is left out. O(spans + width) with a difference
+/// array over the columns, no sort.
+pub(crate) fn shade_runs(shades: &[Shade], range: (f64, f64), plot_w: u32) -> Vec<(i32, i32)> {
+    let (t0, t1) = range;
+    let left = MARGIN_LEFT as i32;
+    let right = left + plot_w as i32 - 1;
+    let n = (right - left + 1).max(0) as usize;
+    // depth[i] - depth[i - 1]: +1 where a span starts, -1 one past where it ends.
+    let mut delta = vec![0i32; n + 1];
+    let mut any = false;
+    for s in shades {
+        if !(s.t0_s.is_finite() && s.t1_s.is_finite() && s.t1_s > s.t0_s) {
+            continue;
+        }
+        let (a, b) = (s.t0_s.max(t0), s.t1_s.min(t1));
+        if b < a {
+            continue;
+        }
+        let xa = x_px(range, plot_w, a).clamp(left, right);
+        // The rect's right edge; its columns are xa..xb.
+        let xb = x_px(range, plot_w, b).min(right).max(xa + 1);
+        delta[(xa - left) as usize] += 1;
+        delta[(xb - left) as usize] -= 1;
+        any = true;
+    }
+    let mut runs = Vec::new();
+    if !any {
+        return runs;
+    }
+    let mut depth = 0i32;
+    let mut start: Option<i32> = None;
+    for (i, d) in delta.iter().take(n).enumerate() {
+        depth += d;
+        let x = left + i as i32;
+        match (depth > 0, start) {
+            (true, None) => start = Some(x),
+            (false, Some(a)) => {
+                runs.push((a, x));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(a) = start {
+        runs.push((a, right + 1));
+    }
+    runs
 }
 
 /// The shared time range: the caller's, or the data's when the caller's is unusable.

@@ -168,22 +168,11 @@ pub(crate) fn draw_panel(
     Ok((plot_top, plot_bottom))
 }
 
-/// The timeline's shaded spans over the plot's rows, clipped to the time range; drawn
-/// after the grid, under the frame and the data.
+/// The timeline's shaded spans over the plot's rows, folded to pixel columns (one
+/// rect per run of shaded columns, see [`crate::layout::shade_runs`]); drawn after the
+/// grid, under the frame and the data.
 fn draw_shades(root: &Area, layout: &Layout, plot_top: i32, plot_bottom: i32) -> DrawResult {
-    let (t0, t1) = layout.range;
-    let right = MARGIN_LEFT as i32 + layout.plot_w as i32 - 1;
-    for s in layout.shades {
-        if !(s.t0_s.is_finite() && s.t1_s.is_finite() && s.t1_s > s.t0_s) {
-            continue;
-        }
-        let (a, b) = (s.t0_s.max(t0), s.t1_s.min(t1));
-        if b < a {
-            continue;
-        }
-        let xa = layout.x_px(a);
-        // At least one pixel wide, so a 10 ms burst on a 10-minute axis still shows.
-        let xb = layout.x_px(b).min(right).max(xa + 1);
+    for &(xa, xb) in &layout.shade_runs {
         root.draw(&Rectangle::new(
             [(xa, plot_top), (xb, plot_bottom)],
             SHADE.mix(SHADE_OPACITY).filled(),

@@ -56,8 +56,20 @@ fn draw(root: &Area, t: &Timeline, layout: &Layout) -> DrawResult {
     // Event markers last, so they sit on top of the data.
     let y_top = layout.panels_top as i32 - 2;
     let y_bottom = plot_rows.map_or(y_top, |(_, bottom)| bottom);
+    // Markers are in time order, so their x never decreases: a line at the x of the
+    // one before is the same line drawn again (a run with thousands of triggers would
+    // draw thousands of dashed lines, each ~100 pieces); draw it once, and a label that
+    // repeats the previous one at the same x once. Lines are then bounded by the plot's
+    // width whatever the number of events.
+    let mut last: Option<(i32, &str)> = None;
     for m in &layout.markers {
-        if y_bottom > y_top {
+        let same_x = last.is_some_and(|(x, _)| x == m.x);
+        let same_label = last.is_some_and(|(x, l)| x == m.x && l == m.label);
+        last = Some((m.x, m.label));
+        if same_label {
+            continue;
+        }
+        if y_bottom > y_top && !same_x {
             root.draw(&DashedPathElement::new(
                 [(m.x, y_top), (m.x, y_bottom)],
                 MARKER_DASH.0,

@@ -427,3 +427,182 @@ fn shaded_spans_cover_their_time_in_every_panel_under_the_data() {
     let first_line = svg.find("<polyline").unwrap();
     assert!(first_shade < first_line);
 }
+
+/// The shade rects of an SVG as (x, y, width, height), in document order.
+fn shade_rects(svg: &str) -> Vec<(f64, f64, f64, f64)> {
+    let doc = usvg::roxmltree::Document::parse(svg).unwrap();
+    doc.descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some("#FFA500"))
+        .map(|n| {
+            let f = |a: &str| n.attribute(a).unwrap().parse::<f64>().unwrap();
+            (f("x"), f("y"), f("width"), f("height"))
+        })
+        .collect()
+}
+
+#[test]
+fn many_bursts_fold_to_at_most_one_shade_per_pixel_column_and_all_stay_covered() {
+    // A 6-hour axis with 30,000 bursts of 5 ms..3 s at pseudo-random times (an LCG,
+    // so the run is the same every time), many of them overlapping or a few ms apart.
+    let span_s = 6.0 * 3600.0;
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let bursts: Vec<Shade> = (0..30_000)
+        .map(|_| {
+            let t0_s = next() * span_s;
+            Shade {
+                t0_s,
+                t1_s: t0_s + 0.005 + next() * 3.0,
+            }
+        })
+        .collect();
+    let (t, v) = flat(1000, span_s, 5.0);
+    let tl = Timeline {
+        x_range_s: (0.0, span_s),
+        shades: bursts.clone(),
+        ..timeline(vec![
+            panel("a", vec![series("a", t.clone(), v.clone(), Style::Line)]),
+            panel("b", vec![series("b", t, v, Style::Line)]),
+        ])
+    };
+    let svg = render_svg(&tl);
+    let fr = frames(&svg);
+    assert_eq!(fr.len(), 2);
+    let rects = shade_rects(&svg);
+    let plot_w = (fr[0].right - fr[0].left + 1) as usize;
+    for (p, f) in fr.iter().enumerate() {
+        let mine: Vec<(f64, f64)> = rects
+            .iter()
+            .filter(|r| r.1 >= f.top as f64 - 1.0 && r.1 + r.3 <= f.bottom as f64 + 1.0)
+            .map(|r| (r.0, r.0 + r.2))
+            .collect();
+        assert!(
+            !mine.is_empty() && mine.len() <= plot_w,
+            "panel {p}: {} shade rects for a plot {plot_w} px wide",
+            mine.len()
+        );
+        // Disjoint and not touching: nothing is drawn twice (no darker overlaps).
+        for w in mine.windows(2) {
+            assert!(w[0].1 < w[1].0, "panel {p}: {:?} touches {:?}", w[0], w[1]);
+        }
+        // The union still covers every burst's time span (to the pixel).
+        let px = |ts: f64| f.left as f64 + ts / span_s * (f.right - f.left) as f64;
+        for b in &bursts {
+            let (a, z) = (px(b.t0_s), px(b.t1_s.min(span_s)));
+            assert!(
+                mine.iter().any(|r| r.0 <= a + 1.0 && z <= r.1 + 1.0),
+                "panel {p}: burst {b:?} ({a:.1}..{z:.1} px) not covered by {} rects",
+                mine.len()
+            );
+        }
+        // And covers nothing else: every rect holds at least one burst.
+        for r in &mine {
+            assert!(
+                bursts
+                    .iter()
+                    .any(|b| px(b.t0_s) <= r.1 + 1.0 && px(b.t1_s.min(span_s)) >= r.0 - 1.0),
+                "panel {p}: rect {r:?} covers no burst"
+            );
+        }
+    }
+    // Folding merged something: far fewer rects than bursts.
+    assert!(rects.len() < bursts.len() / 10, "{} rects", rects.len());
+}
+
+#[test]
+fn overlapping_shades_draw_one_rect_and_separate_ones_stay_apart() {
+    let (t, v) = flat(1000, 10.0, 5.0);
+    let tl = Timeline {
+        x_range_s: (0.0, 10.0),
+        shades: vec![
+            // Two overlapping spans and one inside them: one rect, not three layers.
+            Shade {
+                t0_s: 2.0,
+                t1_s: 3.0,
+            },
+            Shade {
+                t0_s: 2.5,
+                t1_s: 4.0,
+            },
+            Shade {
+                t0_s: 2.2,
+                t1_s: 2.3,
+            },
+            // Far away: its own rect.
+            Shade {
+                t0_s: 7.0,
+                t1_s: 7.5,
+            },
+        ],
+        ..timeline(vec![panel("a", vec![series("a", t, v, Style::Line)])])
+    };
+    let svg = render_svg(&tl);
+    let rects = shade_rects(&svg);
+    assert_eq!(rects.len(), 2, "{rects:?}");
+    let f = &frames(&svg)[0];
+    let px = |ts: f64| f.left as f64 + ts / 10.0 * (f.right - f.left) as f64;
+    assert!((rects[0].0 - px(2.0)).abs() <= 1.0, "{rects:?}");
+    assert!(
+        (rects[0].0 + rects[0].2 - px(4.0)).abs() <= 1.5,
+        "{rects:?}"
+    );
+    assert!((rects[1].0 - px(7.0)).abs() <= 1.0, "{rects:?}");
+}
+
+#[test]
+fn thousands_of_events_draw_at_most_one_marker_line_per_pixel_column() {
+    // 6,000 "trigger" events over 6 h (every 3.6 s): many share a pixel column.
+    let span_s = 6.0 * 3600.0;
+    let events: Vec<Marker> = (0..6000)
+        .map(|i| Marker {
+            t_s: i as f64 * 3.6,
+            label: "trigger".into(),
+        })
+        .collect();
+    let (t, v) = flat(1000, span_s, 5.0);
+    let tl = Timeline {
+        x_range_s: (0.0, span_s),
+        events: events.clone(),
+        ..timeline(vec![panel("a", vec![series("a", t, v, Style::Line)])])
+    };
+    let svg = render_svg(&tl);
+    let f = frames(&svg)[0];
+    let plot_w = (f.right - f.left + 1) as usize;
+    // One event alone draws a line of this many dashes.
+    let one = {
+        let tl1 = Timeline {
+            events: events[..1].to_vec(),
+            ..tl.clone()
+        };
+        polylines(&render_svg(&tl1), MARKER).len()
+    };
+    let dashes = polylines(&svg, MARKER);
+    let mut xs: Vec<i32> = dashes.iter().flatten().map(|p| p.0).collect();
+    xs.sort_unstable();
+    xs.dedup();
+    assert!(xs.len() <= plot_w, "{} marker columns", xs.len());
+    assert_eq!(
+        dashes.len(),
+        xs.len() * one,
+        "each column's line drawn once"
+    );
+    // Every event still has its line.
+    let px = |ts: f64| f.left as f64 + ts / span_s * (f.right - f.left) as f64;
+    for e in &events {
+        assert!(
+            xs.iter().any(|&x| (x as f64 - px(e.t_s)).abs() <= 1.0),
+            "event at {} s has no line",
+            e.t_s
+        );
+    }
+    let texts = labels(&svg)
+        .into_iter()
+        .filter(|l| l.text == "trigger")
+        .count();
+    assert!(texts <= plot_w, "{texts} labels");
+}
