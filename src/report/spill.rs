@@ -7,9 +7,8 @@
 //! Without a scratch directory they stay in memory (passes that keep no windows, tests).
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Bytes buffered while writing and read at once when reading back.
 const BLOCK: usize = 64 * 1024;
@@ -19,13 +18,14 @@ const BLOCK: usize = 64 * 1024;
 pub enum Words {
     Mem(Vec<u64>),
     File {
-        w: Option<BufWriter<File>>,
-        /// The file, for reading back once written.
-        r: Option<File>,
+        f: File,
+        /// Words not written yet (whole blocks are written at `written`).
+        buf: Vec<u8>,
+        /// Bytes of the file written, all of them whole words.
+        written: u64,
         len: usize,
-        dir: PathBuf,
-        /// The first error writing (reported by [`Words::finish`]).
-        err: Option<std::io::Error>,
+        /// Writing ended ([`Words::finish`]): the words can be read.
+        done: bool,
     },
 }
 
@@ -37,7 +37,9 @@ impl Default for Words {
 
 impl Words {
     /// In memory when `dir` is None, else in an unnamed file in `dir` (or, when `dir`
-    /// refuses one, the system's temporary directory).
+    /// refuses one, the system's temporary directory). A scratch file that cannot be
+    /// written (its file system full) hands what it holds to memory and the words go on
+    /// there: the report still ends, only with the memory it would have used before.
     pub fn new(dir: Option<&Path>) -> anyhow::Result<Words> {
         let Some(dir) = dir else {
             return Ok(Words::Mem(vec![]));
@@ -51,11 +53,11 @@ impl Words {
                 )
             })?;
         Ok(Words::File {
-            w: Some(BufWriter::with_capacity(BLOCK, f)),
-            r: None,
+            f,
+            buf: Vec::with_capacity(BLOCK),
+            written: 0,
             len: 0,
-            dir: dir.to_path_buf(),
-            err: None,
+            done: false,
         })
     }
 
@@ -63,17 +65,43 @@ impl Words {
     pub fn push(&mut self, x: u64) {
         match self {
             Words::Mem(v) => v.push(x),
-            Words::File { w, len, err, .. } => {
-                if let Some(w) = w {
-                    if err.is_none() {
-                        if let Err(e) = w.write_all(&x.to_le_bytes()) {
-                            *err = Some(e);
-                        }
-                    }
-                }
+            Words::File { buf, len, .. } => {
+                buf.extend_from_slice(&x.to_le_bytes());
                 *len += 1;
+                if buf.len() >= BLOCK {
+                    self.write_block();
+                }
             }
         }
+    }
+
+    /// Writes the buffered words at the file's end; on an error, moves every word to
+    /// memory (what the file holds is read back; a short write counts for nothing).
+    fn write_block(&mut self) {
+        let Words::File {
+            f, buf, written, ..
+        } = self
+        else {
+            return;
+        };
+        if buf.is_empty() {
+            return;
+        }
+        if f.write_all_at(buf, *written).is_ok() {
+            *written += buf.len() as u64;
+            buf.clear();
+            return;
+        }
+        let mut bytes = vec![0u8; *written as usize];
+        let words = match f.read_exact_at(&mut bytes, 0) {
+            Ok(()) => bytes.chunks_exact(8).chain(buf.chunks_exact(8)),
+            // Cannot happen for a file we just wrote; keep the buffer at least.
+            Err(_) => [].chunks_exact(8).chain(buf.chunks_exact(8)),
+        };
+        let v: Vec<u64> = words
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        *self = Words::Mem(v);
     }
 
     #[inline]
@@ -83,22 +111,9 @@ impl Words {
 
     /// Ends the writing; after it the words can be read.
     pub fn finish(&mut self) -> anyhow::Result<()> {
-        if let Words::File { w, r, err, dir, .. } = self {
-            if let Some(w) = w.take() {
-                match w.into_inner() {
-                    Ok(f) => *r = Some(f),
-                    Err(e) => {
-                        err.get_or_insert(e.into_error());
-                    }
-                }
-            }
-            if let Some(e) = err.take() {
-                *r = None;
-                anyhow::bail!(
-                    "cannot write the report's scratch file in {}: {e}; free some space there",
-                    dir.display()
-                );
-            }
+        self.write_block();
+        if let Words::File { done, .. } = self {
+            *done = true;
         }
         Ok(())
     }
@@ -118,12 +133,12 @@ impl Words {
     pub fn iter(&self) -> WordIter<'_> {
         match self {
             Words::Mem(v) => WordIter::Mem(v.iter()),
-            Words::File { r, len, .. } => WordIter::File {
-                f: r.as_ref(),
+            Words::File { f, len, done, .. } => WordIter::File {
+                f: Some(f),
                 buf: vec![],
                 at: 0,
                 pos: 0,
-                left: if r.is_some() { *len } else { 0 },
+                left: if *done { *len } else { 0 },
             },
         }
     }
@@ -222,5 +237,30 @@ mod tests {
         assert!(both.iter().all(|(x, y)| x == y));
         assert_eq!(both.len(), n);
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_full_file_system_moves_the_words_to_memory_and_loses_none() {
+        // /dev/full: every write fails with ENOSPC, as a full run directory's would.
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let mut w = Words::File {
+            f,
+            buf: Vec::with_capacity(BLOCK),
+            written: 0,
+            len: 0,
+            done: false,
+        };
+        let n = BLOCK / 8 * 2 + 3;
+        for k in 0..n as u64 {
+            w.push(k * 3);
+        }
+        w.finish().unwrap();
+        assert!(matches!(w, Words::Mem(_)), "{:?}", w.len());
+        assert_eq!(w.len(), n);
+        assert!(w.iter().enumerate().all(|(k, x)| x == k as u64 * 3));
     }
 }
