@@ -182,7 +182,9 @@ pub struct BrokerDecl {
 impl BrokerDecl {
     /// `kind = "rabbitmq"`: one embedded RabbitMQ node instead of nats-servers.
     pub fn is_rabbitmq(&self) -> bool {
-        self.kind.as_ref().is_some_and(|k| k.get_ref() == "rabbitmq")
+        self.kind
+            .as_ref()
+            .is_some_and(|k| k.get_ref() == "rabbitmq")
     }
 }
 

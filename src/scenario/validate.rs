@@ -251,7 +251,10 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
                     cx.path,
                     cx.cell_text,
                     b.volumes[1].span(),
-                    format!("broker kind \"rabbitmq\": one node, so one volume for its store{}", cx.cell),
+                    format!(
+                        "broker kind \"rabbitmq\": one node, so one volume for its store{}",
+                        cx.cell
+                    ),
                 ));
             }
             if let Some(ns) = &b.nats_server {
