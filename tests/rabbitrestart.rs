@@ -242,10 +242,111 @@ fn what_does_not_apply_to_a_rabbitmq_broker_is_refused_with_its_place() {
             "FILE:",
             "'js-pub' is a NATS load mode",
         ),
+        (
+            format!("{head}{load}[[phases]]\nkind = \"kill\"\nnodes = [2]\n"),
+            "FILE:12:8:",
+            "a 'kill' phase names nodes [2]",
+        ),
     ];
     for (text, place, msg) in cases {
         let (code, e) = dry(&text);
         assert_eq!(code, 2, "{text}\n{e}");
         assert!(e.contains(place) && e.contains(msg), "{place} {msg}:\n{e}");
+    }
+}
+
+/// `kill` with `down_for`: SIGKILL (no clean stop), the node started again 1 s later with
+/// what its store holds; the fault is the kill, every publish is confirmed or counted
+/// lost, and neither VM nor epmd is left.
+#[test]
+fn a_killed_rabbitmq_broker_comes_back_under_the_load_and_nothing_is_left() {
+    if !have_rabbitmq() {
+        return;
+    }
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let vol = d.path().join("vol");
+    let sc = d.path().join("rk.toml");
+    std::fs::write(
+        &sc,
+        format!(
+            r#"name = "rabbit-kill"
+[[volumes]]
+name = "store"
+path = "{}"
+create = true
+[broker]
+kind = "rabbitmq"
+volumes = ["store"]
+[[phases]]
+kind = "load"
+name = "load"
+args = ["amqp-pub", "--rate", "200", "--msgs", "1000", "--window", "64", "--queue-type", "quorum", "--queue", "rk", "--size", "1k"]
+expect_failures = ["lost_unconfirmed"]
+[[phases]]
+kind = "kill"
+nodes = 1
+with = "load"
+at = "2s"
+down_for = "1s"
+"#,
+            vol.display()
+        ),
+    )
+    .unwrap();
+    let out = d.path().join("study");
+    let o = diskpulse()
+        .args(["run"])
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "{stderr}");
+    let run = out.join("cells/base/r1");
+    let ev = events(&run);
+    let starts = of_kind(&ev, "broker_start");
+    assert_eq!(starts.len(), 2, "broker_start: {starts:?}");
+    let kill = of_kind(&ev, "node_kill");
+    assert_eq!(kill.len(), 1, "{kill:?}");
+    assert_eq!(kill[0]["detail"]["node"], "n1");
+    // The pid killed is the first VM's.
+    assert_eq!(kill[0]["detail"]["pid"], starts[0]["detail"]["pid"]);
+    assert!(of_kind(&ev, "node_stop").is_empty());
+    for k in ["restart", "restart_ready", "amqp_reconnected"] {
+        assert!(!of_kind(&ev, k).is_empty(), "no {k} in {}", run.display());
+    }
+    let meta = read_json(&run.join("meta.json"));
+    let load = meta["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["kind"] == "load")
+        .unwrap();
+    let clients = load["result"]["clients"].as_array().unwrap();
+    let confirmed: u64 = clients.iter().filter_map(|c| c["ops"].as_u64()).sum();
+    let lost: u64 = clients
+        .iter()
+        .filter_map(|c| c["errors_by_kind"]["lost_unconfirmed"].as_u64())
+        .sum();
+    assert_eq!(
+        confirmed + lost,
+        1000,
+        "confirmed {confirmed} + lost {lost}"
+    );
+    let summary = read_json(&run.join("summary.json"));
+    let faults = summary["faults"].as_array().expect("summary.json faults[]");
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0]["cause"], "node_kill", "{faults:?}");
+    eprintln!(
+        "kill: confirmed {confirmed}, lost_unconfirmed {lost}; restart_ready {}; fault {}",
+        of_kind(&ev, "restart_ready")[0]["detail"],
+        faults[0]
+    );
+    for e in starts {
+        for k in ["pid", "epmd_pid"] {
+            let p = e["detail"][k].as_u64().unwrap() as u32;
+            assert!(gone_within(p, 10), "{k} {p} still runs");
+        }
     }
 }

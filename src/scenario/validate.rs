@@ -271,6 +271,30 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
                     "sync is nats-server's JetStream sync_interval; RabbitMQ's queues sync as their type does (quorum: before each confirm); remove it",
                 ));
             }
+            // Node phases: the one node is n1.
+            for ph in &s.phases {
+                let ph = ph.get_ref();
+                let one = match &ph.nodes {
+                    None => true,
+                    Some(toml::Value::String(a)) => a == "all",
+                    Some(toml::Value::Integer(1)) => true,
+                    Some(toml::Value::Array(a)) => a.len() == 1 && a[0] == toml::Value::Integer(1),
+                    Some(_) => false,
+                };
+                if spec::NODE_KINDS.contains(&ph.kind.get_ref().as_str()) && !one {
+                    return Err(err_at(
+                        cx.path,
+                        cx.cell_text,
+                        ph.kind.span(),
+                        format!(
+                            "a '{}' phase names nodes {}: the [broker] kind = \"rabbitmq\" is one node; remove nodes (or write 1){}",
+                            ph.kind.get_ref(),
+                            ph.nodes.as_ref().map(|n| n.to_string()).unwrap_or_default(),
+                            cx.cell
+                        ),
+                    ));
+                }
+            }
         } else if let Some(r) = &b.rabbitmq_server {
             return Err(cx.at(
                 "rabbitmq_server",
