@@ -380,11 +380,9 @@ fn run_recorded(
             }
             if b.is_rabbitmq() {
                 // One node (validated): its HOME and mnesia on the volume, VOL/rabbitmq/n1.
-                let store = stores[0]
-                    .parent()
-                    .and_then(|js| js.parent())
-                    .map(|v| v.join("rabbitmq").join("n1"))
-                    .unwrap_or_else(|| stores[0].clone());
+                let store = vol_dir(vols, b.volumes[0].get_ref())?
+                    .join("rabbitmq")
+                    .join("n1");
                 let mut ro = crate::broker::RabbitOptions::new(store, dir.to_path_buf());
                 ro.name = "n1".into();
                 ro.binary = b.rabbitmq_server.as_ref().map(PathBuf::from);
