@@ -127,6 +127,17 @@ at = "2s"
         .filter_map(|e| e["detail"]["pid"].as_u64().map(|p| p as u32))
         .collect();
     assert_eq!(watched, [pids[2]], "process_watched n1 vs {starts:?}");
+    // Both VMs' /proc/PID/io sampled; each wrote (the quorum queue's WAL and segments).
+    let (procs, _) = diskpulse::format::proc_io::read_noted(&run).unwrap();
+    let procs = procs.expect("proc_io.csv");
+    for vm in [pids[0], pids[2]] {
+        let p = procs
+            .iter()
+            .find(|p| p.pid == vm)
+            .unwrap_or_else(|| panic!("pid {vm} not in proc_io.csv"));
+        let w = p.rows.last().unwrap().write_bytes() - p.rows[0].write_bytes();
+        assert!(w > 0, "beam.smp {vm} wrote nothing: {} rows", p.rows.len());
+    }
 
     // The load went to the scenario's node (no node of its own), its store on the volume.
     let meta = read_json(&run.join("meta.json"));
