@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 
 use super::run::{vol_cgroup, vol_dir};
 use super::spec;
-use crate::broker::{monitor, Cluster};
+use crate::broker::{monitor, Cluster, RabbitNode};
 use crate::cli::parse_duration;
 use crate::lab::Volume;
 use crate::recording::EventLog;
@@ -320,11 +320,15 @@ fn log_recovery_events(log: &Path, from_byte: u64, node: &str, events: &EventLog
 /// The broker nodes, shared by phases that run at the same time.
 pub(super) type SharedCluster = tokio::sync::Mutex<Option<Cluster>>;
 
+/// The scenario's embedded RabbitMQ node (`[broker] kind = "rabbitmq"`), shared likewise.
+pub(super) type SharedRabbit = tokio::sync::Mutex<Option<RabbitNode>>;
+
 /// What every phase of a run sees.
 pub(super) struct PhaseCtx<'a> {
     pub dir: &'a Path,
     pub vols: &'a [(String, PathBuf, Option<Volume>)],
     pub cluster: &'a SharedCluster,
+    pub rabbit: &'a SharedRabbit,
     pub events: &'a EventLog,
     pub zero_ns: u64,
     /// The diskpulse binary for the children.
@@ -403,7 +407,15 @@ pub(super) async fn run_phase(
             };
             // `volume = "NAME"` on an AMQP load: the node's store on that volume
             // (MOUNT/rabbitmq), as [broker] volumes hold the nats-servers' stores.
-            if amqp && !has("--server") && !has("--store-dir") {
+            // A `[broker] kind = "rabbitmq"`: the AMQP load goes to that node.
+            if amqp && !has("--server") {
+                if let Some(n) = cx.rabbit.lock().await.as_ref() {
+                    args.push("--server".into());
+                    args.push(n.amqp_url());
+                }
+            }
+            let to_broker = args.iter().any(|a| a == "--server");
+            if amqp && !to_broker && !has("--server") && !has("--store-dir") {
                 if let Some((_, mount, _)) = target.and_then(|t| vols.iter().find(|v| v.0 == t)) {
                     let store = mount.join("rabbitmq");
                     std::fs::create_dir_all(&store)
@@ -505,6 +517,9 @@ async fn node_phase(
     stop: &AtomicBool,
 ) -> anyhow::Result<Value> {
     let events = cx.events;
+    if cx.rabbit.lock().await.is_some() {
+        return rabbit_node_phase(p, kind, cx, stop).await;
+    }
     let no_broker = || anyhow::anyhow!("a {kind} phase needs a [broker]");
     let (nodes, names) = {
         let g = cx.cluster.lock().await;
@@ -601,4 +616,83 @@ async fn node_phase(
         res.push(json!({"node": name, "current_ms": current.as_secs_f64() * 1e3, "healthy_ms": healthy_ms}));
     }
     Ok(json!({"nodes": res}))
+}
+
+/// `restart`, `stop`, `start` and `kill` on the scenario's RabbitMQ node: the same events
+/// as for nats-server nodes (`node_stop`, `node_kill`, `restart`, `restart_ready`, each
+/// with the node's name), so the report's faults and restart sections read them alike.
+/// The node is ready when it logged its boot complete (`RabbitNode::start_again`), so
+/// `healthy_ms` is `current_ms`.
+async fn rabbit_node_phase(
+    p: &spec::PhaseDecl,
+    kind: &str,
+    cx: &PhaseCtx<'_>,
+    stop: &AtomicBool,
+) -> anyhow::Result<Value> {
+    let events = cx.events;
+    let gone = || anyhow::anyhow!("a {kind} phase: the RabbitMQ node is gone");
+    let (name, store) = {
+        let g = cx.rabbit.lock().await;
+        let n = g.as_ref().ok_or_else(gone)?;
+        phase_nodes(p, 1)?;
+        (n.name().to_string(), n.store_dir().to_path_buf())
+    };
+    match kind {
+        "restart" | "stop" => {
+            let mut g = cx.rabbit.lock().await;
+            let n = g.as_mut().ok_or_else(gone)?;
+            events.event("node_stop", json!({"node": name}));
+            n.stop().await?;
+        }
+        "kill" => {
+            let mut g = cx.rabbit.lock().await;
+            let n = g.as_mut().ok_or_else(gone)?;
+            events.event("node_kill", json!({"node": name, "pid": n.pid()}));
+            n.kill();
+        }
+        _ => {}
+    }
+    let names = vec![name.clone()];
+    if kind == "stop" || (kind == "kill" && p.down_for.is_none()) {
+        return Ok(json!({"nodes": names}));
+    }
+    if kind == "restart" && p.drop_caches {
+        let t0 = Instant::now();
+        let stores = vec![store];
+        tokio::task::spawn_blocking(move || sysctl_drop_caches(&stores)).await??;
+        events.event(
+            "drop_caches",
+            json!({"ms": t0.elapsed().as_secs_f64() * 1e3}),
+        );
+    }
+    if kind != "start" {
+        if let Some(d) = &p.down_for {
+            let d = parse_duration(d).map_err(anyhow::Error::msg)?;
+            if sleep_unless(d, stop).await < d {
+                return Ok(json!({"nodes": names, "interrupted": true}));
+            }
+        }
+    }
+    let mut g = cx.rabbit.lock().await;
+    let n = g.as_mut().ok_or_else(gone)?;
+    events.event(
+        "restart",
+        json!({"node": name, "drop_caches": p.drop_caches, "after": kind}),
+    );
+    let t0 = Instant::now();
+    n.start_again().await?;
+    let current_ms = t0.elapsed().as_secs_f64() * 1e3;
+    // The new VM: throttled as the first was, its /proc/PID/io sampled and its sync
+    // calls traced as the broker's.
+    if let Some(Some(cg)) = cx.node_cgroups.first() {
+        let _ = std::fs::write(cg.join("cgroup.procs"), n.pid().to_string());
+    }
+    if let Some(h) = &cx.process_hook {
+        h(&name, n.pid());
+    }
+    events.event(
+        "restart_ready",
+        json!({"node": name, "current_ms": current_ms, "healthy_ms": current_ms}),
+    );
+    Ok(json!({"nodes": [{"node": name, "current_ms": current_ms, "healthy_ms": current_ms}]}))
 }

@@ -23,7 +23,7 @@ use collectors::devices::{self, Resolver};
 use serde_json::json;
 
 use super::executor::run_schedule;
-use super::phases::{PhaseCtx, SharedCluster};
+use super::phases::{PhaseCtx, SharedCluster, SharedRabbit};
 use super::schedule::Schedule;
 use super::spec::{self, Cell, Scenario};
 use crate::broker::ClusterOptions;
@@ -378,9 +378,20 @@ fn run_recorded(
                 node_cgroups.push(vol_cgroup(vols, v.get_ref()));
                 stores.push(d);
             }
-            let mut co = ClusterOptions::new(n, stores, b.sync.parse()?, dir.to_path_buf());
-            co.binary = b.nats_server.as_ref().map(PathBuf::from);
-            BrokerPlan::Embedded(co)
+            if b.is_rabbitmq() {
+                // One node (validated): its HOME and mnesia on the volume, VOL/rabbitmq/n1.
+                let store = vol_dir(vols, b.volumes[0].get_ref())?
+                    .join("rabbitmq")
+                    .join("n1");
+                let mut ro = crate::broker::RabbitOptions::new(store, dir.to_path_buf());
+                ro.name = "n1".into();
+                ro.binary = b.rabbitmq_server.as_ref().map(PathBuf::from);
+                BrokerPlan::Rabbit(ro)
+            } else {
+                let mut co = ClusterOptions::new(n, stores, b.sync.parse()?, dir.to_path_buf());
+                co.binary = b.nats_server.as_ref().map(PathBuf::from);
+                BrokerPlan::Embedded(co)
+            }
         }
     };
     let clock = session.clock();
@@ -400,6 +411,9 @@ fn run_recorded(
                     let _ = std::fs::write(cg.join("cgroup.procs"), node.pid().to_string());
                 }
             }
+        }
+        if let (Some(n), Some(Some(cg))) = (&live.rabbit, node_cgroups.first()) {
+            let _ = std::fs::write(cg.join("cgroup.procs"), n.pid().to_string());
         }
         // The agents' collector, once the broker is up; every node answered before the
         // phases start.
@@ -422,6 +436,7 @@ fn run_recorded(
             dir,
             vols,
             cluster: &SharedCluster::new(live.cluster.take()),
+            rabbit: &SharedRabbit::new(live.rabbit.take()),
             events: &live.events.clone(),
             zero_ns: clock.zero_monotonic_ns(),
             exe: &o.exe,
@@ -434,6 +449,7 @@ fn run_recorded(
         }
         // Back to the session, which stops the nodes.
         live.cluster = cx.cluster.lock().await.take();
+        live.rabbit = cx.rabbit.lock().await.take();
         Ok((results, err))
     });
     if let Some(m) = agents_meta.into_inner().unwrap_or_else(|e| e.into_inner()) {
@@ -454,8 +470,11 @@ fn run_recorded(
     let res = match ran.result {
         Ok((phases, err)) => {
             if let Some(mut m) = ran.cluster_meta {
-                // The cluster's meta, with the version at the top as for one server.
-                m["version"] = m["servers"][0]["version"].clone();
+                // The cluster's meta, with the version at the top as for one server
+                // (a RabbitMQ node's meta has it there already).
+                if m.get("version").is_none() {
+                    m["version"] = m["servers"][0]["version"].clone();
+                }
                 session.set_meta("broker", m)?;
                 session.set_meta("broker_nodes", json!(node_devices))?;
             }

@@ -10,6 +10,7 @@
 //! name = "vol"
 //! lab = { size = "1G", fs = "btrfs", raid = "${layout}", devices = 2 }
 //! [broker]                       # optional: embedded nats-server(s) with stores on the volumes
+//! kind = "nats"                  # nats | rabbitmq (one RabbitMQ node; AMQP loads use it)
 //! nodes = 1
 //! volumes = ["vol"]
 //! sync = "always"
@@ -164,6 +165,11 @@ fn one_usize() -> usize {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BrokerDecl {
+    /// `"nats"` (default: embedded nats-server nodes) or `"rabbitmq"` (one embedded
+    /// RabbitMQ node, its store on the volume, for the AMQP load modes).
+    pub kind: Option<Spanned<String>>,
+    /// `kind = "rabbitmq"`: the `rabbitmq-server` script (default: Debian's path).
+    pub rabbitmq_server: Option<String>,
     #[serde(default = "one_str")]
     pub nodes: String,
     /// Store volume per node, or one for all nodes.
@@ -171,6 +177,15 @@ pub struct BrokerDecl {
     #[serde(default = "five_s")]
     pub sync: String,
     pub nats_server: Option<String>,
+}
+
+impl BrokerDecl {
+    /// `kind = "rabbitmq"`: one embedded RabbitMQ node instead of nats-servers.
+    pub fn is_rabbitmq(&self) -> bool {
+        self.kind
+            .as_ref()
+            .is_some_and(|k| k.get_ref() == "rabbitmq")
+    }
 }
 
 fn one_str() -> String {

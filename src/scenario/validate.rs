@@ -219,6 +219,90 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
     }
     if let Some(b) = &s.broker {
         let broker_at = cx.text.find("[broker]").unwrap_or(0);
+        if let Some(k) = &b.kind {
+            if !["nats", "rabbitmq"].contains(&k.get_ref().as_str()) {
+                return Err(err_at(
+                    cx.path,
+                    cx.cell_text,
+                    k.span(),
+                    format!(
+                        "broker kind '{}': write \"nats\" (embedded nats-servers) or \"rabbitmq\" (one embedded RabbitMQ node){}",
+                        k.get_ref(),
+                        cx.cell
+                    ),
+                ));
+            }
+        }
+        if b.is_rabbitmq() {
+            // What only the nats-servers have.
+            let not_rabbit = |key: &str, value: &str, why: &str| {
+                let k = key_span(cx.cell_text, "broker", key);
+                cx.at(key, value, k, format!("broker kind \"rabbitmq\": {why}"))
+            };
+            if b.nodes != "1" {
+                return Err(not_rabbit(
+                    "nodes",
+                    &b.nodes,
+                    &format!("nodes '{}': the embedded RabbitMQ is one node; remove nodes (or write \"1\")", b.nodes),
+                ));
+            }
+            if b.volumes.len() != 1 {
+                return Err(err_at(
+                    cx.path,
+                    cx.cell_text,
+                    b.volumes[1].span(),
+                    format!(
+                        "broker kind \"rabbitmq\": one node, so one volume for its store{}",
+                        cx.cell
+                    ),
+                ));
+            }
+            if let Some(ns) = &b.nats_server {
+                return Err(not_rabbit(
+                    "nats_server",
+                    ns,
+                    "nats_server is for kind = \"nats\"; remove it (rabbitmq_server = \"PATH\" names the rabbitmq-server script)",
+                ));
+            }
+            if b.sync != "5s" {
+                return Err(not_rabbit(
+                    "sync",
+                    &b.sync,
+                    "sync is nats-server's JetStream sync_interval; RabbitMQ's queues sync as their type does (quorum: before each confirm); remove it",
+                ));
+            }
+            // Node phases: the one node is n1.
+            for ph in &s.phases {
+                let ph = ph.get_ref();
+                let one = match &ph.nodes {
+                    None => true,
+                    Some(toml::Value::String(a)) => a == "all",
+                    Some(toml::Value::Integer(1)) => true,
+                    Some(toml::Value::Array(a)) => a.len() == 1 && a[0] == toml::Value::Integer(1),
+                    Some(_) => false,
+                };
+                if spec::NODE_KINDS.contains(&ph.kind.get_ref().as_str()) && !one {
+                    return Err(err_at(
+                        cx.path,
+                        cx.cell_text,
+                        ph.kind.span(),
+                        format!(
+                            "a '{}' phase names nodes {}: the [broker] kind = \"rabbitmq\" is one node; remove nodes (or write 1){}",
+                            ph.kind.get_ref(),
+                            ph.nodes.as_ref().map(|n| n.to_string()).unwrap_or_default(),
+                            cx.cell
+                        ),
+                    ));
+                }
+            }
+        } else if let Some(r) = &b.rabbitmq_server {
+            return Err(cx.at(
+                "rabbitmq_server",
+                r,
+                broker_at..broker_at,
+                "rabbitmq_server is for [broker] kind = \"rabbitmq\"; add that or remove it".into(),
+            ));
+        }
         let n: usize = b.nodes.parse().unwrap_or(0);
         if ![1, 3, 5].contains(&n) {
             return Err(cx.at(
@@ -334,6 +418,18 @@ fn check_args(
             argv.extend(p.args.iter().cloned());
             // An AMQP mode without --server starts a RabbitMQ node of its own.
             let amqp = p.args.first().is_some_and(|m| m.starts_with("amqp-"));
+            let rabbit = s.broker.as_ref().is_some_and(|b| b.is_rabbitmq());
+            if !amqp && !has("--server") && rabbit {
+                return Err(cx.at(
+                    "kind",
+                    "load",
+                    span,
+                    format!("{label}: '{}' is a NATS load mode and the [broker] is kind = \"rabbitmq\"; use an amqp-* mode or give \"--server\", \"nats://HOST:4222\"", p.args.first().map(String::as_str).unwrap_or("")),
+                ));
+            }
+            if amqp && !has("--server") && rabbit {
+                argv.extend(["--server".into(), "amqp://127.0.0.1:5672/%2f".into()]);
+            }
             if !amqp && !has("--server") {
                 if s.broker.is_none() {
                     return Err(cx.at(
@@ -458,6 +554,14 @@ pub(super) fn check_agents(path: &str, text: &str, sc: &Scenario) -> Result<(), 
     let server = a.server.get_ref();
     let listen = a.listen.as_ref();
     if server == spec::AGENTS_EMBEDDED {
+        if sc.broker.as_ref().is_some_and(|b| b.is_rabbitmq()) {
+            return Err(err_at(
+                path,
+                text,
+                a.server.span(),
+                "[agents] server = \"embedded\" needs a nats [broker]; this one is kind = \"rabbitmq\": give the agents' servers, e.g. server = \"nats://10.0.0.1:4222\"".into(),
+            ));
+        }
         if sc.broker.is_none() {
             return Err(err_at(
                 path,
