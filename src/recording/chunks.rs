@@ -642,6 +642,31 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_file_row_has_its_t_ns_and_a_header_line_none() {
+        assert_eq!(
+            shared_row_t("1200000000,100000000,js-pub,5"),
+            Some(1_200_000_000)
+        );
+        assert_eq!(
+            shared_row_t("Tag=js-pub,1.200000000,0.100000000,350.000,HISTFAAA"),
+            Some(1_200_000_000)
+        );
+        assert_eq!(
+            shared_row_t("Tag=p2:js-pub.co,12.5,0.1,1.0,X"),
+            Some(12_500_000_000)
+        );
+        assert_eq!(shared_row_t(crate::format::load::HEADER), None);
+        assert_eq!(
+            shared_row_t("#[StartTime: 1764561600.000 (seconds since epoch)]"),
+            None
+        );
+        assert_eq!(
+            shared_row_t("\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\""),
+            None
+        );
+    }
+
+    #[test]
     fn triggers_parse_and_bad_ones_say_what_is_wanted() {
         let t = parse_trigger("write_mibps > 400").unwrap();
         assert_eq!(
