@@ -179,6 +179,24 @@ fn load_csv_and_load_hlog_are_chunked_dropped_and_read_whole_while_the_load_appe
         assert_eq!(rows.len() as u64, c["rows"].as_u64().unwrap(), "{name}");
         kept.extend(rows);
     }
+    // Every chunk listed, dropped ones included: their rows add up to every window of
+    // the run's grid from the first to the last once (none lost or doubled at a cut).
+    let all_rows: u64 = closed.iter().map(|c| c["rows"].as_u64().unwrap()).sum();
+    let t0 = closed
+        .iter()
+        .map(|c| c["first_t_ns"].as_u64().unwrap())
+        .min()
+        .unwrap();
+    let t1 = closed
+        .iter()
+        .map(|c| c["last_t_ns"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(
+        all_rows,
+        (t1 - t0) / window_ns + 1,
+        "load.csv: rows listed over {t0}..{t1} ns"
+    );
     let files = diskpulse::format::csv::chunked_files(&run, "load.csv");
     assert_eq!(
         files.len(),
