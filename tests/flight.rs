@@ -98,11 +98,27 @@ fn triggers(run: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Rows of load.csv written so far (header excluded).
+/// Rows of load.csv written so far (headers excluded), its `--chunk` chunks included,
+/// those `--keep` dropped as meta.json counts them.
 fn load_rows(run: &Path) -> usize {
-    std::fs::read_to_string(run.join("load.csv"))
-        .map(|t| t.lines().count().saturating_sub(1))
-        .unwrap_or(0)
+    let kept: usize = diskpulse::format::csv::chunked_files(run, "load.csv")
+        .iter()
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .map(|t| t.lines().count().saturating_sub(1))
+                .unwrap_or(0)
+        })
+        .sum();
+    let dropped: u64 = std::fs::read_to_string(run.join("meta.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|m| {
+            m["chunks"]["files"]["load.csv"]["dropped"]
+                .as_array()
+                .map(|d| d.iter().filter_map(|c| c["rows"].as_u64()).sum())
+        })
+        .unwrap_or(0);
+    kept + dropped as usize
 }
 
 #[test]

@@ -299,6 +299,18 @@ impl LineWriter {
     }
 }
 
+/// Reads a run's interval log `name` (load.hlog, probe.hlog) with its closed chunks
+/// `chunks/<stem>.NNNNNN.hlog` (`record --chunk`): the chunks by number, then the
+/// current file; intervals in that order (not necessarily time order). Empty when the
+/// run has none of them.
+pub fn read_run(dir: &Path, name: &str) -> anyhow::Result<Vec<Interval>> {
+    let mut out = vec![];
+    for p in super::csv::chunked_files(dir, name) {
+        out.extend(read(&p)?);
+    }
+    Ok(out)
+}
+
 /// Reads every interval of an interval log, in file order (not necessarily time
 /// order). A torn last line (a writer killed mid-line) is ignored. A missing file is an
 /// error that names it: callers check whether the run has one.

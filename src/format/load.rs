@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::csv::{line, read_rows, t_ns_cell};
+use super::csv::{line, read_rows_chunked, t_ns_cell};
 
 pub const FILE: &str = "load.csv";
 
@@ -92,7 +92,8 @@ impl LoadRow {
     }
 }
 
-/// Reads `load.csv` (nothing when the run has none), split by role, each role's rows
+/// Reads `load.csv` and its closed chunks `chunks/load.NNNNNN.csv` (`record --chunk`)
+/// as one file (nothing when the run has none), split by role, each role's rows
 /// sorted by `t_ns` then `phase`.
 pub fn read(dir: &Path) -> anyhow::Result<BTreeMap<String, Vec<LoadRow>>> {
     Ok(read_noted(dir)?.0)
@@ -105,7 +106,8 @@ pub type ByRole = BTreeMap<String, Vec<LoadRow>>;
 /// header without `t_ns`, `window_ns` and `role` refuses the file.
 pub fn read_noted(dir: &Path) -> anyhow::Result<(ByRole, Vec<String>)> {
     let mut out: ByRole = BTreeMap::new();
-    let warnings = read_rows(&dir.join(FILE), &["t_ns", "window_ns", "role"], |c| {
+    // The closed chunks (`record --chunk`) then the current file, as one file.
+    let warnings = read_rows_chunked(dir, FILE, &["t_ns", "window_ns", "role"], |c| {
         let t_ns = t_ns_cell(c.str("t_ns"))?;
         let Some(window_ns) = c.u64("window_ns") else {
             return Err(format!(

@@ -12,7 +12,6 @@
 //! one locked append (loads of overlapping phases share both files).
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use collectors::clock::Clock;
@@ -25,7 +24,7 @@ use crate::recording::EventLog;
 use crate::format::hist::{self, LineWriter};
 use crate::format::load::LoadRow;
 pub use crate::format::load::HEADER as LOAD_CSV_HEADER;
-use crate::recording::writer::{append_locked, open_append};
+use crate::recording::writer::SharedAppend;
 
 /// How long after its end a window is written.
 const GRACE_NS: u64 = 300_000_000;
@@ -86,8 +85,8 @@ fn row(
 
 /// Where the collector writes: `load.csv` and `load.hlog`, both appended to.
 struct Out {
-    csv: File,
-    hlog: File,
+    csv: SharedAppend,
+    hlog: SharedAppend,
     csv_path: PathBuf,
     hlog_path: PathBuf,
     lines: LineWriter,
@@ -102,8 +101,8 @@ impl Out {
         let zero_unix = crate::recording::session::clock_zero_unix_ns(clock.zero_monotonic_ns());
         let hlog_path = csv.with_file_name(hist::LOAD_FILE);
         Ok(Out {
-            csv: open_append(csv, LOAD_CSV_HEADER)?,
-            hlog: open_append(&hlog_path, &hist::header("load.hlog", zero_unix))?,
+            csv: SharedAppend::open(csv, LOAD_CSV_HEADER)?,
+            hlog: SharedAppend::open(&hlog_path, &hist::header("load.hlog", zero_unix))?,
             csv_path: csv.to_path_buf(),
             hlog_path,
             lines: LineWriter::new(),
@@ -135,9 +134,11 @@ impl Out {
 
     /// One locked append per file for what `add` gathered.
     fn flush(&mut self) -> anyhow::Result<()> {
-        append_locked(&self.csv, &self.csv_buf)
+        self.csv
+            .append(&self.csv_buf)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", self.csv_path.display()))?;
-        append_locked(&self.hlog, &self.hlog_buf)
+        self.hlog
+            .append(&self.hlog_buf)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", self.hlog_path.display()))?;
         self.csv_buf.clear();
         self.hlog_buf.clear();

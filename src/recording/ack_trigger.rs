@@ -113,6 +113,8 @@ pub struct Watcher {
     triggers: Vec<Trigger>,
     events: EventLog,
     path: PathBuf,
+    /// load.csv as it was opened (held across a rotation until read to its end).
+    file: Option<std::fs::File>,
     offset: u64,
     ino: Option<u64>,
     cols: Option<Cols>,
@@ -139,6 +141,7 @@ impl Watcher {
             triggers,
             events,
             path: dir.join(crate::format::load::FILE),
+            file: None,
             offset: 0,
             ino: None,
             cols: None,
@@ -148,15 +151,51 @@ impl Watcher {
     }
 
     /// Reads what was appended to load.csv since the last call and feeds its rows.
+    ///
+    /// It follows a rotation (`record --chunk` moves load.csv into
+    /// `chunks/load.NNNNNN.csv` under the appenders' lock, [`crate::recording::writer::rotate_shared`]):
+    /// the file it has open is read to its end; when the path is then another file (a
+    /// new inode, or gone), the old one is read to its end once more (no appender writes
+    /// to it after the rename, so this is all of it) before the new one is opened and
+    /// read from its start.
     pub fn poll(&mut self) {
         use std::os::unix::fs::MetadataExt;
-        let Ok(mut f) = std::fs::File::open(&self.path) else {
-            return; // no load yet
+        if self.file.is_none() {
+            let Ok(f) = std::fs::File::open(&self.path) else {
+                return; // no load yet
+            };
+            self.open_new(f);
+        }
+        self.read_on();
+        let now_at = std::fs::metadata(&self.path).ok().map(|m| m.ino());
+        if now_at != self.ino {
+            // Rotated (or replaced): the rest of the old file, then the new one.
+            self.read_on();
+            self.file = None;
+            if let Ok(f) = std::fs::File::open(&self.path) {
+                self.open_new(f);
+                self.read_on();
+            }
+        }
+    }
+
+    fn open_new(&mut self, f: std::fs::File) {
+        use std::os::unix::fs::MetadataExt;
+        self.ino = f.metadata().ok().map(|m| m.ino());
+        self.file = Some(f);
+        self.offset = 0;
+        self.cols = None;
+        self.partial.clear();
+    }
+
+    /// Feeds the whole lines appended to the open file since the last read.
+    fn read_on(&mut self) {
+        let Some(mut f) = self.file.as_ref() else {
+            return;
         };
         let Ok(m) = f.metadata() else { return };
-        if self.ino != Some(m.ino()) || m.len() < self.offset {
-            // New or replaced: from its start.
-            self.ino = Some(m.ino());
+        if m.len() < self.offset {
+            // Truncated and rewritten in place: from its start.
             self.offset = 0;
             self.cols = None;
             self.partial.clear();
@@ -331,6 +370,52 @@ mod tests {
         let f = fired(d.path());
         assert_eq!(f.len(), 3, "{f:?}");
         assert_eq!(f[2]["detail"]["role"], "kv-put");
+    }
+
+    /// A row appended just before a rotation (not yet read when load.csv moved into a
+    /// chunk) still fires, and so does the first row of the new load.csv.
+    #[test]
+    fn the_watcher_follows_a_rotation_without_losing_the_rows_before_it() {
+        use crate::recording::writer::{rotate_shared, SharedAppend};
+        let d = tempfile::tempdir().unwrap();
+        let clock = collectors::clock::Clock::start();
+        let events = EventLog::create(&d.path().join("events.jsonl"), clock).unwrap();
+        let setup = ChunkSetup {
+            triggers: vec![parse_trigger("ack_p99_ms>50").unwrap()],
+            window_ns: 1_000_000_000,
+            ..Default::default()
+        };
+        let flight = Flight::new(
+            setup.clone(),
+            d.path(),
+            Arc::new(std::sync::Mutex::new(Default::default())),
+            events.clone(),
+        );
+        let mut w = Watcher::new(flight, &setup.triggers, d.path(), events).unwrap();
+        let csv = d.path().join(crate::format::load::FILE);
+        let mut a = SharedAppend::open(&csv, HEADER).unwrap();
+        a.append(line(0, "js-pub", Some(80.0)).as_bytes()).unwrap();
+        w.poll();
+        a.append(line(5000, "js-pub", Some(90.0)).as_bytes())
+            .unwrap(); // unread
+        std::fs::create_dir(d.path().join("chunks")).unwrap();
+        let chunk = d.path().join("chunks/load.000000.csv");
+        assert!(rotate_shared(&csv, &chunk, HEADER.len() as u64 + 1).unwrap());
+        a.append(line(10000, "js-pub", Some(70.0)).as_bytes())
+            .unwrap(); // the new file
+        assert_eq!(a.reopened(), 1);
+        w.poll();
+        let t: Vec<u64> = std::fs::read_to_string(d.path().join("events.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|e| e["kind"] == "trigger")
+            .map(|e| e["t_ns"].as_u64().unwrap())
+            .collect();
+        assert_eq!(t, [0, 5_000_000_000, 10_000_000_000]);
+        assert!(std::fs::read_to_string(&csv)
+            .unwrap()
+            .starts_with(&format!("{HEADER}\n")));
     }
 
     #[test]

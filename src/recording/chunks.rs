@@ -321,6 +321,156 @@ impl Flight {
     }
 }
 
+/// The files of the run directory other processes append to while the recorder runs
+/// (`record -- diskpulse load`, `run` phases), cut by [`SharedRotator`].
+pub const SHARED_FILES: [&str; 2] = [crate::format::load::FILE, crate::format::hist::LOAD_FILE];
+
+/// How long past a chunk boundary the rotator waits before cutting load.csv/load.hlog:
+/// a load window is written when it closes plus the collector's ~0.1-0.4 s, so most
+/// windows before the boundary land in the chunk they belong to (the rest in the next
+/// one: chunks record their actual first and last `t_ns`).
+const SHARED_GRACE_NS: u64 = 500_000_000;
+
+/// Cuts load.csv and load.hlog, which other processes append to, into
+/// `chunks/load.NNNNNN.csv` / `chunks/load.NNNNNN.hlog` by the flight's `--chunk`
+/// (time: at each aligned boundary plus [`SHARED_GRACE_NS`], at most a quarter
+/// chunk; size: when the file passes `--chunk` bytes) through
+/// [`super::writer::rotate_shared`] (a rename under the appenders' flock; they reopen,
+/// [`super::writer::SharedAppend`]); each closed chunk goes through
+/// [`Flight::closed`], so `--keep`, kept windows and meta.json `chunks.files` treat
+/// them as every other file's.
+pub struct SharedRotator {
+    handle: std::thread::JoinHandle<()>,
+}
+
+/// The `t_ns` of a load.csv row (its first cell) or of a load.hlog interval line
+/// (`Tag=...,start_s,...`); `None` for a header or comment line.
+fn shared_row_t(line: &str) -> Option<u64> {
+    if let Some(rest) = line.strip_prefix("Tag=") {
+        let s = rest.split(',').nth(1)?;
+        let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+        let frac = format!("{frac:0<9}");
+        return Some(
+            whole.parse::<u64>().ok()? * 1_000_000_000 + frac.get(..9)?.parse::<u64>().ok()?,
+        );
+    }
+    crate::format::csv::t_ns_cell(line.split(',').next()?).ok()
+}
+
+/// A closed (or the last) chunk of a shared file: its rows, first and last `t_ns`.
+fn shared_closed(path: &Path, last: bool) -> Option<Closed> {
+    let raw = std::fs::read(path).ok()?;
+    let bytes = raw.len() as u64;
+    let text = String::from_utf8_lossy(&raw);
+    let (mut first, mut last_t, mut rows) = (u64::MAX, 0u64, 0u64);
+    for l in text.lines() {
+        if let Some(t) = shared_row_t(l) {
+            first = first.min(t);
+            last_t = last_t.max(t);
+            rows += 1;
+        }
+    }
+    Some(Closed {
+        path: path.to_path_buf(),
+        first_t_ns: if rows == 0 { 0 } else { first },
+        last_t_ns: last_t,
+        rows,
+        bytes,
+        last,
+    })
+}
+
+impl SharedRotator {
+    /// Starts cutting `dir`'s shared files; polls every 100 ms until `stop`.
+    pub fn start(
+        flight: &Arc<Flight>,
+        dir: &Path,
+        clock: collectors::clock::Clock,
+        stop: Arc<std::sync::atomic::AtomicBool>,
+    ) -> anyhow::Result<SharedRotator> {
+        let f = flight.clone();
+        let dir = dir.to_path_buf();
+        let handle = std::thread::Builder::new()
+            .name("load-chunks".into())
+            .spawn(move || {
+                let every = f.setup.every_ns;
+                let grace = every.map_or(0, |e| SHARED_GRACE_NS.min(e / 4));
+                let mut seq = [1u64; SHARED_FILES.len()];
+                let mut next_cut = every.map(|e| (clock.now_ns() / e + 1) * e);
+                loop {
+                    let last = stop.load(std::sync::atomic::Ordering::Relaxed);
+                    let now = clock.now_ns();
+                    let by_time = next_cut.is_some_and(|c| now >= c + grace);
+                    if by_time {
+                        let e = every.expect("a cut time comes from every_ns");
+                        next_cut = Some((now / e + 1) * e);
+                    }
+                    for (i, file) in SHARED_FILES.iter().enumerate() {
+                        let path = dir.join(file);
+                        let big = f
+                            .setup
+                            .every_bytes
+                            .is_some_and(|b| std::fs::metadata(&path).is_ok_and(|m| m.len() >= b));
+                        if !(by_time || big) || last {
+                            continue;
+                        }
+                        f.cut_shared(&path, file, &mut seq[i]);
+                    }
+                    if last {
+                        for file in SHARED_FILES {
+                            if let Some(c) = shared_closed(&dir.join(file), true) {
+                                f.closed(file, &c);
+                            }
+                        }
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            })?;
+        Ok(SharedRotator { handle })
+    }
+
+    /// Waits for the last cut and listing (call after setting the stop flag).
+    pub fn join(self) {
+        let _ = self.handle.join();
+    }
+}
+
+impl Flight {
+    /// Moves the shared `path` into chunk `seq` (then the next number) and lists it.
+    fn cut_shared(&self, path: &Path, file: &'static str, seq: &mut u64) {
+        let chunks = self.dir.join(CHUNK_DIR);
+        let to = chunks.join(crate::format::csv::chunk_name_of(file, *seq));
+        let head = std::fs::File::open(path).and_then(|f| {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, 64 << 10), &mut b)?;
+            Ok(b)
+        });
+        let header_bytes = match head {
+            // The header: every line before the first row.
+            Ok(b) => String::from_utf8_lossy(&b)
+                .split_inclusive('\n')
+                .take_while(|l| shared_row_t(l.trim_end()).is_none())
+                .map(|l| l.len() as u64)
+                .sum(),
+            Err(_) => return,
+        };
+        let _ = std::fs::create_dir_all(&chunks);
+        match super::writer::rotate_shared(path, &to, header_bytes) {
+            Ok(true) => {
+                *seq += 1;
+                if let Some(c) = shared_closed(&to, false) {
+                    self.closed(file, &c);
+                }
+            }
+            Ok(false) => {}
+            Err(e) => self
+                .events
+                .error("chunks", "rotate", &format!("{}: {e}", path.display())),
+        }
+    }
+}
+
 /// The closed chunks retention deletes now: every closed chunk, not already dropped and
 /// not the newest, whose last row is more than `keep` before `newest` and that no kept
 /// window overlaps; each with its `why`.
@@ -489,6 +639,31 @@ mod tests {
             bytes: 100,
             why: None,
         }
+    }
+
+    #[test]
+    fn a_shared_file_row_has_its_t_ns_and_a_header_line_none() {
+        assert_eq!(
+            shared_row_t("1200000000,100000000,js-pub,5"),
+            Some(1_200_000_000)
+        );
+        assert_eq!(
+            shared_row_t("Tag=js-pub,1.200000000,0.100000000,350.000,HISTFAAA"),
+            Some(1_200_000_000)
+        );
+        assert_eq!(
+            shared_row_t("Tag=p2:js-pub.co,12.5,0.1,1.0,X"),
+            Some(12_500_000_000)
+        );
+        assert_eq!(shared_row_t(crate::format::load::HEADER), None);
+        assert_eq!(
+            shared_row_t("#[StartTime: 1764561600.000 (seconds since epoch)]"),
+            None
+        );
+        assert_eq!(
+            shared_row_t("\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\""),
+            None
+        );
     }
 
     #[test]

@@ -56,6 +56,8 @@ pub struct Recording {
     flight: Option<Arc<super::chunks::Flight>>,
     /// `--trigger 'ack_p99_ms>..'`: the thread tailing load.csv.
     load_watch: Option<super::ack_trigger::LoadWatch>,
+    /// Cuts load.csv/load.hlog (other processes append to them) when chunked.
+    load_chunks: Option<super::chunks::SharedRotator>,
     /// `kill -USR1`: the handler's id and the thread that keeps the window around it.
     usr1: Option<(signal_hook::SigId, std::thread::JoinHandle<()>)>,
     finished: bool,
@@ -276,6 +278,7 @@ impl Recording {
             meta: Arc::new(std::sync::Mutex::new(meta)),
             flight: None,
             load_watch: None,
+            load_chunks: None,
             usr1: None,
             finished: false,
         };
@@ -311,6 +314,14 @@ impl Recording {
                 events.clone(),
             )
         });
+        if let Some(f) = &flight {
+            rec.load_chunks = Some(super::chunks::SharedRotator::start(
+                f,
+                dir,
+                rec.clock,
+                stop.clone(),
+            )?);
+        }
         rec.flight = flight;
         if let Some(l) = &live {
             ds.set_live(l.tap());
@@ -579,6 +590,9 @@ impl Recording {
         self.events.event("record_stop", json!({}));
         if let Some(w) = self.load_watch.take() {
             w.join();
+        }
+        if let Some(r) = self.load_chunks.take() {
+            r.join();
         }
         if let Some((id, h)) = self.usr1.take() {
             signal_hook::low_level::unregister(id);

@@ -138,8 +138,7 @@ impl ChunkSink {
     /// Appends to `path` (plain text), writing `header` only when the file is new or
     /// empty; every chunk is one locked `write` (see the module doc).
     pub fn append(path: &Path, header: &str) -> anyhow::Result<ChunkSink> {
-        let file = open_append(path, header)?;
-        Self::start(path, Out::Append(file))
+        Self::start(path, Out::Append(SharedAppend::open(path, header)?))
     }
 
     /// The buffer to append one row to (the row must end with `\n`).
@@ -247,6 +246,104 @@ pub fn open_append(path: &Path, header: &str) -> anyhow::Result<File> {
     Ok(f)
 }
 
+/// Whether `f` is still the file at `path` (same device and inode); `false` when
+/// `path` is gone (renamed into a chunk and not recreated yet).
+fn is_at(f: &File, path: &Path) -> std::io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let a = f.metadata()?;
+    match std::fs::metadata(path) {
+        Ok(b) => Ok(a.dev() == b.dev() && a.ino() == b.ino()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// A file several processes append to while a recorder may rotate it
+/// ([`rotate_shared`]): `load.csv` and `load.hlog` under `record -- diskpulse load` and
+/// in `run` phases.
+///
+/// The protocol: the recorder renames the file only while holding the `flock` the
+/// appenders take ([`rotate_shared`]). An appender, under its lock before each write,
+/// checks that its descriptor is still the file at the path (fstat against stat:
+/// device and inode); when it is not, it drops the lock, reopens the path through
+/// [`open_append`] (which creates it and writes the header when it is empty) and
+/// tries again. A write therefore lands either in the file the rotation closed (it
+/// came before the rename) or in the new one (after), never in a chunk after it was
+/// closed, and each file has its header once.
+pub struct SharedAppend {
+    file: File,
+    path: PathBuf,
+    header: String,
+    reopened: u64,
+}
+
+impl SharedAppend {
+    /// Opens (creates) `path` to append, writing `header` when it is empty.
+    pub fn open(path: &Path, header: &str) -> anyhow::Result<SharedAppend> {
+        Ok(SharedAppend {
+            file: open_append(path, header)?,
+            path: path.to_path_buf(),
+            header: header.to_string(),
+            reopened: 0,
+        })
+    }
+
+    /// Appends `bytes` (whole rows) in one write, under the lock, to the file that is
+    /// at the path now (see the type's doc).
+    pub fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        loop {
+            {
+                let _lock = Locked::new(&self.file)?;
+                if is_at(&self.file, &self.path)? {
+                    let mut w = &self.file;
+                    return w.write_all(bytes);
+                }
+            }
+            self.file = open_append(&self.path, &self.header)
+                .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+            self.reopened += 1;
+        }
+    }
+
+    /// How many times a rotation made this appender reopen the path.
+    pub fn reopened(&self) -> u64 {
+        self.reopened
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+/// Moves the shared file at `path` to `to` (a closed chunk) under the appenders' lock
+/// ([`SharedAppend`]): opens `path`, locks it, checks that it is still the file at
+/// `path` (an appender may have just recreated it), fsyncs and renames it. The next
+/// appender to write recreates `path` with its header. `Ok(false)` and nothing moved
+/// when `path` is missing or holds no row past `header_bytes` (a chunk of a header
+/// alone is not worth a file).
+pub fn rotate_shared(path: &Path, to: &Path, header_bytes: u64) -> std::io::Result<bool> {
+    loop {
+        let f = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let _lock = Locked::new(&f)?;
+        if !is_at(&f, path)? {
+            continue;
+        }
+        if f.metadata()?.len() <= header_bytes {
+            return Ok(false);
+        }
+        f.sync_all()?;
+        std::fs::rename(path, to)?;
+        return Ok(true);
+    }
+}
+
 /// Appends `bytes` (whole rows) to a file from [`open_append`] in one locked write.
 pub fn append_locked(f: &File, bytes: &[u8]) -> std::io::Result<()> {
     if bytes.is_empty() {
@@ -261,7 +358,7 @@ pub fn append_locked(f: &File, bytes: &[u8]) -> std::io::Result<()> {
 /// (append mode), or a gzip file written member by member.
 enum Out {
     Plain(File),
-    Append(File),
+    Append(SharedAppend),
     /// Chunks sent on (the agent's wire batches).
     Channel(mpsc::Sender<Vec<u8>>),
     Gzip {
@@ -307,7 +404,8 @@ impl Out {
     /// [`ChunkSink::to_channel`] has no rotation.
     fn file(&self) -> &File {
         match self {
-            Out::Plain(f) | Out::Append(f) => f,
+            Out::Plain(f) => f,
+            Out::Append(a) => a.file(),
             Out::Gzip { file, .. } => file,
             Out::Channel(_) => unreachable!("a channel sink (the agent's) is never rotated"),
         }
@@ -316,7 +414,7 @@ impl Out {
     fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match self {
             Out::Plain(f) => f.write_all(bytes),
-            Out::Append(f) => append_locked(f, bytes),
+            Out::Append(a) => a.append(bytes),
             Out::Channel(tx) => tx.send(bytes.to_vec()).map_err(|_| {
                 std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the batcher has stopped")
             }),
@@ -335,7 +433,8 @@ impl Out {
     /// member and appends it whole.
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
-            Out::Plain(f) | Out::Append(f) => f.flush(),
+            Out::Plain(f) => f.flush(),
+            Out::Append(_) => Ok(()),
             Out::Channel(_) => Ok(()),
             Out::Gzip {
                 file,
@@ -717,6 +816,95 @@ mod tests {
         }
         assert_eq!(all.len(), 60_000);
         assert!(all.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    /// The reopen protocol: 4 appenders (each its own open file description, as separate
+    /// processes would have) race a rotator that renames the file into chunks every
+    /// ~0.5 ms. Every row lands exactly once, in whole, in a file with exactly one
+    /// header; each writer's rows run in order across the chunks then the current file;
+    /// and the appenders did reopen (the race happened).
+    #[test]
+    fn appenders_follow_a_rotation_every_row_once_and_one_header_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("load.csv");
+        let header = "t_ns,writer,seq";
+        const WRITERS: u64 = 4;
+        const ROWS: u64 = 3000;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let path = path.clone();
+                let done = done.clone();
+                std::thread::spawn(move || {
+                    let mut a = SharedAppend::open(&path, header).unwrap();
+                    let mut buf = Vec::new();
+                    for seq in 0..ROWS {
+                        buf.extend_from_slice(format!("{seq},{w},{seq}\n").as_bytes());
+                        if seq % 3 == 2 {
+                            a.append(&buf).unwrap();
+                            buf.clear();
+                            std::thread::sleep(Duration::from_micros(100));
+                        }
+                    }
+                    a.append(&buf).unwrap();
+                    done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    a.reopened()
+                })
+            })
+            .collect();
+        let chunks = dir.path().join("chunks");
+        std::fs::create_dir(&chunks).unwrap();
+        let mut n = 0u64;
+        while done.load(std::sync::atomic::Ordering::SeqCst) < WRITERS {
+            let to = chunks.join(crate::format::csv::chunk_name_of("load.csv", n));
+            if rotate_shared(&path, &to, header.len() as u64 + 1).unwrap() {
+                n += 1;
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        let reopened: u64 = writers.into_iter().map(|t| t.join().unwrap()).sum();
+        let files = crate::format::csv::chunked_files(dir.path(), "load.csv");
+        // The last rotation may come after the last row: then there is no current file.
+        assert_eq!(
+            files.len() as u64,
+            n + path.exists() as u64,
+            "every chunk then the current file"
+        );
+        assert!(n >= 3, "the rotator cut only {n} chunks");
+        assert!(
+            reopened >= 1,
+            "no appender ever reopened: the race did not happen"
+        );
+        let mut next = [0u64; WRITERS as usize];
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            assert!(text.ends_with('\n'), "{} ends mid-row", f.display());
+            let mut lines = text.lines();
+            assert_eq!(
+                lines.next(),
+                Some(header),
+                "{} starts with its header",
+                f.display()
+            );
+            for l in lines {
+                let c: Vec<u64> = l
+                    .split(',')
+                    .map(|x| x.parse().unwrap_or_else(|_| panic!("torn row {l:?}")))
+                    .collect();
+                assert_eq!(c.len(), 3, "torn row {l:?} in {}", f.display());
+                let w = c[1] as usize;
+                assert_eq!(
+                    c[2],
+                    next[w],
+                    "writer {w}: row {} where {} was due (a gap, a duplicate or out of order) in {}",
+                    c[2],
+                    next[w],
+                    f.display()
+                );
+                next[w] += 1;
+            }
+        }
+        assert_eq!(next, [ROWS; WRITERS as usize], "every row of every writer");
     }
 
     #[test]

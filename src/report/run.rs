@@ -207,11 +207,8 @@ impl Run {
                 Default::default()
             });
         let mut hlog = |name: &str| {
-            let p = dir.join(name);
-            if !p.exists() {
-                return vec![];
-            }
-            match hist::read(&p) {
+            // The current file and its closed chunks (`record --chunk`).
+            match hist::read_run(dir, name) {
                 Ok(v) => v
                     .into_iter()
                     .filter(|i| i.start_ns.saturating_add(i.duration_ns) <= MAX_T_NS)
