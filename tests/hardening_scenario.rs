@@ -314,6 +314,29 @@ fn dry_run_checks_phase_arguments_as_the_child_would() {
 }
 
 #[test]
+fn a_node_phase_naming_a_node_the_broker_does_not_have_is_refused_before_the_run() {
+    let text = |nodes: &str| {
+        format!(
+            "name = \"n\"\n[[volumes]]\nname = \"v\"\npath = \"/tmp\"\n[broker]\nnodes = \"3\"\nvolumes = [\"v\"]\n[[phases]]\nkind = \"kill\"\nnodes = {nodes}\n"
+        )
+    };
+    case(
+        "n7.toml",
+        &text("7"),
+        9,
+        8,
+        &["'kill' phase", "7 is not a node number 1..3"],
+    );
+    case(
+        "n04.toml",
+        &text("[1, 4]"),
+        9,
+        8,
+        &["4 is not a node number 1..3"],
+    );
+}
+
+#[test]
 fn the_shipped_scenarios_pass_the_dry_run() {
     for f in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")).unwrap() {
         let f = f.unwrap().path();

@@ -254,11 +254,12 @@ pub(crate) fn descendants_named(proc: &Path, ancestor: u32, comm: &str) -> Vec<u
 }
 
 /// The nodes a restart/stop/start phase names (1-based), or all.
-fn phase_nodes(p: &spec::PhaseDecl, n: usize) -> anyhow::Result<Vec<usize>> {
+pub(crate) fn phase_nodes(p: &spec::PhaseDecl, n: usize) -> anyhow::Result<Vec<usize>> {
     match &p.nodes {
         None => Ok((1..=n).collect()),
         Some(toml::Value::String(s)) if s == "all" => Ok((1..=n).collect()),
-        Some(toml::Value::Integer(i)) => Ok(vec![*i as usize]),
+        Some(toml::Value::Integer(i)) if *i >= 1 && (*i as usize) <= n => Ok(vec![*i as usize]),
+        Some(toml::Value::Integer(i)) => anyhow::bail!("nodes: {i} is not a node number 1..{n}"),
         Some(toml::Value::Array(a)) => a
             .iter()
             .map(|v| match v {

@@ -331,6 +331,26 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
                 format!("broker sync: {e}"),
             ));
         }
+        // Node phases name nodes of this broker (`nodes = 7` of 3 is refused here, not
+        // when the phase runs).
+        for ph in &s.phases {
+            let ph = ph.get_ref();
+            if !spec::NODE_KINDS.contains(&ph.kind.get_ref().as_str()) {
+                continue;
+            }
+            if let Err(e) = super::phases::phase_nodes(ph, n) {
+                return Err(err_at(
+                    cx.path,
+                    cx.cell_text,
+                    ph.kind.span(),
+                    format!(
+                        "a '{}' phase: {e} (the [broker] has {n}){}",
+                        ph.kind.get_ref(),
+                        cx.cell
+                    ),
+                ));
+            }
+        }
     }
     let samplers = [
         ("interval", &s.samplers.interval),
