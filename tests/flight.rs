@@ -5,67 +5,15 @@ mod common;
 use common::*;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// A JetStream nats-server of our own on a free loopback port; killed and reaped on
-/// drop (also when it is stopped: SIGKILL ends a stopped process).
-struct Nats {
-    child: Child,
-    url: String,
-    _store: tempfile::TempDir,
-}
+type Nats = JsServer;
 
-impl Nats {
-    fn start() -> Nats {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let store = tempfile::tempdir_in("/var/tmp").unwrap();
-        let bin = diskpulse::broker::find_nats_server(None).unwrap();
-        let child = Command::new(bin)
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(store.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let t0 = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "nats-server did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Nats {
-            child,
-            url: format!("nats://127.0.0.1:{port}"),
-            _store: store,
-        }
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill has no memory preconditions; the pid is our own child.
-        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        self.signal_cont_quietly();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Nats {
-    fn signal_cont_quietly(&self) {
-        // SAFETY: as in `signal`.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGCONT) };
-    }
+/// Sends `sig` to the test's nats-server.
+fn signal(nats: &Nats, sig: i32) {
+    // SAFETY: kill has no memory preconditions; the pid is our own child.
+    assert_eq!(unsafe { libc::kill(nats.child.id() as i32, sig) }, 0);
 }
 
 /// The tests of this file one at a time: each runs a broker and a load on 2 shared
@@ -178,9 +126,9 @@ fn an_ack_p99_trigger_fires_in_the_load_window_of_a_broker_stall_and_not_before(
     std::thread::sleep(Duration::from_millis(2000));
     let before = triggers(&run);
     let stop_ns = run_now_ns(&run);
-    nats.signal(libc::SIGSTOP);
+    signal(&nats, libc::SIGSTOP);
     std::thread::sleep(Duration::from_millis(300));
-    nats.signal(libc::SIGCONT);
+    signal(&nats, libc::SIGCONT);
     let cont_ns = run_now_ns(&run);
     let out = rec.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -7,54 +7,9 @@ use common::*;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
 
-/// A JetStream nats-server of our own on a free loopback port; killed and reaped on drop.
-struct Nats {
-    child: Child,
-    url: String,
-    _store: tempfile::TempDir,
-}
-
-impl Nats {
-    fn start() -> Nats {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let store = tempfile::tempdir_in("/var/tmp").unwrap();
-        let bin = diskpulse::broker::find_nats_server(None).unwrap();
-        let child = Command::new(bin)
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(store.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let t0 = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "nats-server did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Nats {
-            child,
-            url: format!("nats://127.0.0.1:{port}"),
-            _store: store,
-        }
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+type Nats = JsServer;
 
 /// `(t_ns, ops)` of each js-pub row of a load.csv file (its header checked).
 fn csv_rows(p: &Path) -> Vec<(u64, u64)> {

@@ -260,3 +260,52 @@ impl Drop for BtrfsRaid1 {
         let _ = std::fs::remove_dir(&self.mount);
     }
 }
+
+/// A JetStream nats-server of our own on a free loopback port, its store in /var/tmp;
+/// killed and reaped on drop (continued first, in case a test stopped it).
+pub struct JsServer {
+    pub child: std::process::Child,
+    pub url: String,
+    _store: tempfile::TempDir,
+}
+
+impl JsServer {
+    pub fn start() -> JsServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let store = tempfile::tempdir_in("/var/tmp").unwrap();
+        let bin = diskpulse::broker::find_nats_server(None).unwrap();
+        let child = Command::new(bin)
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(store.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(10),
+                "nats-server did not listen"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        JsServer {
+            child,
+            url: format!("nats://127.0.0.1:{port}"),
+            _store: store,
+        }
+    }
+}
+
+impl Drop for JsServer {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory preconditions; the pid is our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGCONT) };
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
