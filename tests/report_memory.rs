@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use diskpulse::report::{analysis, derive, procio, rates, stream, ReportOptions};
+use diskpulse::report::{derive, procio, rates, stream, ReportOptions};
 
 /// Counts the bytes allocated and not yet freed, and their highest mark since
 /// [`heap_reset`]: the report's memory measured exactly, without RSS's noise. The tests
@@ -156,10 +156,6 @@ fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap()
 }
 
-fn bits(v: &[f64]) -> Vec<u64> {
-    v.iter().map(|x| x.to_bits()).collect()
-}
-
 /// Every figure the streamed report gives against the in-memory arithmetic on the rows.
 fn check_equal(dir: &Path) {
     let o = ReportOptions::default();
@@ -193,27 +189,6 @@ fn check_equal(dir: &Path) {
         json(&summary.restarts),
         json(&derive::restarts_in_memory(&run, &rows))
     );
-    // The zoomable timeline's windows, kept by the pass or from a pass of their own.
-    for width in [1_000_000u64, 10_000_000, 100_000_000, 3_000_000] {
-        let got = run.busy_window_rates(width).unwrap();
-        let busy: Vec<_> = rows
-            .iter()
-            .filter(|d| {
-                analysis::total(&analysis::write_bytes(d)) > 0.0
-                    || analysis::total(&analysis::read_bytes(d)) > 0.0
-            })
-            .collect();
-        assert_eq!(got.len(), busy.len());
-        for ((name, w, r), d) in got.iter().zip(busy) {
-            assert_eq!(name, &d.name);
-            let want = analysis::window_rates(&analysis::write_bytes(d), width, dur);
-            assert_eq!(bits(w), bits(&want), "{name} at {width} ns");
-            let rb = analysis::read_bytes(d);
-            let want_r =
-                (analysis::total(&rb) > 0.0).then(|| analysis::window_rates(&rb, width, dur));
-            assert_eq!(r.as_deref().map(bits), want_r.as_deref().map(bits));
-        }
-    }
     // What the broker's share is taken of (no proc_io.csv here: nothing either way).
     assert!(procio::device_bytes_in_memory(&run, &rows).is_empty());
 }
@@ -373,7 +348,6 @@ fn the_analysis_heap_does_not_grow_with_the_run() {
             bin_ns: 10_000_000,
             rates_window_ns: Some(1_000_000),
             charts: stream::ChartMode::Off,
-            zoom_widths: vec![],
             restarts: vec![],
             broker_span: None,
             spill: None,

@@ -194,7 +194,6 @@ fn plan(run: &Run, dur: u64, o: &ReportOptions, charts: bool) -> stream::Plan {
         },
         // None: the zoomable timeline's windows come from `zoom_data::RawWindows`, fed by
         // a pass of their own (html/zoom.rs), or envelopes.csv.gz.
-        zoom_widths: vec![],
         restarts: derive::restart_windows(run, dur),
         broker_span: procio::sampled_span(run),
         // The windows that grow with the run: an unnamed scratch file in the run directory.

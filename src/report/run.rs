@@ -64,9 +64,6 @@ pub struct Run {
     pub warnings: Vec<String>,
 }
 
-/// A busy device's name, write and read rates per window ([`Run::busy_window_rates`]).
-pub type WindowRates = (String, Vec<f64>, Option<Vec<f64>>);
-
 /// What the rows said of one device ([`Run::disks`]).
 #[derive(Debug, Clone, Default)]
 pub struct Disk {
@@ -79,9 +76,6 @@ pub struct Disk {
     /// Bytes written and read over the run.
     pub write_bytes: f64,
     pub read_bytes: f64,
-    /// The zoomable timeline's window sums `report` kept: (width ns, write bytes, read
-    /// bytes) per width; empty after [`Run::read`].
-    pub zoom: Vec<(u64, Vec<f64>, Vec<f64>)>,
 }
 
 impl Disk {
@@ -287,11 +281,6 @@ impl Run {
                 last_t_ns: a.last_t_ns,
                 write_bytes: a.write.bytes,
                 read_bytes: a.read.bytes,
-                zoom: a
-                    .zoom
-                    .iter()
-                    .map(|(w, wb, rb)| (*w, wb.v.clone(), rb.v.clone()))
-                    .collect(),
             })
             .collect();
         let (duration, w) = self.duration_and_warning(p.last_t_ns());
@@ -354,56 +343,6 @@ impl Run {
             out[k].f.push(*row);
         })?;
         Ok(out)
-    }
-
-    /// Per device that moved bytes (in [`Run::disks`] order): its name, and its write
-    /// and read rates (bytes/s) per window of `width_ns` over the run
-    /// ([`super::analysis::window_rates`]; read `None` when it read nothing). From the
-    /// windows `report`'s pass kept, else from a pass of its own.
-    pub fn busy_window_rates(&self, width_ns: u64) -> anyhow::Result<Vec<WindowRates>> {
-        let busy: Vec<&Disk> = self.disks.iter().filter(|d| d.busy()).collect();
-        let kept = busy
-            .iter()
-            .all(|d| d.zoom.iter().any(|(w, _, _)| *w == width_ns));
-        let mut fresh = None;
-        if !kept {
-            let plan = stream::Plan {
-                duration_ns: self.duration_ns,
-                zoom_widths: vec![width_ns],
-                ..stream::Plan::count_only()
-            };
-            fresh = Some(stream::pass(&self.diskstats_files, &plan)?);
-        }
-        let dur = self.duration_ns;
-        let rates = |mut sums: Vec<f64>| {
-            for (k, s) in sums.iter_mut().enumerate() {
-                let w0 = k as u64 * width_ns;
-                let len = (w0 + width_ns).min(dur) - w0;
-                *s /= len as f64 / 1e9;
-            }
-            sums
-        };
-        Ok(busy
-            .iter()
-            .map(|d| {
-                let (w, r) = match &fresh {
-                    Some(p) => {
-                        let k = p.devices.iter().position(|x| x.name == d.name);
-                        k.and_then(|k| p.accs[k].zoom.first())
-                            .map(|(_, w, r)| (w.v.clone(), r.v.clone()))
-                            .unwrap_or_default()
-                    }
-                    None => d
-                        .zoom
-                        .iter()
-                        .find(|(w, _, _)| *w == width_ns)
-                        .map(|(_, w, r)| (w.clone(), r.clone()))
-                        .unwrap_or_default(),
-                };
-                let read = (d.read_bytes > 0.0).then(|| rates(r));
-                (d.name.clone(), rates(w), read)
-            })
-            .collect())
     }
 
     /// The reason a device is in the run (from meta.json), if recorded.

@@ -2,7 +2,7 @@
 //! a stream ([`crate::format::diskstats::for_each_row_in`], gzip decoded as it goes) and
 //! each row is handed to accumulators that hold what the report needs, never the rows:
 //! window sums (peaks, the UI average, the burst finder's 10 ms bins, rates.csv, the
-//! zoomable timeline's windows within its point budget, the restart windows), running
+//! restart windows; report.html's zoom windows come from `zoom_data`), running
 //! totals and maxima, and the charts' series folded into pixel columns as they arrive
 //! ([`charts::Folding`]). What a device holds is O(windows of the run at 10 ms and
 //! coarser + chart width), not O(rows): an hour of 1 ms rows (3.6 M a device) takes a few
@@ -429,9 +429,6 @@ pub struct Plan {
     /// rates.csv's window; None: no rates.
     pub rates_window_ns: Option<u64>,
     pub charts: ChartMode,
-    /// Window widths of the zoomable timeline kept per device (each at most
-    /// [`super::html::zoom::POINT_BUDGET`] windows).
-    pub zoom_widths: Vec<u64>,
     pub restarts: Vec<RestartWindow>,
     /// The span proc_io.csv sampled the broker over: the device bytes inside it.
     pub broker_span: Option<(u64, u64)>,
@@ -450,7 +447,6 @@ impl Plan {
             bin_ns: u64::MAX,
             rates_window_ns: None,
             charts: ChartMode::Off,
-            zoom_widths: vec![],
             restarts: vec![],
             broker_span: None,
             spill: None,
@@ -545,8 +541,6 @@ pub struct DevAcc {
     pub io_ms: f64,
     /// rates.csv: per window each field's sum (sectors as bytes) and the in-flight maximum.
     pub rates: Option<Rates>,
-    /// The zoomable timeline: (width, write bytes, read bytes) per width.
-    pub zoom: Vec<(u64, Sums, Sums)>,
     /// Per restart of the plan: its 100 ms and 10 ms read-byte windows (None: not one of
     /// the node's devices).
     pub restarts: Vec<Option<(TailSums, TailSums)>>,
@@ -588,14 +582,6 @@ impl DevAcc {
             flush_peak_100ms: MaxSum::new(100_000_000, (d / 100_000_000) as usize),
             io_ms: sum_zero(),
             rates,
-            zoom: p
-                .zoom_widths
-                .iter()
-                .map(|&w| {
-                    let n = d.div_ceil(w) as usize;
-                    (w, Sums::new(w, n), Sums::new(w, n))
-                })
-                .collect(),
             restarts: p
                 .restarts
                 .iter()
@@ -721,14 +707,6 @@ impl DevAcc {
                 if let Some(x) = *x {
                     rates.add(i, t0, t1, x);
                 }
-            }
-        }
-        for (_, w, rd) in self.zoom.iter_mut() {
-            if let Some(x) = wb {
-                w.add(t0, t1, x);
-            }
-            if let Some(x) = rb {
-                rd.add(t0, t1, x);
             }
         }
         if let Some(x) = rb {
