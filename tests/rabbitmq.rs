@@ -382,6 +382,11 @@ fn cast_n_arrives_n_and_the_node_is_gone_when_the_command_returns() {
         !html.contains("nats-server 3."),
         "report.html calls RabbitMQ nats-server"
     );
+    // Its own counters on the timeline: the messages it took in, as a rate.
+    assert!(
+        html.contains(": messages/s (its /metrics)"),
+        "report.html has no RabbitMQ messages panel"
+    );
     // The node's /metrics, polled like /varz: the final row counts every cast received.
     let text = std::fs::read_to_string(out.join("rabbitmq_metrics.csv")).unwrap();
     let mut lines = text.lines();

@@ -11,6 +11,7 @@ use super::analysis::{UiAverage, MIB};
 use super::run::Run;
 use super::stream;
 use super::{DeviceAnalysis, ReportOptions};
+use crate::format::csv::Table;
 use crate::format::fsync::FsyncRow;
 use crate::format::probe::ProbeRow;
 use crate::format::procfs::{CPU_COLUMNS, CPU_TICK_COLUMNS};
@@ -46,6 +47,82 @@ fn series(label: &str, t: Vec<f64>, v: Vec<f64>, style: Style, color: &str) -> S
         color: Some(color.into()),
         folded: None,
     }
+}
+
+/// A counter's rate over each span between two rows where it changed, per second, as a
+/// level over that span (two points): the node refreshes some counters only every few
+/// seconds (the io and Raft ones on its statistics interval), so a rate between
+/// consecutive polls would be 0, 0, ..., then the whole span's work in one spike. Where
+/// the counter went down (the node restarted) or a value is missing, a gap (NaN) and the
+/// next span starts there; after the last change nothing is drawn (not yet known).
+fn counter_rates(t_ns: &[u64], v: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let (mut t, mut r) = (vec![], vec![]);
+    let mut from: Option<(u64, f64)> = None;
+    for (&tk, &vk) in t_ns.iter().zip(v) {
+        let Some((t0, v0)) = from else {
+            from = vk.is_finite().then_some((tk, vk));
+            continue;
+        };
+        if !vk.is_finite() || vk < v0 {
+            t.push(tk as f64 / 1e9);
+            r.push(f64::NAN);
+            from = vk.is_finite().then_some((tk, vk));
+        } else if vk > v0 && tk > t0 {
+            let rate = (vk - v0) / ((tk - t0) as f64 / 1e9);
+            t.extend([t0 as f64 / 1e9, tk as f64 / 1e9]);
+            r.extend([rate, rate]);
+            from = Some((tk, vk));
+        }
+    }
+    (t, r)
+}
+
+/// An embedded RabbitMQ node's own counters (rabbitmq_metrics.csv) as rates between
+/// polls: the messages it took in, confirmed and delivered, and what its file handle
+/// cache wrote and synced and its quorum queues committed, on the devices' time axis.
+/// A series the node never moved is left out; a node with neither gets no panel.
+fn rabbit_panels(rabbit: &std::collections::BTreeMap<String, Table>) -> Vec<Panel> {
+    let mut out = vec![];
+    for (node, tab) in rabbit {
+        for (title, y, cols) in [
+            (
+                "messages/s",
+                "msgs/s",
+                [
+                    ("messages_received", "received/s", "#1f77b4"),
+                    ("messages_confirmed", "confirmed/s", "#ff7f0e"),
+                    ("messages_delivered", "delivered/s", "#2ca02c"),
+                ],
+            ),
+            (
+                "its own writes, syncs and Raft commits/s",
+                "/s",
+                [
+                    ("io_write_ops", "writes/s", "#d62728"),
+                    ("io_sync_ops", "syncs/s", "#8c564b"),
+                    ("raft_commit_index", "Raft commits/s", "#9467bd"),
+                ],
+            ),
+        ] {
+            let mut s = vec![];
+            for (col, label, color) in cols {
+                let Some(v) = tab.col(col) else { continue };
+                let (t, r) = counter_rates(&tab.t_ns, v);
+                if r.iter().any(|x| *x > 0.0) {
+                    s.push(series(label, t, r, Style::Line, color));
+                }
+            }
+            if !s.is_empty() {
+                out.push(Panel {
+                    title: format!("RabbitMQ {node}: {title} (its /metrics)"),
+                    y_label: y.into(),
+                    series: s,
+                    y_min_zero: true,
+                });
+            }
+        }
+    }
+    out
 }
 
 fn ui_overlay(label: &str, ui: &UiAverage, end_s: f64, color: &str) -> Series {
@@ -227,6 +304,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
             y_min_zero: true,
         });
     }
+    panels.extend(rabbit_panels(&run.rabbit));
     panels.extend(run.probe.as_ref().and_then(probe_panel));
     panels.extend(fsync_panel(&run.fsync));
     let summaries: Vec<_> = analyses.iter().map(|a| a.summary.clone()).collect();
@@ -507,4 +585,58 @@ fn fsync_panel(rows: &[FsyncRow]) -> Option<Panel> {
         ],
         y_min_zero: true,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(t_ns: Vec<u64>, cols: &[(&str, Vec<f64>)]) -> Table {
+        Table {
+            columns: cols.iter().map(|(n, _)| n.to_string()).collect(),
+            t_ns,
+            cols: cols.iter().map(|(_, v)| v.clone()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_counter_becomes_a_level_per_span_between_its_changes_and_a_restart_a_gap() {
+        let s = 1_000_000_000;
+        // Refreshed every 1 s, polled every 250 ms: one level over each second, not
+        // zeros and a spike; then the node restarts (the counter drops) and counts again.
+        let (t, r) = counter_rates(
+            &[0, s / 4, s / 2, s, 5 * s / 4, 2 * s, 9 * s / 4, 3 * s],
+            &[10.0, 10.0, 10.0, 510.0, 510.0, 1510.0, 3.0, 53.0],
+        );
+        assert_eq!(t, vec![0.0, 1.0, 1.0, 2.0, 2.25, 2.25, 3.0]);
+        assert_eq!(&r[..4], &[500.0, 500.0, 1000.0, 1000.0]);
+        assert!(r[4].is_nan(), "the counter went down: {}", r[4]);
+        assert_eq!(&r[5..], &[66.66666666666667, 66.66666666666667]);
+    }
+
+    #[test]
+    fn a_rabbitmq_node_gets_a_panel_for_what_moved_and_none_for_what_did_not() {
+        let mut m = std::collections::BTreeMap::new();
+        m.insert(
+            "n1".to_string(),
+            table(
+                vec![0, 1_000_000_000, 2_000_000_000],
+                &[
+                    ("messages_received", vec![0.0, 500.0, 1500.0]),
+                    ("messages_confirmed", vec![0.0, 0.0, 0.0]),
+                    ("io_sync_ops", vec![f64::NAN, f64::NAN, f64::NAN]),
+                ],
+            ),
+        );
+        let p = rabbit_panels(&m);
+        assert_eq!(
+            p.len(),
+            1,
+            "only the messages panel has a series that moved"
+        );
+        assert_eq!(p[0].title, "RabbitMQ n1: messages/s (its /metrics)");
+        let labels: Vec<&str> = p[0].series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["received/s"]);
+        assert_eq!(p[0].series[0].v, vec![500.0, 500.0, 1000.0, 1000.0]);
+    }
 }

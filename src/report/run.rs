@@ -45,6 +45,8 @@ pub struct Run {
     pub block_requests: Option<Vec<crate::format::block_requests::BlockRequest>>,
     /// varz.csv by server (what the broker was doing at a traced call); empty without.
     pub varz: BTreeMap<String, Table>,
+    /// rabbitmq_metrics.csv by node (an embedded RabbitMQ's own counters); empty without.
+    pub rabbit: BTreeMap<String, Table>,
     /// probe.hlog and load.hlog: every window's latency histogram; empty without them.
     pub probe_hist: Vec<hist::Interval>,
     pub load_hist: Vec<hist::Interval>,
@@ -200,6 +202,11 @@ impl Run {
                 warnings.push(left_out("the broker's /varz beside traced calls", e));
                 Default::default()
             });
+        let rabbit = crate::format::monitor::read(dir, crate::format::monitor::RABBITMQ_FILE)
+            .unwrap_or_else(|e| {
+                warnings.push(left_out("the RabbitMQ node's own counters", e));
+                Default::default()
+            });
         let mut hlog = |name: &str| {
             // The current file and its closed chunks (`record --chunk`).
             match hist::read_run(dir, name) {
@@ -228,6 +235,7 @@ impl Run {
             fsync_calls,
             block_requests,
             varz,
+            rabbit,
             probe_hist,
             load_hist,
             events,
