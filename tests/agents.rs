@@ -770,3 +770,121 @@ fn an_agent_samples_its_local_brokers_varz_and_proc_io() {
         );
     }
 }
+
+/// Without `--broker-monitor`/`--broker-pid` an agent samples the one nats-server it can
+/// see (its monitor port from the command line, its pid for /proc/PID/io). A pid namespace
+/// of the test's own (`unshare --pid --mount-proc`) makes that server the only one in
+/// sight, as on a broker host, whatever else runs on this machine.
+#[test]
+fn an_agent_without_broker_flags_finds_the_one_nats_server_it_can_see() {
+    if !have_nats_server() || !need_root("a pid namespace") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (port, mport) = (free_port(), free_port());
+    let url = format!("nats://127.0.0.1:{port}");
+    let run = dir.path().join("run");
+    let mut procs = Procs(vec![]);
+    // In the namespace: the server, then (1 s after its monitor port listens, the recorder
+    // started meanwhile) the agent with no broker flags. When the agent ends, the
+    // namespace's init ends and the kernel ends the server; --kill-child ends them all if
+    // the test dies first.
+    let script = format!(
+        "nats-server -a 127.0.0.1 -p {port} -m {mport} -js -sd {store} >/dev/null 2>&1 &
+         for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/{mport}) 2>/dev/null && break; sleep 0.1; done
+         sleep 1
+         exec {bin} agent --server {url} --name auto --duration 9s",
+        store = dir.path().join("store").display(),
+        bin = env!("CARGO_BIN_EXE_diskpulse"),
+    );
+    procs.0.push(
+        Command::new("unshare")
+            .args([
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "--kill-child",
+                "bash",
+                "-c",
+            ])
+            .arg(&script)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "nats-server did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    procs.0.push(
+        diskpulse()
+            .args(["record", "--agents", "auto", "--server", &url])
+            .args(["--duration", "8s", "--no-progress", "--interval", "10ms"])
+            .arg("--out")
+            .arg(&run)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let load = diskpulse()
+        .args(["load", "js-pub", "--server", &url, "--msgs", "5000"])
+        .args(["--size", "1024", "--window", "64"])
+        .output()
+        .unwrap();
+    assert!(
+        load.status.success(),
+        "js-pub failed: {}",
+        String::from_utf8_lossy(&load.stderr)
+    );
+    let status = procs.0[1].wait().unwrap();
+    let mut err = String::new();
+    procs.0[1]
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "record failed: {err}");
+    let agent = procs.0[0].wait().unwrap();
+    let mut aerr = String::new();
+    procs.0[0]
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut aerr)
+        .unwrap();
+    assert!(agent.success(), "agent failed: {aerr}");
+    // Found: its /varz every 250 ms counting the load, and its /proc/PID/io.
+    let varz = csv_rows(&run.join("agents_varz.csv"));
+    assert!(
+        varz.len() >= 10 && varz.iter().all(|r| r[0] == "auto"),
+        "{} varz rows: {aerr}",
+        varz.len()
+    );
+    let in_msgs = |r: &Vec<String>| r[10].parse::<u64>().unwrap();
+    let grew = in_msgs(varz.last().unwrap()) - in_msgs(&varz[0]);
+    assert!(
+        grew >= 5000,
+        "varz in_msgs grew by {grew} over 5000 publishes"
+    );
+    let pio = csv_rows(&run.join("agents_proc_io.csv"));
+    assert!(
+        pio.len() >= 100 && pio.iter().all(|r| r[0] == "auto"),
+        "{} proc_io rows: {aerr}",
+        pio.len()
+    );
+    let wb = |r: &Vec<String>| r[9].parse::<u64>().unwrap();
+    let written = wb(pio.last().unwrap()) - wb(&pio[0]);
+    assert!(
+        written >= 4 << 20,
+        "the found broker's write_bytes grew by {written} over a 5 MB js-pub load"
+    );
+}
