@@ -406,3 +406,104 @@ fn a_scenario_records_agents_through_servers_of_their_own() {
         "{csv}"
     );
 }
+
+/// Ctrl-C while a run waits for an agent that never answers: the run ends at once (not at
+/// the end of `wait`), says why, closes its recording, stops its nats-server and tears
+/// down its lab volume.
+#[test]
+fn ctrl_c_while_a_run_waits_for_its_agents_ends_it_cleanly() {
+    if !have_nats_server() || !can_use_loop_devices() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let lab = d.path().join("lab");
+    let f = d.path().join("ghost.toml");
+    std::fs::write(
+        &f,
+        format!(
+            "name = \"ghost\"\n[[volumes]]\nname = \"v\"\nlab = {{ size = \"64M\", fs = \"ext4\" }}\n[broker]\nvolumes = [\"v\"]\n[agents]\nnodes = [\"ghost\"]\nserver = \"embedded\"\nlisten = \"127.0.0.1:{}\"\nwait = \"60s\"\n[[phases]]\nkind = \"sleep\"\nduration = \"1s\"\n",
+            free_port()
+        ),
+    )
+    .unwrap();
+    let out = d.path().join("study");
+    let child = diskpulse()
+        .arg("run")
+        .arg(&f)
+        .arg("--out")
+        .arg(&out)
+        .arg("--lab-root")
+        .arg(&lab)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut procs = Procs(vec![child]);
+    // Waiting: the run's nats-server is up (its broker_start event is written).
+    let events = || {
+        std::fs::read_dir(out.join("cells"))
+            .ok()
+            .and_then(|mut c| c.next())
+            .and_then(|c| c.ok())
+            .and_then(|c| std::fs::read_to_string(c.path().join("r1/events.jsonl")).ok())
+            .unwrap_or_default()
+    };
+    let t0 = std::time::Instant::now();
+    while !events().contains("broker_start") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no broker_start in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let server_pid = events()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["kind"] == "broker_start")
+        .and_then(|e| e["detail"]["pid"].as_u64())
+        .expect("broker_start names the server's pid") as i32;
+    // SAFETY: kill with our own child's pid.
+    unsafe { libc::kill(procs.0[0].id() as i32, libc::SIGINT) };
+    let t_int = std::time::Instant::now();
+    let status = procs.0[0].wait().unwrap();
+    let took = t_int.elapsed();
+    let mut err = String::new();
+    procs.0[0]
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        took < Duration::from_secs(10),
+        "ended {took:?} after Ctrl-C: {err}"
+    );
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains("interrupted while waiting for the agents"),
+        "{err}"
+    );
+    // SAFETY: signal 0 only checks that the pid exists.
+    assert!(
+        unsafe { libc::kill(server_pid, 0) } != 0,
+        "the run's nats-server {server_pid} still runs"
+    );
+    let losetup = std::process::Command::new("losetup")
+        .arg("-a")
+        .output()
+        .unwrap();
+    let lab_s = lab.display().to_string();
+    assert!(
+        !String::from_utf8_lossy(&losetup.stdout).contains(&lab_s),
+        "a loop device over {lab_s} is left"
+    );
+    let cell = std::fs::read_dir(out.join("cells"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let meta = read_json(&cell.join("r1/meta.json"));
+    assert_eq!(meta["complete"], true, "the run's recording was not closed");
+}
