@@ -416,6 +416,28 @@ impl Drop for Procs {
     }
 }
 
+/// Waits for a child spawned with `stderr(Stdio::piped())`: its exit status and stderr.
+fn finish(c: &mut Child) -> (std::process::ExitStatus, String) {
+    let status = c.wait().unwrap();
+    let mut err = String::new();
+    c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (status, err)
+}
+
+/// `diskpulse load js-pub` of `msgs` 1 KiB messages to `url`, which must succeed.
+fn js_pub(url: &str, msgs: &str) {
+    let load = diskpulse()
+        .args(["load", "js-pub", "--server", url, "--msgs", msgs])
+        .args(["--size", "1024", "--window", "64"])
+        .output()
+        .unwrap();
+    assert!(
+        load.status.success(),
+        "js-pub failed: {}",
+        String::from_utf8_lossy(&load.stderr)
+    );
+}
+
 #[test]
 fn a_batch_whose_send_was_lost_is_asked_for_again_and_written_once() {
     if !have_nats_server() {
@@ -472,14 +494,7 @@ fn a_batch_whose_send_was_lost_is_asked_for_again_and_written_once() {
             .spawn()
             .unwrap(),
     );
-    let status = procs.0[1].wait().unwrap();
-    let mut err = String::new();
-    procs.0[1]
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let (status, err) = finish(&mut procs.0[1]);
     assert!(status.success(), "record failed: {err}");
     let meta = read_json(&run.join("meta.json"));
     let n = &meta["agents"]["nodes"]["solo"];
@@ -672,24 +687,8 @@ fn an_agent_samples_its_local_brokers_varz_and_proc_io() {
     );
     std::thread::sleep(Duration::from_millis(1500));
     // The broker writes its store: 20000 messages of 1 KiB, ~20 MB.
-    let load = diskpulse()
-        .args(["load", "js-pub", "--server", &url, "--msgs", "20000"])
-        .args(["--size", "1024", "--window", "64"])
-        .output()
-        .unwrap();
-    assert!(
-        load.status.success(),
-        "js-pub failed: {}",
-        String::from_utf8_lossy(&load.stderr)
-    );
-    let status = procs.0[1].wait().unwrap();
-    let mut err = String::new();
-    procs.0[1]
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    js_pub(&url, "20000");
+    let (status, err) = finish(&mut procs.0[1]);
     assert!(status.success(), "record failed: {err}");
     // varz: a row every 250 ms with the node column, in_msgs counting the load.
     let varz = csv_rows(&run.join("agents_varz.csv"));
@@ -834,33 +833,10 @@ fn an_agent_without_broker_flags_finds_the_one_nats_server_it_can_see() {
             .unwrap(),
     );
     std::thread::sleep(Duration::from_millis(1500));
-    let load = diskpulse()
-        .args(["load", "js-pub", "--server", &url, "--msgs", "5000"])
-        .args(["--size", "1024", "--window", "64"])
-        .output()
-        .unwrap();
-    assert!(
-        load.status.success(),
-        "js-pub failed: {}",
-        String::from_utf8_lossy(&load.stderr)
-    );
-    let status = procs.0[1].wait().unwrap();
-    let mut err = String::new();
-    procs.0[1]
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    js_pub(&url, "5000");
+    let (status, err) = finish(&mut procs.0[1]);
     assert!(status.success(), "record failed: {err}");
-    let agent = procs.0[0].wait().unwrap();
-    let mut aerr = String::new();
-    procs.0[0]
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut aerr)
-        .unwrap();
+    let (agent, aerr) = finish(&mut procs.0[0]);
     assert!(agent.success(), "agent failed: {aerr}");
     // Found: its /varz every 250 ms counting the load, and its /proc/PID/io.
     let varz = csv_rows(&run.join("agents_varz.csv"));

@@ -55,6 +55,8 @@ fn series(label: &str, t: Vec<f64>, v: Vec<f64>, style: Style, color: &str) -> S
 /// consecutive polls would be 0, 0, ..., then the whole span's work in one spike. Where
 /// the counter went down (the node restarted) or a value is missing, a gap (NaN) and the
 /// next span starts there; after the last change nothing is drawn (not yet known).
+/// (`report::nodes`' `rate` takes a point per row: right for /varz and /proc/PID/io,
+/// which move at every poll, not for counters that move every few seconds.)
 fn counter_rates(t_ns: &[u64], v: &[f64]) -> (Vec<f64>, Vec<f64>) {
     let (mut t, mut r) = (vec![], vec![]);
     let mut from: Option<(u64, f64)> = None;
