@@ -35,6 +35,18 @@ impl Drop for Procs {
     }
 }
 
+/// `diskpulse run SCENARIO --out OUT --lab-root LAB`.
+fn run(scenario: &Path, out: &Path, lab: &Path) -> std::process::Command {
+    let mut c = diskpulse();
+    c.arg("run")
+        .arg(scenario)
+        .arg("--out")
+        .arg(out)
+        .arg("--lab-root")
+        .arg(lab);
+    c
+}
+
 const BAD: [(&str, &str, &str); 9] = [
     (
         "nodes = [\"a\"]\nserver = \"embedded\"\nlisten = \"127.0.0.1:14250\"\nnodez = 1\n",
@@ -205,15 +217,7 @@ fn a_scenario_with_two_agents_records_both_nodes_and_names_a_missing_one() {
     let f = d.path().join("ghost.toml");
     std::fs::write(&f, scenario("\"a\", \"ghost\"", "4s")).unwrap();
     let out = d.path().join("ghost");
-    let o = diskpulse()
-        .arg("run")
-        .arg(&f)
-        .arg("--out")
-        .arg(&out)
-        .arg("--lab-root")
-        .arg(d.path().join("lab"))
-        .output()
-        .unwrap();
+    let o = run(&f, &out, &d.path().join("lab")).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -227,15 +231,7 @@ fn a_scenario_with_two_agents_records_both_nodes_and_names_a_missing_one() {
     let f = d.path().join("two.toml");
     std::fs::write(&f, scenario("\"a\", \"b\"", "30s")).unwrap();
     let out = d.path().join("two");
-    let o = diskpulse()
-        .arg("run")
-        .arg(&f)
-        .arg("--out")
-        .arg(&out)
-        .arg("--lab-root")
-        .arg(d.path().join("lab"))
-        .output()
-        .unwrap();
+    let o = run(&f, &out, &d.path().join("lab")).output().unwrap();
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -379,15 +375,7 @@ fn a_scenario_records_agents_through_servers_of_their_own() {
     )
     .unwrap();
     let out = d.path().join("study");
-    let o = diskpulse()
-        .arg("run")
-        .arg(&f)
-        .arg("--out")
-        .arg(&out)
-        .arg("--lab-root")
-        .arg(d.path().join("lab"))
-        .output()
-        .unwrap();
+    let o = run(&f, &out, &d.path().join("lab")).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "run failed: {err}");
     let run = out.join("cells/base/r1");
@@ -427,13 +415,7 @@ fn ctrl_c_while_a_run_waits_for_its_agents_ends_it_cleanly() {
     )
     .unwrap();
     let out = d.path().join("study");
-    let child = diskpulse()
-        .arg("run")
-        .arg(&f)
-        .arg("--out")
-        .arg(&out)
-        .arg("--lab-root")
-        .arg(&lab)
+    let child = run(&f, &out, &lab)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
