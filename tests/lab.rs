@@ -156,7 +156,7 @@ fn unique(prefix: &str) -> String {
     format!(
         "{prefix}-{}-{}",
         std::process::id(),
-        collectors::clock::monotonic_ns() % 1_000_000
+        common::unique_suffix()
     )
 }
 

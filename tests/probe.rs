@@ -77,7 +77,7 @@ impl ShmLoop {
         let image = PathBuf::from(format!(
             "/dev/shm/diskpulse-test-{}-{}.img",
             std::process::id(),
-            collectors::clock::monotonic_ns() % 1_000_000_007
+            common::unique_suffix()
         ));
         sh("truncate", &["-s", size, image.to_str().unwrap()]);
         let dev = sh("losetup", &["-f", "--show", image.to_str().unwrap()]);

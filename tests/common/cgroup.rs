@@ -58,7 +58,7 @@ pub struct Throttled {
 
 impl Throttled {
     pub fn new(h: &Hierarchy, dev: &str, write_iops: u32) -> Throttled {
-        let name = format!("test-{}-{}", std::process::id(), super::rand_suffix());
+        let name = format!("test-{}-{}", std::process::id(), super::unique_suffix());
         let dir = h.group(&name);
         h.enable().unwrap();
         fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));

@@ -104,7 +104,7 @@ impl LoopDev {
         let image = PathBuf::from(format!(
             "/var/tmp/diskpulse-test-{}-{}.img",
             std::process::id(),
-            rand_suffix()
+            unique_suffix()
         ));
         sh("truncate", &["-s", size, image.to_str().unwrap()]);
         let dev = sh("losetup", &["-f", "--show", image.to_str().unwrap()]);
@@ -151,8 +151,18 @@ impl Drop for LoopDev {
     }
 }
 
-fn rand_suffix() -> u64 {
-    collectors::clock::monotonic_ns() % 1_000_000_007
+/// A name part no other test of this process (a counter) nor an earlier process with the same
+/// pid (the clock) uses. The clock alone is not enough: two tests that start together read the
+/// same value where CLOCK_MONOTONIC ticks coarsely, and then share an image file, a mount point
+/// and a cgroup (CI saw one test unmount and delete another's volume mid-check).
+pub fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        collectors::clock::monotonic_ns() % 1_000_000_007
+    )
 }
 
 /// Writes `total` bytes of zeros to `path` with O_DIRECT in `chunk`-byte writes.
