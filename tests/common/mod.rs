@@ -106,6 +106,15 @@ impl LoopDev {
             std::process::id(),
             unique_suffix()
         ));
+        // create_new: a name another test (or a leftover) holds fails here, loudly, instead
+        // of two tests sharing one image, one mount point and each other's teardown.
+        if let Err(e) = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&image)
+        {
+            panic!("{}: {e} (test images must not be shared)", image.display());
+        }
         sh("truncate", &["-s", size, image.to_str().unwrap()]);
         let dev = sh("losetup", &["-f", "--show", image.to_str().unwrap()]);
         LoopDev {
