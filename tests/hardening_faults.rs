@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{can_use_loop_devices, diskpulse, have_nats_server, read_json, LoopDev};
+use common::{can_use_loop_devices, diskpulse, have_nats_server, read_json, sh, LoopDev};
 
 /// A tiny seeded generator (xorshift): the kill moments are random but the same on every
 /// run, so a failure names a moment that can be tried again.
@@ -720,6 +720,49 @@ fn an_out_that_fills_during_record_keeps_what_was_written_and_meta_says_what_was
         let last = rows_of(&out.join(file)).iter().map(|r| r.0).max().unwrap();
         assert_eq!(after, last, "{l}");
     }
+    // Reported on the full file system: one error naming it and the fix; the recording's
+    // files are as they were.
+    let sizes = |names: &[String]| -> Vec<u64> {
+        names
+            .iter()
+            .map(|n| std::fs::metadata(out.join(n)).unwrap().len())
+            .collect()
+    };
+    let before = sizes(&names);
+    // What the recorder freed at its end (its reserve) is filled too, after the journal
+    // committed the free.
+    for i in 0..2 {
+        sh("sync", &["-f", mnt.to_str().unwrap()]);
+        let _ = Command::new("dd")
+            .arg("if=/dev/zero")
+            .arg(format!("of={}", mnt.join(format!("fill{i}")).display()))
+            .args(["bs=4k"])
+            .stderr(Stdio::null())
+            .status();
+    }
+    let o = diskpulse()
+        .args(["report", "--no-charts", "--no-html"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let rerr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{rerr}");
+    assert!(
+        rerr.contains(&format!("the file system of {} is full", out.display()))
+            && rerr.contains("free space there"),
+        "{rerr}"
+    );
+    assert_eq!(
+        sizes(&names),
+        before,
+        "report changed the recording's files"
+    );
+    // The user frees space, then reports: the file system's freed blocks are usable once
+    // its journal commits (`sync -f`), else report's own files may still not fit.
+    for f in ["fill", "fill0", "fill1"] {
+        let _ = std::fs::remove_file(mnt.join(f));
+    }
+    sh("sync", &["-f", mnt.to_str().unwrap()]);
     let o = diskpulse()
         .args(["report", "--no-charts", "--no-html", "--json"])
         .arg(&out)

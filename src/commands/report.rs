@@ -31,6 +31,22 @@ pub struct ReportArgs {
     pub no_html: bool,
 }
 
+/// A report that ran out of space says what to do: its outputs go into RUN, and the
+/// recording's own files are only read.
+fn full_disk(e: anyhow::Error, run: &std::path::Path) -> anyhow::Error {
+    // The writers' messages carry the io::Error as text ("... (os error 28)").
+    if format!("{e:#}").contains(&format!("(os error {})", libc::ENOSPC)) {
+        e.context(format!(
+            "the file system of {} is full: free space there (or copy the run directory \
+             elsewhere and report the copy), then run report again; the recording itself is \
+             unchanged",
+            run.display()
+        ))
+    } else {
+        e
+    }
+}
+
 /// The shortest `--ui-average` (also for `demo`, which reports with it).
 pub const MIN_UI_AVERAGE: Duration = Duration::from_millis(10);
 
@@ -48,7 +64,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
         rates_window_ns: a.window.as_nanos() as u64,
         ..Default::default()
     };
-    let (s, warnings) = report::report_noted(&a.run, &o)?;
+    let (s, warnings) = report::report_noted(&a.run, &o).map_err(|e| full_disk(e, &a.run))?;
     for w in warnings {
         eprintln!("warning: {w}");
     }
