@@ -424,6 +424,30 @@ fn json_carries_the_documented_fields_and_the_test_file_is_removed() {
     }
     assert!(sys["sample_s"].as_f64().unwrap() >= 0.3);
     assert!(sys["processes"].is_array());
+    // The clock: the kernel's own clocksource, a step the clock really takes, and the
+    // finding that judged it at the level its numbers give.
+    let cs = "/sys/devices/system/clocksource/clocksource0";
+    let current = std::fs::read_to_string(format!("{cs}/current_clocksource")).unwrap();
+    let clock = &sys["clock"];
+    assert_eq!(clock["source"], current.trim(), "{clock}");
+    let available = std::fs::read_to_string(format!("{cs}/available_clocksource")).unwrap();
+    assert_eq!(
+        clock["available"],
+        serde_json::json!(available.split_whitespace().collect::<Vec<_>>())
+    );
+    let step = clock["step_ns"].as_u64().unwrap();
+    let read = clock["read_ns"].as_f64().unwrap();
+    assert!(step > 0 && read > 0.0, "{clock}");
+    let judged = findings(&v, "clock");
+    assert_eq!(judged.len(), 1, "{v:#}");
+    let want = if step > 10_000 || current.contains("jiffies") {
+        "WARN"
+    } else if read > 500.0 {
+        "INFO"
+    } else {
+        "PASS"
+    };
+    assert_eq!(judged[0]["level"], want, "{clock} {}", judged[0]);
     let list = v["findings"].as_array().unwrap();
     assert!(!list.is_empty());
     for x in list {

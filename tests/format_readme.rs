@@ -101,6 +101,10 @@ fn meta_fields() -> BTreeSet<String> {
         format_version: format::FORMAT_VERSION,
         end_wall: Some(String::new()),
         duration_ns: Some(1),
+        clock: Some(meta::ClockMeta {
+            source: Some(String::new()),
+            ..Default::default()
+        }),
         error_events: Some(0),
         lost: vec![meta::Lost {
             after_t_ns: Some(0),

@@ -77,6 +77,21 @@ fn direct_writes_are_found_in_recorded_sectors() {
     );
     assert!(taken / expected >= 0.95, "{taken} of {expected} samples");
     assert_eq!(meta["complete"], true);
+    // The clock the timestamps came from: the kernel's clocksource, a step it really took.
+    let cs =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .unwrap();
+    assert_eq!(meta["clock"]["source"], cs.trim(), "{}", meta["clock"]);
+    assert!(
+        meta["clock"]["step_ns"].as_u64().unwrap() > 0,
+        "{}",
+        meta["clock"]
+    );
+    assert!(
+        meta["clock"]["read_ns"].as_f64().unwrap() > 0.0,
+        "{}",
+        meta["clock"]
+    );
 }
 
 #[test]

@@ -298,3 +298,36 @@ fn write_time_that_wraps_at_32_bits_gives_the_true_await() {
     // A 14-column kernel: no flush counters, so no flush figures rather than zeros.
     assert!(device(&s, "old0")["flushes"].is_null());
 }
+
+/// meta.json `clock` says the recording's timestamps moved by timer ticks: the report
+/// warns that its 1 ms rates cannot be trusted; a fine clock gets no such warning.
+#[test]
+fn a_recording_on_a_ticking_clock_is_reported_with_a_warning() {
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("run");
+    synth(&run, 2, &[(500, 50, 500)]);
+    let mp = run.join("meta.json");
+    let report = |clock: serde_json::Value| {
+        let mut meta = read_json(&mp);
+        meta["clock"] = clock;
+        std::fs::write(&mp, meta.to_string()).unwrap();
+        let o = diskpulse()
+            .args(["report", "--no-charts", "--no-html"])
+            .arg(&run)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err =
+        report(serde_json::json!({"source": "jiffies", "step_ns": 4_000_000, "read_ns": 60.0}));
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("warning: meta.json clock:")
+                && l.contains("clocksource jiffies")
+                && l.contains("steps of 4000 us")),
+        "{err}"
+    );
+    let err = report(serde_json::json!({"source": "tsc", "step_ns": 30, "read_ns": 22.5}));
+    assert!(!err.contains("meta.json clock"), "{err}");
+}

@@ -119,6 +119,7 @@ pub fn gather(mut targets: Vec<TargetFacts>, o: &Options, stop: &AtomicBool) -> 
             unreadable,
             // SAFETY: geteuid has no preconditions.
             root: unsafe { libc::geteuid() } == 0,
+            clock: collectors::clock::ClockFacts::measure(&o.sysfs, Duration::from_millis(20)),
         },
         interrupted,
     }

@@ -230,6 +230,8 @@ pub struct SystemFacts {
     /// Processes whose /proc/PID/io could not be read.
     pub unreadable: usize,
     pub root: bool,
+    /// The clock every timestamp is read from (`clock` finding).
+    pub clock: collectors::clock::ClockFacts,
 }
 
 /// All facts.

@@ -209,6 +209,14 @@ pub fn human(facts: &Facts, findings: &[Placed], exit_code: i32) -> String {
             let _ = writeln!(s, "    ... and {} more", sys.processes.len() - shown.len());
         }
     }
+    let _ = writeln!(
+        s,
+        "  clocksource {} (available: {}) | step {} ns | read {:.0} ns",
+        sys.clock.source.as_deref().unwrap_or("-"),
+        sys.clock.available.join(" "),
+        sys.clock.step_ns,
+        sys.clock.read_ns
+    );
     for p in findings.iter().filter(|p| p.target.is_none()) {
         push_finding(&mut s, p);
     }
@@ -380,6 +388,12 @@ pub fn json(facts: &Facts, findings: &[Placed], exit_code: i32) -> Value {
             "sample_s": sample_s,
             "processes": processes,
             "processes_unreadable": sys.unreadable,
+            "clock": {
+                "source": sys.clock.source,
+                "available": sys.clock.available,
+                "step_ns": sys.clock.step_ns,
+                "read_ns": sys.clock.read_ns,
+            },
         },
         "findings": list,
         "counts": {

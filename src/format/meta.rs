@@ -74,6 +74,49 @@ pub struct SamplerMeta {
     pub stats: Option<SamplerStats>,
 }
 
+/// meta.json `clock`: the clock every timestamp of the run was read from, measured as the
+/// recording started ([`collectors::clock::ClockFacts`]; `check`'s `clock` finding).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ClockMeta {
+    /// The kernel's clocksource (`tsc`, `kvm-clock`, `jiffies`...), when sysfs said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The smallest step `CLOCK_MONOTONIC` took between two reads (ns).
+    pub step_ns: u64,
+    /// What a read cost, mean (ns).
+    pub read_ns: f64,
+}
+
+impl ClockMeta {
+    pub fn of(f: &collectors::clock::ClockFacts) -> ClockMeta {
+        ClockMeta {
+            source: f.source.clone(),
+            step_ns: f.step_ns,
+            read_ns: (f.read_ns * 10.0).round() / 10.0,
+        }
+    }
+
+    /// What a report says when the timestamps moved too coarsely for 1 ms samples.
+    pub fn warning(&self) -> Option<String> {
+        let f = collectors::clock::ClockFacts {
+            source: self.source.clone(),
+            available: vec![],
+            step_ns: self.step_ns,
+            read_ns: self.read_ns,
+        };
+        f.coarse().then(|| {
+            format!(
+                "meta.json clock: the recording's clock (clocksource {}) moved in steps of {} \
+                 us: 1 ms rates and microsecond latencies are not trustworthy (`diskpulse check` \
+                 says how to choose a finer clocksource)",
+                self.source.as_deref().unwrap_or("unknown"),
+                self.step_ns as f64 / 1e3
+            )
+        })
+    }
+}
+
 /// The document. Every field but `format_version` has a default when reading, so a
 /// hand-made or cut-down meta.json still reads.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -93,6 +136,9 @@ pub struct Meta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ns: Option<u64>,
     pub user_hz: u64,
+    /// The clock the timestamps came from; absent in recordings made before it was noted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockMeta>,
     /// `all` (every device in /proc/diskstats) or `listed`.
     pub device_filter: String,
     pub devices: Vec<MetaDevice>,

@@ -221,6 +221,12 @@ impl Recording {
             clock_zero_unix_ns: clock_zero_unix_ns(clock.zero_monotonic_ns()),
             duration_ns: None,
             user_hz: collectors::procstat::clock_ticks_per_s(),
+            clock: Some(crate::format::meta::ClockMeta::of(
+                &collectors::clock::ClockFacts::measure(
+                    std::path::Path::new("/sys"),
+                    Duration::from_millis(5),
+                ),
+            )),
             device_filter: if setup.devices.is_empty() {
                 "all"
             } else {

@@ -326,6 +326,9 @@ impl Run {
                 dir.join(crate::format::meta::FILE).display()
             ));
         }
+        if let Some(w) = self.meta.clock.as_ref().and_then(|c| c.warning()) {
+            warnings.push(w);
+        }
         self.warnings = warnings;
     }
 

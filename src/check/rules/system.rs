@@ -24,6 +24,18 @@ fn threshold(f: &Facts, bytes: Option<u64>, ratio: Option<u64>) -> (String, Opti
     }
 }
 
+/// A clock read above this is not a vDSO read (a system call or a hypervisor exit).
+pub const SLOW_CLOCK_READ_NS: f64 = 500.0;
+
+/// A clock step as the finding prints it.
+fn step(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns} ns"),
+        1_000..=999_999 => format!("{:.1} us", ns as f64 / 1e3),
+        _ => format!("{:.1} ms", ns as f64 / 1e6),
+    }
+}
+
 /// The machine, in report order.
 pub const SYSTEM: &[SystemRule] = &[
     Rule {
@@ -90,6 +102,57 @@ pub const SYSTEM: &[SystemRule] = &[
                 ),
                 "run sync (and wait for it) before benchmarking",
             )
+        },
+    },
+    Rule {
+        code: "clock",
+        levels: &[Pass, Info, Warn],
+        judge: |f| {
+            let c = &f.system.clock;
+            let source = c.source.as_deref().unwrap_or("unknown");
+            let seen = format!(
+                "clocksource {source}: CLOCK_MONOTONIC seen to step by {}, a read costs {:.0} ns",
+                step(c.step_ns),
+                c.read_ns
+            );
+            if c.coarse() {
+                let better: Vec<&str> = c
+                    .available
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|s| !collectors::clock::COARSE_SOURCES.contains(s))
+                    .collect();
+                let advice = match better.first() {
+                    Some(b) => format!(
+                        "echo {b} > /sys/devices/system/clocksource/clocksource0/current_clocksource \
+                         (available: {}); if the kernel switched away from it, dmesg says why",
+                        c.available.join(" ")
+                    ),
+                    None => "no finer clocksource is available: boot the kernel with one (tsc, \
+                             kvm-clock, hpet) before trusting 1 ms samples"
+                        .into(),
+                };
+                return said(
+                    format!("{seen}: 1 ms samples and microsecond latencies cannot be timed"),
+                    advice,
+                )
+                .map(|s| s.at(Warn));
+            }
+            if c.read_ns > SLOW_CLOCK_READ_NS {
+                return said(
+                    format!(
+                        "{seen}: every sample and every latency pays it (a vDSO read costs tens of \
+                         ns)"
+                    ),
+                    format!(
+                        "a clocksource with a vDSO read (tsc where the hypervisor offers it; \
+                         available: {}) makes 1 ms sampling cheaper",
+                        c.available.join(" ")
+                    ),
+                )
+                .map(|s| s.at(Info));
+            }
+            said(seen, "nothing to change").map(|s| s.at(Pass))
         },
     },
     Rule {

@@ -79,6 +79,12 @@ fn facts(devices: Vec<DeviceFacts>, flush: FlushOutcome) -> Facts {
             processes: vec![],
             unreadable: 0,
             root: true,
+            clock: collectors::clock::ClockFacts {
+                source: Some("tsc".into()),
+                available: vec!["tsc".into(), "hpet".into(), "jiffies".into()],
+                step_ns: 30,
+                read_ns: 25.0,
+            },
         },
         interrupted: false,
     }
@@ -335,10 +341,55 @@ fn flush_rate_findings_name_their_disk_and_show_with_the_tests() {
     }
 }
 
+/// The `clock` finding at each of its levels, from the facts alone.
+#[test]
+fn clock_warns_on_ticks_notes_slow_reads_and_passes_a_fine_clock() {
+    let clock = |f: &Facts| {
+        judge(f)
+            .into_iter()
+            .find(|p| p.finding.code == "clock")
+            .map(|p| p.finding)
+            .expect("clock is always judged")
+    };
+    let mut f = facts(vec![], FlushOutcome::NotRun);
+    let c = clock(&f);
+    assert_eq!(c.level, Level::Pass, "{c:?}");
+    assert!(
+        c.message.contains("clocksource tsc") && c.message.contains("30 ns"),
+        "{c:?}"
+    );
+
+    f.system.clock.read_ns = 1800.0;
+    let c = clock(&f);
+    assert_eq!(c.level, Level::Info, "{c:?}");
+    assert!(c.message.contains("1800 ns"), "{c:?}");
+
+    // A 4 ms tick: the step decides, and the advice names a finer source that exists.
+    f.system.clock.source = Some("jiffies".into());
+    f.system.clock.step_ns = 4_000_000;
+    let c = clock(&f);
+    assert_eq!(c.level, Level::Warn, "{c:?}");
+    assert!(c.message.contains("4.0 ms"), "{c:?}");
+    assert!(
+        c.advice
+            .starts_with("echo tsc > /sys/devices/system/clocksource/"),
+        "{c:?}"
+    );
+    f.system.clock.available = vec!["jiffies".into()];
+    let c = clock(&f);
+    assert!(c.advice.starts_with("no finer clocksource"), "{c:?}");
+    // A named fine source that still steps coarsely (a broken TSC emulation) warns too.
+    f.system.clock.source = Some("tsc".into());
+    assert_eq!(clock(&f).level, Level::Warn);
+    f.system.clock.step_ns = 40;
+    f.system.clock.read_ns = 20.0;
+    assert_eq!(clock(&f).level, Level::Pass);
+}
+
 #[test]
 fn rule_codes_are_unique_kebab_case_with_levels() {
     let all = all();
-    assert_eq!(all.len(), 33);
+    assert_eq!(all.len(), 34);
     for (i, (code, levels)) in all.iter().enumerate() {
         assert!(!levels.is_empty(), "{code}");
         assert!(
