@@ -331,3 +331,85 @@ fn a_recording_on_a_ticking_clock_is_reported_with_a_warning() {
     let err = report(serde_json::json!({"source": "tsc", "step_ns": 30, "read_ns": 22.5}));
     assert!(!err.contains("meta.json clock"), "{err}");
 }
+
+/// A meminfo.csv longer than the report keeps row by row (`report::fold`): 300 s at 1 ms
+/// (300,000 rows) with one row's spike of Dirty and one of Writeback. summary.json's
+/// maxima are the raw ones and counts every row; report.html's page-cache panel holds the
+/// folded windows (each one's lowest and highest row, the spikes among them), not every
+/// row.
+#[test]
+fn a_long_meminfo_is_folded_without_losing_its_spikes() {
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("run");
+    let secs = 300u64;
+    synth(&run, secs, &[(5000, 50, 500)]);
+    let rows = secs * 1000;
+    let (spike_ms, wb_ms) = (123_457u64, 222_222u64);
+    let mut m = std::io::BufWriter::new(std::fs::File::create(run.join("meminfo.csv")).unwrap());
+    writeln!(
+        m,
+        "t_ns,dirty_kib,writeback_kib,cached_kib,mem_available_kib"
+    )
+    .unwrap();
+    for ms in 0..rows {
+        let dirty = if ms == spike_ms {
+            9_000_000
+        } else {
+            1000 + ms % 5000
+        };
+        let wb = if ms == wb_ms { 777_777 } else { ms % 7 };
+        writeln!(m, "{},{dirty},{wb},5000000,9000000", ms * 1_000_000).unwrap();
+    }
+    m.into_inner().unwrap().sync_all().unwrap();
+    let o = diskpulse()
+        .args(["report", "--no-charts"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = read_json(&run.join("summary.json"));
+    let mem = &s["memory"];
+    assert_eq!(mem["samples"], rows, "{mem}");
+    assert_eq!(mem["dirty_max_mib"], 9_000_000.0 / 1024.0, "{mem}");
+    assert_eq!(mem["writeback_max_mib"], 777_777.0 / 1024.0, "{mem}");
+    // The page's data: the page-cache panel's series, folded.
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    let a = html.find("id=\"dp-zoom-data\">").expect("zoom data") + "id=\"dp-zoom-data\">".len();
+    let b = a + html[a..].find("</script>").unwrap();
+    let data: serde_json::Value = serde_json::from_str(&html[a..b]).unwrap();
+    let panel = data["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["title"].as_str().unwrap().starts_with("page cache"))
+        .expect("page cache panel");
+    for (label, at_ms, kib) in [
+        ("Dirty", spike_ms, 9_000_000.0),
+        ("Writeback", wb_ms, 777_777.0),
+    ] {
+        let x = panel["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["label"] == label)
+            .unwrap();
+        let t = x["t"].as_array().unwrap();
+        let v = x["v"].as_array().unwrap();
+        assert_eq!(t.len(), v.len());
+        // At most two points (lowest, highest) a window, at most 50,000 windows.
+        assert!(
+            t.len() <= 100_000 && t.len() < rows as usize / 2,
+            "{label}: {} points",
+            t.len()
+        );
+        let i = v
+            .iter()
+            .position(|y| (y.as_f64().unwrap() - kib / 1024.0).abs() < 1e-3)
+            .unwrap_or_else(|| panic!("{label}: the spike is not in the page"));
+        assert!(
+            (t[i].as_f64().unwrap() - at_ms as f64 / 1e3).abs() < 1e-6,
+            "{label}: spike drawn at {} s",
+            t[i]
+        );
+    }
+}

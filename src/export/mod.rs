@@ -412,8 +412,20 @@ pub fn groups(run: &Run, o: &Options) -> anyhow::Result<Vec<Group>> {
     for d in &disks {
         out.extend(peak_groups(d, run.duration_ns, step));
     }
-    if let Some(m) = &run.mem {
-        out.extend(table_group("memory", vec![], m, &memory_cols(), step, zero));
+    // Every meminfo row (the report's `run.mem` is folded for drawing).
+    if run.mem.is_some() {
+        let m = crate::format::procfs::read(&run.dir, crate::format::procfs::MEMINFO_FILE)
+            .map_err(|e| run.bad(e))?;
+        if let Some((m, _)) = m {
+            out.extend(table_group(
+                "memory",
+                vec![],
+                &m,
+                &memory_cols(),
+                step,
+                zero,
+            ));
+        }
     }
     if let Some(c) = &run.cpu {
         out.extend(table_group(

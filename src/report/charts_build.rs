@@ -386,18 +386,18 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
         }
     }
     if let Some(m) = &run.mem {
-        let t: Vec<f64> = m.t_ns.iter().map(|&t| t as f64 / 1e9).collect();
         let mut s = vec![];
         for (c, label, color) in [
             ("dirty_kib", "Dirty", "#e377c2"),
             ("writeback_kib", "Writeback", "#17becf"),
         ] {
-            if let Some(v) = m.col(c) {
-                // Not folded: report.html's zoomable timeline takes this panel's
-                // points as they are (a meminfo row a 100 ms or so: small).
+            // Each row while the run is short; a long run's rows folded as they were read
+            // (each window's lowest and highest value where seen: `report::fold`), so the
+            // zoomable timeline, which takes this panel's points as they are, stays small.
+            if let Some((t, v)) = m.points(c) {
                 s.push(series(
                     label,
-                    t.clone(),
+                    t.iter().map(|&t| t as f64 / 1e9).collect(),
                     v.iter().map(|x| x / 1024.0).collect(),
                     Style::Envelope,
                     color,

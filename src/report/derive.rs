@@ -382,14 +382,17 @@ pub fn headline(s: &DeviceSummary, ui_window_s: f64) -> String {
 
 pub fn memory_summary(run: &Run) -> Option<MemorySummary> {
     let m = run.mem.as_ref()?;
+    // As before the fold: a column that is there but never above 0 says 0.
     let max = |c: &str| {
-        m.col(c)
-            .map(|v| v.iter().cloned().fold(0.0, f64::max) / 1024.0)
+        m.columns
+            .iter()
+            .any(|x| x == c)
+            .then(|| m.max_of(c).unwrap_or(0.0).max(0.0) / 1024.0)
     };
     Some(MemorySummary {
         dirty_max_mib: max("dirty_kib"),
         writeback_max_mib: max("writeback_kib"),
-        samples: m.len(),
+        samples: m.rows,
     })
 }
 

@@ -7,6 +7,7 @@ pub mod analysis;
 pub mod charts_build;
 pub mod derive;
 pub mod faults;
+pub mod fold;
 pub mod html;
 pub mod interference;
 pub mod nodes;

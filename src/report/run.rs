@@ -29,7 +29,8 @@ pub struct Run {
     /// The devices of diskstats.csv.gz, in order of first appearance: what the rows said
     /// of each (the rows themselves are read as a stream, never held: [`stream`]).
     pub disks: Vec<Disk>,
-    pub mem: Option<Table>,
+    /// meminfo.csv folded as it was read ([`super::fold`]): bounded whatever the length.
+    pub mem: Option<super::fold::Folded>,
     pub cpu: Option<Table>,
     /// load.csv split by role (`js-pub`, `sub`, ...).
     pub load: BTreeMap<String, Vec<LoadRow>>,
@@ -136,13 +137,23 @@ impl Run {
         if ds_files.is_empty() {
             return Err(not_rec("no diskstats.csv.gz"));
         }
+        let mem = super::fold::Folded::read_chunked(
+            dir,
+            procfs::MEMINFO_FILE,
+            &procfs::meminfo_columns(),
+            super::fold::MAX_WINDOWS,
+        )
+        .map_err(bad)?
+        .map(|(f, w)| {
+            warnings.extend(w);
+            f
+        });
         let mut table = |file: &str| -> anyhow::Result<Option<Table>> {
             Ok(procfs::read(dir, file).map_err(bad)?.map(|(t, w)| {
                 warnings.extend(w);
                 t
             }))
         };
-        let mem = table(procfs::MEMINFO_FILE)?;
         let cpu = table(procfs::CPU_FILE)?;
         let (load, w) = load::read_noted(dir).map_err(bad)?;
         warnings.extend(w);
@@ -256,7 +267,7 @@ impl Run {
     fn duration_and_warning(&self, last_disk_row: Option<u64>) -> (u64, Option<String>) {
         let last_seen = last_disk_row
             .into_iter()
-            .chain(self.mem.iter().filter_map(|t| t.t_ns.last().copied()))
+            .chain(self.mem.iter().filter_map(|m| m.last_t_ns))
             .max()
             .unwrap_or(0);
         let data_end = last_seen + 1_000_000_000;
