@@ -427,15 +427,20 @@ pub fn groups(run: &Run, o: &Options) -> anyhow::Result<Vec<Group>> {
             ));
         }
     }
-    if let Some(c) = &run.cpu {
-        out.extend(table_group(
-            "cpu",
-            vec![],
-            c,
-            &cpu_cols(run.meta.user_hz),
-            step,
-            zero,
-        ));
+    // Every cpu row (the report's `run.cpu` is folded for drawing).
+    if run.cpu.is_some() {
+        let c = crate::format::procfs::read(&run.dir, crate::format::procfs::CPU_FILE)
+            .map_err(|e| run.bad(e))?;
+        if let Some((c, _)) = c {
+            out.extend(table_group(
+                "cpu",
+                vec![],
+                &c,
+                &cpu_cols(run.meta.user_hz),
+                step,
+                zero,
+            ));
+        }
     }
     for (role, rows) in &run.load {
         out.extend(load_group(role, rows, step));

@@ -14,7 +14,6 @@ use super::{DeviceAnalysis, ReportOptions};
 use crate::format::csv::Table;
 use crate::format::fsync::FsyncRow;
 use crate::format::probe::ProbeRow;
-use crate::format::procfs::{CPU_COLUMNS, CPU_TICK_COLUMNS};
 
 /// Events drawn as markers (the others stay in events.jsonl and summary.json).
 const MARKER_KINDS: [&str; 15] = [
@@ -412,35 +411,23 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
         });
     }
     if let Some(c) = &run.cpu {
-        if c.len() >= 2 {
-            let names = &CPU_COLUMNS[..CPU_TICK_COLUMNS];
-            let cols: Vec<&[f64]> = names.iter().filter_map(|n| c.col(n)).collect();
-            if cols.len() == names.len() {
-                let mut t = vec![];
-                let mut busy = vec![];
-                let mut iow = vec![];
-                for k in 1..c.len() {
-                    let d = |i: usize| cols[i][k] - cols[i][k - 1];
-                    let tot: f64 = (0..8).map(d).sum();
-                    t.push(c.t_ns[k] as f64 / 1e9);
-                    if tot > 0.0 {
-                        busy.push(100.0 * (tot - d(3) - d(4)) / tot);
-                        iow.push(100.0 * d(4) / tot);
-                    } else {
-                        busy.push(f64::NAN);
-                        iow.push(f64::NAN);
-                    }
-                }
-                panels.push(Panel {
-                    title: "CPU % (all cores)".into(),
-                    y_label: "%".into(),
-                    series: vec![
-                        series("busy", t.clone(), busy, Style::Line, "#7f7f7f"),
-                        series("iowait", t, iow, Style::Line, "#bcbd22"),
-                    ],
-                    y_min_zero: true,
-                });
-            }
+        // Between consecutive rows, folded like the page cache's (`report::fold`).
+        let pts = |name: &str| {
+            let (t, v) = c.pct.points(name).unwrap_or_default();
+            (t.iter().map(|&t| t as f64 / 1e9).collect::<Vec<f64>>(), v)
+        };
+        let (tb, busy) = pts(super::fold::CpuFolded::BUSY);
+        let (ti, iow) = pts(super::fold::CpuFolded::IOWAIT);
+        if c.rows >= 2 && !tb.is_empty() {
+            panels.push(Panel {
+                title: "CPU % (all cores)".into(),
+                y_label: "%".into(),
+                series: vec![
+                    series("busy", tb, busy, Style::Line, "#7f7f7f"),
+                    series("iowait", ti, iow, Style::Line, "#bcbd22"),
+                ],
+                y_min_zero: true,
+            });
         }
     }
     let events = run

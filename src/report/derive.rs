@@ -398,10 +398,10 @@ pub fn memory_summary(run: &Run) -> Option<MemorySummary> {
 
 pub fn cpu_summary(run: &Run) -> Option<CpuSummary> {
     let c = run.cpu.as_ref()?;
-    if c.len() < 2 {
+    if c.rows < 2 {
         return None;
     }
-    let first = |name: &str| c.col(name).map(|v| v[v.len() - 1] - v[0]).unwrap_or(0.0);
+    let first = |name: &str| c.ticks(name).unwrap_or(0.0);
     let names = &CPU_COLUMNS[..CPU_TICK_COLUMNS];
     let total: f64 = names.iter().map(|n| first(n)).sum();
     if total <= 0.0 {

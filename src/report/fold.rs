@@ -11,6 +11,7 @@
 use std::path::Path;
 
 use crate::format::csv::{self, Bad};
+use crate::format::procfs;
 
 /// The most windows a column keeps before they double in width.
 pub const MAX_WINDOWS: usize = 50_000;
@@ -141,47 +142,12 @@ impl Folded {
         needed: &[&str],
         cap: usize,
     ) -> anyhow::Result<Option<(Folded, Vec<String>)>> {
-        let files = csv::chunked_files(run_dir, file);
         let mut out: Option<Folded> = None;
-        let mut warnings = vec![];
-        let mut vals: Vec<f64> = vec![];
-        for p in &files {
-            let w = csv::for_each_line(p, |n, line| {
-                if n == 1 {
-                    let cols: Vec<String> = line.split(',').map(str::to_string).collect();
-                    csv::need_columns(p, &cols, needed)?;
-                    let cols = cols[1..].to_vec();
-                    match &out {
-                        None => out = Some(Folded::new(cols.clone())),
-                        Some(f) if f.columns != cols => {
-                            return Err(Bad::File(anyhow::anyhow!(
-                                "{}: its columns differ from {}'s; the recording is damaged",
-                                p.display(),
-                                files[0].display()
-                            )))
-                        }
-                        Some(_) => {}
-                    }
-                    return Ok(());
-                }
-                let f = out.as_mut().expect("the header came first");
-                let mut it = line.split(',');
-                let t = csv::t_ns_cell(it.next().unwrap_or("")).map_err(Bad::Line)?;
-                vals.clear();
-                vals.extend(it.map(|v| v.parse::<f64>().unwrap_or(f64::NAN)));
-                if vals.len() != f.columns.len() {
-                    return Err(Bad::Line(format!(
-                        "{} cells, the header has {}",
-                        vals.len() + 1,
-                        f.columns.len() + 1
-                    )));
-                }
-                f.push(t, &vals, cap);
-                Ok(())
-            })?;
-            warnings.extend(w);
-        }
-        Ok(out.map(|f| (f, warnings)))
+        let w = for_each_row(run_dir, file, needed, |cols, t, vals| {
+            out.get_or_insert_with(|| Folded::new(cols.to_vec()))
+                .push(t, vals, cap)
+        })?;
+        Ok(w.map(|w| (out.unwrap_or_else(|| Folded::new(vec![])), w)))
     }
 
     /// Column `name`'s points in time order: each window's lowest and highest value where
@@ -212,6 +178,133 @@ impl Folded {
     pub fn max_of(&self, name: &str) -> Option<f64> {
         let i = self.columns.iter().position(|c| c == name)?;
         self.max[i]
+    }
+}
+
+/// Calls `f` with the columns after `t_ns`, each row's `t_ns` and its numbers (NaN where
+/// a cell is not one), over `file` of a run and its closed chunks in order. The warnings
+/// of the reading ([`csv::for_each_line`]); `None` when the run has no such file.
+fn for_each_row(
+    run_dir: &Path,
+    file: &str,
+    needed: &[&str],
+    mut f: impl FnMut(&[String], u64, &[f64]),
+) -> anyhow::Result<Option<Vec<String>>> {
+    let files = csv::chunked_files(run_dir, file);
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let mut columns: Option<Vec<String>> = None;
+    let mut warnings = vec![];
+    let mut vals: Vec<f64> = vec![];
+    for p in &files {
+        let w = csv::for_each_line(p, |n, line| {
+            if n == 1 {
+                let cols: Vec<String> = line.split(',').map(str::to_string).collect();
+                csv::need_columns(p, &cols, needed)?;
+                let cols = cols[1..].to_vec();
+                match &columns {
+                    None => columns = Some(cols),
+                    Some(c) if *c != cols => {
+                        return Err(Bad::File(anyhow::anyhow!(
+                            "{}: its columns differ from {}'s; the recording is damaged",
+                            p.display(),
+                            files[0].display()
+                        )))
+                    }
+                    Some(_) => {}
+                }
+                return Ok(());
+            }
+            let cols = columns.as_deref().expect("the header came first");
+            let mut it = line.split(',');
+            let t = csv::t_ns_cell(it.next().unwrap_or("")).map_err(Bad::Line)?;
+            vals.clear();
+            vals.extend(it.map(|v| v.parse::<f64>().unwrap_or(f64::NAN)));
+            if vals.len() != cols.len() {
+                return Err(Bad::Line(format!(
+                    "{} cells, the header has {}",
+                    vals.len() + 1,
+                    cols.len() + 1
+                )));
+            }
+            f(cols, t, &vals);
+            Ok(())
+        })?;
+        warnings.extend(w);
+    }
+    Ok(Some(warnings))
+}
+
+/// `cpu.csv` read for a report: the share of all cores busy and in iowait between each
+/// row and the one before (%), folded as [`Folded`]; and the first and last rows'
+/// cumulative ticks, from which the run's shares come.
+#[derive(Debug, Clone, Default)]
+pub struct CpuFolded {
+    /// `busy_pct` and `iowait_pct`, at the later row's `t_ns` (an interval without ticks
+    /// has none).
+    pub pct: Folded,
+    /// cpu.csv's columns after `t_ns`.
+    pub columns: Vec<String>,
+    pub first: Vec<f64>,
+    pub last: Vec<f64>,
+    pub rows: usize,
+}
+
+impl CpuFolded {
+    /// The percentages' columns in [`CpuFolded::pct`].
+    pub const BUSY: &'static str = "busy_pct";
+    pub const IOWAIT: &'static str = "iowait_pct";
+
+    /// Reads cpu.csv of a run and its chunks ([`procfs::CPU_FILE`], with every column
+    /// of [`procfs::cpu_columns`]); `None` without one.
+    pub fn read_chunked(
+        run_dir: &Path,
+        cap: usize,
+    ) -> anyhow::Result<Option<(CpuFolded, Vec<String>)>> {
+        let needed = procfs::cpu_columns();
+        let file = procfs::CPU_FILE;
+        // The CPU-time columns, in /proc/stat's order (idle 4th, iowait 5th).
+        let ticks = &procfs::CPU_COLUMNS[..procfs::CPU_TICK_COLUMNS];
+        let mut c = CpuFolded {
+            pct: Folded::new(vec![Self::BUSY.into(), Self::IOWAIT.into()]),
+            ..Default::default()
+        };
+        let mut idx: Vec<usize> = vec![];
+        let w = for_each_row(run_dir, file, &needed, |cols, t, vals| {
+            if idx.is_empty() {
+                c.columns = cols.to_vec();
+                idx = ticks
+                    .iter()
+                    .map(|n| cols.iter().position(|c| c == n).expect("needed"))
+                    .collect();
+            }
+            if c.rows > 0 {
+                let d = |i: usize| vals[idx[i]] - c.last[idx[i]];
+                let tot: f64 = (0..idx.len()).map(d).sum();
+                if tot > 0.0 {
+                    // idle and iowait are /proc/stat's 4th and 5th.
+                    let (idle, iowait) = (d(3), d(4));
+                    c.pct.push(
+                        t,
+                        &[100.0 * (tot - idle - iowait) / tot, 100.0 * iowait / tot],
+                        cap,
+                    );
+                }
+            } else {
+                c.first = vals.to_vec();
+            }
+            c.last.clear();
+            c.last.extend_from_slice(vals);
+            c.rows += 1;
+        })?;
+        Ok(w.map(|w| (c, w)))
+    }
+
+    /// Column `name`'s ticks over the run (last row minus first).
+    pub fn ticks(&self, name: &str) -> Option<f64> {
+        let i = self.columns.iter().position(|c| c == name)?;
+        Some(self.last[i] - self.first[i])
     }
 }
 
@@ -298,5 +391,43 @@ mod tests {
         assert_eq!(f.points("writeback_kib").unwrap().0.len(), 0);
         assert_eq!(f.max_of("writeback_kib"), None);
         assert!(f.points("cached_kib").is_none());
+    }
+
+    /// cpu.csv: the busy and iowait shares between consecutive rows, as the CPU panel
+    /// computed them from every row, and the run's tick totals from the first and last.
+    #[test]
+    fn cpu_shares_between_rows_and_ticks_over_the_run() {
+        let d = tempfile::tempdir().unwrap();
+        let mut s = procfs::header(&procfs::CPU_COLUMNS);
+        s.push('\n');
+        // user nice system idle iowait irq softirq steal running blocked
+        let rows = [
+            (0u64, [100, 0, 50, 1000, 10, 0, 0, 0, 1, 0]),
+            (100_000_000, [130, 0, 60, 1050, 20, 0, 0, 0, 3, 1]), // 100 ticks: 40 busy, 10 iowait
+            (200_000_000, [130, 0, 60, 1050, 20, 0, 0, 0, 1, 0]), // no ticks: no share
+            (300_000_000, [130, 0, 60, 1150, 20, 0, 0, 0, 1, 0]), // all idle
+        ];
+        for (t, v) in rows {
+            s.push_str(&t.to_string());
+            for x in v {
+                s.push_str(&format!(",{x}"));
+            }
+            s.push('\n');
+        }
+        std::fs::write(d.path().join(procfs::CPU_FILE), s).unwrap();
+        let (c, w) = CpuFolded::read_chunked(d.path(), 1000).unwrap().unwrap();
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.rows, 4);
+        let (t, busy) = c.pct.points(CpuFolded::BUSY).unwrap();
+        assert_eq!(t, [100_000_000, 300_000_000]);
+        assert!((busy[0] - 40.0).abs() < 1e-9 && busy[1] == 0.0, "{busy:?}");
+        let (_, iow) = c.pct.points(CpuFolded::IOWAIT).unwrap();
+        assert!((iow[0] - 10.0).abs() < 1e-9, "{iow:?}");
+        assert_eq!(c.ticks("idle_ticks"), Some(150.0));
+        assert_eq!(c.ticks("user_ticks"), Some(30.0));
+        assert_eq!(c.ticks("no_such"), None);
+        assert!(CpuFolded::read_chunked(&d.path().join("x"), 10)
+            .unwrap()
+            .is_none());
     }
 }

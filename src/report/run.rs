@@ -31,7 +31,9 @@ pub struct Run {
     pub disks: Vec<Disk>,
     /// meminfo.csv folded as it was read ([`super::fold`]): bounded whatever the length.
     pub mem: Option<super::fold::Folded>,
-    pub cpu: Option<Table>,
+    /// cpu.csv's busy and iowait shares folded as they were read, and its first and last
+    /// rows ([`super::fold::CpuFolded`]).
+    pub cpu: Option<super::fold::CpuFolded>,
     /// load.csv split by role (`js-pub`, `sub`, ...).
     pub load: BTreeMap<String, Vec<LoadRow>>,
     /// probe.csv split by direction (`read`, `write`, `sync`); None without a probe.
@@ -148,13 +150,12 @@ impl Run {
             warnings.extend(w);
             f
         });
-        let mut table = |file: &str| -> anyhow::Result<Option<Table>> {
-            Ok(procfs::read(dir, file).map_err(bad)?.map(|(t, w)| {
+        let cpu = super::fold::CpuFolded::read_chunked(dir, super::fold::MAX_WINDOWS)
+            .map_err(bad)?
+            .map(|(c, w)| {
                 warnings.extend(w);
-                t
-            }))
-        };
-        let cpu = table(procfs::CPU_FILE)?;
+                c
+            });
         let (load, w) = load::read_noted(dir).map_err(bad)?;
         warnings.extend(w);
         let (events, w) = events::read_noted(dir).map_err(bad)?;
