@@ -11,7 +11,8 @@
 # 3. N agents on loopback (all sampling the same 4 busy devices, as N nodes would their own)
 #    into one `record --agents`: the recorder's CPU, the longest a batch waited to be
 #    written (max_lag_ns: ~0.1-0.3 s while it keeps up), lost and duplicate batches.
-#    N goes up to AGENTS_MAX (8: this shared 2-core VM runs the agents too).
+#    N goes up to AGENTS_MAX (8: this shared 2-core VM runs the agents too). Where the
+#    recorder falls behind: `cargo bench --bench agent_flood` (stand-ins on the wire).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CARGO_INCREMENTAL=0 cargo build --release -q
