@@ -39,7 +39,10 @@
 //! (twice each); 6 h 107 s / 137 s, 102 / 104 MB. Memory is flat from 10 min to 6 h; the
 //! 1 h report's heap peak (heaptrack, 83.5 MB, was 112 MB) is report.html's string as it is
 //! built (a 16.5 MB page growing by doubling), bounded by the page's 2 M value budget and
-//! the image sizes, not by the run's length.
+//! the image sizes, not by the run's length. The recordings carry meminfo.csv every 10 ms
+//! (as `record` writes it), folded by `report/fold.rs` as it is read: 2026-12-01, load
+//! average 1-2, with envelopes: 10 min 4.9 s / 108 MB, 1 h 27.3 s / 106 MB, 6 h 171 s /
+//! 110 MB.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -128,7 +131,29 @@ fn generate(dir: &Path, secs: u64, stop: &AtomicBool) -> anyhow::Result<Option<u
             stats: None,
         },
     );
+    meta.samplers.insert(
+        "meminfo".into(),
+        SamplerMeta {
+            file: diskpulse::format::procfs::MEMINFO_FILE.into(),
+            interval_us: 10_000,
+            source: None,
+            stats: None,
+        },
+    );
     meta.write(&dir.join(diskpulse::format::meta::FILE))?;
+    // meminfo.csv every 10 ms, as `record` writes it by default: Dirty grows with the
+    // steady writes and falls at each device 0 burst, Writeback rises during it.
+    let mut mem = std::io::BufWriter::new(std::fs::File::create(
+        dir.join(diskpulse::format::procfs::MEMINFO_FILE),
+    )?);
+    {
+        use std::io::Write as _;
+        writeln!(
+            mem,
+            "{}",
+            diskpulse::format::procfs::header(&diskpulse::format::procfs::MEM_COLUMNS)
+        )?;
+    }
     let events = EventLog::create(
         &dir.join(diskpulse::format::events::FILE),
         collectors::clock::Clock::start(),
@@ -196,6 +221,25 @@ fn generate(dir: &Path, secs: u64, stop: &AtomicBool) -> anyhow::Result<Option<u
         }
         sink.row_done(t);
         env.done(t);
+        if ms % 10 == 0 {
+            use std::io::Write as _;
+            let phase = ms % 5000;
+            let dirty = if phase < 1000 {
+                4000 + phase * 60
+            } else {
+                4000 + (phase - 1000) * 2
+            };
+            let writeback = if (1000..1060).contains(&phase) {
+                50_000
+            } else {
+                rng.below(64)
+            };
+            writeln!(mem, "{t},{dirty},{writeback},8000000,20000000")?;
+        }
+    }
+    {
+        use std::io::Write as _;
+        mem.flush()?;
     }
     env.finish()?;
     sink.finish()?;
