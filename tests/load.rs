@@ -158,6 +158,17 @@ async fn request_reply_and_cast() {
     assert_eq!(r.role(Role::Pub).ops, 300);
     let rep = r.role(Role::Reply);
     assert_eq!((rep.ops, rep.errors), (300, 0), "{rep:?}\n{}", r.events);
+
+    // A cast's responders read raw in one queue group: each message counted once in
+    // all (not once per responder), and both take a share.
+    let r = load(&s.url(), &["cast", "--reply", "2", "--msgs", "20000"])
+        .await
+        .unwrap();
+    assert_eq!(r.role(Role::Pub).ops, 20000);
+    let rep = r.role(Role::Reply);
+    assert_eq!((rep.ops, rep.errors), (20000, 0), "{rep:?}\n{}", r.events);
+    let each: Vec<u64> = r.clients(Role::Reply).iter().map(|c| c.ops).collect();
+    assert!(each.len() == 2 && each.iter().all(|&n| n > 0), "{each:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -282,8 +282,8 @@ pub struct LoadArgs {
     /// obj-put: getting consumers started with the putters; obj-get: consumers (default: --clients).
     #[arg(long, default_value_t = 0)]
     pub consumers: usize,
-    /// Core publish and subscribe through async-nats even where the raw protocol writer
-    /// and reader could be used.
+    /// Core publish and subscribe (and a cast's responders) through async-nats even where
+    /// the raw protocol writer and reader could be used.
     #[arg(long)]
     pub no_raw: bool,
     /// pub --sub M: flow control, messages the publishers may be ahead of the slowest
@@ -676,6 +676,8 @@ impl LoadArgs {
         );
         let others = match self.mode {
             Mode::Pub => self.sub.saturating_mul(if raw_subs { 2 } else { 1 }),
+            // A cast's responders read raw beside their async-nats client (see rawsub).
+            Mode::Cast if self.connect.is_plain() && !self.no_raw => self.reply.saturating_mul(2),
             Mode::Request | Mode::Cast | Mode::AmqpCall | Mode::AmqpCast => self.reply,
             Mode::JsPub | Mode::AmqpPub => self.consume,
             Mode::ObjPut => self.consumers,

@@ -260,9 +260,15 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
             } else {
                 None
             };
-            // Core subscribers likewise read the protocol themselves (see rawsub).
-            let raw_sub = if role == Role::Sub && a.connect.is_plain() && !a.no_raw {
-                rawsub::RawSubConn::connect(&url, &name, &a.subject).await?
+            // Core subscribers likewise read the protocol themselves (see rawsub), and so
+            // do a cast's responders (in their queue group): they only count, and an
+            // async-nats subscription drops what its channel cannot hold when the
+            // publisher outruns it (seen under --inject-latency, whose proxy takes the
+            // publisher's writes without back pressure).
+            let raw_role = role == Role::Sub || (role == Role::Reply && a.mode == Mode::Cast);
+            let raw_sub = if raw_role && a.connect.is_plain() && !a.no_raw {
+                let queue = (role == Role::Reply).then_some(roles::REPLY_QUEUE);
+                rawsub::RawSubConn::connect(&url, &name, &a.subject, queue).await?
             } else {
                 None
             };

@@ -52,6 +52,8 @@ pub struct RawSubConn {
     url: String,
     name: String,
     subject: String,
+    /// The queue group it subscribed in (`cast --reply M`'s responders share one).
+    queue: Option<String>,
 }
 
 /// Position of the `\n` ending the first line of `b`.
@@ -79,10 +81,16 @@ fn msg_size(line: &[u8]) -> Option<usize> {
 }
 
 impl RawSubConn {
-    /// Connects and subscribes to `subject` when the server lets a plain client in;
-    /// `Ok(None)` when it needs TLS or auth (use async-nats then). Returns after the
-    /// server's PONG: the subscription is in place before any publisher starts.
-    pub async fn connect(url: &str, name: &str, subject: &str) -> anyhow::Result<Option<Self>> {
+    /// Connects and subscribes to `subject` (in queue group `queue` if given) when the
+    /// server lets a plain client in; `Ok(None)` when it needs TLS or auth (use
+    /// async-nats then). Returns after the server's PONG: the subscription is in place
+    /// before any publisher starts.
+    pub async fn connect(
+        url: &str,
+        name: &str,
+        subject: &str,
+        queue: Option<&str>,
+    ) -> anyhow::Result<Option<Self>> {
         let Some(hp) = host_port(url) else {
             return Ok(None);
         };
@@ -117,7 +125,11 @@ impl RawSubConn {
             "lang": "rust-diskpulse-raw", "version": env!("CARGO_PKG_VERSION"), "protocol": 1,
             "echo": true, "headers": false, "no_responders": false,
         });
-        w.write_all(format!("CONNECT {connect}\r\nSUB {subject} 1\r\nPING\r\n").as_bytes())
+        let sub = match queue {
+            Some(q) => format!("{subject} {q}"),
+            None => subject.to_string(),
+        };
+        w.write_all(format!("CONNECT {connect}\r\nSUB {sub} 1\r\nPING\r\n").as_bytes())
             .await?;
         // Up to the PONG: only INFO, +OK, PING or -ERR can come before it.
         loop {
@@ -134,6 +146,7 @@ impl RawSubConn {
                         url: url.to_string(),
                         name: name.to_string(),
                         subject: subject.to_string(),
+                        queue: queue.map(str::to_string),
                     }));
                 }
                 if line == "PING" {
@@ -159,7 +172,7 @@ impl RawSubConn {
             wait = Duration::from_millis(250);
             let again = tokio::time::timeout(
                 Duration::from_secs(1),
-                RawSubConn::connect(&self.url, &self.name, &self.subject),
+                RawSubConn::connect(&self.url, &self.name, &self.subject, self.queue.as_deref()),
             )
             .await;
             if let Ok(Ok(Some(c))) = again {

@@ -195,7 +195,11 @@ impl RoleWorker for Requester {
     }
 }
 
-/// Responders in queue group `diskpulse`.
+/// The queue group of the responders.
+pub const REPLY_QUEUE: &str = "diskpulse";
+
+/// Responders in queue group [`REPLY_QUEUE`]; a cast's (which only count) read the
+/// protocol themselves when they can (see rawsub).
 struct Replier;
 
 impl RoleWorker for Replier {
@@ -205,9 +209,13 @@ impl RoleWorker for Replier {
 
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         async move {
+            if let Some(raw) = c.raw_sub {
+                // Subscribed already, in the queue group.
+                return ready(move |st: Start| raw_receive_loop(raw, st.rec, st.ctx, None).boxed());
+            }
             let sub = c
                 .client
-                .queue_subscribe(s.subject.clone(), "diskpulse".into())
+                .queue_subscribe(s.subject.clone(), REPLY_QUEUE.into())
                 .await?;
             connect::round_trip(&c.client).await?;
             let inbox = Responder {
