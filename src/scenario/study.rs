@@ -372,6 +372,23 @@ fn figure_stats(
     (figs, cells)
 }
 
+/// The group `key` of `groups`, added last (made by `new`) the first time it is seen:
+/// groups keep the order their first members came in.
+fn group_in<'g, V>(
+    groups: &'g mut Vec<(String, V)>,
+    key: &str,
+    new: impl FnOnce() -> V,
+) -> &'g mut V {
+    let i = match groups.iter().position(|(k, _)| k == key) {
+        Some(i) => i,
+        None => {
+            groups.push((key.to_string(), new()));
+            groups.len() - 1
+        }
+    };
+    &mut groups[i].1
+}
+
 /// Writes study.json, study.csv, study.md and report.html from the runs in study.json.
 pub fn write_reports(study: &Path) -> anyhow::Result<()> {
     let mut sj = Study::read(study)?;
@@ -380,14 +397,12 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
         .iter()
         .map(|r| (r.clone(), figures(&study.join(&r.dir))))
         .collect();
-    // Per cell.
-    // Per cell: its parameters and the figures of its runs.
+    // Per cell: its parameters and the figures of its runs, in the order the cells ran
+    // (the matrix's order as written: 0ms, 10ms, 50ms, 100ms, not sorted as text).
     type Cell<'a> = (Vec<(String, String)>, Vec<&'a Figures>);
-    let mut cells: BTreeMap<String, Cell> = BTreeMap::new();
+    let mut cells: Vec<(String, Cell)> = vec![];
     for (r, x) in per_run.iter().filter(|(r, _)| r.ok()) {
-        cells
-            .entry(r.cell.clone())
-            .or_insert_with(|| (r.params.clone(), vec![]))
+        group_in(&mut cells, &r.cell, || (r.params.clone(), vec![]))
             .1
             .push(x);
     }
@@ -432,9 +447,9 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
     for k in &params {
         md.push_str(&format!("\n## By {k}\n\n"));
         md.push_str(&header(&[k.clone(), "runs".into()]));
-        let mut groups: BTreeMap<String, Vec<&Figures>> = BTreeMap::new();
+        let mut groups: Vec<(String, Vec<&Figures>)> = vec![];
         for (r, x) in per_run.iter().filter(|(r, _)| r.ok()) {
-            groups.entry(r.param(k).to_string()).or_default().push(x);
+            group_in(&mut groups, r.param(k), Vec::new).push(x);
         }
         let mut rows = vec![];
         for (v, xs) in &groups {
@@ -613,5 +628,66 @@ mod tests {
             row.contains(",1256,") || row.trim_end().ends_with(",1256"),
             "{row}"
         );
+    }
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+    use crate::format::study::{StudyCell, StudyRun};
+
+    /// The tables list cells and axis values in the order the matrix gave them (the
+    /// order the runs ran), not sorted as text ("100ms" before "10ms").
+    #[test]
+    fn tables_keep_the_matrix_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let lat = ["0ms", "10ms", "50ms", "100ms"];
+        let mut sj = Study {
+            scenario: "order".into(),
+            status: "ok".into(),
+            ..Default::default()
+        };
+        for l in lat {
+            for m in ["call", "cast"] {
+                let params = vec![("latency".into(), l.into()), ("mode".into(), m.into())];
+                let id = format!("latency-{l}_mode-{m}");
+                sj.cells.push(StudyCell {
+                    id: id.clone(),
+                    params: params.clone(),
+                });
+                std::fs::create_dir_all(dir.path().join(&id)).unwrap();
+                sj.runs.push(StudyRun {
+                    cell: id.clone(),
+                    params,
+                    repeat: 1,
+                    dir: id,
+                    status: "ok".into(),
+                    ..Default::default()
+                });
+            }
+        }
+        std::fs::write(
+            dir.path().join(crate::format::study::JSON_FILE),
+            serde_json::to_string(&sj).unwrap(),
+        )
+        .unwrap();
+        write_reports(dir.path()).unwrap();
+        let md = std::fs::read_to_string(dir.path().join("study.md")).unwrap();
+        let (cells, by) = md.split_once("## By latency").unwrap();
+        let rows = |s: &str| -> Vec<String> {
+            s.lines()
+                .filter_map(|l| l.strip_prefix("| "))
+                .filter_map(|l| l.split(" | ").next())
+                .filter(|v| v.ends_with("ms"))
+                .map(str::to_string)
+                .collect()
+        };
+        let want: Vec<String> = lat
+            .iter()
+            .flat_map(|l| [l.to_string(), l.to_string()])
+            .collect();
+        assert_eq!(rows(cells), want, "{md}");
+        let by = by.split("## By mode").next().unwrap();
+        assert_eq!(rows(by), lat.map(String::from).to_vec(), "{md}");
     }
 }
