@@ -28,9 +28,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use futures::StreamExt;
 
-use diskpulse::agent::{encode_batch, subject, Status};
+use diskpulse::agent::{answer_clock, encode_batch, subject, Status};
 
 const BATCH_EVERY: Duration = Duration::from_millis(100);
 const DEVICES: u64 = 4;
@@ -68,18 +67,11 @@ async fn agent(
 ) -> anyhow::Result<()> {
     let zero = Instant::now();
     let base_ns = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos() as u64;
-    let now = move || base_ns + zero.elapsed().as_nanos() as u64;
-    let mut clock = client.subscribe(subject(&name, "clock")).await?;
-    let c2 = client.clone();
-    let clock_task = tokio::spawn(async move {
-        while let Some(m) = clock.next().await {
-            let t2 = now();
-            if let Some(reply) = m.reply {
-                let t3 = now();
-                let _ = c2.publish(reply, Bytes::from(format!("{t2} {t3}"))).await;
-            }
-        }
-    });
+    // Clock requests answered as the agent answers them.
+    let clock_task = answer_clock(&client, &name, move || {
+        base_ns + zero.elapsed().as_nanos() as u64
+    })
+    .await?;
     let mut seq = [0u64; 3];
     let mut counters = [[0u64; 17]; DEVICES as usize];
     let mut tick = tokio::time::interval(BATCH_EVERY);

@@ -101,6 +101,30 @@ pub fn decode_batch(b: &[u8]) -> Option<(BatchHead, &[u8])> {
     ))
 }
 
+/// Answers clock requests on `diskpulse.<node>.clock` with the receive and send stamps
+/// `now` gives (ns on the agent's clock): the reply is `<t2> <t3>`. The task runs until
+/// aborted or the connection ends.
+pub async fn answer_clock(
+    client: &async_nats::Client,
+    node: &str,
+    now: impl Fn() -> u64 + Send + 'static,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    use futures::StreamExt;
+    let mut sub = client.subscribe(subject(node, "clock")).await?;
+    let c = client.clone();
+    Ok(tokio::spawn(async move {
+        while let Some(m) = sub.next().await {
+            let t2 = now();
+            if let Some(reply) = m.reply {
+                let t3 = now();
+                let _ = c
+                    .publish(reply, bytes::Bytes::from(format!("{t2} {t3}")))
+                    .await;
+            }
+        }
+    }))
+}
+
 /// An agent's heartbeat (`diskpulse.<node>.status`, JSON, every second).
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct Status {

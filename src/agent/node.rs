@@ -417,18 +417,7 @@ async fn publish_loop(
     let published = Arc::new(AtomicU64::new(0));
     let reconnects = Arc::new(AtomicU64::new(0));
     // Clock requests: the receive and send stamps on the samples' clock.
-    let now = move || base_ns + clock.now_ns();
-    let mut clock_sub = client.subscribe(subject(&node, "clock")).await?;
-    let c2 = client.clone();
-    let clock_task = tokio::spawn(async move {
-        while let Some(m) = clock_sub.next().await {
-            let t2 = now();
-            if let Some(reply) = m.reply {
-                let t3 = now();
-                let _ = c2.publish(reply, Bytes::from(format!("{t2} {t3}"))).await;
-            }
-        }
-    });
+    let clock_task = super::answer_clock(&client, &node, move || base_ns + clock.now_ns()).await?;
     // Resend requests: `<source> <from> <to>`, answered by publishing the batches again on
     // their subject and replying with how many.
     let mut resend_sub = client.subscribe(subject(&node, "resend")).await?;
