@@ -159,7 +159,10 @@ fn a_live_scrape_sees_a_10ms_peak_above_the_1s_mean_and_costs_no_samples() {
     // What the scrapes cost is measured against the same run, from the endpoint's own
     // sample counter and run clock: the share of 1 ms samples missing while they ran,
     // beside the share missing over the 1 s scrapes before (other tests of this binary
-    // run at once on 2 cores, so the whole run's share alone says little).
+    // run at once on 2 cores, so the whole run's share alone says little). The 3% allowed
+    // beyond twice the slow phase's share is one 45 ms stall of a loaded machine in the
+    // 1.5 s phase; a sampler that waited for scrapes would lose a share per scrape (20%
+    // at 1 ms a scrape), and fail.
     let mut scrapes = 0;
     let fast = Instant::now();
     let mut fast_pages = vec![];
@@ -207,7 +210,7 @@ fn a_live_scrape_sees_a_10ms_peak_above_the_1s_mean_and_costs_no_samples() {
         "{got} of {want} samples: the sampler stalled"
     );
     assert!(
-        lost_fast <= 2.0 * lost_slow + 0.01,
+        lost_fast <= 2.0 * lost_slow + 0.03,
         "the scrapes cost samples: {:.2}% lost while scraping every 5 ms, {:.2}% every 1 s",
         lost_fast * 100.0,
         lost_slow * 100.0
