@@ -56,7 +56,7 @@ fn a_live_scrape_sees_a_10ms_peak_above_the_1s_mean_and_costs_no_samples() {
     let out = tempfile::tempdir().unwrap();
     let run = out.path().join("run");
     let mut rec = diskpulse()
-        .args(["record", "--device", lo.name(), "--duration", "12s"])
+        .args(["record", "--device", lo.name(), "--duration", "14s"])
         .args(["--listen", "127.0.0.1:0", "--out"])
         .arg(&run)
         .stderr(Stdio::piped())
@@ -154,24 +154,40 @@ fn a_live_scrape_sees_a_10ms_peak_above_the_1s_mean_and_costs_no_samples() {
             "promtool check metrics: {said}"
         );
     }
-    // A scrape every 5 ms for 1.5 s (the recording runs 12 s: the phase above may take
-    // several seconds more than its 5 on a loaded machine): the sampler keeps its deadlines.
-    // What the scrapes cost is measured against the same run, from the endpoint's own
-    // sample counter and run clock: the share of 1 ms samples missing while they ran,
-    // beside the share missing over the 1 s scrapes before (other tests of this binary
-    // run at once on 2 cores, so the whole run's share alone says little). The 3% allowed
-    // beyond twice the slow phase's share is one 45 ms stall of a loaded machine in the
-    // 1.5 s phase; a sampler that waits for scrapes fails (made to wait 2 ms a scrape, it
-    // lost 6.6% while scraping every 5 ms against 0.65% every 1 s).
+    // What scraping every 5 ms costs the 1 ms sampler, measured in the same run from the
+    // endpoint's own sample counter and run clock: alternate 500 ms of scrapes every 5 ms
+    // ("busy") with 500 ms of none ("quiet", bracketed by one scrape at each end), up to 5
+    // times. Interleaved, the two see the same machine (other tests of this binary run at
+    // once on 2 cores). The medians of the cycles' shares of missing samples are compared:
+    // one stall of a loaded machine (a CI run once lost 22 samples in one go) hits one
+    // cycle, a cost of the scrapes hits every busy one. Made to wait 2 ms a scrape, the
+    // sampler lost 2.9% while busy against 0.16% quiet: the 1% bound fails it.
+    let at = |p: &str| {
+        (
+            one(p, "diskpulse_samples_total", "").unwrap(),
+            one(p, "diskpulse_recording_seconds", "").unwrap(),
+        )
+    };
+    // [busy, quiet]: each cycle's (samples taken, samples due at 1 ms).
+    let mut phases: [Vec<(f64, f64)>; 2] = [vec![], vec![]];
     let mut scrapes = 0;
-    let fast = Instant::now();
-    let mut fast_pages = vec![];
-    while fast.elapsed() < Duration::from_millis(1500)
-        && t0.elapsed() < Duration::from_millis(11_500)
-    {
-        fast_pages.push(get(&addr, "/metrics").1);
-        scrapes += 1;
-        std::thread::sleep(Duration::from_millis(5));
+    while phases[1].len() < 5 && t0.elapsed() < Duration::from_millis(12_500) {
+        for (k, phase) in phases.iter_mut().enumerate() {
+            let start = Instant::now();
+            let (n0, s0) = at(&get(&addr, "/metrics").1);
+            let mut last = (n0, s0);
+            while start.elapsed() < Duration::from_millis(500) {
+                std::thread::sleep(Duration::from_millis(if k == 0 { 5 } else { 50 }));
+                if k == 0 {
+                    last = at(&get(&addr, "/metrics").1);
+                    scrapes += 1;
+                }
+            }
+            if k == 1 {
+                last = at(&get(&addr, "/metrics").1);
+            }
+            phase.push((last.0 - n0, (last.1 - s0) / 1e-3));
+        }
     }
     let st = rec.wait().unwrap();
     assert!(st.success());
@@ -181,39 +197,43 @@ fn a_live_scrape_sees_a_10ms_peak_above_the_1s_mean_and_costs_no_samples() {
         s["samples"].as_u64().unwrap(),
         s["expected"].as_u64().unwrap(),
     );
-    assert!(scrapes > 50, "{scrapes}");
-    // (samples taken, samples due) between the first and the last of `pages`.
-    let lost = |pages: &[String]| {
-        let at = |p: &String| {
-            (
-                one(p, "diskpulse_samples_total", "").unwrap(),
-                one(p, "diskpulse_recording_seconds", "").unwrap(),
-            )
-        };
-        let (n0, t0) = at(pages.first().unwrap());
-        let (n1, t1) = at(pages.last().unwrap());
-        let due = (t1 - t0) / 1e-3;
-        assert!(due > 500.0, "the scrapes spanned {:.3} s", t1 - t0);
-        ((1.0 - (n1 - n0) / due).max(0.0), n1 - n0, due)
+    let median_lost = |cycles: &[(f64, f64)]| {
+        let mut l: Vec<f64> = cycles
+            .iter()
+            .map(|(n, due)| (1.0 - n / due).max(0.0))
+            .collect();
+        l.sort_by(f64::total_cmp);
+        l[l.len() / 2]
     };
-    let (lost_fast, n_fast, due_fast) = lost(&fast_pages);
-    let (lost_slow, n_slow, due_slow) = lost(&pages);
+    let (lost_busy, lost_quiet) = (median_lost(&phases[0]), median_lost(&phases[1]));
+    let show = |cycles: &[(f64, f64)]| {
+        let l: Vec<String> = cycles
+            .iter()
+            .map(|(n, due)| format!("{n}/{due:.0}"))
+            .collect();
+        l.join(" ")
+    };
     eprintln!(
-        "{scrapes} fast scrapes; {got} samples of {want} expected; lost {:.2}% while \
-         scraping every 5 ms ({n_fast} of {due_fast:.0}), {:.2}% while scraping every 1 s \
-         ({n_slow} of {due_slow:.0})",
-        lost_fast * 100.0,
-        lost_slow * 100.0
+        "{scrapes} fast scrapes; {got} samples of {want} expected; median share lost \
+         {:.2}% while scraping every 5 ms ({}), {:.2}% between ({})",
+        lost_busy * 100.0,
+        show(&phases[0]),
+        lost_quiet * 100.0,
+        show(&phases[1]),
+    );
+    assert!(
+        scrapes > 50 && phases[1].len() >= 2,
+        "{scrapes} scrapes, {phases:?}"
     );
     assert!(
         got as f64 >= 0.95 * want as f64,
         "{got} of {want} samples: the sampler stalled"
     );
     assert!(
-        lost_fast <= 2.0 * lost_slow + 0.03,
-        "the scrapes cost samples: {:.2}% lost while scraping every 5 ms, {:.2}% every 1 s",
-        lost_fast * 100.0,
-        lost_slow * 100.0
+        lost_busy <= 2.0 * lost_quiet + 0.01,
+        "the scrapes cost samples: {:.2}% lost while scraping every 5 ms, {:.2}% between",
+        lost_busy * 100.0,
+        lost_quiet * 100.0
     );
     let (disks, _) = diskpulse::format::diskstats::read(&run.join("diskstats.csv.gz")).unwrap();
     let d = disks.iter().find(|d| d.name == lo.name()).unwrap();
