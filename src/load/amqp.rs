@@ -657,12 +657,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         }));
     }
     drop(tx);
-    let mut panicked = None;
-    for t in tasks {
-        if let Err(e) = t.await {
-            panicked.get_or_insert(e);
-        }
-    }
+    let panicked = super::workers::join_workers(tasks).await;
     let ended_ns = clock.now_ns();
     let collected = collector.await??;
     env.events.event("load_stop", serde_json::json!({}));
@@ -670,13 +665,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     if let Some(e) = panicked {
         anyhow::bail!("a load worker failed: {e}");
     }
-    let proxies = proxies
-        .into_iter()
-        .map(|mut p| {
-            p.close();
-            p.report()
-        })
-        .collect();
+    let proxies = super::workers::close_proxies(proxies);
     Ok(LoadOutcome {
         proxies,
         stream_check: None,

@@ -391,12 +391,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         }));
     }
     drop(tx);
-    let mut panicked = None;
-    for t in tasks {
-        if let Err(e) = t.await {
-            panicked.get_or_insert(e);
-        }
-    }
+    let panicked = workers::join_workers(tasks).await;
     let ended_ns = clock.now_ns();
     let mut collected = collector.await??;
     env.events.event("load_stop", serde_json::json!({}));
@@ -451,13 +446,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         None => None,
     };
     let w = a.window_for(main);
-    let proxies = proxies
-        .into_iter()
-        .map(|mut p| {
-            p.close();
-            p.report()
-        })
-        .collect();
+    let proxies = workers::close_proxies(proxies);
     Ok(LoadOutcome {
         proxies,
         stream_check,

@@ -139,6 +139,31 @@ impl Drop for SenderGuard {
     }
 }
 
+/// Awaits every worker task of a run: the first that panicked, if one did (the run's
+/// other workers still end first, so their figures are kept).
+pub async fn join_workers<T>(
+    tasks: Vec<tokio::task::JoinHandle<T>>,
+) -> Option<tokio::task::JoinError> {
+    let mut panicked = None;
+    for t in tasks {
+        if let Err(e) = t.await {
+            panicked.get_or_insert(e);
+        }
+    }
+    panicked
+}
+
+/// Closes a run's `--inject-latency` proxies: what each measured.
+pub fn close_proxies(proxies: Vec<crate::proxy::ProxyHandle>) -> Vec<crate::proxy::ProxyReport> {
+    proxies
+        .into_iter()
+        .map(|mut p| {
+            p.close();
+            p.report()
+        })
+        .collect()
+}
+
 /// A sender's payloads: one shared `Bytes`, or stamped copies carved from an arena.
 pub struct Payloads {
     fixed: Bytes,
