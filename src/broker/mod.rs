@@ -42,7 +42,7 @@ pub use cluster::{Cluster, ClusterOptions, OnNodeStart, DEFAULT_CLUSTER_NAME};
 use config::{config_text, free_ports, ClusterConf};
 pub use config::{find_nats_server, log_tail, nats_server_version, SyncMode};
 pub use monitor::{start_monitor, start_monitor_to, MonitorStats, ServerPollStats};
-pub use rabbitmq::{RabbitNode, RabbitOptions};
+pub use rabbitmq::{RabbitNode, RabbitOptions, RabbitTls};
 
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::process::CommandExt;

@@ -72,6 +72,20 @@ pub struct RabbitOptions {
     pub run_dir: PathBuf,
     /// Short name: the node is `dp-<name>-<pid>@localhost`.
     pub name: String,
+    /// An `amqps://` listener beside the plain one ([`RabbitNode::amqps_url`]).
+    pub tls: Option<RabbitTls>,
+}
+
+/// The node's TLS listener: PEM files (the key unencrypted).
+#[derive(Debug, Clone)]
+pub struct RabbitTls {
+    /// The CA that signs the clients' certificates (and usually the node's).
+    pub ca: PathBuf,
+    /// The node's certificate (naming 127.0.0.1) and its key.
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// Refuse a client that presents no certificate signed by `ca`.
+    pub require_client_cert: bool,
 }
 
 impl RabbitOptions {
@@ -81,6 +95,7 @@ impl RabbitOptions {
             store_dir,
             run_dir,
             name: "rabbit".into(),
+            tls: None,
         }
     }
 }
@@ -147,6 +162,8 @@ pub fn rabbitmq_version(binary: &Path) -> String {
 #[derive(Debug, Clone, Copy, Default)]
 struct Ports {
     amqp: u16,
+    /// The TLS listener's (with [`RabbitOptions::tls`]).
+    amqps: u16,
     dist: u16,
     epmd: u16,
     prometheus: u16,
@@ -234,6 +251,23 @@ impl RabbitNode {
              prometheus.tcp.port = {}\n",
             p.amqp, p.prometheus
         );
+        if let Some(t) = &self.opts.tls {
+            use std::fmt::Write;
+            let _ = write!(
+                self.config_text,
+                "listeners.ssl.default = 127.0.0.1:{}\n\
+                 ssl_options.cacertfile = {}\n\
+                 ssl_options.certfile = {}\n\
+                 ssl_options.keyfile = {}\n\
+                 ssl_options.verify = verify_peer\n\
+                 ssl_options.fail_if_no_peer_cert = {}\n",
+                p.amqps,
+                t.ca.display(),
+                t.cert.display(),
+                t.key.display(),
+                t.require_client_cert
+            );
+        }
         fs::write(&self.config_path, &self.config_text)
             .with_context(|| format!("cannot write {}", self.config_path.display()))?;
         fs::write(&self.plugins_path, "[rabbitmq_prometheus].\n")
@@ -245,12 +279,13 @@ impl RabbitNode {
         loop {
             attempt += 1;
             if fresh_ports || attempt > 1 {
-                let p = free_ports(4)?;
+                let p = free_ports(5)?;
                 self.configure(Ports {
                     amqp: p[0],
                     dist: p[1],
                     epmd: p[2],
                     prometheus: p[3],
+                    amqps: p[4],
                 })?;
             }
             match self.try_start().await? {
@@ -439,6 +474,14 @@ impl RabbitNode {
     /// `amqp://127.0.0.1:PORT` (the guest user, allowed on loopback).
     pub fn amqp_url(&self) -> String {
         format!("amqp://127.0.0.1:{}/%2f", self.ports.amqp)
+    }
+
+    /// `amqps://127.0.0.1:PORT` with [`RabbitOptions::tls`] (the guest user, on loopback).
+    pub fn amqps_url(&self) -> Option<String> {
+        self.opts
+            .tls
+            .as_ref()
+            .map(|_| format!("amqps://127.0.0.1:{}/%2f", self.ports.amqps))
     }
 
     /// `http://127.0.0.1:PORT/metrics`: the rabbitmq_prometheus endpoint.

@@ -61,7 +61,10 @@
 //!   uncounted (it comes again). A stream queue's consumer starts again from the first
 //!   offset after a reconnect: everything it had read is then `duplicate`.
 //! - A failure on a live connection (the broker closed the channel: a refusal, not an
-//!   outage) ends the client as before. Not yet: TLS (`amqps://`).
+//!   outage) ends the client as before.
+//! - TLS: `amqps://` (default port 5671) verifies the broker's certificate against the
+//!   system's roots and `--tls-ca`'s, and presents `--tls-cert`/`--tls-key` (PEM, the key
+//!   PKCS#8) when given; the files are read at each connect (rustls, through lapin).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,6 +78,7 @@ use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
     ConfirmSelectOptions, QueueDeclareOptions, QueuePurgeOptions,
 };
+use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::Confirmation;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
@@ -94,7 +98,7 @@ const REPLY_TO: &str = "amq.rabbitmq.reply-to";
 const IDLE_NS: u64 = 1_000_000_000;
 /// The largest message RabbitMQ 3.10 accepts by default (`max_message_size`, 128 MiB).
 pub const MAX_AMQP_MESSAGE: u64 = 128 << 20;
-/// An AMQP URL cut around its host:port (default port 5672): `amqp://u:p@h:5672/vh` ->
+/// An AMQP URL cut around its host:port (default port 5672, amqps 5671): `amqp://u:p@h:5672/vh` ->
 /// (`amqp://u:p@`, `h:5672`, `/vh`), so a proxy's address can take the host's place.
 fn split_amqp_url(url: &str) -> (String, String, String) {
     let t = url.trim();
@@ -112,6 +116,8 @@ fn split_amqp_url(url: &str) -> (String, String, String) {
         .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
     {
         hp.to_string()
+    } else if scheme.eq_ignore_ascii_case("amqps") {
+        format!("{hp}:5671")
     } else {
         format!("{hp}:5672")
     };
@@ -125,7 +131,8 @@ fn amqp_through(url: &str, addr: std::net::SocketAddr) -> String {
 }
 
 /// How `--server` takes an AMQP URL.
-pub const AMQP_URL_FORM: &str = "amqp://[user:password@]host[:port][/vhost] (port default 5672)";
+pub const AMQP_URL_FORM: &str =
+    "amqp://[user:password@]host[:port][/vhost] (port default 5672), or amqps:// for TLS (5671)";
 
 /// Checks an AMQP server URL; the error says what is wrong, without the URL.
 pub fn parse_amqp_url(input: &str) -> Result<(), String> {
@@ -134,9 +141,8 @@ pub fn parse_amqp_url(input: &str) -> Result<(), String> {
         return Err(format!("no scheme: an AMQP URL is {AMQP_URL_FORM}"));
     };
     match scheme.to_ascii_lowercase().as_str() {
-        "amqp" => {}
-        "amqps" => return Err("amqps:// (TLS) is not supported yet; use amqp://".into()),
-        s => return Err(format!("scheme '{s}' is not amqp")),
+        "amqp" | "amqps" => {}
+        s => return Err(format!("scheme '{s}' is not amqp or amqps")),
     }
     let hostport = rest.split('/').next().unwrap_or("");
     let hostport = hostport.rsplit_once('@').map_or(hostport, |(_, h)| h);
@@ -172,13 +178,26 @@ pub fn validate(a: &LoadArgs) -> anyhow::Result<()> {
         ("--token", a.connect.token.is_some()),
         ("--creds", a.connect.creds.is_some()),
         ("--nkey", a.connect.nkey.is_some()),
-        ("--tls-ca", a.connect.tls_ca.is_some()),
     ];
     if let Some((flag, _)) = nats_auth.iter().find(|(_, g)| *g) {
         return Err(usage!(
             "{flag} is a NATS connection flag; {} takes the user and password in the URL (--server amqp://USER:PASSWORD@HOST:PORT)",
             a.mode.cli_name()
         ));
+    }
+    a.connect.check_tls_files()?;
+    if a.connect.has_tls_files() {
+        let plain = a.connect.servers.iter().find(|u| {
+            !u.trim()
+                .get(..8)
+                .is_some_and(|s| s.eq_ignore_ascii_case("amqps://"))
+        });
+        if let Some(u) = plain {
+            return Err(usage!(
+                "--tls-ca, --tls-cert and --tls-key are for amqps:// servers; --server '{}' is not TLS: write it amqps://HOST[:5671], or leave the --tls-* flags out",
+                crate::redact::text(u)
+            ));
+        }
     }
     let q = &a.queue;
     if q.is_empty() || q.len() > 255 || q.starts_with("amq.") {
@@ -229,14 +248,58 @@ fn error_kind(e: &lapin::Error) -> &'static str {
     }
 }
 
+/// What an `amqps://` connection adds to the system's roots: `--tls-ca`'s certificates,
+/// and `--tls-cert` with `--tls-key` as the client's identity. Empty without them.
+fn tls_config(c: &super::connect::ConnectArgs) -> anyhow::Result<OwnedTLSConfig> {
+    let read = |flag: &str, p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| usage!("{flag} {}: {e}", p.display()))
+    };
+    let cert_chain = match &c.tls_ca {
+        Some(p) => Some(String::from_utf8(read("--tls-ca", p)?).map_err(|_| {
+            usage!(
+                "--tls-ca {}: not a PEM file (text with BEGIN CERTIFICATE)",
+                p.display()
+            )
+        })?),
+        None => None,
+    };
+    let identity = match (&c.tls_cert, &c.tls_key) {
+        (Some(cert), Some(key)) => Some(OwnedIdentity::PKCS8 {
+            pem: read("--tls-cert", cert)?,
+            key: read("--tls-key", key)?,
+        }),
+        _ => None,
+    };
+    Ok(OwnedTLSConfig {
+        identity,
+        cert_chain,
+    })
+}
+
 /// Connects a client; the error names the (redacted) URL and what to check.
-async fn connect(url: &str, name: &str) -> anyhow::Result<Connection> {
+async fn connect(a: &LoadArgs, url: &str, name: &str) -> anyhow::Result<Connection> {
     let props = ConnectionProperties::default().with_connection_name(name.into());
-    match tokio::time::timeout(CONNECT_TIMEOUT, Connection::connect(url, props)).await {
+    let tls = url
+        .trim()
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("amqps://"));
+    let config = if tls {
+        tls_config(&a.connect)?
+    } else {
+        OwnedTLSConfig::default()
+    };
+    let runtime = lapin::runtime::default_runtime()?;
+    let connecting = Connection::connect_with_config(url, props, config, runtime);
+    match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
         Ok(Ok(c)) => Ok(c),
         Ok(Err(e)) => Err(anyhow::anyhow!(
-            "cannot connect to the AMQP broker at {}: {e} (is RabbitMQ listening there, and are the user and password right?)",
-            crate::redact::text(url)
+            "cannot connect to the AMQP broker at {}: {e} ({})",
+            crate::redact::text(url),
+            if tls {
+                "is RabbitMQ's TLS listener there, does its certificate name this host, does --tls-ca name the CA that signed it, and, where the broker asks for a client certificate, do --tls-cert and --tls-key give one it trusts?"
+            } else {
+                "is RabbitMQ listening there, and are the user and password right?"
+            }
         )),
         Err(_) => Err(anyhow::anyhow!(
             "cannot connect to the AMQP broker at {}: no answer within {} s",
@@ -317,7 +380,7 @@ struct Link {
 impl Link {
     /// Connects, opens the channel and (for receivers and callers) the consumer.
     async fn open(a: Arc<LoadArgs>, role: Role, url: String, name: String) -> anyhow::Result<Link> {
-        let conn = connect(&url, &name).await?;
+        let conn = connect(&a, &url, &name).await?;
         let (ch, consumer) = open_channel(&a, role, &conn, &name).await?;
         Ok(Link {
             a,
@@ -366,7 +429,7 @@ impl Link {
             }
             attempts += 1;
             let attempt = async {
-                let conn = connect(&self.url, &self.name).await?;
+                let conn = connect(&self.a, &self.url, &self.name).await?;
                 let (ch, consumer) = open_channel(&self.a, self.role, &conn, &self.name).await?;
                 anyhow::Ok((conn, ch, consumer))
             };
@@ -529,7 +592,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         anyhow::bail!("no AMQP broker to connect to");
     }
     let server_of = |i: usize| env.servers[i % env.servers.len()].clone();
-    let setup = connect(&server_of(0), "diskpulse-setup").await?;
+    let setup = connect(a, &server_of(0), "diskpulse-setup").await?;
     prepare(a, &setup).await?;
 
     // --inject-latency: a proxy per broker; the main role's clients (publishers, callers,
@@ -1210,7 +1273,9 @@ mod tests {
             .unwrap_err()
             .contains("port"));
         assert!(parse_amqp_url("amqp://host:99999").is_err());
-        assert!(parse_amqp_url("amqps://host").unwrap_err().contains("TLS"));
+        assert!(parse_amqp_url("amqps://host").is_ok());
+        assert_eq!(split_amqp_url("amqps://u:p@h/vh").1, "h:5671");
+        assert_eq!(split_amqp_url("amqp://h").1, "h:5672");
         assert!(parse_amqp_url("host:5672").is_err());
         assert!(parse_amqp_url("amqp://:5672").is_err());
     }

@@ -647,11 +647,10 @@ impl LoadArgs {
         };
         crate::proxy::check("--inject-latency", delay, self.latency_jitter())
             .map_err(|e| usage!("{e}"))?;
-        let tls_url = self
-            .connect
-            .server_list()
-            .iter()
-            .any(|u| u.trim().to_ascii_lowercase().starts_with("tls://"));
+        let tls_url = self.connect.server_list().iter().any(|u| {
+            let u = u.trim().to_ascii_lowercase();
+            u.starts_with("tls://") || u.starts_with("amqps://")
+        });
         if tls_url || self.connect.tls_ca.is_some() || self.connect.tls_cert.is_some() {
             return Err(usage!(
                 "--inject-latency with TLS: the client would check the proxy's address (127.0.0.1) against the server's certificate; run `diskpulse proxy --listen HOST:PORT --upstream SERVER --delay ...` with a certificate naming HOST, or leave TLS out"

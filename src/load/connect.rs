@@ -113,12 +113,25 @@ impl ConnectArgs {
                 "--user and --password go together (also as $NATS_USER and $NATS_PASSWORD); give both, or neither"
             ));
         }
+        for (flag, p) in [
+            ("--creds ($NATS_CREDS)", &self.creds),
+            ("--nkey ($NATS_NKEY)", &self.nkey),
+        ] {
+            if let Some(p) = p {
+                if !p.is_file() {
+                    return Err(usage!("{flag} {}: no such file", p.display()));
+                }
+            }
+        }
+        self.check_tls_files()
+    }
+
+    /// `--tls-cert` with `--tls-key`, and each `--tls-*` file there (NATS and AMQP).
+    pub fn check_tls_files(&self) -> anyhow::Result<()> {
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err(usage!("--tls-cert and --tls-key go together"));
         }
         for (flag, p) in [
-            ("--creds ($NATS_CREDS)", &self.creds),
-            ("--nkey ($NATS_NKEY)", &self.nkey),
             ("--tls-ca", &self.tls_ca),
             ("--tls-cert", &self.tls_cert),
             ("--tls-key", &self.tls_key),
@@ -130,6 +143,11 @@ impl ConnectArgs {
             }
         }
         Ok(())
+    }
+
+    /// Whether any `--tls-*` flag is given.
+    pub fn has_tls_files(&self) -> bool {
+        self.tls_ca.is_some() || self.tls_cert.is_some() || self.tls_key.is_some()
     }
 
     /// No credentials and no TLS: a plain connection the raw publisher can make.
