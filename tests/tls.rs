@@ -394,7 +394,10 @@ fn nats_over_tls_with_a_client_certificate_publishes_and_is_refused_without_one(
     );
     // Without the client certificate: refused by the server.
     let (code, out, err) = load(&["pub", "--msgs", "10"], &tls[..2]);
-    eprintln!("without a client certificate: exit {code:?}: {}", err.trim());
+    eprintln!(
+        "without a client certificate: exit {code:?}: {}",
+        err.trim()
+    );
     assert_ne!(code, Some(0), "{out}\n{err}");
     assert!(err.contains(&url), "the error names the server: {err}");
     assert_eq!(out.matches("\"ops\"").count(), 0, "{out}");
