@@ -111,6 +111,9 @@ pub struct Live {
     /// scenario's AMQP load phase starts its own RabbitMQ node): its `/proc/PID/io`
     /// sampled and, with `--trace`, its sync calls traced as the broker's.
     pub process_hook: Option<crate::broker::OnNodeStart>,
+    /// The recording's `--chunk`/`--keep` (None when the run is not chunked or not
+    /// recorded): files written beside it (varz.csv, the agents' files) follow it.
+    pub flight: Option<Arc<crate::recording::chunks::Flight>>,
 }
 
 impl Live {
@@ -288,14 +291,23 @@ impl Session {
                 rabbit,
                 stop: Arc::new(AtomicBool::new(false)),
                 process_hook: rec.as_ref().map(|r| r.process_hook()),
+                flight: rec.as_ref().and_then(|r| r.flight()),
             };
             let mon_stop = Arc::new(AtomicBool::new(false));
-            let mon = match (&run_dir, targets.is_empty()) {
-                (Some(d), false) => {
+            // varz.csv, jsz.csv and rabbitmq_metrics.csv are cut by the recording's
+            // `--chunk` and dropped by its `--keep`, as its own files are.
+            let files = run_dir
+                .as_ref()
+                .map(|d| crate::recording::chunks::RunFiles {
+                    dir: d.clone(),
+                    flight: live.flight.clone(),
+                });
+            let mon = match (&files, targets.is_empty()) {
+                (Some(f), false) => {
                     match monitor::start_monitor(
                         targets,
                         clock,
-                        d,
+                        f,
                         events.clone(),
                         mon_stop.clone(),
                         monitor_interval,
@@ -313,12 +325,12 @@ impl Session {
                 _ => None,
             };
             // An embedded RabbitMQ node's /metrics, polled like /varz.
-            let rabbit_mon = match (&run_dir, &live.rabbit) {
-                (Some(d), Some(n)) => match crate::broker::rabbit_metrics::start(
+            let rabbit_mon = match (&files, &live.rabbit) {
+                (Some(f), Some(n)) => match crate::broker::rabbit_metrics::start(
                     n.name().to_string(),
                     &n.metrics_url(),
                     clock,
-                    d,
+                    f,
                     events.clone(),
                     mon_stop.clone(),
                     monitor_interval,

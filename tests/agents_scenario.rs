@@ -335,12 +335,10 @@ fn a_scenario_with_two_agents_records_both_nodes_and_names_a_missing_one() {
     drop(procs);
 }
 
-#[test]
-fn a_scenario_records_agents_through_servers_of_their_own() {
-    if !have_nats_server() {
-        return;
-    }
-    let d = tempfile::tempdir().unwrap();
+/// A nats-server of its own on a free port and one `diskpulse agent --name x` sampling
+/// `dir`'s device every 5 ms through it: the processes (killed on drop) and the URL.
+fn external_agent(dir: &Path) -> (Procs, String) {
+    let d = dir;
     let port = free_port();
     let url = format!("nats://127.0.0.1:{port}");
     let mut procs = Procs(vec![]);
@@ -364,13 +362,23 @@ fn a_scenario_records_agents_through_servers_of_their_own() {
     procs.0.push(
         diskpulse()
             .args(["agent", "--server", &url, "--name", "x", "--path"])
-            .arg(d.path())
+            .arg(d)
             .args(["--duration", "60s", "--interval", "5ms"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
     );
+    (procs, url)
+}
+
+#[test]
+fn a_scenario_records_agents_through_servers_of_their_own() {
+    if !have_nats_server() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (_procs, url) = external_agent(d.path());
     let f = d.path().join("ext.toml");
     std::fs::write(
         &f,
@@ -396,6 +404,134 @@ fn a_scenario_records_agents_through_servers_of_their_own() {
         csv.lines().next().unwrap().contains(",node_x_write_mib_s,"),
         "{csv}"
     );
+}
+
+/// `record --agents x --chunk 1s --keep 2s`: the agents' files are cut into chunks of one
+/// aligned second of their `t_ns` (their second cell, after `node`) and dropped by
+/// `--keep` as the recorder's own; their readers read the kept chunks, then the file,
+/// as one: every kept row once, each device's rows in order with no hole at a seam.
+#[test]
+fn record_agents_files_are_chunked_and_dropped_by_the_same_rules_and_read_as_one() {
+    if !have_nats_server() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (_procs, url) = external_agent(d.path());
+    let run = d.path().join("run");
+    let o = diskpulse()
+        .args(["record", "--no-progress", "--agents", "x", "--server", &url])
+        .args([
+            "--path",
+            "/var/tmp",
+            "--duration",
+            "6500ms",
+            "--chunk",
+            "1s",
+        ])
+        .args(["--keep", "2s", "--trigger-window", "1s", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "record failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let meta = read_json(&run.join("meta.json"));
+    let s = 1_000_000_000u64;
+    let mut kept_of = std::collections::BTreeMap::new();
+    for file in [
+        "agents_diskstats.csv.gz",
+        "agents_cpu.csv",
+        "agents_meminfo.csv",
+    ] {
+        let c = &meta["chunks"]["files"][file];
+        let closed = c["closed"]
+            .as_array()
+            .unwrap_or_else(|| panic!("meta.json chunks.files has no {file}: {}", meta["chunks"]));
+        let dropped = c["dropped"].as_array().unwrap();
+        assert!(
+            closed.len() >= 4,
+            "{file}: {} chunks closed: {c}",
+            closed.len()
+        );
+        assert!(!dropped.is_empty(), "{file}: --keep 2s dropped none: {c}");
+        let mut kept = 0;
+        for c in closed {
+            let name = c["file"].as_str().unwrap();
+            if dropped.iter().any(|d| d["file"] == name) {
+                assert!(!run.join(name).exists(), "{name} was dropped but is there");
+                continue;
+            }
+            if name.starts_with("chunks/") {
+                let (a, b) = (
+                    c["first_t_ns"].as_u64().unwrap(),
+                    c["last_t_ns"].as_u64().unwrap(),
+                );
+                assert!(
+                    a > 0,
+                    "{name}: a chunk's first t_ns is 0 (read from the node cell?)"
+                );
+                assert_eq!(a / s, b / s, "{name}: rows of more than one second: {c}");
+            }
+            kept += c["rows"].as_u64().unwrap();
+        }
+        eprintln!(
+            "{file}: {} chunks closed, {} dropped, {kept} rows kept",
+            closed.len(),
+            dropped.len()
+        );
+        kept_of.insert(
+            file,
+            (
+                kept,
+                dropped
+                    .iter()
+                    .map(|d| d["last_t_ns"].as_u64().unwrap())
+                    .max()
+                    .unwrap(),
+            ),
+        );
+    }
+    let disks = diskpulse::format::agents::read_diskstats(&run)
+        .unwrap()
+        .unwrap();
+    let (kept, dropped_to) = kept_of["agents_diskstats.csv.gz"];
+    assert_eq!(
+        disks.iter().map(|n| n.t_ns.len() as u64).sum::<u64>(),
+        kept,
+        "diskstats rows read"
+    );
+    for n in &disks {
+        assert_eq!(n.node, "x");
+        assert!(
+            n.t_ns[0] > dropped_to,
+            "{}: starts in a dropped chunk",
+            n.device
+        );
+        // (A diskstats row is written when the device's counters moved: no hole check.)
+        assert!(
+            n.t_ns.windows(2).all(|w| w[1] > w[0]),
+            "{}: rows out of order",
+            n.device
+        );
+    }
+    let cpu = diskpulse::format::agents::read_source(&run, "cpu", &["user_ticks"]).unwrap();
+    assert_eq!(
+        cpu["x"].t_ns.len() as u64,
+        kept_of["agents_cpu.csv"].0,
+        "cpu rows read"
+    );
+    // meminfo has a row every 10 ms: read across the seams, no hole, none twice.
+    let mem = diskpulse::format::agents::read_source(&run, "meminfo", &["dirty_kib"]).unwrap();
+    let (kept, dropped_to) = kept_of["agents_meminfo.csv"];
+    let t = &mem["x"].t_ns;
+    assert_eq!(t.len() as u64, kept, "meminfo rows read");
+    assert!(t[0] > dropped_to, "meminfo starts in a dropped chunk");
+    for w in t.windows(2) {
+        assert!(w[1] > w[0], "meminfo rows out of order: {w:?}");
+        assert!(w[1] - w[0] < 300_000_000, "meminfo: a hole at {} ns", w[0]);
+    }
 }
 
 /// Ctrl-C while a run waits for an agent that never answers: the run ends at once (not at

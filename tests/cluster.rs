@@ -149,7 +149,7 @@ async fn three_nodes_replicate_survive_a_restart_and_are_monitored() {
     let monitor = start_monitor(
         cluster.monitor_targets(),
         clock,
-        &run,
+        &diskpulse::recording::chunks::RunFiles::plain(&run),
         events.clone(),
         stop_monitor.clone(),
         Duration::from_millis(250),
@@ -564,7 +564,7 @@ async fn monitor_of_an_unreachable_server_writes_one_event_and_stops() {
     let h = start_monitor(
         vec![("gone".into(), url.clone())],
         clock,
-        dir.path(),
+        &diskpulse::recording::chunks::RunFiles::plain(dir.path()),
         events.clone(),
         stop.clone(),
         Duration::from_millis(50),
@@ -601,7 +601,7 @@ async fn monitor_of_an_unreachable_server_writes_one_event_and_stops() {
     let e = start_monitor(
         vec![("x".into(), "https://127.0.0.1:1".into())],
         clock,
-        dir.path(),
+        &diskpulse::recording::chunks::RunFiles::plain(dir.path()),
         events,
         stop,
         Duration::from_millis(250),

@@ -487,7 +487,13 @@ fn demo_takes_the_flight_flags_its_ack_trigger_sees_the_in_process_load_and_usr1
         !chunks["dropped"].as_array().unwrap().is_empty(),
         "{chunks}"
     );
-    for f in ["meminfo.csv", "cpu.csv", "proc_io.csv"] {
+    for f in [
+        "meminfo.csv",
+        "cpu.csv",
+        "proc_io.csv",
+        "varz.csv",
+        "jsz.csv",
+    ] {
         let c = &chunks["files"][f];
         assert!(
             c["closed"].as_array().is_some_and(|v| v.len() >= 5),
@@ -497,6 +503,38 @@ fn demo_takes_the_flight_flags_its_ack_trigger_sees_the_in_process_load_and_usr1
             c["dropped"].as_array().is_some_and(|v| !v.is_empty()),
             "{f}: {c}"
         );
+    }
+    // The broker monitor's varz.csv reads as one across its kept chunks: every kept row
+    // once, in order, from after the last dropped chunk, no hole at a seam (a poll
+    // every 250 ms; a 300 ms SIGSTOP of the server delays one).
+    let varz = &chunks["files"]["varz.csv"];
+    let kept_rows: u64 = varz["closed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            !varz["dropped"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|d| d["file"] == c["file"])
+        })
+        .map(|c| c["rows"].as_u64().unwrap())
+        .sum();
+    let by_server = diskpulse::format::monitor::read(&run, "varz.csv").unwrap();
+    assert_eq!(by_server.len(), 1, "one server: {:?}", by_server.keys());
+    let t = &by_server.values().next().unwrap().t_ns;
+    assert_eq!(t.len() as u64, kept_rows, "varz rows read");
+    let dropped_to = varz["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["last_t_ns"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert!(t[0] > dropped_to, "varz starts in a dropped chunk");
+    for w in t.windows(2) {
+        assert!(w[1] > w[0] && w[1] - w[0] < 1_000_000_000, "varz: {w:?}");
     }
     let kept = chunks["kept_windows"].as_array().unwrap();
     assert!(

@@ -79,10 +79,11 @@ at = "2s"
     )
     .unwrap();
     let out = d.path().join("study");
+    // Cut into chunks of a second: the node's rabbitmq_metrics.csv with the rest.
     let o = diskpulse()
         .args(["run"])
         .arg(&sc)
-        .arg("--out")
+        .args(["--chunk", "1s", "--out"])
         .arg(&out)
         .output()
         .unwrap();
@@ -151,6 +152,19 @@ at = "2s"
     );
     assert!(vol.join("rabbitmq/n1").is_dir());
     assert!(run.join("rabbitmq_metrics.csv").is_file());
+    // Chunked as the recording is, and read back as one: every row of every chunk once,
+    // in order, across the restart.
+    let m = &meta["chunks"]["files"]["rabbitmq_metrics.csv"];
+    let closed = m["closed"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no rabbitmq_metrics.csv chunks: {}", meta["chunks"]));
+    assert!(closed.len() >= 4, "{m}");
+    let rows: u64 = closed.iter().map(|c| c["rows"].as_u64().unwrap()).sum();
+    let by = diskpulse::format::monitor::read(&run, "rabbitmq_metrics.csv").unwrap();
+    let t = &by.values().next().expect("rows of the node").t_ns;
+    assert_eq!(by.len(), 1, "{:?}", by.keys());
+    assert_eq!(t.len() as u64, rows, "rows read vs chunks' rows: {m}");
+    assert!(t.windows(2).all(|w| w[1] > w[0]), "rows out of order");
     let url = meta["broker"]["client_url"].as_str().unwrap();
     let load = meta["phases"]
         .as_array()

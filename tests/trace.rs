@@ -679,3 +679,152 @@ fn a_bad_trace_buffer_size_is_refused_before_anything_is_written() {
         assert!(!dir.exists(), "{v}: nothing written");
     }
 }
+
+/// `record --trace --chunk 1s --keep 2s`: fsync_calls.csv.gz and block_requests.csv.gz
+/// are cut into chunks of one aligned second each and dropped by `--keep` as diskstats
+/// is; their readers read the kept chunks, then the file, as one: every kept row once,
+/// this thread's calls in order with no hole at a seam.
+#[test]
+fn a_chunked_trace_is_cut_and_dropped_by_the_recordings_rules_and_read_as_one() {
+    if !can_trace() {
+        return;
+    }
+    let _one = one_trace_at_a_time();
+    let mut lo = LoopDev::new("256M");
+    let mnt = lo.mount_ext4();
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let me = std::process::id().to_string();
+    let rec = start_record(
+        &dir,
+        &[
+            "--trace-pid",
+            &me,
+            "--device",
+            lo.name(),
+            "--chunk",
+            "1s",
+            "--keep",
+            "2s",
+            "--trigger-window",
+            "1s",
+        ],
+    );
+    // Calls for 5.5 s, one every ~5 ms, each after a 4 KiB write: each second of the
+    // run has calls and block requests of the loop device.
+    let p = mnt.join("wal");
+    let (tid, made) = std::thread::spawn(move || {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() } as u32;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&p)
+            .unwrap();
+        let block = vec![7u8; 4096];
+        let t0 = Instant::now();
+        let mut n = 0u64;
+        while t0.elapsed() < Duration::from_millis(5500) {
+            f.write_at(&block, (n % 1024) * 4096).unwrap();
+            f.sync_data().unwrap();
+            n += 1;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (tid, n)
+    })
+    .join()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, stderr) = interrupt(rec);
+    assert_eq!(code, 130, "{stderr}");
+    let meta = read_json(&dir.join("meta.json"));
+    let s = 1_000_000_000u64;
+    let kept_rows = |file: &str| -> u64 {
+        let c = &meta["chunks"]["files"][file];
+        let closed = c["closed"]
+            .as_array()
+            .unwrap_or_else(|| panic!("meta.json chunks.files has no {file}: {}", meta["chunks"]));
+        let dropped = c["dropped"].as_array().unwrap();
+        assert!(
+            closed.len() >= 5,
+            "{file}: {} chunks closed: {c}",
+            closed.len()
+        );
+        assert!(!dropped.is_empty(), "{file}: --keep 2s dropped none: {c}");
+        let (mut kept, mut bytes) = (0, 0);
+        for c in closed {
+            let name = c["file"].as_str().unwrap();
+            if dropped.iter().any(|d| d["file"] == name) {
+                assert!(!dir.join(name).exists(), "{name} was dropped but is there");
+                continue;
+            }
+            assert!(dir.join(name).exists(), "{name} is listed but missing");
+            if name.starts_with("chunks/") {
+                let (a, b) = (
+                    c["first_t_ns"].as_u64().unwrap(),
+                    c["last_t_ns"].as_u64().unwrap(),
+                );
+                assert_eq!(a / s, b / s, "{name}: rows of more than one second: {c}");
+            }
+            kept += c["rows"].as_u64().unwrap();
+            bytes += c["bytes"].as_u64().unwrap();
+        }
+        eprintln!(
+            "{file}: {} chunks closed, {} dropped, {kept} rows kept in {bytes} bytes ({:.1} a row)",
+            closed.len(),
+            dropped.len(),
+            bytes as f64 / kept.max(1) as f64
+        );
+        kept
+    };
+    let (calls, warnings) = fsync_calls::read(&dir).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(
+        calls.len() as u64,
+        kept_rows(fsync_calls::FILE),
+        "calls read"
+    );
+    let (reqs, warnings) = block_requests::read(&dir).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(
+        reqs.len() as u64,
+        kept_rows(block_requests::FILE),
+        "requests read"
+    );
+    // This thread's calls: in order, from the first kept chunk to the end, no hole at
+    // a seam (a call every ~5 ms; 200 ms allows a loaded machine's stall).
+    let mine: Vec<u64> = calls
+        .iter()
+        .filter(|c| c.tid == tid)
+        .map(|c| c.t_ns)
+        .collect();
+    let dropped_to = meta["chunks"]["files"][fsync_calls::FILE]["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["last_t_ns"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert!(
+        !mine.is_empty() && mine[0] > dropped_to,
+        "{dropped_to} {mine:?}"
+    );
+    assert!(
+        (mine.len() as u64) < made,
+        "{} of {made} calls read although chunks were dropped",
+        mine.len()
+    );
+    for w in mine.windows(2) {
+        assert!(w[1] > w[0], "calls out of order: {w:?}");
+        assert!(w[1] - w[0] < 200_000_000, "a hole at {} ns: {w:?}", w[0]);
+    }
+    // The calls of the last seconds are all there: the kept span from the first kept
+    // call to the last holds every call this thread made in it (one a seam would lose
+    // shows as a hole above); the last call read is within 300 ms of the end of writing.
+    let written_to = mine[mine.len() - 1];
+    assert!(
+        written_to / s >= 4,
+        "the last call read at {written_to} ns: the writing ran 5.5 s"
+    );
+}

@@ -9,7 +9,6 @@
 //! wait until the node's clock has been probed once (they are mapped with its estimate).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,7 +20,8 @@ use futures::StreamExt;
 use super::{best_probe, decode_batch, subject, Probe, Status, SOURCES};
 use crate::format::agents::{self as fmt, AgentsMeta, NodeMeta, SourceMeta};
 use crate::load::connect::ConnectArgs;
-use crate::recording::writer::{put_u64, ChunkSink};
+use crate::recording::chunks::RunFiles;
+use crate::recording::writer::{put_u64, ChunkSink, GZIP_LEVEL};
 use crate::recording::EventLog;
 
 /// How long a gap is asked for again before its batches are counted lost.
@@ -79,20 +79,22 @@ impl Connected {
     /// on the wall clock).
     pub fn start(
         self,
-        dir: &Path,
+        files: &RunFiles,
         clock: Clock,
         zero_unix_ns: u64,
         events: EventLog,
     ) -> anyhow::Result<Collector> {
+        // Cut by the recording's `--chunk` and dropped by its `--keep` as its own files
+        // are; `t_ns` is these rows' second cell (after `node`).
         let mut sinks = HashMap::new();
         for s in SOURCES {
-            let gz = s == "diskstats";
+            let level = (s == "diskstats").then_some(GZIP_LEVEL);
             sinks.insert(
                 s.to_string(),
-                ChunkSink::create(&dir.join(fmt::file(s)), &fmt::header(s), gz)?,
+                files.sink_at(fmt::file(s), &fmt::header(s), level, 1)?,
             );
         }
-        let clock_sink = ChunkSink::create(&dir.join(fmt::CLOCK_FILE), fmt::CLOCK_HEADER, false)?;
+        let clock_sink = files.sink_at(fmt::CLOCK_FILE, fmt::CLOCK_HEADER, None, 1)?;
         let stop = Arc::new(AtomicBool::new(false));
         let st = stop.clone();
         let node_names = self.nodes.clone();

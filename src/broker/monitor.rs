@@ -27,7 +27,6 @@
 //!
 //! HTTP is [`super::http`]'s plain HTTP/1.1 GET.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -41,6 +40,8 @@ use tokio::task::JoinHandle;
 use super::http::parse_http_url;
 pub use super::http::{get_json, http_get};
 pub use crate::format::monitor::{JSZ_CSV_HEADER, VARZ_CSV_HEADER};
+use crate::format::monitor::{JSZ_FILE, VARZ_FILE};
+use crate::recording::chunks::RunFiles;
 use crate::recording::writer::ChunkSink;
 use crate::recording::EventLog;
 
@@ -118,13 +119,14 @@ struct Sinks {
 
 /// Starts polling every server in `urls` (`(name, "http://127.0.0.1:8222")`; an empty
 /// name is replaced by the server's `server_name`) every `interval` into
-/// `run_dir/varz.csv` and `run_dir/jsz.csv` until `stop` is set. The files are created
+/// `varz.csv` and `jsz.csv` of `files` (cut into chunks when the run is: the
+/// recording's `--chunk`) until `stop` is set. The files are created
 /// before this returns, so a bad run directory fails at once. The task's result is an
 /// error only when a file could not be written.
 pub async fn start_monitor(
     urls: Vec<(String, String)>,
     clock: Clock,
-    run_dir: &Path,
+    files: &RunFiles,
     events: EventLog,
     stop: Arc<AtomicBool>,
     interval: Duration,
@@ -135,8 +137,9 @@ pub async fn start_monitor(
     for (_, url) in &urls {
         parse_http_url(url)?;
     }
-    let varz = ChunkSink::create(&run_dir.join("varz.csv"), VARZ_CSV_HEADER, false)?;
-    let jsz = ChunkSink::create(&run_dir.join("jsz.csv"), JSZ_CSV_HEADER, false)?;
+    // Cut by the recording's `--chunk` and dropped by its `--keep` (when it has them).
+    let varz = files.sink(VARZ_FILE, VARZ_CSV_HEADER, None)?;
+    let jsz = files.sink(JSZ_FILE, JSZ_CSV_HEADER, None)?;
     start_monitor_to(urls, clock, varz, jsz, events, stop, interval)
 }
 

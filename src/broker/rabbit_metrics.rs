@@ -9,7 +9,6 @@
 //! `/metrics` is the node's aggregated view (about 80 KB of text in 3.10); each named
 //! metric is summed over its label sets (protocols, queue types, queues).
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +18,8 @@ use tokio::task::JoinHandle;
 
 use super::http::http_get_accept;
 use crate::format::monitor::{RABBITMQ_CSV_HEADER, RABBITMQ_FILE};
-use crate::recording::writer::{put_u64, ChunkSink};
+use crate::recording::chunks::RunFiles;
+use crate::recording::writer::put_u64;
 use crate::recording::EventLog;
 
 /// The Prometheus metrics behind the header's columns after `poll_us`, in order.
@@ -72,14 +72,14 @@ pub fn parse(text: &str) -> Vec<Option<f64>> {
 }
 
 /// Starts polling `metrics_url` (`http://127.0.0.1:PORT/metrics`) every `interval` into
-/// `run_dir/rabbitmq_metrics.csv` until `stop` is set, and once more then (the
+/// `rabbitmq_metrics.csv` of `files` (cut into chunks when the run is) until `stop` is set, and once more then (the
 /// counters' final values); the file exists when this returns.
 /// The task's result: the number of rows, or why the file could not be written.
 pub fn start(
     server: String,
     metrics_url: &str,
     clock: Clock,
-    run_dir: &Path,
+    files: &RunFiles,
     events: EventLog,
     stop: Arc<AtomicBool>,
     interval: Duration,
@@ -91,7 +91,8 @@ pub fn start(
         Some(i) => (metrics_url[..i].to_string(), metrics_url[i..].to_string()),
         None => (metrics_url.to_string(), "/metrics".to_string()),
     };
-    let mut sink = ChunkSink::create(&run_dir.join(RABBITMQ_FILE), RABBITMQ_CSV_HEADER, false)?;
+    // Cut by the recording's `--chunk` and dropped by its `--keep` (when it has them).
+    let mut sink = files.sink(RABBITMQ_FILE, RABBITMQ_CSV_HEADER, None)?;
     events.event(
         "monitor_start",
         serde_json::json!({"servers": [{"server": server, "url": metrics_url}],

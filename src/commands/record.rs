@@ -340,7 +340,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     let _server = crate::live::serve_and_say(listener, live)?;
     let collector = match agents {
         Some(c) => Some(c.start(
-            &dir,
+            &rec.files(),
             rec.clock,
             crate::recording::session::clock_zero_unix_ns(rec.clock.zero_monotonic_ns()),
             rec.events.clone(),

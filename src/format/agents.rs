@@ -134,39 +134,52 @@ pub struct NodeDisk {
     pub sectors_written: Vec<u64>,
 }
 
-/// Reads `agents_diskstats.csv.gz` if the run has it: per node and device, in file order
-/// (a node's rows are in time order). Damaged lines are skipped.
-pub fn read_diskstats(dir: &Path) -> anyhow::Result<Option<Vec<NodeDisk>>> {
+/// Calls `f` with every row (headers left out) of the run's `file` (an agents file), its
+/// closed chunks first (`record --chunk`: `chunks/agents_diskstats.NNNNNN.csv.gz`, ...)
+/// then the file itself, as one file; a `.gz` is read as gzip. A file cut by kill -9
+/// ends at what could be read of it. `Ok(false)` when the run has none of them.
+pub fn for_each_row(dir: &Path, file: &str, mut f: impl FnMut(&str)) -> anyhow::Result<bool> {
     use std::io::BufRead;
-    let p = dir.join(DISKSTATS_FILE);
-    if !p.exists() {
-        return Ok(None);
+    let files = super::csv::chunked_files(dir, file);
+    for p in &files {
+        let fh = std::fs::File::open(p)
+            .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", p.display()))?;
+        let r: Box<dyn BufRead> = if p.extension().is_some_and(|e| e == "gz") {
+            Box::new(std::io::BufReader::new(flate2::read::MultiGzDecoder::new(
+                fh,
+            )))
+        } else {
+            Box::new(std::io::BufReader::new(fh))
+        };
+        for line in r.lines().skip(1) {
+            // A recording cut by kill -9 ends inside a gzip member: keep what was read.
+            let Ok(line) = line else { break };
+            f(&line);
+        }
     }
-    let f =
-        std::fs::File::open(&p).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", p.display()))?;
-    let r = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f));
+    Ok(!files.is_empty())
+}
+
+/// Reads `agents_diskstats.csv.gz` (and its chunks) if the run has it: per node and
+/// device, in file order (a node's rows are in time order). Damaged lines are skipped.
+pub fn read_diskstats(dir: &Path) -> anyhow::Result<Option<Vec<NodeDisk>>> {
     let head = header("diskstats");
     let cols: Vec<&str> = head.split(',').collect();
     let at = |name: &str| cols.iter().position(|c| *c == name).unwrap_or(0);
     let (sr, sw) = (at("sectors_read"), at("sectors_written"));
     let mut out: Vec<NodeDisk> = vec![];
     let mut index: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for (i, line) in r.lines().enumerate() {
-        // A recording cut by kill -9 ends inside a member: keep what was read.
-        let Ok(line) = line else { break };
-        if i == 0 {
-            continue;
-        }
+    let any = for_each_row(dir, DISKSTATS_FILE, |line| {
         let f: Vec<&str> = line.split(',').collect();
         if f.len() < cols.len() {
-            continue;
+            return;
         }
         let (Ok(t), Ok(r), Ok(w)) = (
             f[1].parse::<u64>(),
             f[sr].parse::<u64>(),
             f[sw].parse::<u64>(),
         ) else {
-            continue;
+            return;
         };
         let key = (f[0].to_string(), f[2].to_string());
         let k = *index.entry(key.clone()).or_insert_with(|| {
@@ -181,8 +194,8 @@ pub fn read_diskstats(dir: &Path) -> anyhow::Result<Option<Vec<NodeDisk>>> {
         d.t_ns.push(t);
         d.sectors_read.push(r);
         d.sectors_written.push(w);
-    }
-    Ok(Some(out))
+    })?;
+    Ok(any.then_some(out))
 }
 
 /// One node's rows of a small agents source (`varz`, `jsz`, `proc_io`, `meminfo`,
@@ -194,7 +207,7 @@ pub struct NodeSeries {
     pub cols: Vec<Vec<f64>>,
 }
 
-/// Reads `columns` of `source`'s agents file per node (empty when the run has no such
+/// Reads `columns` of `source`'s agents file (and its chunks) per node (empty when the run has no such
 /// file or only its header; a column the header lacks reads as NaN). Damaged lines are
 /// skipped.
 pub fn read_source(
@@ -202,27 +215,19 @@ pub fn read_source(
     source: &str,
     columns: &[&str],
 ) -> anyhow::Result<BTreeMap<String, NodeSeries>> {
-    use std::io::BufRead;
     let mut out: BTreeMap<String, NodeSeries> = BTreeMap::new();
-    let p = dir.join(file(source));
-    let f = match std::fs::File::open(&p) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => anyhow::bail!("cannot open {}: {e}", p.display()),
-    };
     let head = header(source);
     let cols: Vec<&str> = head.split(',').collect();
     let at: Vec<Option<usize>> = columns
         .iter()
         .map(|c| cols.iter().position(|h| h == c))
         .collect();
-    for line in std::io::BufReader::new(f).lines().skip(1) {
-        let Ok(line) = line else { break };
+    for_each_row(dir, file(source), |line| {
         let f: Vec<&str> = line.split(',').collect();
         if f.len() < cols.len() {
-            continue;
+            return;
         }
-        let Ok(t) = f[1].parse::<u64>() else { continue };
+        let Ok(t) = f[1].parse::<u64>() else { return };
         let s = out.entry(f[0].to_string()).or_insert_with(|| NodeSeries {
             t_ns: vec![],
             cols: vec![vec![]; columns.len()],
@@ -231,6 +236,6 @@ pub fn read_source(
         for (i, a) in at.iter().enumerate() {
             s.cols[i].push(a.and_then(|a| f[a].parse::<f64>().ok()).unwrap_or(f64::NAN));
         }
-    }
+    })?;
     Ok(out)
 }

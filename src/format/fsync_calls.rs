@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use super::csv::{push_cell, push_i64, push_u64, read_rows, t_ns_cell};
+use super::csv::{push_cell, push_i64, push_u64, read_rows_chunked, t_ns_cell};
 
 pub const FILE: &str = "fsync_calls.csv.gz";
 
@@ -92,13 +92,14 @@ impl FsyncCall {
     }
 }
 
-/// Reads `fsync_calls.csv.gz` of a run: the rows and the reader's warnings (a damaged
-/// line is skipped, naming file:line; a cut-off tail is left out). Empty when the run
-/// has none.
+/// Reads `fsync_calls.csv.gz` of a run, its closed chunks first (`record --chunk`:
+/// `chunks/fsync_calls.NNNNNN.csv.gz`) as one file: the rows and the reader's warnings
+/// (a damaged line is skipped, naming file:line; a cut-off tail is left out). Empty when
+/// the run has none.
 pub fn read(dir: &Path) -> anyhow::Result<(Vec<FsyncCall>, Vec<String>)> {
     let mut rows = vec![];
     let needed: Vec<&str> = HEADER.split(',').collect();
-    let warnings = read_rows(&dir.join(FILE), &needed, |c| {
+    let warnings = read_rows_chunked(dir, FILE, &needed, |c| {
         let num = |name: &str| -> Result<u64, String> {
             c.str(name)
                 .parse::<u64>()

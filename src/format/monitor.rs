@@ -42,14 +42,35 @@ pub const VARZ_CSV_HEADER: &str = "t_ns,server,poll_us,cpu_pct,mem_bytes,connect
 /// and `meta_pending` (Raft entries not yet applied) gauges.
 pub const JSZ_CSV_HEADER: &str = "t_ns,server,poll_us,streams,consumers,messages,bytes,memory_bytes,storage_bytes,reserved_memory_bytes,reserved_storage_bytes,ha_assets,api_total,api_errors,meta_leader,is_meta_leader,meta_cluster_size,meta_pending";
 
-/// Reads `varz.csv` or `jsz.csv` split by server (text columns such as `meta_leader`
-/// read as NaN); empty when the run has none.
+/// Reads `varz.csv`, `jsz.csv` or `rabbitmq_metrics.csv` split by server (text columns
+/// such as `meta_leader` read as NaN), its closed chunks first (`record --chunk`:
+/// `chunks/varz.NNNNNN.csv`, ...) as one file; empty when the run has none.
 pub fn read(dir: &Path, file: &str) -> anyhow::Result<std::collections::BTreeMap<String, Table>> {
-    let p = dir.join(file);
-    if !p.exists() {
-        return Ok(Default::default());
+    let mut out: std::collections::BTreeMap<String, Table> = Default::default();
+    let files = super::csv::chunked_files(dir, file);
+    for p in &files {
+        for (server, t) in read_table_by(p, "server")? {
+            match out.get_mut(&server) {
+                None => {
+                    out.insert(server, t);
+                }
+                Some(all) => {
+                    if all.columns != t.columns {
+                        anyhow::bail!(
+                            "{}: its columns differ from {}'s; the recording is damaged",
+                            p.display(),
+                            files[0].display()
+                        );
+                    }
+                    all.t_ns.extend(t.t_ns);
+                    for (a, c) in all.cols.iter_mut().zip(t.cols) {
+                        a.extend(c);
+                    }
+                }
+            }
+        }
     }
-    read_table_by(&p, "server")
+    Ok(out)
 }
 
 pub const RABBITMQ_FILE: &str = "rabbitmq_metrics.csv";

@@ -141,6 +141,47 @@ pub fn parse_trigger(s: &str) -> Result<Trigger, String> {
     })
 }
 
+/// Where a recording's files go: its directory and, when it is chunked (`--chunk`), the
+/// [`Flight`] that cuts them. What writes files beside the recording (the broker
+/// monitor, the trace, an embedded RabbitMQ node's metrics, the agents' collector)
+/// takes one, so its files are cut and dropped by the same rules.
+#[derive(Clone)]
+pub struct RunFiles {
+    pub dir: PathBuf,
+    pub flight: Option<Arc<Flight>>,
+}
+
+impl RunFiles {
+    /// Files in `dir`, not chunked.
+    pub fn plain(dir: &Path) -> RunFiles {
+        RunFiles {
+            dir: dir.to_path_buf(),
+            flight: None,
+        }
+    }
+
+    /// [`Flight::sink`] for `file` of this run.
+    pub fn sink(
+        &self,
+        file: &'static str,
+        header: &str,
+        level: Option<u32>,
+    ) -> anyhow::Result<super::writer::ChunkSink> {
+        Flight::sink_at(self.flight.as_ref(), &self.dir, file, header, level, 0)
+    }
+
+    /// [`Flight::sink_at`] for `file` of this run (`t_ns` in cell `t_cell`).
+    pub fn sink_at(
+        &self,
+        file: &'static str,
+        header: &str,
+        level: Option<u32>,
+        t_cell: usize,
+    ) -> anyhow::Result<super::writer::ChunkSink> {
+        Flight::sink_at(self.flight.as_ref(), &self.dir, file, header, level, t_cell)
+    }
+}
+
 /// The state shared by the diskstats writer thread (chunks closing), the diskstats
 /// sampler (triggers) and the recording (signals, meta.json).
 pub struct Flight {
@@ -184,6 +225,12 @@ impl Flight {
     /// meminfo.csv, ...): the same `--chunk`, its closed chunks
     /// `chunks/<stem>.NNNNNN.<ext>`, the same `--keep` and kept windows.
     pub fn rotate_file(self: &Arc<Self>, file: &'static str) -> Rotate {
+        self.rotate_file_at(file, 0)
+    }
+
+    /// As [`Flight::rotate_file`] for a file whose rows hold `t_ns` in cell `t_cell`
+    /// (the agents' files: `node,t_ns,...`).
+    pub fn rotate_file_at(self: &Arc<Self>, file: &'static str, t_cell: usize) -> Rotate {
         let me = self.clone();
         Rotate {
             every_ns: self.setup.every_ns,
@@ -191,6 +238,7 @@ impl Flight {
             dir: self.dir.join(CHUNK_DIR),
             name: Box::new(move |seq| crate::format::csv::chunk_name_of(file, seq)),
             on_close: Box::new(move |c| me.closed(file, c)),
+            t_cell,
         }
     }
 
@@ -203,11 +251,26 @@ impl Flight {
         header: &str,
         level: Option<u32>,
     ) -> anyhow::Result<super::writer::ChunkSink> {
+        Self::sink_at(flight, dir, file, header, level, 0)
+    }
+
+    /// As [`Flight::sink`] for rows holding `t_ns` in cell `t_cell`.
+    pub fn sink_at(
+        flight: Option<&Arc<Self>>,
+        dir: &Path,
+        file: &'static str,
+        header: &str,
+        level: Option<u32>,
+        t_cell: usize,
+    ) -> anyhow::Result<super::writer::ChunkSink> {
         let path = dir.join(file);
         match flight {
-            Some(f) => {
-                super::writer::ChunkSink::create_rotating(&path, header, level, f.rotate_file(file))
-            }
+            Some(f) => super::writer::ChunkSink::create_rotating(
+                &path,
+                header,
+                level,
+                f.rotate_file_at(file, t_cell),
+            ),
             None => super::writer::ChunkSink::create_at(&path, header, level),
         }
     }

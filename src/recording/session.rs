@@ -450,7 +450,7 @@ impl Recording {
             t,
             &self.traced,
             devices,
-            &self.dir,
+            &self.files(),
             self.clock,
             self.stop.clone(),
             self.events.clone(),
@@ -489,6 +489,21 @@ impl Recording {
     /// What to call with a process started during the recording (a broker node started
     /// again): its `/proc/PID/io` sampled (when `sample_processes` runs) and, with
     /// `--trace`, its sync calls traced, from then on; an event names it.
+    /// The recording's `--chunk`/`--keep` state, for files written outside it that are
+    /// cut by the same rules (the broker monitor's varz.csv and jsz.csv, an embedded
+    /// RabbitMQ node's rabbitmq_metrics.csv); `None` when the run is not chunked.
+    pub fn flight(&self) -> Option<Arc<super::chunks::Flight>> {
+        self.flight.clone()
+    }
+
+    /// The run directory and its [`flight`](Self::flight), for writers beside it.
+    pub fn files(&self) -> super::chunks::RunFiles {
+        super::chunks::RunFiles {
+            dir: self.dir.clone(),
+            flight: self.flight.clone(),
+        }
+    }
+
     pub fn process_hook(&self) -> crate::broker::OnNodeStart {
         let (traced, added, events) = (
             self.traced.clone(),

@@ -9,7 +9,6 @@
 //! (stderr and an `error` event, `source` `trace`) and everything else records.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -19,7 +18,6 @@ use collectors::clock::Clock;
 use collectors::tracefs::{self, Row, Tracer};
 use serde_json::json;
 
-use super::writer::ChunkSink;
 use super::EventLog;
 use crate::format::block_requests::{self, op_of_rwbs, BlockRequestRef};
 use crate::format::fsync_calls::{self, FsyncCall};
@@ -125,7 +123,7 @@ pub fn start(
     setup: &TraceSetup,
     traced: &TracedPids,
     devices: &[(u32, u32, String)],
-    dir: &Path,
+    files: &super::chunks::RunFiles,
     clock: Clock,
     stop: Arc<AtomicBool>,
     events: EventLog,
@@ -149,16 +147,19 @@ pub fn start(
             tracer.info.removed_stale.join(", ")
         );
     }
-    let mut calls = ChunkSink::create(&dir.join(fsync_calls::FILE), fsync_calls::HEADER, true)
+    // Both files are cut by `--chunk` and dropped by `--keep` as diskstats is.
+    let mut calls = files
+        .sink(
+            fsync_calls::FILE,
+            fsync_calls::HEADER,
+            Some(super::writer::GZIP_LEVEL),
+        )
         .map_err(|e| format!("{e:#}"))?;
     // Every request of the device is a row: gzip at its fastest level (1), which costs
     // the writer thread about half the CPU of the default level.
-    let mut reqs = ChunkSink::create_at(
-        &dir.join(block_requests::FILE),
-        block_requests::HEADER,
-        Some(1),
-    )
-    .map_err(|e| format!("{e:#}"))?;
+    let mut reqs = files
+        .sink(block_requests::FILE, block_requests::HEADER, Some(1))
+        .map_err(|e| format!("{e:#}"))?;
     let meta = TraceMeta {
         events: tracer.info.events.clone(),
         pids: traced.get(),

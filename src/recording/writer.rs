@@ -503,6 +503,9 @@ pub struct Rotate {
     /// Called on the writer thread with each chunk as it closes, and with the last one
     /// (still at the sink's path) when the sink finishes.
     pub on_close: Box<dyn FnMut(&Closed) + Send>,
+    /// Which cell of a row holds its `t_ns` (0: the first; the agents' files, which
+    /// begin with `node`, 1). The cell must come before any quoted one.
+    pub t_cell: usize,
 }
 
 /// A chunk that was closed: fsynced, renamed into [`Rotate::dir`] (or, the last one,
@@ -535,8 +538,15 @@ struct Rotating {
     floor_t: u64,
 }
 
-/// The `t_ns` of a row (its first cell); 0 when it is not a number.
-fn row_t(line: &[u8]) -> u64 {
+/// The `t_ns` of a row (its cell `cell`, 0 the first); 0 when it is not a number.
+fn row_t(line: &[u8], cell: usize) -> u64 {
+    let mut line = line;
+    for _ in 0..cell {
+        match line.iter().position(|&b| b == b',' || b == b'\n') {
+            Some(i) if line[i] == b',' => line = &line[i + 1..],
+            _ => return 0,
+        }
+    }
     let mut v = 0u64;
     for &b in line {
         if !b.is_ascii_digit() {
@@ -556,11 +566,12 @@ fn last_row(buf: &[u8]) -> &[u8] {
     }
 }
 
-/// Where the first row whose `t_ns` is at least `end` begins (`buf.len()`: none).
-fn split_at_t(buf: &[u8], end: u64) -> usize {
+/// Where the first row whose `t_ns` (cell `cell`) is at least `end` begins
+/// (`buf.len()`: none).
+fn split_at_t(buf: &[u8], end: u64, cell: usize) -> usize {
     let mut at = 0;
     while at < buf.len() {
-        if row_t(&buf[at..]) >= end {
+        if row_t(&buf[at..], cell) >= end {
             return at;
         }
         match buf[at..].iter().position(|&b| b == b'\n') {
@@ -575,6 +586,7 @@ impl Rotating {
     /// Writes whole rows, closing the chunk where they pass its end.
     fn write(&mut self, out: &mut Out, buf: &[u8]) -> std::io::Result<()> {
         let mut rest = buf;
+        let cell = self.rotate.t_cell;
         while !rest.is_empty() {
             if self.rows > 0 && self.rotate.every_bytes.is_some_and(|b| out.len() >= b) {
                 self.close(out)?;
@@ -583,13 +595,13 @@ impl Rotating {
                 Some(e) if e > 0 => {
                     let first = self
                         .first_t
-                        .unwrap_or_else(|| row_t(rest))
+                        .unwrap_or_else(|| row_t(rest, cell))
                         .max(self.floor_t);
                     let end = (first / e).saturating_add(1).saturating_mul(e);
-                    if row_t(last_row(rest)) < end {
+                    if row_t(last_row(rest), cell) < end {
                         rest.len()
                     } else {
-                        split_at_t(rest, end)
+                        split_at_t(rest, end, cell)
                     }
                 }
                 _ => rest.len(),
@@ -607,8 +619,8 @@ impl Rotating {
             let part = &rest[..cut];
             out.write_all(part)?;
             self.rows += part.iter().filter(|&&b| b == b'\n').count() as u64;
-            self.first_t.get_or_insert_with(|| row_t(part));
-            self.last_t = row_t(last_row(part));
+            self.first_t.get_or_insert_with(|| row_t(part, cell));
+            self.last_t = row_t(last_row(part), cell);
             rest = &rest[cut..];
             if !rest.is_empty() {
                 if let Some(e) = self.rotate.every_ns.filter(|e| *e > 0) {
@@ -750,6 +762,7 @@ mod tests {
                 dir: d.join("chunks"),
                 name: Box::new(|k| format!("x.{k:06}.csv.gz")),
                 on_close: Box::new(move |c| c2.lock().unwrap().push(c.clone())),
+                t_cell: 0,
             },
         )
         .unwrap();
@@ -968,6 +981,7 @@ mod tests {
                 dir: d.path().join("chunks"),
                 name: Box::new(|k| format!("x.{k:06}.csv")),
                 on_close: Box::new(move |c| c2.lock().unwrap().push(c.clone())),
+                t_cell: 0,
             },
         )
         .unwrap();
@@ -993,6 +1007,52 @@ mod tests {
         assert_eq!(v.iter().map(|c| c.rows).sum::<u64>(), rows);
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(text.starts_with("t_ns\n"), "plain, with its header");
+    }
+
+    #[test]
+    fn a_row_time_read_from_another_cell_cuts_at_its_boundaries() {
+        assert_eq!(row_t(b"n1,1234,5\n", 1), 1234);
+        assert_eq!(row_t(b"1234,n1\n", 0), 1234);
+        assert_eq!(row_t(b"n1\n9,9\n", 1), 0, "the cell is past the row's end");
+        // Rows `node,t_ns,i` of two nodes every ms for 3 s, 1 s chunks by the second cell.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("a.csv");
+        let closed = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+        let c2 = closed.clone();
+        let mut s = ChunkSink::create_rotating(
+            &p,
+            "node,t_ns,i",
+            None,
+            Rotate {
+                every_ns: Some(1_000_000_000),
+                every_bytes: None,
+                dir: d.path().join("chunks"),
+                name: Box::new(|k| format!("a.{k:06}.csv")),
+                on_close: Box::new(move |c| c2.lock().unwrap().push(c.clone())),
+                t_cell: 1,
+            },
+        )
+        .unwrap();
+        for ms in 0..3000u64 {
+            let t = ms * 1_000_000 + 1;
+            for node in ["a", "b"] {
+                let b = s.buf();
+                b.extend_from_slice(node.as_bytes());
+                b.push(b',');
+                put_u64(b, t);
+                b.extend_from_slice(b",7\n");
+            }
+            s.row_done(t);
+        }
+        s.finish().unwrap();
+        let v = closed.lock().unwrap().clone();
+        assert_eq!(v.len(), 3, "{v:#?}");
+        for (k, c) in v.iter().enumerate() {
+            let k = k as u64;
+            assert_eq!(c.rows, 2000, "{c:?}");
+            assert_eq!(c.first_t_ns, k * 1_000_000_000 + 1, "{c:?}");
+            assert_eq!(c.last_t_ns, k * 1_000_000_000 + 999_000_001, "{c:?}");
+        }
     }
 
     #[test]

@@ -11,7 +11,6 @@
 //! first node ([`crate::proxy`] with no delay); between runs that address refuses, and the
 //! agents, which reconnect forever, join the next run's broker on their own.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -23,6 +22,7 @@ use crate::agent::collect::{self, Collector};
 use crate::broker::Cluster;
 use crate::format::agents::AgentsMeta;
 use crate::load::connect::ConnectArgs;
+use crate::recording::chunks::RunFiles;
 use crate::recording::EventLog;
 
 /// `[agents]` checked, for one cell.
@@ -70,7 +70,7 @@ pub struct AgentsRun {
 pub async fn start(
     p: &AgentsPlan,
     cluster: Option<&Cluster>,
-    dir: &Path,
+    files: &RunFiles,
     clock: Clock,
     events: &EventLog,
     stop: &AtomicBool,
@@ -101,11 +101,11 @@ pub async fn start(
     };
     let nodes = p.nodes.clone();
     let zero_unix_ns = crate::recording::session::clock_zero_unix_ns(clock.zero_monotonic_ns());
-    let (d, ev) = (dir.to_path_buf(), events.clone());
+    let (f, ev) = (files.clone(), events.clone());
     let collector = tokio::task::spawn_blocking(move || -> anyhow::Result<Collector> {
         collect::connect(&connect, nodes)
             .map_err(|e| anyhow::anyhow!("[agents] server: {e:#}"))?
-            .start(&d, clock, zero_unix_ns, ev)
+            .start(&f, clock, zero_unix_ns, ev)
     })
     .await??;
     let t0 = Instant::now();

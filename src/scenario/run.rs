@@ -422,7 +422,10 @@ fn run_recorded(
                 super::agents::start(
                     p,
                     live.cluster.as_ref(),
-                    dir,
+                    &crate::recording::chunks::RunFiles {
+                        dir: dir.to_path_buf(),
+                        flight: live.flight.clone(),
+                    },
                     clock,
                     &live.events,
                     &o.stop,

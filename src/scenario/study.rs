@@ -182,7 +182,6 @@ fn interference_figures(x: &mut Figures, summary: &Summary) {
 /// one. The devices counted are those the agent was asked for (named, holding a path);
 /// all of the node's when its agent did not say why it samples each.
 pub fn node_figures(run_dir: &Path, duration_ns: u64) -> BTreeMap<String, NodeFigures> {
-    use std::io::BufRead;
     let mut out = BTreeMap::new();
     let Some(meta) = crate::format::agents::read_meta(run_dir) else {
         return out;
@@ -214,49 +213,51 @@ pub fn node_figures(run_dir: &Path, duration_ns: u64) -> BTreeMap<String, NodeFi
     }
     const BIN_NS: u64 = 10_000_000;
     let mut devs: BTreeMap<(String, String), Dev> = BTreeMap::new();
-    if let Ok(f) = std::fs::File::open(run_dir.join(crate::format::agents::DISKSTATS_FILE)) {
-        let r = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f));
+    {
         let head = crate::format::agents::header("diskstats");
         let cols: Vec<&str> = head.split(',').collect();
         let at = |name: &str| cols.iter().position(|c| *c == name);
         let (Some(sw), Some(io)) = (at("sectors_written"), at("io_ms")) else {
             return out;
         };
-        for line in r.lines().skip(1) {
-            // A recording cut by kill -9 ends inside a member: what was read stands.
-            let Ok(line) = line else { break };
-            let f: Vec<&str> = line.split(',').collect();
-            if f.len() < cols.len() {
-                continue;
-            }
-            let (Ok(t), Ok(w), Ok(busy)) = (
-                f[1].parse::<u64>(),
-                f[sw].parse::<u64>(),
-                f[io].parse::<u64>(),
-            ) else {
-                continue;
-            };
-            if !asked(f[0], f[2]) {
-                continue;
-            }
-            let d = devs
-                .entry((f[0].to_string(), f[2].to_string()))
-                .or_default();
-            if d.first.is_none() {
-                d.first = Some((w, busy));
+        // Its chunks, then the file (`record --chunk`); what a kill -9 left stands.
+        let _ = crate::format::agents::for_each_row(
+            run_dir,
+            crate::format::agents::DISKSTATS_FILE,
+            |line| {
+                let f: Vec<&str> = line.split(',').collect();
+                if f.len() < cols.len() {
+                    return;
+                }
+                let (Ok(t), Ok(w), Ok(busy)) = (
+                    f[1].parse::<u64>(),
+                    f[sw].parse::<u64>(),
+                    f[io].parse::<u64>(),
+                ) else {
+                    return;
+                };
+                if !asked(f[0], f[2]) {
+                    return;
+                }
+                let d = devs
+                    .entry((f[0].to_string(), f[2].to_string()))
+                    .or_default();
+                if d.first.is_none() {
+                    d.first = Some((w, busy));
+                    d.prev_sw = w;
+                    d.bin = t / BIN_NS;
+                }
+                // A counter's growth since the previous row lands in this row's 10 ms window.
+                if t / BIN_NS != d.bin {
+                    d.peak_sectors = d.peak_sectors.max(d.bin_sectors);
+                    d.bin = t / BIN_NS;
+                    d.bin_sectors = 0;
+                }
+                d.bin_sectors += w.saturating_sub(d.prev_sw);
                 d.prev_sw = w;
-                d.bin = t / BIN_NS;
-            }
-            // A counter's growth since the previous row lands in this row's 10 ms window.
-            if t / BIN_NS != d.bin {
-                d.peak_sectors = d.peak_sectors.max(d.bin_sectors);
-                d.bin = t / BIN_NS;
-                d.bin_sectors = 0;
-            }
-            d.bin_sectors += w.saturating_sub(d.prev_sw);
-            d.prev_sw = w;
-            d.last = (w, busy);
-        }
+                d.last = (w, busy);
+            },
+        );
     }
     let secs = duration_ns as f64 / 1e9;
     let mib = |sectors: u64| sectors as f64 * 512.0 / 1048576.0;
@@ -275,7 +276,7 @@ pub fn node_figures(run_dir: &Path, duration_ns: u64) -> BTreeMap<String, NodeFi
     }
     // The broker's I/O: its write_bytes and read_bytes over the span of its rows (a pid
     // that changes, a restarted broker, starts again from its own first row).
-    if let Ok(text) = std::fs::read_to_string(run_dir.join(crate::format::agents::PROC_IO_FILE)) {
+    {
         let head = crate::format::agents::header("proc_io");
         let cols: Vec<&str> = head.split(',').collect();
         let at = |name: &str| cols.iter().position(|c| *c == name).unwrap_or(0);
@@ -284,30 +285,34 @@ pub fn node_figures(run_dir: &Path, duration_ns: u64) -> BTreeMap<String, NodeFi
         // counters, its last counters)
         type Acc = (String, u64, u64, u64, u64, (u64, u64), (u64, u64));
         let mut acc: BTreeMap<String, Acc> = BTreeMap::new();
-        for line in text.lines().skip(1) {
-            let f: Vec<&str> = line.split(',').collect();
-            if f.len() < cols.len() {
-                continue;
-            }
-            let (Ok(t), Ok(r), Ok(w)) = (
-                f[1].parse::<u64>(),
-                f[rb].parse::<u64>(),
-                f[wb].parse::<u64>(),
-            ) else {
-                continue;
-            };
-            let a = acc
-                .entry(f[0].to_string())
-                .or_insert_with(|| (f[pid_c].to_string(), t, t, 0, 0, (r, w), (r, w)));
-            if a.0 != f[pid_c] {
-                a.3 += a.6 .0.saturating_sub(a.5 .0);
-                a.4 += a.6 .1.saturating_sub(a.5 .1);
-                a.0 = f[pid_c].to_string();
-                a.5 = (r, w);
-            }
-            a.2 = t;
-            a.6 = (r, w);
-        }
+        let _ = crate::format::agents::for_each_row(
+            run_dir,
+            crate::format::agents::PROC_IO_FILE,
+            |line| {
+                let f: Vec<&str> = line.split(',').collect();
+                if f.len() < cols.len() {
+                    return;
+                }
+                let (Ok(t), Ok(r), Ok(w)) = (
+                    f[1].parse::<u64>(),
+                    f[rb].parse::<u64>(),
+                    f[wb].parse::<u64>(),
+                ) else {
+                    return;
+                };
+                let a = acc
+                    .entry(f[0].to_string())
+                    .or_insert_with(|| (f[pid_c].to_string(), t, t, 0, 0, (r, w), (r, w)));
+                if a.0 != f[pid_c] {
+                    a.3 += a.6 .0.saturating_sub(a.5 .0);
+                    a.4 += a.6 .1.saturating_sub(a.5 .1);
+                    a.0 = f[pid_c].to_string();
+                    a.5 = (r, w);
+                }
+                a.2 = t;
+                a.6 = (r, w);
+            },
+        );
         for (node, a) in acc {
             let span = (a.2 - a.1) as f64 / 1e9;
             if span <= 0.0 {
