@@ -169,6 +169,14 @@ impl BlockRequest {
 /// when the run has none.
 pub fn read(dir: &Path) -> anyhow::Result<(Vec<BlockRequest>, Vec<String>)> {
     let mut rows = vec![];
+    let warnings = for_each(dir, |r| rows.push(r))?;
+    Ok((rows, warnings))
+}
+
+/// As [`read`], each row handed to `f` as it is read instead of collected (the
+/// report's pass over a traced run of hours: memory bounded by what `f` keeps).
+/// Returns the reader's warnings.
+pub fn for_each(dir: &Path, mut f: impl FnMut(BlockRequest)) -> anyhow::Result<Vec<String>> {
     let needed: Vec<&str> = HEADER.split(',').collect();
     let warnings = read_rows_chunked(dir, FILE, &needed, |c| {
         let num = |name: &str| -> Result<u64, String> {
@@ -198,7 +206,7 @@ pub fn read(dir: &Path) -> anyhow::Result<(Vec<BlockRequest>, Vec<String>)> {
             .str("error")
             .parse::<i32>()
             .map_err(|_| format!("error '{}' is not a number", c.str("error")))?;
-        rows.push(BlockRequest {
+        f(BlockRequest {
             t_ns: t_ns_cell(c.str("t_ns"))?,
             device: c.str("device").to_string(),
             major: small("major")?,
@@ -214,7 +222,7 @@ pub fn read(dir: &Path) -> anyhow::Result<(Vec<BlockRequest>, Vec<String>)> {
         });
         Ok(())
     })?;
-    Ok((rows, warnings.unwrap_or_default()))
+    Ok(warnings.unwrap_or_default())
 }
 
 #[cfg(test)]

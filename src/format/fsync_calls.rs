@@ -98,6 +98,14 @@ impl FsyncCall {
 /// the run has none.
 pub fn read(dir: &Path) -> anyhow::Result<(Vec<FsyncCall>, Vec<String>)> {
     let mut rows = vec![];
+    let warnings = for_each(dir, |r| rows.push(r))?;
+    Ok((rows, warnings))
+}
+
+/// As [`read`], each row handed to `f` as it is read instead of collected (the
+/// report's pass over a traced run of hours: memory bounded by what `f` keeps).
+/// Returns the reader's warnings.
+pub fn for_each(dir: &Path, mut f: impl FnMut(FsyncCall)) -> anyhow::Result<Vec<String>> {
     let needed: Vec<&str> = HEADER.split(',').collect();
     let warnings = read_rows_chunked(dir, FILE, &needed, |c| {
         let num = |name: &str| -> Result<u64, String> {
@@ -128,7 +136,7 @@ pub fn read(dir: &Path) -> anyhow::Result<(Vec<FsyncCall>, Vec<String>)> {
             .str("ret")
             .parse::<i64>()
             .map_err(|_| format!("ret '{}' is not a number", c.str("ret")))?;
-        rows.push(FsyncCall {
+        f(FsyncCall {
             t_ns,
             dur_ns,
             pid: id("pid")?,
@@ -141,7 +149,7 @@ pub fn read(dir: &Path) -> anyhow::Result<(Vec<FsyncCall>, Vec<String>)> {
         });
         Ok(())
     })?;
-    Ok((rows, warnings.unwrap_or_default()))
+    Ok(warnings.unwrap_or_default())
 }
 
 #[cfg(test)]

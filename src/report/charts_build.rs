@@ -310,7 +310,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
     panels.extend(fsync_panel(&run.fsync));
     let summaries: Vec<_> = analyses.iter().map(|a| a.summary.clone()).collect();
     let broker = super::interference::broker_devices(&run.meta, &summaries);
-    panels.extend(super::trace_charts::panels(run, &broker));
+    panels.extend(super::trace_charts::panels(run, &broker, geometry));
     // The devices' series: folded as the pass over the rows built them, or every point
     // from a pass of their own.
     let mode = match geometry {

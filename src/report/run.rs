@@ -42,10 +42,11 @@ pub struct Run {
     pub fsync: Vec<FsyncRow>,
     /// proc_io.csv by pid: the broker processes' /proc/PID/io; None without it.
     pub proc_io: Option<Vec<crate::format::proc_io::ProcRows>>,
-    /// `--trace`: fsync_calls.csv.gz and block_requests.csv.gz; None when the run was not
-    /// traced (meta.json has no `trace`) or the file cannot be read (a warning).
-    pub fsync_calls: Option<Vec<crate::format::fsync_calls::FsyncCall>>,
-    pub block_requests: Option<Vec<crate::format::block_requests::BlockRequest>>,
+    /// `--trace`: fsync_calls.csv.gz and block_requests.csv.gz folded as they were read
+    /// (no row held: [`super::trace::TraceFold`]); None when the run was not traced
+    /// (meta.json has no `trace`). A file that cannot be read is a warning and folds
+    /// as empty.
+    pub trace: Option<super::trace::TraceFold>,
     /// varz.csv by server (what the broker was doing at a traced call); empty without.
     pub varz: BTreeMap<String, Table>,
     /// rabbitmq_metrics.csv by node (an embedded RabbitMQ's own counters); empty without.
@@ -188,27 +189,14 @@ impl Run {
                 None
             }
         };
-        let traced = meta.trace().is_some();
-        let fsync_calls = match crate::format::fsync_calls::read(dir) {
-            Ok((v, w)) => {
-                warnings.extend(w);
-                traced.then_some(v)
+        let trace = meta.trace().is_some().then(|| {
+            let (fold, w, errors) = super::trace::TraceFold::read(dir);
+            warnings.extend(w);
+            for (what, e) in errors {
+                warnings.push(left_out(what, e));
             }
-            Err(e) => {
-                warnings.push(left_out("the traced sync calls", e));
-                None
-            }
-        };
-        let block_requests = match crate::format::block_requests::read(dir) {
-            Ok((v, w)) => {
-                warnings.extend(w);
-                traced.then_some(v)
-            }
-            Err(e) => {
-                warnings.push(left_out("the traced block requests", e));
-                None
-            }
-        };
+            fold
+        });
         let varz = crate::format::monitor::read(dir, crate::format::monitor::VARZ_FILE)
             .unwrap_or_else(|e| {
                 warnings.push(left_out("the broker's /varz beside traced calls", e));
@@ -244,8 +232,7 @@ impl Run {
             probe,
             fsync,
             proc_io,
-            fsync_calls,
-            block_requests,
+            trace,
             varz,
             rabbit,
             probe_hist,

@@ -19,8 +19,8 @@ use super::trace_context::at_that_ms;
 use crate::format::block_requests::BlockRequest;
 use crate::format::fsync_calls::FsyncCall;
 use crate::format::summary::{
-    DeviceSummary, FsyncProcess, FsyncsInBursts, Log2Bucket, Percentiles, RequestGroup, SlowFsync,
-    SlowRequest, TraceSummary,
+    DeviceSummary, FsyncProcess, FsyncsInBursts, Log2Bucket, RequestGroup, SlowFsync, SlowRequest,
+    TraceSummary,
 };
 
 /// How many of the slowest calls and requests summary.json lists.
@@ -35,7 +35,8 @@ fn hist() -> Histogram<u64> {
         .expect("static histogram bounds are valid")
 }
 
-fn pct_of(values_ns: impl Iterator<Item = u64>) -> Percentiles {
+#[cfg(test)]
+fn pct_of(values_ns: impl Iterator<Item = u64>) -> crate::format::summary::Percentiles {
     let mut h = hist();
     for v in values_ns {
         let _ = h.record(v.max(1));
@@ -43,18 +44,28 @@ fn pct_of(values_ns: impl Iterator<Item = u64>) -> Percentiles {
     percentiles(Some(&h))
 }
 
+/// The log2 bucket of `v`: 0 for `[0, 1)`, `k` for `[2^(k-1), 2^k)`.
+#[inline]
+fn log2_index(v: u64) -> usize {
+    if v == 0 {
+        0
+    } else {
+        64 - v.leading_zeros() as usize
+    }
+}
+
 /// Log2 buckets of `values` (any unit): bucket `[0, 1)`, then `[2^k, 2^(k+1))`, from the
 /// first non-empty bucket to the last.
 pub fn log2_buckets(values: impl Iterator<Item = u64>) -> Vec<Log2Bucket> {
     let mut counts = [0u64; 65];
     for v in values {
-        let k = if v == 0 {
-            0
-        } else {
-            64 - v.leading_zeros() as usize
-        };
-        counts[k] += 1;
+        counts[log2_index(v)] += 1;
     }
+    log2_of_counts(&counts)
+}
+
+/// [`log2_buckets`] of values already counted by [`log2_index`].
+fn log2_of_counts(counts: &[u64; 65]) -> Vec<Log2Bucket> {
     let Some(first) = counts.iter().position(|&c| c > 0) else {
         return vec![];
     };
@@ -78,99 +89,283 @@ pub fn log2_buckets(values: impl Iterator<Item = u64>) -> Vec<Log2Bucket> {
         .collect()
 }
 
-fn fsync_processes(calls: &[FsyncCall]) -> Vec<FsyncProcess> {
-    let mut by: BTreeMap<u32, Vec<&FsyncCall>> = BTreeMap::new();
-    for c in calls {
-        by.entry(c.pid).or_default().push(c);
-    }
-    let mut out: Vec<FsyncProcess> = by
-        .into_iter()
-        .map(|(pid, v)| {
-            let mut by_call = BTreeMap::new();
-            for c in &v {
-                *by_call.entry(c.call.clone()).or_insert(0) += 1;
-            }
-            FsyncProcess {
-                pid,
-                comm: v[0].comm.clone(),
-                by_call,
-                errors: v.iter().filter(|c| c.ret < 0).count() as u64,
-                total_s: v.iter().map(|c| c.dur_ns).sum::<u64>() as f64 / 1e9,
-                latency: pct_of(v.iter().map(|c| c.dur_ns)),
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| {
-        b.latency
-            .count
-            .cmp(&a.latency.count)
-            .then(a.pid.cmp(&b.pid))
-    });
-    out
+/// One process's sync calls, folded as they are read.
+#[derive(Debug, Clone)]
+struct ProcAcc {
+    /// Its first call's comm.
+    comm: String,
+    by_call: BTreeMap<String, u64>,
+    errors: u64,
+    total_ns: u64,
+    latency: Histogram<u64>,
 }
 
-fn request_groups(reqs: &[BlockRequest]) -> Vec<RequestGroup> {
-    let mut by: BTreeMap<(String, String), Vec<&BlockRequest>> = BTreeMap::new();
-    for r in reqs {
-        by.entry((r.device.clone(), r.op.clone()))
-            .or_default()
-            .push(r);
+/// One device and op's block requests, folded as they are read.
+#[derive(Debug, Clone)]
+struct GroupAcc {
+    bytes: u64,
+    fua: u64,
+    preflush: u64,
+    errors: u64,
+    service: Histogram<u64>,
+    queue: Histogram<u64>,
+    service_log2_us: [u64; 65],
+    size_log2: [u64; 65],
+}
+
+/// The slowest `SLOWEST` of what is pushed, by `key` (smaller first), ties in the order
+/// pushed: the first `SLOWEST` of a stable sort of everything, holding at most
+/// `4 * SLOWEST`.
+#[derive(Debug, Clone)]
+struct Slowest<T> {
+    kept: Vec<T>,
+}
+
+impl<T> Default for Slowest<T> {
+    fn default() -> Self {
+        Slowest { kept: vec![] }
     }
-    let mut dev_bytes: BTreeMap<&str, u64> = BTreeMap::new();
-    for r in reqs {
-        *dev_bytes.entry(&r.device).or_default() += r.bytes;
+}
+
+impl<T> Slowest<T> {
+    fn push<K: Ord>(&mut self, v: T, key: impl Fn(&T) -> K) {
+        self.kept.push(v);
+        if self.kept.len() >= 4 * SLOWEST {
+            self.settle(key);
+        }
     }
-    let mut out: Vec<RequestGroup> = by
-        .into_iter()
-        .map(|((device, op), v)| RequestGroup {
-            bytes: v.iter().map(|r| r.bytes).sum(),
-            fua: v.iter().filter(|r| r.fua()).count() as u64,
-            preflush: v.iter().filter(|r| r.preflush()).count() as u64,
-            errors: v.iter().filter(|r| r.error != 0).count() as u64,
-            service: pct_of(v.iter().map(|r| r.service_ns)),
-            queue: pct_of(v.iter().filter_map(|r| r.queue_ns)),
-            service_hist_us: log2_buckets(v.iter().map(|r| r.service_ns / 1000)),
-            size_hist_bytes: log2_buckets(v.iter().map(|r| r.bytes)),
-            device,
-            op,
-        })
-        .collect();
-    out.sort_by(|a, b| {
-        let (x, y) = (dev_bytes[a.device.as_str()], dev_bytes[b.device.as_str()]);
-        y.cmp(&x)
-            .then(a.device.cmp(&b.device))
-            .then(b.service.count.cmp(&a.service.count))
-    });
-    out
+
+    fn settle<K: Ord>(&mut self, key: impl Fn(&T) -> K) {
+        self.kept.sort_by_key(|v| key(v));
+        self.kept.truncate(SLOWEST);
+    }
+}
+
+fn call_key(c: &FsyncCall) -> (std::cmp::Reverse<u64>, u64) {
+    (std::cmp::Reverse(c.dur_ns), c.t_ns)
+}
+
+fn request_key(r: &BlockRequest) -> (std::cmp::Reverse<u64>, u64) {
+    (std::cmp::Reverse(r.service_ns), r.t_ns)
+}
+
+/// A traced run's sync calls and block requests folded in one pass over the files
+/// (issue 13 item 3: no row held, so a traced run of hours reports in memory bounded by
+/// its processes and device/op pairs): per process, per device and op, the slowest 10 of
+/// each. The same figures as every row held gave.
+#[derive(Debug, Clone, Default)]
+pub struct TraceFold {
+    procs: BTreeMap<u32, ProcAcc>,
+    /// By device, then op.
+    groups: BTreeMap<String, BTreeMap<String, GroupAcc>>,
+    dev_bytes: BTreeMap<String, u64>,
+    slow_calls: Slowest<FsyncCall>,
+    slow_requests: Slowest<BlockRequest>,
+    pub calls: u64,
+    pub requests: u64,
+}
+
+impl TraceFold {
+    pub fn call(&mut self, c: FsyncCall) {
+        self.calls += 1;
+        let p = self.procs.entry(c.pid).or_insert_with(|| ProcAcc {
+            comm: c.comm.clone(),
+            by_call: BTreeMap::new(),
+            errors: 0,
+            total_ns: 0,
+            latency: hist(),
+        });
+        match p.by_call.get_mut(&c.call) {
+            Some(n) => *n += 1,
+            None => {
+                p.by_call.insert(c.call.clone(), 1);
+            }
+        }
+        p.errors += (c.ret < 0) as u64;
+        p.total_ns += c.dur_ns;
+        let _ = p.latency.record(c.dur_ns.max(1));
+        self.slow_calls.push(c, call_key);
+    }
+
+    pub fn request(&mut self, r: BlockRequest) {
+        self.requests += 1;
+        match self.dev_bytes.get_mut(&r.device) {
+            Some(b) => *b += r.bytes,
+            None => {
+                self.dev_bytes.insert(r.device.clone(), r.bytes);
+            }
+        }
+        // (A key is copied once per device and op, not once per request.)
+        if !self.groups.contains_key(&r.device) {
+            self.groups.insert(r.device.clone(), BTreeMap::new());
+        }
+        let Some(ops) = self.groups.get_mut(&r.device) else {
+            return;
+        };
+        if !ops.contains_key(&r.op) {
+            ops.insert(
+                r.op.clone(),
+                GroupAcc {
+                    bytes: 0,
+                    fua: 0,
+                    preflush: 0,
+                    errors: 0,
+                    service: hist(),
+                    queue: hist(),
+                    service_log2_us: [0; 65],
+                    size_log2: [0; 65],
+                },
+            );
+        }
+        let Some(g) = ops.get_mut(&r.op) else {
+            return;
+        };
+        g.bytes += r.bytes;
+        g.fua += r.fua() as u64;
+        g.preflush += r.preflush() as u64;
+        g.errors += (r.error != 0) as u64;
+        let _ = g.service.record(r.service_ns.max(1));
+        if let Some(q) = r.queue_ns {
+            let _ = g.queue.record(q.max(1));
+        }
+        g.service_log2_us[log2_index(r.service_ns / 1000)] += 1;
+        g.size_log2[log2_index(r.bytes)] += 1;
+        self.slow_requests.push(r, request_key);
+    }
+
+    /// Reads the run's fsync_calls.csv.gz and block_requests.csv.gz (and their chunks)
+    /// through the fold: the fold, the readers' warnings, and what could not be read (what
+    /// it is, and why, naming the file).
+    #[allow(clippy::type_complexity)]
+    pub fn read(
+        dir: &std::path::Path,
+    ) -> (TraceFold, Vec<String>, Vec<(&'static str, anyhow::Error)>) {
+        let mut f = TraceFold::default();
+        let mut warnings = vec![];
+        let mut errors = vec![];
+        match crate::format::fsync_calls::for_each(dir, |c| f.call(c)) {
+            Ok(w) => warnings.extend(w),
+            Err(e) => errors.push(("the traced sync calls", e)),
+        }
+        match crate::format::block_requests::for_each(dir, |r| f.request(r)) {
+            Ok(w) => warnings.extend(w),
+            Err(e) => errors.push(("the traced block requests", e)),
+        }
+        f.slow_calls.settle(call_key);
+        f.slow_requests.settle(request_key);
+        (f, warnings, errors)
+    }
+
+    /// The processes' figures, the busiest first.
+    fn processes(&self) -> Vec<FsyncProcess> {
+        let mut out: Vec<FsyncProcess> = self
+            .procs
+            .iter()
+            .map(|(&pid, p)| FsyncProcess {
+                pid,
+                comm: p.comm.clone(),
+                by_call: p.by_call.clone(),
+                errors: p.errors,
+                total_s: p.total_ns as f64 / 1e9,
+                latency: percentiles(Some(&p.latency)),
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            b.latency
+                .count
+                .cmp(&a.latency.count)
+                .then(a.pid.cmp(&b.pid))
+        });
+        out
+    }
+
+    /// Each process's pid and comm with its number of calls.
+    pub fn process_counts(&self) -> Vec<(u32, String, u64)> {
+        self.procs
+            .iter()
+            .map(|(&pid, p)| (pid, p.comm.clone(), p.latency.len()))
+            .collect()
+    }
+
+    fn request_groups(&self) -> Vec<RequestGroup> {
+        let mut out: Vec<RequestGroup> = self
+            .groups
+            .iter()
+            .flat_map(|(device, ops)| ops.iter().map(move |(op, g)| (device, op, g)))
+            .map(|(device, op, g)| RequestGroup {
+                bytes: g.bytes,
+                fua: g.fua,
+                preflush: g.preflush,
+                errors: g.errors,
+                service: percentiles(Some(&g.service)),
+                queue: percentiles(Some(&g.queue)),
+                service_hist_us: log2_of_counts(&g.service_log2_us),
+                size_hist_bytes: log2_of_counts(&g.size_log2),
+                device: device.clone(),
+                op: op.clone(),
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            let (x, y) = (
+                self.dev_bytes[a.device.as_str()],
+                self.dev_bytes[b.device.as_str()],
+            );
+            y.cmp(&x)
+                .then(a.device.cmp(&b.device))
+                .then(b.service.count.cmp(&a.service.count))
+        });
+        out
+    }
 }
 
 /// The sync calls against each broker device's write bursts (every device's when the
 /// run does not say which are the broker's).
+///
+/// The calls are read again from the run's files (a second pass: their start times are
+/// not held). `calls` is how many the fold counted.
 fn in_bursts(
-    calls: &[FsyncCall],
+    dir: &std::path::Path,
+    calls: usize,
     devices: &[DeviceSummary],
     broker: &[String],
 ) -> Vec<FsyncsInBursts> {
-    devices
+    let chosen: Vec<&DeviceSummary> = devices
         .iter()
         .filter(|d| broker.is_empty() || broker.contains(&d.name))
         .filter(|d| !d.write.bursts.list.is_empty())
-        .map(|d| {
-            let spans = burst_spans(d);
-            let holds = |(a, b): (u64, u64), t: u64| t + LEAD_NS >= a && t <= b;
-            let calls_in = calls
-                .iter()
-                .filter(|c| spans.iter().any(|&s| holds(s, c.t_ns)))
-                .count();
-            let with = spans
-                .iter()
-                .filter(|&&s| calls.iter().any(|c| holds(s, c.t_ns)))
-                .count();
+        .collect();
+    if chosen.is_empty() {
+        return vec![];
+    }
+    let spans: Vec<Vec<(u64, u64)>> = chosen.iter().map(|d| burst_spans(d)).collect();
+    let holds = |(a, b): (u64, u64), t: u64| t + LEAD_NS >= a && t <= b;
+    // Per device: calls in any burst, and which bursts hold a call.
+    let mut calls_in = vec![0usize; chosen.len()];
+    let mut held: Vec<Vec<bool>> = spans.iter().map(|s| vec![false; s.len()]).collect();
+    let _ = crate::format::fsync_calls::for_each(dir, |c| {
+        for (k, sp) in spans.iter().enumerate() {
+            let mut inside = false;
+            for (i, &s) in sp.iter().enumerate() {
+                if holds(s, c.t_ns) {
+                    inside = true;
+                    held[k][i] = true;
+                }
+            }
+            calls_in[k] += inside as usize;
+        }
+    });
+    chosen
+        .iter()
+        .enumerate()
+        .map(|(k, d)| {
+            let spans = &spans[k];
+            let calls_in = calls_in[k];
+            let with = held[k].iter().filter(|h| **h).count();
             FsyncsInBursts {
                 device: d.name.clone(),
                 bursts: spans.len(),
                 bursts_with_fsync: with,
-                calls: calls.len(),
+                calls,
                 calls_in_bursts: calls_in,
                 lead_ms: LEAD_NS as f64 / 1e6,
                 line: format!(
@@ -178,7 +373,7 @@ fn in_bursts(
                     d.name,
                     spans.len(),
                     LEAD_NS / 1_000_000,
-                    calls.len()
+                    calls
                 ),
             }
         })
@@ -188,8 +383,8 @@ fn in_bursts(
 /// summary.json's `trace`; None when the run was not traced.
 pub fn trace(run: &Run, devices: &[DeviceSummary], broker: &[String]) -> Option<TraceSummary> {
     let meta = run.meta.trace()?;
-    let calls: &[FsyncCall] = run.fsync_calls.as_deref().unwrap_or(&[]);
-    let reqs: &[BlockRequest] = run.block_requests.as_deref().unwrap_or(&[]);
+    let empty = TraceFold::default();
+    let fold = run.trace.as_ref().unwrap_or(&empty);
     let who = if meta.pids.is_empty() && meta.comms.is_empty() {
         "every process".to_string()
     } else {
@@ -229,9 +424,9 @@ pub fn trace(run: &Run, devices: &[DeviceSummary], broker: &[String]) -> Option<
             }
         )
     });
-    let mut slow_calls: Vec<&FsyncCall> = calls.iter().collect();
-    slow_calls.sort_by(|a, b| b.dur_ns.cmp(&a.dur_ns).then(a.t_ns.cmp(&b.t_ns)));
-    let slowest_fsyncs = slow_calls
+    let slowest_fsyncs = fold
+        .slow_calls
+        .kept
         .iter()
         .take(SLOWEST)
         .map(|c| SlowFsync {
@@ -246,9 +441,9 @@ pub fn trace(run: &Run, devices: &[DeviceSummary], broker: &[String]) -> Option<
             at: at_that_ms(run, devices, broker, c.t_ns),
         })
         .collect();
-    let mut slow_reqs: Vec<&BlockRequest> = reqs.iter().collect();
-    slow_reqs.sort_by(|a, b| b.service_ns.cmp(&a.service_ns).then(a.t_ns.cmp(&b.t_ns)));
-    let slowest_requests = slow_reqs
+    let slowest_requests = fold
+        .slow_requests
+        .kept
         .iter()
         .take(SLOWEST)
         .map(|r| SlowRequest {
@@ -265,9 +460,9 @@ pub fn trace(run: &Run, devices: &[DeviceSummary], broker: &[String]) -> Option<
             at: at_that_ms(run, devices, broker, r.t_ns),
         })
         .collect();
-    let fsync = fsync_processes(calls);
-    let requests_by_op = request_groups(reqs);
-    let fsyncs_in_bursts = in_bursts(calls, devices, broker);
+    let fsync = fold.processes();
+    let requests_by_op = fold.request_groups();
+    let fsyncs_in_bursts = in_bursts(&run.dir, fold.calls as usize, devices, broker);
     let mut lines: Vec<String> = lost_line.iter().cloned().collect();
     for p in &fsync {
         let kinds: Vec<String> = p.by_call.iter().map(|(k, n)| format!("{n} {k}")).collect();
@@ -307,8 +502,8 @@ pub fn trace(run: &Run, devices: &[DeviceSummary], broker: &[String]) -> Option<
     lines.extend(fsyncs_in_bursts.iter().map(|b| b.line.clone()));
     Some(TraceSummary {
         source,
-        calls: calls.len() as u64,
-        requests: reqs.len() as u64,
+        calls: fold.calls,
+        requests: fold.requests,
         lost_events: lost,
         lost_line,
         fsync,
@@ -323,6 +518,152 @@ pub fn trace(run: &Run, devices: &[DeviceSummary], broker: &[String]) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The in-memory arithmetic the fold replaced (every row held), as the reference.
+    fn reference(
+        calls: &[FsyncCall],
+        reqs: &[BlockRequest],
+    ) -> (
+        Vec<FsyncProcess>,
+        Vec<RequestGroup>,
+        Vec<FsyncCall>,
+        Vec<BlockRequest>,
+    ) {
+        let mut by: BTreeMap<u32, Vec<&FsyncCall>> = BTreeMap::new();
+        for c in calls {
+            by.entry(c.pid).or_default().push(c);
+        }
+        let mut procs: Vec<FsyncProcess> = by
+            .into_iter()
+            .map(|(pid, v)| {
+                let mut by_call = BTreeMap::new();
+                for c in &v {
+                    *by_call.entry(c.call.clone()).or_insert(0) += 1;
+                }
+                FsyncProcess {
+                    pid,
+                    comm: v[0].comm.clone(),
+                    by_call,
+                    errors: v.iter().filter(|c| c.ret < 0).count() as u64,
+                    total_s: v.iter().map(|c| c.dur_ns).sum::<u64>() as f64 / 1e9,
+                    latency: pct_of(v.iter().map(|c| c.dur_ns)),
+                }
+            })
+            .collect();
+        procs.sort_by(|a, b| {
+            b.latency
+                .count
+                .cmp(&a.latency.count)
+                .then(a.pid.cmp(&b.pid))
+        });
+        let mut by: BTreeMap<(String, String), Vec<&BlockRequest>> = BTreeMap::new();
+        let mut dev_bytes: BTreeMap<&str, u64> = BTreeMap::new();
+        for r in reqs {
+            by.entry((r.device.clone(), r.op.clone()))
+                .or_default()
+                .push(r);
+            *dev_bytes.entry(&r.device).or_default() += r.bytes;
+        }
+        let mut groups: Vec<RequestGroup> = by
+            .into_iter()
+            .map(|((device, op), v)| RequestGroup {
+                bytes: v.iter().map(|r| r.bytes).sum(),
+                fua: v.iter().filter(|r| r.fua()).count() as u64,
+                preflush: v.iter().filter(|r| r.preflush()).count() as u64,
+                errors: v.iter().filter(|r| r.error != 0).count() as u64,
+                service: pct_of(v.iter().map(|r| r.service_ns)),
+                queue: pct_of(v.iter().filter_map(|r| r.queue_ns)),
+                service_hist_us: log2_buckets(v.iter().map(|r| r.service_ns / 1000)),
+                size_hist_bytes: log2_buckets(v.iter().map(|r| r.bytes)),
+                device,
+                op,
+            })
+            .collect();
+        groups.sort_by(|a, b| {
+            let (x, y) = (dev_bytes[a.device.as_str()], dev_bytes[b.device.as_str()]);
+            y.cmp(&x)
+                .then(a.device.cmp(&b.device))
+                .then(b.service.count.cmp(&a.service.count))
+        });
+        let mut slow_calls: Vec<FsyncCall> = calls.to_vec();
+        slow_calls.sort_by(|a, b| b.dur_ns.cmp(&a.dur_ns).then(a.t_ns.cmp(&b.t_ns)));
+        slow_calls.truncate(SLOWEST);
+        let mut slow_reqs: Vec<BlockRequest> = reqs.to_vec();
+        slow_reqs.sort_by(|a, b| b.service_ns.cmp(&a.service_ns).then(a.t_ns.cmp(&b.t_ns)));
+        slow_reqs.truncate(SLOWEST);
+        (procs, groups, slow_calls, slow_reqs)
+    }
+
+    /// A small deterministic generator (no dependency): xorshift.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    #[test]
+    fn the_fold_gives_what_every_row_held_gave() {
+        for seed in [1u64, 7, 99, 12345] {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let n_calls = 200 + rng.below(3000) as usize;
+            let calls: Vec<FsyncCall> = (0..n_calls)
+                .map(|i| FsyncCall {
+                    t_ns: i as u64 * 1_000_000 + rng.below(1000),
+                    // Many equal durations: ties broken by time, then by order.
+                    dur_ns: 1000 * (1 + rng.below(50)) * (1 + rng.below(3) * 1000),
+                    pid: 100 + rng.below(7) as u32,
+                    tid: 1,
+                    comm: format!("c{}", rng.below(3)),
+                    call: ["fsync", "fdatasync", "sync_file_range"][rng.below(3) as usize].into(),
+                    fd: Some(3),
+                    file: String::new(),
+                    ret: if rng.below(50) == 0 { -5 } else { 0 },
+                })
+                .collect();
+            let n_reqs = 500 + rng.below(5000) as usize;
+            let reqs: Vec<BlockRequest> = (0..n_reqs)
+                .map(|i| BlockRequest {
+                    t_ns: i as u64 * 200_000,
+                    device: ["loop0", "loop1", "vda"][rng.below(3) as usize].into(),
+                    major: 7,
+                    minor: 0,
+                    op: ["write", "read", "flush"][rng.below(3) as usize].into(),
+                    flags: ["W", "WS", "FWFS", "R", "FF"][rng.below(5) as usize].into(),
+                    sector: rng.below(1 << 20),
+                    bytes: 512 << rng.below(10),
+                    queue_ns: (rng.below(4) > 0).then(|| rng.below(5_000_000)),
+                    service_ns: rng.below(40) * 25_000,
+                    error: if rng.below(100) == 0 { -5 } else { 0 },
+                    comm: "x".into(),
+                })
+                .collect();
+            let mut f = TraceFold::default();
+            for c in &calls {
+                f.call(c.clone());
+            }
+            for r in &reqs {
+                f.request(r.clone());
+            }
+            f.slow_calls.settle(call_key);
+            f.slow_requests.settle(request_key);
+            let (procs, groups, slow_calls, slow_reqs) = reference(&calls, &reqs);
+            assert_eq!(f.processes(), procs, "seed {seed}: processes");
+            assert_eq!(f.request_groups(), groups, "seed {seed}: groups");
+            assert_eq!(f.slow_calls.kept, slow_calls, "seed {seed}: slowest calls");
+            assert_eq!(
+                f.slow_requests.kept, slow_reqs,
+                "seed {seed}: slowest requests"
+            );
+            assert_eq!((f.calls, f.requests), (n_calls as u64, n_reqs as u64));
+        }
+    }
 
     #[test]
     fn log2_buckets_are_biolatencys() {
