@@ -171,17 +171,7 @@ pub fn read_table_chunked(
         match out.as_mut() {
             None => out = Some((t, w)),
             Some((all, warnings)) => {
-                if all.columns != t.columns {
-                    anyhow::bail!(
-                        "{}: its columns differ from {}'s; the recording is damaged",
-                        p.display(),
-                        files[0].display()
-                    );
-                }
-                all.t_ns.extend(t.t_ns);
-                for (a, c) in all.cols.iter_mut().zip(t.cols) {
-                    a.extend(c);
-                }
+                all.append(t, p, &files[0])?;
                 warnings.extend(w);
             }
         }
@@ -393,6 +383,23 @@ pub struct Table {
 }
 
 impl Table {
+    /// Appends the rows of `t`, read from `p`, a later chunk of the file whose first chunk
+    /// is `first`: refused, naming both, when its columns differ.
+    pub fn append(&mut self, t: Table, p: &Path, first: &Path) -> anyhow::Result<()> {
+        if self.columns != t.columns {
+            anyhow::bail!(
+                "{}: its columns differ from {}'s; the recording is damaged",
+                p.display(),
+                first.display()
+            );
+        }
+        self.t_ns.extend(t.t_ns);
+        for (a, c) in self.cols.iter_mut().zip(t.cols) {
+            a.extend(c);
+        }
+        Ok(())
+    }
+
     pub fn col(&self, name: &str) -> Option<&[f64]> {
         self.columns
             .iter()

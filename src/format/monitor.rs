@@ -54,19 +54,7 @@ pub fn read(dir: &Path, file: &str) -> anyhow::Result<std::collections::BTreeMap
                 None => {
                     out.insert(server, t);
                 }
-                Some(all) => {
-                    if all.columns != t.columns {
-                        anyhow::bail!(
-                            "{}: its columns differ from {}'s; the recording is damaged",
-                            p.display(),
-                            files[0].display()
-                        );
-                    }
-                    all.t_ns.extend(t.t_ns);
-                    for (a, c) in all.cols.iter_mut().zip(t.cols) {
-                        a.extend(c);
-                    }
-                }
+                Some(all) => all.append(t, p, &files[0])?,
             }
         }
     }
