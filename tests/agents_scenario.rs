@@ -438,60 +438,14 @@ fn record_agents_files_are_chunked_and_dropped_by_the_same_rules_and_read_as_one
         String::from_utf8_lossy(&o.stderr)
     );
     let meta = read_json(&run.join("meta.json"));
-    let s = 1_000_000_000u64;
     let mut kept_of = std::collections::BTreeMap::new();
     for file in [
         "agents_diskstats.csv.gz",
         "agents_cpu.csv",
         "agents_meminfo.csv",
     ] {
-        let c = &meta["chunks"]["files"][file];
-        let closed = c["closed"]
-            .as_array()
-            .unwrap_or_else(|| panic!("meta.json chunks.files has no {file}: {}", meta["chunks"]));
-        let dropped = c["dropped"].as_array().unwrap();
-        assert!(
-            closed.len() >= 4,
-            "{file}: {} chunks closed: {c}",
-            closed.len()
-        );
-        assert!(!dropped.is_empty(), "{file}: --keep 2s dropped none: {c}");
-        let mut kept = 0;
-        for c in closed {
-            let name = c["file"].as_str().unwrap();
-            if dropped.iter().any(|d| d["file"] == name) {
-                assert!(!run.join(name).exists(), "{name} was dropped but is there");
-                continue;
-            }
-            if name.starts_with("chunks/") {
-                let (a, b) = (
-                    c["first_t_ns"].as_u64().unwrap(),
-                    c["last_t_ns"].as_u64().unwrap(),
-                );
-                assert!(
-                    a > 0,
-                    "{name}: a chunk's first t_ns is 0 (read from the node cell?)"
-                );
-                assert_eq!(a / s, b / s, "{name}: rows of more than one second: {c}");
-            }
-            kept += c["rows"].as_u64().unwrap();
-        }
-        eprintln!(
-            "{file}: {} chunks closed, {} dropped, {kept} rows kept",
-            closed.len(),
-            dropped.len()
-        );
-        kept_of.insert(
-            file,
-            (
-                kept,
-                dropped
-                    .iter()
-                    .map(|d| d["last_t_ns"].as_u64().unwrap())
-                    .max()
-                    .unwrap(),
-            ),
-        );
+        let c = check_chunk_list(&run, &meta, file, 4, true);
+        kept_of.insert(file, (c.kept_rows, c.dropped_to));
     }
     let disks = diskpulse::format::agents::read_diskstats(&run)
         .unwrap()

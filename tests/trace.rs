@@ -740,44 +740,7 @@ fn a_chunked_trace_is_cut_and_dropped_by_the_recordings_rules_and_read_as_one() 
     assert_eq!(code, 130, "{stderr}");
     let meta = read_json(&dir.join("meta.json"));
     let s = 1_000_000_000u64;
-    let kept_rows = |file: &str| -> u64 {
-        let c = &meta["chunks"]["files"][file];
-        let closed = c["closed"]
-            .as_array()
-            .unwrap_or_else(|| panic!("meta.json chunks.files has no {file}: {}", meta["chunks"]));
-        let dropped = c["dropped"].as_array().unwrap();
-        assert!(
-            closed.len() >= 5,
-            "{file}: {} chunks closed: {c}",
-            closed.len()
-        );
-        assert!(!dropped.is_empty(), "{file}: --keep 2s dropped none: {c}");
-        let (mut kept, mut bytes) = (0, 0);
-        for c in closed {
-            let name = c["file"].as_str().unwrap();
-            if dropped.iter().any(|d| d["file"] == name) {
-                assert!(!dir.join(name).exists(), "{name} was dropped but is there");
-                continue;
-            }
-            assert!(dir.join(name).exists(), "{name} is listed but missing");
-            if name.starts_with("chunks/") {
-                let (a, b) = (
-                    c["first_t_ns"].as_u64().unwrap(),
-                    c["last_t_ns"].as_u64().unwrap(),
-                );
-                assert_eq!(a / s, b / s, "{name}: rows of more than one second: {c}");
-            }
-            kept += c["rows"].as_u64().unwrap();
-            bytes += c["bytes"].as_u64().unwrap();
-        }
-        eprintln!(
-            "{file}: {} chunks closed, {} dropped, {kept} rows kept in {bytes} bytes ({:.1} a row)",
-            closed.len(),
-            dropped.len(),
-            bytes as f64 / kept.max(1) as f64
-        );
-        kept
-    };
+    let kept_rows = |file: &str| check_chunk_list(&dir, &meta, file, 5, false).kept_rows;
     let (calls, warnings) = fsync_calls::read(&dir).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(
@@ -799,13 +762,7 @@ fn a_chunked_trace_is_cut_and_dropped_by_the_recordings_rules_and_read_as_one() 
         .filter(|c| c.tid == tid)
         .map(|c| c.t_ns)
         .collect();
-    let dropped_to = meta["chunks"]["files"][fsync_calls::FILE]["dropped"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["last_t_ns"].as_u64().unwrap())
-        .max()
-        .unwrap();
+    let dropped_to = check_chunk_list(&dir, &meta, fsync_calls::FILE, 5, false).dropped_to;
     assert!(
         !mine.is_empty() && mine[0] > dropped_to,
         "{dropped_to} {mine:?}"

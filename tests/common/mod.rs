@@ -328,3 +328,82 @@ impl Drop for JsServer {
         let _ = self.child.wait();
     }
 }
+
+/// meta.json `chunks.files[file]` of the run in `run`, checked as a `--chunk 1s --keep`
+/// run must have it: at least `min_closed` chunks closed and some dropped, a dropped
+/// chunk gone from the disk and a kept one there, a closed chunk in `chunks/` holding
+/// rows of one aligned second (and, with `first_after_zero`, a first row after 0: its
+/// `t_ns` was found in the row). What was kept and where the dropped ones end.
+#[allow(dead_code)]
+pub struct ChunkList {
+    pub closed: usize,
+    pub dropped: usize,
+    pub kept_rows: u64,
+    pub kept_bytes: u64,
+    /// The last row of the newest dropped chunk.
+    pub dropped_to: u64,
+}
+
+#[allow(dead_code)]
+pub fn check_chunk_list(
+    run: &Path,
+    meta: &serde_json::Value,
+    file: &str,
+    min_closed: usize,
+    first_after_zero: bool,
+) -> ChunkList {
+    let s = 1_000_000_000u64;
+    let c = &meta["chunks"]["files"][file];
+    let closed = c["closed"]
+        .as_array()
+        .unwrap_or_else(|| panic!("meta.json chunks.files has no {file}: {}", meta["chunks"]));
+    let dropped = c["dropped"].as_array().unwrap();
+    assert!(
+        closed.len() >= min_closed,
+        "{file}: {} chunks closed: {c}",
+        closed.len()
+    );
+    assert!(!dropped.is_empty(), "{file}: --keep dropped none: {c}");
+    let (mut kept_rows, mut kept_bytes) = (0, 0);
+    for c in closed {
+        let name = c["file"].as_str().unwrap();
+        if dropped.iter().any(|d| d["file"] == name) {
+            assert!(!run.join(name).exists(), "{name} was dropped but is there");
+            continue;
+        }
+        assert!(run.join(name).exists(), "{name} is listed but missing");
+        if name.starts_with("chunks/") {
+            let (a, b) = (
+                c["first_t_ns"].as_u64().unwrap(),
+                c["last_t_ns"].as_u64().unwrap(),
+            );
+            if first_after_zero {
+                assert!(
+                    a > 0,
+                    "{name}: a chunk's first t_ns is 0 (read from the node cell?)"
+                );
+            }
+            assert_eq!(a / s, b / s, "{name}: rows of more than one second: {c}");
+        }
+        kept_rows += c["rows"].as_u64().unwrap();
+        kept_bytes += c["bytes"].as_u64().unwrap();
+    }
+    let dropped_to = dropped
+        .iter()
+        .map(|d| d["last_t_ns"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    eprintln!(
+        "{file}: {} chunks closed, {} dropped, {kept_rows} rows kept in {kept_bytes} bytes ({:.1} a row)",
+        closed.len(),
+        dropped.len(),
+        kept_bytes as f64 / kept_rows.max(1) as f64
+    );
+    ChunkList {
+        closed: closed.len(),
+        dropped: dropped.len(),
+        kept_rows,
+        kept_bytes,
+        dropped_to,
+    }
+}
