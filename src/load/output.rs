@@ -293,6 +293,7 @@ pub fn kind_words(kind: &str) -> (&'static str, String) {
         "disconnected" | "connection" | "connection_lost" => "the connection broke",
         "nack" => "the broker refused messages",
         "lost_unconfirmed" => "publishes were never confirmed",
+        "not_sent" => "operations due by the schedule were never sent",
         "duplicate" => "messages were delivered twice",
         "broker_error" => "the broker closed the channel",
         _ => "operations failed",

@@ -46,6 +46,25 @@ impl Pacer {
         self.start_ns + ((self.k as f64 + self.phase) * self.interval_ns) as u64
     }
 
+    /// How many intended starts not yet issued fall before `t_ns` (and before the end of
+    /// the run): operations that were due but never started, because the sender was held
+    /// (a full window of acks from a server that is gone, a send stage that could not
+    /// finish) until it stopped. Counted so an outage is never nothing (issue 23).
+    pub fn due_before(&self, t_ns: u64) -> u64 {
+        let until = self.end_ns.map_or(t_ns, |e| e.min(t_ns));
+        if until <= self.start_ns {
+            return 0;
+        }
+        // The first k with start + (k + phase) * interval >= until.
+        let first_not_due = ((until - self.start_ns) as f64 / self.interval_ns - self.phase).ceil();
+        (first_not_due.max(0.0) as u64).saturating_sub(self.k)
+    }
+
+    /// Undoes the last [`Pacer::next`]: its start was not issued.
+    pub fn give_back(&mut self) {
+        self.k = self.k.saturating_sub(1);
+    }
+
     /// Waits for the next intended start and returns it; `None` once the schedule has
     /// passed the end of the run.
     pub async fn next(&mut self) -> Option<u64> {
@@ -84,5 +103,23 @@ mod tests {
         // than 2 ms away is issued at once).
         let now = clock.now_ns();
         assert!(now + 2_000_000 >= last, "{} us early", (last - now) / 1000);
+    }
+
+    #[tokio::test]
+    async fn due_before_counts_the_starts_not_yet_issued_up_to_the_end() {
+        let clock = Clock::start();
+        let start = clock.now_ns();
+        // 1000/s, phase 0.5: starts at 0.5 ms, 1.5 ms, ...; the run ends at 10 ms.
+        let mut p = Pacer::new(clock, start, 1000.0, 0.5, Some(start + 10_000_000));
+        assert_eq!(p.due_before(start), 0);
+        assert_eq!(p.due_before(start + 500_000), 0);
+        assert_eq!(p.due_before(start + 500_001), 1);
+        assert_eq!(p.due_before(start + 3_000_000), 3);
+        // Never past the end of the run.
+        assert_eq!(p.due_before(start + 60_000_000_000), 10);
+        p.next().await.unwrap();
+        p.next().await.unwrap();
+        assert_eq!(p.due_before(start + 3_000_000), 1);
+        assert_eq!(p.due_before(start + 60_000_000_000), 8);
     }
 }

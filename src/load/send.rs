@@ -36,6 +36,14 @@
 //!   clock, `reconnect_ns` = when the loop saw the new connection, `failed` and `timeouts`
 //!   = the operations that failed from the last success before the fault to this one);
 //!   a run that ends before any succeeds again has `no_ack_after_reconnect` instead.
+//! - Nothing due is ever nothing (issue 23): with `--rate`, every intended start before
+//!   the loop stopped sending (the `--duration` end, Ctrl-C, the server's death) that was
+//!   never issued, because the loop was held by a full window of acks from a server that
+//!   is gone or by a send stage that could not finish, is counted at the end as failures
+//!   of kind `not_sent`, from the first such start. A sender that was merely behind its
+//!   schedule when it stopped (its window not full: the CPU, not the server) is not
+//!   counted so. With a server that comes back, the
+//!   backlog is sent at once and its latency from the intended start covers the outage.
 //! - `--duration` is kept: when it ends (looked at every 10 ms while completions are
 //!   awaited) the same 2 s drain as after Ctrl-C starts.
 //!
@@ -259,6 +267,14 @@ pub(crate) async fn send_loop<O: Operation>(
     // drain's deadline.
     let mut tick = std::pin::pin!(tokio::time::sleep(STOP_CHECK));
     let mut connects = op.connects();
+    // When the loop stopped sending (run clock), and messages it gave up on after their
+    // intended start: with a pacer, every start due before then that was never issued
+    // is counted at the end (`not_sent`), so an outage is failures, never nothing.
+    let mut stopped_sending_ns: Option<u64> = None;
+    let mut unsent = 0u64;
+    // Whether the loop was held when it stopped sending (a full window: acks that do not
+    // come). A sender merely behind on CPU is not an outage: its backlog is not counted.
+    let mut held = false;
     let mut fault = FaultWatch {
         last_ok_ns: rec.now(),
         ..Default::default()
@@ -282,6 +298,8 @@ pub(crate) async fn send_loop<O: Operation>(
         // (Not only while sending: the plan itself ends at the stop, before this sees it.)
         if !draining && ctx.stop.load(Ordering::Relaxed) {
             sending = false;
+            stopped_sending_ns.get_or_insert_with(|| rec.now());
+            held |= inflight.len() >= window;
             draining = true;
             tick.as_mut().reset(tokio::time::Instant::now() + DRAIN);
         }
@@ -327,6 +345,8 @@ pub(crate) async fn send_loop<O: Operation>(
                         // --duration is over: drain like after Ctrl-C, never for the
                         // whole ack timeout.
                         sending = false;
+                        stopped_sending_ns.get_or_insert(now);
+                        held |= inflight.len() >= window;
                         draining = true;
                         tick.as_mut().reset(tokio::time::Instant::now() + DRAIN);
                     } else {
@@ -338,6 +358,7 @@ pub(crate) async fn send_loop<O: Operation>(
         };
         let Some(intended) = next else {
             sending = false;
+            stopped_sending_ns.get_or_insert_with(|| rec.now());
             continue;
         };
         // Unpaced, `intended` is the clock read that decided to send: the send itself.
@@ -353,13 +374,18 @@ pub(crate) async fn send_loop<O: Operation>(
                 Poll::Pending => tokio::select! {
                     biased;
                     r = &mut stage => r,
-                    _ = stopped(&ctx) => continue,
+                    _ = stopped(&ctx) => {
+                        // Due (its intended start has passed) and never sent.
+                        unsent += 1;
+                        continue;
+                    }
                 },
             }
         };
         match stage {
             None => {
                 sending = false;
+                stopped_sending_ns.get_or_insert_with(|| rec.now());
                 continue;
             }
             Some(Sent::Done(bytes)) => {
@@ -378,6 +404,21 @@ pub(crate) async fn send_loop<O: Operation>(
             }
         }
         done += 1;
+    }
+    if let Some(p) = plan.pacer.as_ref().filter(|_| held || unsent > 0) {
+        let until = stopped_sending_ns.unwrap_or_else(|| rec.now());
+        let mut n = p.due_before(until) + unsent;
+        if let Some(c) = plan.count {
+            n = n.min(c.saturating_sub(done));
+        }
+        let first_due = p.peek().min(until);
+        let now = rec.now();
+        rec.error_n_since(now, first_due, "not_sent", n, || {
+            format!(
+                "{n} due by the schedule were never sent (the sender was held up until it stopped)"
+            )
+        });
+        fault.failed("not_sent", n);
     }
     fault.end(rec.now(), &rec, &ctx);
     op.finish(&mut rec).await;

@@ -110,7 +110,12 @@ impl SendPlan {
         match self.pacer.as_mut() {
             Some(p) => {
                 let t = p.next().await?;
-                (!ctx.stop.load(Ordering::Relaxed)).then_some(t)
+                if ctx.stop.load(Ordering::Relaxed) {
+                    // Not issued: given back, so the sender counts it if it was due.
+                    p.give_back();
+                    return None;
+                }
+                Some(t)
             }
             None => {
                 let now = ctx.clock.now_ns();

@@ -73,6 +73,11 @@ pub struct Ridden {
 /// SIGKILLed at 2 s and started again on the same port and store at 4 s. `None` (skip)
 /// without nats-server.
 pub fn ride(args: &[&str]) -> Option<Ridden> {
+    ride_with(args, true)
+}
+
+/// [`ride`], and with `restart` false the server is killed at 2 s and never comes back.
+pub fn ride_with(args: &[&str], restart: bool) -> Option<Ridden> {
     if !common::have_nats_server() {
         return common::skip("nats-server not on PATH").then(|| unreachable!());
     }
@@ -100,7 +105,12 @@ pub fn ride(args: &[&str]) -> Option<Ridden> {
     std::thread::sleep(Duration::from_secs(2));
     server.kill();
     std::thread::sleep(Duration::from_secs(2));
-    let server = Server::start(port, &store);
+    let server = if restart {
+        Server::start(port, &store)
+    } else {
+        // Nothing listens: a child that exits at once stands in for the server's slot.
+        Server(Command::new("true").spawn().unwrap())
+    };
     let status = load.wait().unwrap();
     let elapsed = t0.elapsed();
     let (mut stdout, mut stderr) = (String::new(), String::new());

@@ -160,3 +160,61 @@ fn msg_id_outside_js_pub_is_a_usage_error_naming_the_flag() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("--msg-id is for js-pub"), "{err}");
 }
+
+/// Every publish a fixed `--rate` made due is counted: acked, failed or timed out, never
+/// nothing (issue 23). The server is SIGKILLed at 2 s and comes back at 4 s: the
+/// publishes due while it was gone are either lost acks (timeouts) or sent when it is
+/// back, and then their latency from the intended start covers the outage.
+#[test]
+fn js_pub_at_a_fixed_rate_counts_every_due_publish_and_its_latency_covers_the_outage() {
+    let Some(r) = ride(&["js-pub", "--duration", "8s", "--rate", "1000"]) else {
+        return;
+    };
+    let ctx = &r.ctx;
+    let client = &r.json["clients"][0];
+    let (ops, errors) = (
+        client["ops"].as_u64().unwrap(),
+        client["errors"].as_u64().unwrap(),
+    );
+    assert_eq!(ops + errors, 8_000, "due = 1000/s x 8 s\n{ctx}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.out.join("summary.json")).unwrap()).unwrap();
+    let co_p99_ms = summary["load"]["js-pub"]["worst_window_co_p99_us"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no co p99: {}", summary["load"]))
+        / 1e3;
+    // The server was gone from ~2 s to ~4 s after the command started: a publish due at
+    // the kill and sent after the restart waited at least ~1.5 s from its intended start.
+    assert!(
+        co_p99_ms > 1_000.0,
+        "worst window's latency from the intended start {co_p99_ms:.0} ms: the outage is not in it\n{ctx}"
+    );
+}
+
+/// The same outage with no server coming back: the publishes due after the kill are
+/// `not_sent` failures (the sender was held by a full window of acks that never came),
+/// so acked + failed is still every one the schedule made due.
+#[test]
+fn js_pub_at_a_fixed_rate_counts_publishes_due_after_the_server_is_gone_for_good() {
+    let Some(r) = ride_with(&["js-pub", "--duration", "8s", "--rate", "1000"], false) else {
+        return;
+    };
+    let ctx = &r.ctx;
+    let client = &r.json["clients"][0];
+    let (ops, errors) = (
+        client["ops"].as_u64().unwrap(),
+        client["errors"].as_u64().unwrap(),
+    );
+    assert_eq!(ops + errors, 8_000, "due = 1000/s x 8 s\n{ctx}");
+    let not_sent = client["errors_by_kind"]["not_sent"].as_u64().unwrap_or(0);
+    // ~6 s of the schedule came after the kill; the client buffers some of it.
+    assert!(not_sent > 3_000, "not_sent {not_sent}\n{ctx}");
+    assert!(
+        ops > 500 && ops < 2_600,
+        "acked before the kill: {ops}\n{ctx}"
+    );
+    assert!(
+        r.stderr.contains("never sent"),
+        "the failure line says they were never sent\n{ctx}"
+    );
+}
