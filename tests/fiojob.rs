@@ -418,3 +418,77 @@ fn fio_runs_the_shipped_job_file_as_we_do() {
     }
     assert_eq!(theirs["jobs"][0]["jobname"], ours["jobs"][0]["jobname"]);
 }
+
+/// A cell whose probe cannot keep its rate (issue 23): marked invalid with its reason in
+/// study.csv and on the page, and left out of the cell's figures; the cell that kept its
+/// rate stands.
+#[test]
+fn a_study_cell_whose_probe_falls_behind_its_rate_is_invalid_and_left_out() {
+    let d = tempfile::tempdir_in("/var/tmp").unwrap();
+    let vol = d.path().join("vol");
+    std::fs::create_dir(&vol).unwrap();
+    let sc = d.path().join("rate.toml");
+    std::fs::write(
+        &sc,
+        format!(
+            r#"name = "rate"
+description = "a rate the probe keeps and one no disk here can"
+[matrix]
+rate = ["200", "5000000"]
+[[volumes]]
+name = "v"
+path = "{}"
+[[phases]]
+kind = "probe"
+volume = "v"
+args = ["--rw", "randwrite", "--size", "8m", "--time-based", "--runtime", "1s", "--rate-iops-total", "${{rate}}"]
+"#,
+            vol.display()
+        ),
+    )
+    .unwrap();
+    let out = d.path().join("study");
+    let o = diskpulse()
+        .arg("run")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let csv = std::fs::read_to_string(out.join("study.csv")).unwrap();
+    let row = |rate: &str| {
+        csv.lines()
+            .find(|l| l.starts_with(&format!("rate-{rate},")))
+            .unwrap_or_else(|| panic!("no row for rate {rate}: {csv}"))
+            .to_string()
+    };
+    assert!(row("200").starts_with("rate-200,1,ok,,"), "{csv}");
+    assert!(
+        row("5000000").starts_with(
+            "rate-5000000,1,ok,\"phase 0 probe fell behind its rate of 5,000,000 IOPS"
+        ),
+        "{csv}"
+    );
+    let md = std::fs::read_to_string(out.join("study.md")).unwrap();
+    assert!(md.contains("1 invalid and left out"), "{md}");
+    assert!(
+        md.contains("- rate-5000000 r1: INVALID: phase 0 probe fell behind"),
+        "{md}"
+    );
+    // The cells table has the valid cell and no row for the invalid one.
+    let cells = md
+        .split("## Cells")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    assert!(cells.lines().any(|l| l.starts_with("| 200 | 1 |")), "{md}");
+    assert!(!cells.lines().any(|l| l.starts_with("| 5000000 |")), "{md}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("INVALID: phase 0 probe fell behind"),
+        "the page names it"
+    );
+}

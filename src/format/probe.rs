@@ -284,6 +284,31 @@ pub struct Job {
 pub struct ProbeJson {
     #[serde(default)]
     pub jobs: Vec<Job>,
+    /// diskpulse's own block: the rate asked for and what it could not issue.
+    #[serde(default)]
+    pub diskpulse: ProbeExtra,
+}
+
+/// `probe.json`'s `diskpulse` block, the parts a study reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ProbeExtra {
+    /// `--rate-iops-total` (None without a rate).
+    #[serde(default)]
+    pub rate_iops_total: Option<f64>,
+    /// I/Os the rate schedule made due before the end that were never issued: the device
+    /// (or the CPU) did not keep up.
+    #[serde(default)]
+    pub rate_missed_ios: u64,
+}
+
+impl ProbeJson {
+    /// I/Os issued over every job and direction.
+    pub fn total_ios(&self) -> u64 {
+        self.jobs
+            .iter()
+            .map(|j| j.read.total_ios + j.write.total_ios)
+            .sum()
+    }
 }
 
 impl ProbeJson {

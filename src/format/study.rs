@@ -6,7 +6,7 @@
 //! relative to the study, `status` ok/failed/interrupted, `error`, `elapsed_s`),
 //! `status`; after the report also `figures_per_run[]`, `cells_summary[]` and `axes`.
 //!
-//! `study.csv`: `cell,repeat,status`, one column per matrix parameter, then the
+//! `study.csv`: `cell,repeat,status,invalid`, one column per matrix parameter, then the
 //! [`FIGURES`] in order, then with agents (a scenario's `[agents]`) for each node any run
 //! has, in name order, the [`NODE_FIGURES`] as `node_<NODE>_<figure>`; cells are quoted
 //! when they hold a comma or a quote; an empty cell is a figure the run does not have.
@@ -43,6 +43,10 @@ pub struct StudyRun {
     pub error: Option<String>,
     #[serde(default)]
     pub elapsed_s: f64,
+    /// Why a finished run is left out of the comparison (its probe fell behind its rate,
+    /// its load failed), set when the study's reports are written; None when it stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid: Option<String>,
 }
 
 impl StudyRun {
@@ -56,6 +60,10 @@ impl StudyRun {
     }
     pub fn ok(&self) -> bool {
         self.status == "ok"
+    }
+    /// Finished and valid: the runs a cell's figures and the verdicts are made of.
+    pub fn counts(&self) -> bool {
+        self.ok() && self.invalid.is_none()
     }
 }
 
@@ -278,7 +286,8 @@ impl Figures {
 }
 
 /// study.csv's fixed leading columns.
-pub const CSV_KEY_COLUMNS: [&str; 3] = ["cell", "repeat", "status"];
+/// `invalid` is empty for a run that stands, else why it is left out of the comparison.
+pub const CSV_KEY_COLUMNS: [&str; 4] = ["cell", "repeat", "status", "invalid"];
 
 /// study.csv's header for these matrix parameters and figure columns ([`columns`]),
 /// with newline.
@@ -296,7 +305,12 @@ pub fn csv_row(
     cols: &[(String, String)],
     x: &Figures,
 ) -> String {
-    let mut cells = vec![run.cell.clone(), run.repeat.to_string(), run.status.clone()];
+    let mut cells = vec![
+        run.cell.clone(),
+        run.repeat.to_string(),
+        run.status.clone(),
+        run.invalid.clone().unwrap_or_default(),
+    ];
     cells.extend(params.iter().map(|k| run.param(k).to_string()));
     cells.extend(
         cols.iter()
@@ -353,9 +367,9 @@ mod tests {
         let r = StudyRun::default();
         let row = csv_row(&r, &[], &cols, &b);
         let cells = super::super::csv::split(row.trim_end());
-        assert_eq!(cells.len(), 3 + cols.len());
-        assert_eq!(cells[3 + FIGURES.len() + 3], "7");
-        assert_eq!(cells[3 + FIGURES.len()], "");
+        assert_eq!(cells.len(), 4 + cols.len());
+        assert_eq!(cells[4 + FIGURES.len() + 3], "7");
+        assert_eq!(cells[4 + FIGURES.len()], "");
         // Without agents the JSON has no `nodes` (the figures' names stay FIGURES).
         assert!(serde_json::to_value(&a).unwrap().get("nodes").is_some());
         assert!(serde_json::to_value(Figures::default())
@@ -378,9 +392,10 @@ mod tests {
         let cols = columns([&Figures::default()]);
         let row = csv_row(&r, &params, &cols, &Figures::default());
         let cells = super::super::csv::split(row.trim_end());
-        assert_eq!(cells.len(), 3 + 1 + FIGURES.len());
+        assert_eq!(cells.len(), 4 + 1 + FIGURES.len());
         assert_eq!(cells[0], "raid=1,sync=5s");
-        assert_eq!(cells[3], "noatime,discard");
+        assert_eq!(cells[3], "");
+        assert_eq!(cells[4], "noatime,discard");
         let header = super::super::csv::split(csv_header(&params, &cols).trim_end());
         assert_eq!(header.len(), cells.len());
     }

@@ -148,6 +148,66 @@ pub fn figures(run_dir: &Path) -> Figures {
     x
 }
 
+/// A probe that left more than this share of its scheduled I/Os unissued fell behind its
+/// rate: its latency is the saturated device's, not the one at the rate asked for.
+pub const PROBE_MISSED_SHARE_INVALID: f64 = 0.01;
+
+/// Why a finished run cannot stand in a comparison, or None when it can: a probe phase
+/// that fell behind its rate (more than [`PROBE_MISSED_SHARE_INVALID`] of its scheduled
+/// I/Os never issued: the cells would be compared at different throughputs), or a load
+/// whose operations failed with kinds its phase did not expect (`expect_failures`).
+pub fn invalid_reason(run_dir: &Path) -> Option<String> {
+    let meta = Meta::read(run_dir).ok()?;
+    let phases = meta.phases();
+    let mut why = vec![];
+    for ph in &phases {
+        match ph.kind.as_str() {
+            "probe" => {
+                let Ok(p) = ProbeJson::read(&run_dir.join(format!("probe-{}.json", ph.index)))
+                else {
+                    continue;
+                };
+                let missed = p.diskpulse.rate_missed_ios;
+                let issued = p.total_ios();
+                let share = missed as f64 / (missed + issued).max(1) as f64;
+                if share > PROBE_MISSED_SHARE_INVALID {
+                    let asked = p
+                        .diskpulse
+                        .rate_iops_total
+                        .map(|r| format!(" of {} IOPS", crate::units::num(r, 0)))
+                        .unwrap_or_default();
+                    why.push(format!(
+                        "phase {} probe fell behind its rate{asked}: {missed} of {} scheduled I/Os never issued ({:.0}%)",
+                        ph.index,
+                        missed + issued,
+                        share * 100.0
+                    ));
+                }
+            }
+            "load" if ph.result["failures_expected"] != Value::Bool(true) => {
+                let failed: Vec<String> = ph
+                    .load()
+                    .map(|l| l.roles)
+                    .unwrap_or_default()
+                    .iter()
+                    .flat_map(|r| r.failures.iter().map(move |f| (r, f)))
+                    .filter(|(_, f)| f.count > 0)
+                    .map(|(r, f)| format!("{} {} {}", f.count, r.role, f.kind))
+                    .collect();
+                if !failed.is_empty() {
+                    why.push(format!(
+                        "phase {} load had failed operations ({})",
+                        ph.index,
+                        failed.join(", ")
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
 /// The interference columns from summary.json: the probe's writes against the bursts of
 /// the broker's busiest device (the first entry: `bursts` lists that device first), and the acks
 /// of the load's acked roles before and during the worst restart re-read.
@@ -397,6 +457,13 @@ fn group_in<'g, V>(
 /// Writes study.json, study.csv, study.md and report.html from the runs in study.json.
 pub fn write_reports(study: &Path) -> anyhow::Result<()> {
     let mut sj = Study::read(study)?;
+    for r in sj.runs.iter_mut() {
+        r.invalid = if r.ok() {
+            invalid_reason(&study.join(&r.dir))
+        } else {
+            None
+        };
+    }
     let per_run: Vec<(StudyRun, Figures)> = sj
         .runs
         .iter()
@@ -406,7 +473,7 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
     // (the matrix's order as written: 0ms, 10ms, 50ms, 100ms, not sorted as text).
     type Cell<'a> = (Vec<(String, String)>, Vec<&'a Figures>);
     let mut cells: Vec<(String, Cell)> = vec![];
-    for (r, x) in per_run.iter().filter(|(r, _)| r.ok()) {
+    for (r, x) in per_run.iter().filter(|(r, _)| r.counts()) {
         group_in(&mut cells, &r.cell, || (r.params.clone(), vec![]))
             .1
             .push(x);
@@ -416,13 +483,31 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
         .filter(|(k, _)| per_run.iter().any(|(_, x)| x.get(k).is_some()))
         .collect();
     let params = sj.param_names();
+    let invalid: Vec<&StudyRun> = sj.runs.iter().filter(|r| r.invalid.is_some()).collect();
     let mut md = format!(
-        "# {}\n\n{}\n\nRuns: {} ({} ok). Values: mean over repeats (min..max).\n\n",
+        "# {}\n\n{}\n\nRuns: {} ({} ok{}). Values: mean over the valid repeats (min..max).\n\n",
         sj.scenario,
         sj.description,
         per_run.len(),
-        per_run.iter().filter(|(r, _)| r.ok()).count()
+        per_run.iter().filter(|(r, _)| r.ok()).count(),
+        if invalid.is_empty() {
+            String::new()
+        } else {
+            format!(", {} invalid and left out", invalid.len())
+        }
     );
+    if !invalid.is_empty() {
+        md.push_str("## Invalid runs, left out of every figure\n\n");
+        for r in &invalid {
+            md.push_str(&format!(
+                "- {} r{}: INVALID: {}\n",
+                r.cell,
+                r.repeat,
+                r.invalid.as_deref().unwrap_or("")
+            ));
+        }
+        md.push('\n');
+    }
     let header = |first: &[String]| {
         let mut h = first.to_vec();
         h.extend(present.iter().map(|p| p.1.clone()));
@@ -453,7 +538,7 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
         md.push_str(&format!("\n## By {k}\n\n"));
         md.push_str(&header(&[k.clone(), "runs".into()]));
         let mut groups: Vec<(String, Vec<&Figures>)> = vec![];
-        for (r, x) in per_run.iter().filter(|(r, _)| r.ok()) {
+        for (r, x) in per_run.iter().filter(|(r, _)| r.counts()) {
             group_in(&mut groups, r.param(k), Vec::new).push(x);
         }
         let mut rows = vec![];
@@ -491,7 +576,7 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
         "figures_per_run".into(),
         json!(per_run
             .iter()
-            .map(|(r, x)| json!({"cell": r.cell, "repeat": r.repeat, "status": r.status, "figures": x}))
+            .map(|(r, x)| json!({"cell": r.cell, "repeat": r.repeat, "status": r.status, "invalid": r.invalid, "figures": x}))
             .collect::<Vec<_>>()),
     );
     sj.rest.insert("cells_summary".into(), json!(cell_json));
@@ -694,5 +779,113 @@ mod order_tests {
         assert_eq!(rows(cells), want, "{md}");
         let by = by.split("## By mode").next().unwrap();
         assert_eq!(rows(by), lat.map(String::from).to_vec(), "{md}");
+    }
+}
+
+#[cfg(test)]
+mod invalid_tests {
+    use super::*;
+    use crate::format::study::{StudyCell, StudyRun};
+
+    /// A run directory with one probe phase that issued `issued` I/Os and left `missed`
+    /// unissued at 15,000 IOPS asked, with write p99 `p99_ms`, and one load phase with
+    /// `failed` timeouts (`expected` marks them expected).
+    fn run_dir(d: &Path, issued: u64, missed: u64, p99_ms: f64, failed: u64, expected: bool) {
+        std::fs::create_dir_all(d).unwrap();
+        let failures = if failed > 0 {
+            json!([{"role": "js-pub", "kind": "timeout", "count": failed}])
+        } else {
+            json!([])
+        };
+        let meta = json!({"tool": "diskpulse", "format_version": crate::format::FORMAT_VERSION,
+            "phases": [
+                {"index": 1, "kind": "probe", "args": [], "stopped": false, "result": {}},
+                {"index": 2, "kind": "load", "args": [], "stopped": false, "result": {
+                    "failures_expected": expected,
+                    "roles": [{"role": "js-pub", "ops": 100, "msgs_per_s": 10.0, "failures": failures}]}}]});
+        std::fs::write(d.join("meta.json"), meta.to_string()).unwrap();
+        let probe = json!({"diskpulse": {"rate_iops_total": 15000.0, "rate_missed_ios": missed},
+            "jobs": [{"write": {"total_ios": issued,
+                "clat_ns": {"mean": 1e6, "percentile": {"99.000000": p99_ms * 1e6}}}}]});
+        std::fs::write(d.join("probe-1.json"), probe.to_string()).unwrap();
+    }
+
+    #[test]
+    fn a_probe_behind_its_rate_or_a_failed_load_makes_a_run_invalid() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        run_dir(&d.join("ok"), 10_000, 50, 1.0, 0, false);
+        assert_eq!(invalid_reason(&d.join("ok")), None, "0.5% missed stands");
+        run_dir(&d.join("behind"), 54_000, 76_000, 1.0, 0, false);
+        let why = invalid_reason(&d.join("behind")).unwrap();
+        assert!(why.contains("fell behind its rate of 15,000 IOPS"), "{why}");
+        assert!(why.contains("76000 of 130000"), "{why}");
+        run_dir(&d.join("failed"), 10_000, 0, 1.0, 256, false);
+        let why = invalid_reason(&d.join("failed")).unwrap();
+        assert!(why.contains("256 js-pub timeout"), "{why}");
+        run_dir(&d.join("expected"), 10_000, 0, 1.0, 256, true);
+        assert_eq!(invalid_reason(&d.join("expected")), None);
+    }
+
+    #[test]
+    fn an_invalid_run_is_named_on_the_page_and_in_study_csv_and_left_out_of_its_cell() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let mut sj = Study {
+            scenario: "raid".into(),
+            status: "ok".into(),
+            ..Default::default()
+        };
+        let params = vec![("raid".to_string(), "1".to_string())];
+        sj.cells.push(StudyCell {
+            id: "raid-1".into(),
+            params: params.clone(),
+        });
+        // Two runs that kept their rate at 2 ms, one that fell behind at 80 ms.
+        for (rep, missed, p99) in [(1u32, 0u64, 2.0), (2, 60_000, 80.0), (3, 0, 2.0)] {
+            let dir_name = format!("raid-1/r{rep}");
+            run_dir(&d.join(&dir_name), 75_000, missed, p99, 0, false);
+            sj.runs.push(StudyRun {
+                cell: "raid-1".into(),
+                params: params.clone(),
+                repeat: rep,
+                dir: dir_name,
+                status: "ok".into(),
+                ..Default::default()
+            });
+        }
+        std::fs::write(
+            d.join(crate::format::study::JSON_FILE),
+            serde_json::to_string(&sj).unwrap(),
+        )
+        .unwrap();
+        write_reports(d).unwrap();
+        let md = std::fs::read_to_string(d.join("study.md")).unwrap();
+        assert!(md.contains("1 invalid and left out"), "{md}");
+        assert!(
+            md.contains("- raid-1 r2: INVALID: phase 1 probe fell behind its rate"),
+            "{md}"
+        );
+        // The cell's probe write p99 is the two valid runs' 2 ms (2000 us), not a mean with 80 ms.
+        let cells = md.split("## Cells").nth(1).unwrap();
+        let row = cells.lines().find(|l| l.starts_with("| 1 |")).unwrap();
+        assert!(row.starts_with("| 1 | 2 | "), "2 runs counted: {row}");
+        assert!(row.contains("| 2000 (2000..2000) |"), "{row}");
+        assert!(!row.contains("80000"), "{row}");
+        let csv = std::fs::read_to_string(d.join("study.csv")).unwrap();
+        let mut lines = csv.lines();
+        assert!(lines
+            .next()
+            .unwrap()
+            .starts_with("cell,repeat,status,invalid,raid,"));
+        let rows: Vec<&str> = lines.collect();
+        assert!(rows[0].starts_with("raid-1,1,ok,,1,"), "{csv}");
+        // The reason holds a comma ("15,000 IOPS"): quoted, as CSV does.
+        assert!(
+            rows[1].starts_with("raid-1,2,ok,\"phase 1 probe fell behind"),
+            "{csv}"
+        );
+        let html = std::fs::read_to_string(d.join("report.html")).unwrap();
+        assert!(html.contains("INVALID"), "the page names it");
     }
 }

@@ -111,7 +111,7 @@ pub fn build(sj: &Study, runs: &[(StudyRun, Figures)]) -> Vec<StudyChart> {
         .unwrap_or(0) as u32;
     let slot = (longest * 7 + 16).max(series.len() as u32 * 36).max(90);
     let width = (80 + groups.len() as u32 * slot).clamp(720, 4000);
-    let ok: Vec<&(StudyRun, Figures)> = runs.iter().filter(|(r, _)| r.ok()).collect();
+    let ok: Vec<&(StudyRun, Figures)> = runs.iter().filter(|(r, _)| r.counts()).collect();
     let mut out = vec![];
     for (key, title) in FIGURES {
         let mut any = false;
