@@ -368,9 +368,25 @@ args = ["--rw", "${{rw}}", "--bs", "${{bs}}", "--size", "8m", "--time-based", "-
         assert!((shown / mean - 1.0).abs() < 0.01, "{bar}: csv mean {mean}");
         assert!(bar.contains(&format!("n {})", vals.len())), "{bar}");
     }
+    // The page opens with its answers (issue 23): bs 16k against 4k with rw held, as a
+    // ratio of the 2 repeats' means with its interval, before any table.
+    let md = std::fs::read_to_string(out.join("study.md")).unwrap();
+    let (answers, rest) = md.split_once("## Cells").unwrap();
+    assert!(answers.contains("## Answers"), "{md}");
+    let line = answers
+        .lines()
+        .find(|l| l.starts_with("- bs 16k vs bs 4k at rw randread: probe read p99 "))
+        .unwrap_or_else(|| panic!("no bs verdict at rw randread: {md}"));
+    assert!(
+        line.contains("2 repeats each; Welch 95% interval")
+            && (line.ends_with(": distinguishable)") || line.ends_with(": not distinguishable)")),
+        "{line}"
+    );
+    assert!(!rest.contains("## Answers"));
     // report.html embeds every chart and links its files.
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("<h2>Charts</h2>"));
+    assert!(html.contains("Answers"));
     let charts = std::fs::read_dir(out.join("charts"))
         .unwrap()
         .filter(|e| e.as_ref().unwrap().path().extension().unwrap() == "png")

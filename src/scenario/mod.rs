@@ -11,3 +11,4 @@ pub mod spec;
 pub mod study;
 pub mod study_charts;
 pub mod validate;
+pub mod verdict;

@@ -496,6 +496,23 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
             format!(", {} invalid and left out", invalid.len())
         }
     );
+    // The answers first: each parameter's effect on the figures compared, with its noise.
+    let valid: Vec<(&StudyRun, &Figures)> = per_run
+        .iter()
+        .filter(|(r, _)| r.counts())
+        .map(|(r, x)| (r, x))
+        .collect();
+    let verdicts = super::verdict::verdicts(&valid, &params);
+    if !verdicts.is_empty() {
+        md.push_str("## Answers\n\n");
+        for v in &verdicts {
+            md.push_str(&format!("- {}\n", v.line));
+        }
+        md.push_str(&format!(
+            "\nEach is mean over the valid repeats of one value against the first, every other parameter held; the interval is the {} of the ratio over the repeats (Welch's t on the log of the means), and a ratio whose interval holds 1.0 is not distinguishable from no change.\n\n",
+            super::verdict::INTERVAL_NAME
+        ));
+    }
     if !invalid.is_empty() {
         md.push_str("## Invalid runs, left out of every figure\n\n");
         for r in &invalid {
@@ -580,6 +597,7 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
             .collect::<Vec<_>>()),
     );
     sj.rest.insert("cells_summary".into(), json!(cell_json));
+    sj.rest.insert("verdicts".into(), json!(verdicts));
     sj.rest.insert("axes".into(), Value::Object(axes_json));
     std::fs::write(study.join(fmt::JSON_FILE), serde_json::to_vec_pretty(&sj)?)?;
     // One chart per figure (STUDY/charts/), also inlined in report.html.
