@@ -297,6 +297,7 @@ fn summary_fields() -> BTreeSet<String> {
                 ..Default::default()
             }],
             lines: vec![],
+            spikes: vec![summary::Spike::default()],
         }),
         failures: vec![summary::Failure::default()],
         faults: vec![summary::Fault::default()],

@@ -227,8 +227,31 @@ pub struct Interference {
     pub bursts: Vec<BurstInterference>,
     pub restarts: Vec<RestartInterference>,
     /// The quotable sentences: every series (not the co-corrected twins) against the
-    /// bursts of the first device of `bursts` (the broker's busiest), then every restart's.
+    /// bursts of the first device of `bursts` (the broker's busiest), then every restart's,
+    /// then every spike's.
     pub lines: Vec<String>,
+    /// Each series' latency spikes, each with the episodes that overlap it or none
+    /// (`report/spikes.rs`).
+    #[serde(default)]
+    pub spikes: Vec<Spike>,
+}
+
+/// A latency spike of one series: windows whose p99 stands out from the series' median
+/// window, and what the run saw at that time.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Spike {
+    pub series: String,
+    /// The spike's windows, run clock s.
+    pub start_s: f64,
+    pub end_s: f64,
+    /// The highest window p99 in it, and the series' median window p99, µs.
+    pub p99_us: f64,
+    pub median_window_p99_us: f64,
+    /// The episodes that overlap it (write bursts, CPU saturation, faults), in words;
+    /// empty when none does.
+    pub explained_by: Vec<String>,
+    pub line: String,
 }
 
 /// One kind of failed operation of one load role: what it means, when on the run clock,

@@ -345,6 +345,7 @@ pub fn interference(
     preferred: &[String],
     restarts: &[RestartSummary],
     events: &[Event],
+    cpu_busy: Option<(Vec<u64>, Vec<f64>)>,
 ) -> Option<Interference> {
     let all = series(probe, load);
     if all.is_empty() {
@@ -381,6 +382,13 @@ pub fn interference(
                 out.lines.push(x.line.clone());
             }
             out.restarts.push(x);
+        }
+    }
+    let episodes = super::spikes::episodes(devices, cpu_busy, events);
+    for s in all.iter().filter(|s| !s.tag.co) {
+        for sp in super::spikes::spikes(s, &episodes) {
+            out.lines.push(sp.line.clone());
+            out.spikes.push(sp);
         }
     }
     Some(out)
@@ -476,7 +484,7 @@ mod tests {
             iv.push(window("write", k, &[(slow, 99), (slow * 2, 1)]));
         }
         let d = device("vdb", &[(0.33, 30.0), (0.45, 10.0)]);
-        let x = interference(&iv, &[], &[d], &[], &[], &[]).unwrap();
+        let x = interference(&iv, &[], &[d], &[], &[], &[], None).unwrap();
         let b = &x.bursts[0];
         assert_eq!((b.windows_inside, b.windows_outside), (2, 8));
         assert_eq!((b.inside.count, b.outside.count), (200, 800));
@@ -487,9 +495,13 @@ mod tests {
         assert!((b.share_in_bursts - 0.2).abs() < 1e-9);
         assert!((b.p99_ratio.unwrap() - 100.0).abs() < 0.2);
         assert_eq!(
-            x.lines,
-            vec!["probe write p99 100 µs outside vdb's write bursts, 10 ms inside (100x), 20.0% of its writes fell in bursts"]
+            x.lines[0],
+            "probe write p99 100 µs outside vdb's write bursts, 10 ms inside (100x), 20.0% of its writes fell in bursts"
         );
+        // And the two slow windows are one spike, explained by the bursts in them.
+        assert_eq!(x.spikes.len(), 1, "{:?}", x.spikes);
+        assert_eq!(x.spikes[0].explained_by.len(), 2, "{:?}", x.spikes);
+        assert_eq!(x.lines.len(), 2);
         assert!(x.rule.contains("probe 100 ms"), "{}", x.rule);
     }
 
@@ -504,7 +516,7 @@ mod tests {
             window("p0:js-pub.co", 0, &[(900, 1)]),
         ];
         let d = device("vdb", &[(0.0, 10.0)]);
-        let x = interference(&probe, &load, &[d], &[], &[], &[]).unwrap();
+        let x = interference(&probe, &load, &[d], &[], &[], &[], None).unwrap();
         let names: Vec<&str> = x.bursts.iter().map(|b| b.series.as_str()).collect();
         assert_eq!(
             names,
@@ -555,7 +567,7 @@ mod tests {
             ev(600_000_000, "node_stop", "n2"),
             ev(1_000_000_000, "restart", "n2"),
         ];
-        let x = interference(&[], &load, &[], &[], &[r], &events).unwrap();
+        let x = interference(&[], &load, &[], &[], &[r], &events, None).unwrap();
         let y = &x.restarts[0];
         assert_eq!((y.before.count, y.during.count), (60, 30));
         assert_eq!((y.before_from_s, y.before_to_s), (0.0, 0.6));
@@ -573,7 +585,16 @@ mod tests {
         let mut backing = device("vda", &[(0.0, 10.0)]);
         backing.write.bytes = 1e9;
         let store = device("loop0", &[(0.0, 10.0)]);
-        let x = interference(&iv, &[], &[backing, store], &["loop0".into()], &[], &[]).unwrap();
+        let x = interference(
+            &iv,
+            &[],
+            &[backing, store],
+            &["loop0".into()],
+            &[],
+            &[],
+            None,
+        )
+        .unwrap();
         let devs: Vec<&str> = x.bursts.iter().map(|b| b.device.as_str()).collect();
         assert_eq!(devs, ["loop0", "vda"]);
         assert_eq!(x.lines.len(), 1);
@@ -582,6 +603,15 @@ mod tests {
 
     #[test]
     fn no_histograms_no_section() {
-        assert!(interference(&[], &[], &[device("vdb", &[(0.0, 10.0)])], &[], &[], &[]).is_none());
+        assert!(interference(
+            &[],
+            &[],
+            &[device("vdb", &[(0.0, 10.0)])],
+            &[],
+            &[],
+            &[],
+            None
+        )
+        .is_none());
     }
 }

@@ -14,6 +14,7 @@ pub mod nodes;
 pub mod procio;
 pub mod rates;
 pub mod run;
+pub mod spikes;
 pub mod spill;
 pub mod stream;
 pub mod table;
@@ -127,6 +128,9 @@ pub fn analyse(
         &broker,
         &restarts,
         &run.events,
+        run.cpu
+            .as_ref()
+            .and_then(|c| c.pct.points(fold::CpuFolded::BUSY)),
     );
     let summary = Summary {
         format_version: crate::format::FORMAT_VERSION,
