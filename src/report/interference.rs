@@ -384,7 +384,12 @@ pub fn interference(
             out.restarts.push(x);
         }
     }
-    let episodes = super::spikes::episodes(devices, cpu_busy, events);
+    // The devices the run is about; every device when it names none.
+    let about: Vec<&DeviceSummary> = devices
+        .iter()
+        .filter(|d| preferred.is_empty() || preferred.contains(&d.name))
+        .collect();
+    let episodes = super::spikes::episodes(&about, cpu_busy, events);
     for s in all.iter().filter(|s| !s.tag.co) {
         for sp in super::spikes::spikes(s, &episodes) {
             out.lines.push(sp.line.clone());

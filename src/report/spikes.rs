@@ -13,6 +13,12 @@
 //!   `node_kill`, `restart`, `broker_died`, `device_gone`). An episode explains a spike
 //!   when it overlaps the spike's windows or ends at most one window before them (an
 //!   operation that waited through it completes after it).
+//! - Write bursts are those of the devices the run is about (the broker's, else those
+//!   that hold a volume: [`super::interference::broker_devices`]); a backing disk's bursts
+//!   (other writers' on a shared disk) explain nothing unless the run has no such device.
+//! - An episode that covers more than half of the series' span (a CPU busy the whole
+//!   run) is background, not an explanation of one window: the line names it after the
+//!   verdict ("background: ...") and `explained_by` leaves it out.
 //! - With none, the line says "no write burst, CPU saturation or fault the run saw
 //!   overlaps it": a latency spike the disk did not cause is not blamed on it. What is
 //!   not looked at yet (device stalls without bytes, flushes, writeback) is not claimed.
@@ -51,7 +57,7 @@ pub struct Episode {
 
 /// The episodes of a run: write bursts, CPU saturation, faults.
 pub fn episodes(
-    devices: &[DeviceSummary],
+    devices: &[&DeviceSummary],
     cpu_busy: Option<(Vec<u64>, Vec<f64>)>,
     events: &[Event],
 ) -> Vec<Episode> {
@@ -143,6 +149,17 @@ fn window_quantile_us(w: &Interval, q: f64) -> Option<f64> {
 
 /// The spikes of one series against `episodes`.
 pub fn spikes(s: &Series, episodes: &[Episode]) -> Vec<Spike> {
+    let (Some(first), Some(last)) = (s.windows.first(), s.windows.last()) else {
+        return vec![];
+    };
+    let span_ns = (last.start_ns + last.duration_ns)
+        .saturating_sub(first.start_ns)
+        .max(1);
+    let background = |e: &Episode| {
+        let a = e.span.0.max(first.start_ns);
+        let b = e.span.1.min(last.start_ns + last.duration_ns);
+        b.saturating_sub(a) * 2 > span_ns
+    };
     let p99: Vec<(usize, f64)> = s
         .windows
         .iter()
@@ -176,16 +193,20 @@ pub fn spikes(s: &Series, episodes: &[Episode]) -> Vec<Spike> {
             let start = a.start_ns;
             let end = b.start_ns + b.duration_ns.max(1);
             let reach = start.saturating_sub(a.duration_ns);
-            let explained_by: Vec<String> = episodes
+            let (bg, explained_by): (Vec<&Episode>, Vec<&Episode>) = episodes
                 .iter()
                 .filter(|e| e.span.0 < end && reach < e.span.1)
-                .map(|e| e.what.clone())
-                .collect();
-            let why = if explained_by.is_empty() {
+                .partition(|e| background(e));
+            let explained_by: Vec<String> = explained_by.iter().map(|e| e.what.clone()).collect();
+            let mut why = if explained_by.is_empty() {
                 "no write burst, CPU saturation or fault the run saw overlaps it".to_string()
             } else {
                 explained_by.join("; ")
             };
+            if !bg.is_empty() {
+                let b: Vec<&str> = bg.iter().map(|e| e.what.as_str()).collect();
+                why.push_str(&format!(" (background, most of the run: {})", b.join("; ")));
+            }
             Spike {
                 series: s.label(),
                 start_s: start as f64 / 1e9,
@@ -274,6 +295,18 @@ mod tests {
         // A steady series has none.
         let flat: Vec<Interval> = (0..50).map(|k| window(k, 2_000)).collect();
         assert!(spikes(&series(&flat), &[]).is_empty());
+        // A CPU busy for the whole run is background: named, not an explanation.
+        let busy = Episode {
+            span: (0, 5_000_000_000),
+            what: "CPU over 90% busy from 0.00 to 5.00 s".into(),
+        };
+        let sp = spikes(&s, &[busy]);
+        assert!(sp[0].explained_by.is_empty(), "{sp:?}");
+        assert!(
+            sp[0].line.ends_with("no write burst, CPU saturation or fault the run saw overlaps it (background, most of the run: CPU over 90% busy from 0.00 to 5.00 s)"),
+            "{}",
+            sp[0].line
+        );
     }
 
     #[test]
