@@ -2,8 +2,11 @@
 //! the run's summary.
 //!
 //! `load.csv` (its columns, units and reader: [`crate::format::load`]): one row per
-//! window (aligned on the run clock, stamped with the window's start) and role that saw
-//! anything, with the scenario phase (`DISKPULSE_PHASE`) in its `phase` column. Beside
+//! window (aligned on the run clock, stamped with the window's start) and role, from the
+//! role's first worker's start to its last worker's end, windows in which nothing
+//! completed included (a row with 0 ops: a stall is a run of such rows, not a gap that a
+//! chart draws as a ramp). Workers send nothing for a window without operations (each
+//! says when it starts, [`Msg::Start`]); the collector fills those rows in. With the scenario phase (`DISKPULSE_PHASE`) in its `phase` column. Beside
 //! it, `load.hlog` ([`crate::format::hist`]): per window and role, the merged latency
 //! histogram (tag = the role, from the actual send) and the corrected one (`ROLE.co`,
 //! from the intended start), phase-prefixed inside a scenario; a window without any
@@ -146,6 +149,50 @@ impl Out {
     }
 }
 
+/// Where a role has workers: every window from `first` (its first worker's start) to
+/// `last` (when its last worker finished; `None` while one runs) is a row.
+struct Span {
+    live: usize,
+    first: u64,
+    last: Option<u64>,
+}
+
+impl Span {
+    fn covers(&self, w: u64) -> bool {
+        self.first <= w && self.last.is_none_or(|l| w <= l)
+    }
+}
+
+fn empty_acc() -> Acc {
+    Acc {
+        ops: 0,
+        bytes: 0,
+        errors: 0,
+        lat: collectors::directio::latency_histogram(),
+        co: collectors::directio::latency_histogram(),
+    }
+}
+
+/// The windows before `upto` that have no row yet: a row of nothing for each role that
+/// had a worker then (a stall is a run of rows with 0 ops, not a gap). `from` is the
+/// first window not filled yet, moved to `upto`.
+fn fill_idle(
+    pending: &mut BTreeMap<(u64, Role), Acc>,
+    spans: &BTreeMap<Role, Span>,
+    from: &mut u64,
+    upto: u64,
+) {
+    for (role, span) in spans {
+        let to = span.last.map_or(upto, |l| l.saturating_add(1).min(upto));
+        for w in (*from).max(span.first)..to {
+            if span.covers(w) {
+                pending.entry((w, *role)).or_insert_with(empty_acc);
+            }
+        }
+    }
+    *from = (*from).max(upto);
+}
+
 /// Runs until every sender is gone. `start_ns`: when the load began (clips the first
 /// window); `end_ns()` is read at the end to clip the last.
 pub async fn collect(
@@ -161,6 +208,9 @@ pub async fn collect(
         None => None,
     };
     let mut pending: BTreeMap<(u64, Role), Acc> = BTreeMap::new();
+    let mut spans: BTreeMap<Role, Span> = BTreeMap::new();
+    // The first window that idle rows were not filled in for yet.
+    let mut filled = start_ns / window_ns;
     let mut clients = vec![];
     let mut rows = 0u64;
     let mut seen_kinds: std::collections::BTreeSet<(Role, &'static str)> = Default::default();
@@ -197,19 +247,30 @@ pub async fn collect(
     loop {
         tokio::select! {
             m = rx.recv() => match m {
+                Some(Msg::Start { role, window }) => {
+                    let window = window.max(start_ns / window_ns);
+                    let s = spans.entry(role).or_insert(Span { live: 0, first: window, last: None });
+                    s.live += 1;
+                    s.last = None;
+                    s.first = s.first.min(window);
+                }
                 Some(Msg::Window(w)) => {
-                    let a = pending.entry((w.window, w.role)).or_insert_with(|| Acc {
-                        ops: 0, bytes: 0, errors: 0,
-                        lat: collectors::directio::latency_histogram(),
-                        co: collectors::directio::latency_histogram(),
-                    });
+                    let a = pending.entry((w.window, w.role)).or_insert_with(empty_acc);
                     a.ops += w.ops;
                     a.bytes += w.bytes;
                     a.errors += w.errors;
                     let _ = a.lat.add(&w.lat);
                     let _ = a.co.add(&w.co);
                 }
-                Some(Msg::Done(t)) => clients.push(*t),
+                Some(Msg::Done(t)) => {
+                    if let Some(s) = spans.get_mut(&t.role) {
+                        s.live = s.live.saturating_sub(1);
+                        if s.live == 0 {
+                            s.last = Some(clock.now_ns().saturating_sub(1) / window_ns);
+                        }
+                    }
+                    clients.push(*t);
+                }
                 Some(Msg::ErrorKind(role, kind, detail)) => {
                     // One event per role and kind, however many workers see it.
                     if seen_kinds.insert((role, kind)) {
@@ -221,11 +282,19 @@ pub async fn collect(
             _ = tick.tick() => {
                 let now = clock.now_ns();
                 let upto = now.saturating_sub(GRACE_NS) / window_ns;
+                fill_idle(&mut pending, &spans, &mut filled, upto);
                 write_ready(&mut pending, upto, u64::MAX, &mut rows)?;
             }
         }
     }
     let end = clock.now_ns();
+    // Every window the load overlapped: up to the one holding its last instant.
+    fill_idle(
+        &mut pending,
+        &spans,
+        &mut filled,
+        end.saturating_sub(1) / window_ns + 1,
+    );
     write_ready(&mut pending, u64::MAX, end, &mut rows)?;
     clients.sort_by_key(|c| (c.role, c.index));
     Ok(Collected { clients, rows })

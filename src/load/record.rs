@@ -172,6 +172,13 @@ impl ClientTotals {
 }
 
 pub enum Msg {
+    /// A worker of `role` started at window `window`: from there to the end of the role's
+    /// last worker, every window of the role is a load.csv row (0 ops when nothing
+    /// completed in it, so a stall is a run of zero rows, not a gap).
+    Start {
+        role: Role,
+        window: u64,
+    },
     Window(WindowMsg),
     Done(Box<ClientTotals>),
     /// A new error kind seen by a worker (an event is written once per kind and role).
@@ -203,11 +210,13 @@ impl Recorder {
         window_ns: u64,
         tx: mpsc::UnboundedSender<Msg>,
     ) -> Recorder {
+        let cur = clock.now_ns() / window_ns;
+        let _ = tx.send(Msg::Start { role, window: cur });
         Recorder {
             role,
             clock,
             window_ns,
-            cur: clock.now_ns() / window_ns,
+            cur,
             ops: 0,
             bytes: 0,
             errors: 0,
@@ -519,7 +528,7 @@ mod tests {
                     windows += 1;
                     assert_eq!(w.lat.len(), w.ops);
                 }
-                Msg::ErrorKind(..) => kinds += 1,
+                Msg::ErrorKind(..) | Msg::Start { .. } => kinds += 1,
                 Msg::Done(t) => {
                     done += 1;
                     assert_eq!(t.ops, 100);
@@ -532,7 +541,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!((ops, errors, kinds, done), (100, 2, 1, 1));
+        assert_eq!((ops, errors, kinds, done), (100, 2, 2, 1));
         assert!((10..=12).contains(&windows), "{windows}");
     }
 }
