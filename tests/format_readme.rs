@@ -525,7 +525,7 @@ fn a_readme_that_names_a_field_no_type_has_fails() {
         problems(&bad)
     );
     // A column the type has that the README leaves out.
-    let bad = text.replacen(",co_max_us,active_ns,phase`", ",co_max_us,active_ns`", 1);
+    let bad = text.replacen(",active_ns,phase,oldest_wait_us`", ",active_ns,phase`", 1);
     assert_ne!(bad, text);
     assert!(
         problems(&bad).iter().any(|p| p.starts_with("load.csv")),

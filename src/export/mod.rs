@@ -499,6 +499,7 @@ mod tests {
             co_max_us: None,
             active_ns: 0,
             phase: None,
+            oldest_wait_us: None,
         };
         let g = load_group(
             "js-pub",

@@ -16,6 +16,11 @@
 //! - `phase`: the scenario phase the load ran in (`DISKPULSE_PHASE`, see
 //!   [`super::ENV_PHASE`]); empty outside a scenario. Absent in format version 2 (read
 //!   as empty).
+//! - `oldest_wait_us`: how long the oldest operation still in flight at the window's end
+//!   had waited since its intended start (µs, one decimal; 0 when nothing was
+//!   outstanding): through a stall it grows window by window while `ops` is 0. Empty for
+//!   roles that do not keep account of what they have in flight (receivers, responders,
+//!   the AMQP roles) and in files written before the column (read as `None`).
 //!
 //! Loads of overlapping scenario phases append to one `load.csv` (one header, whole
 //! rows), so rows are not in time order: [`read`] sorts each role's rows by `t_ns`, then
@@ -29,7 +34,7 @@ use super::csv::{line, read_rows_chunked, t_ns_cell};
 pub const FILE: &str = "load.csv";
 
 /// The header: every column, in file order (the one list writers and readers use).
-pub const HEADER: &str = "t_ns,window_ns,role,ops,bytes,errors,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,co_p50_us,co_p99_us,co_max_us,active_ns,phase";
+pub const HEADER: &str = "t_ns,window_ns,role,ops,bytes,errors,lat_p50_us,lat_p90_us,lat_p99_us,lat_p999_us,lat_max_us,co_p50_us,co_p99_us,co_max_us,active_ns,phase,oldest_wait_us";
 
 /// The columns of [`HEADER`].
 pub fn columns() -> Vec<&'static str> {
@@ -57,6 +62,10 @@ pub struct LoadRow {
     /// The scenario phase (`DISKPULSE_PHASE`); `None` outside a scenario and in format
     /// version 2.
     pub phase: Option<u32>,
+    /// How long the oldest operation still in flight at the window's end had waited since
+    /// its intended start, µs (0: nothing outstanding); `None` for roles that do not
+    /// track what they have in flight, and in files before the column.
+    pub oldest_wait_us: Option<f64>,
 }
 
 fn us(x: Option<f64>) -> String {
@@ -83,6 +92,7 @@ impl LoadRow {
             us(self.co_max_us),
             self.active_ns.to_string(),
             self.phase.map(|p| p.to_string()).unwrap_or_default(),
+            us(self.oldest_wait_us),
         ])
     }
 
@@ -132,6 +142,7 @@ pub fn read_noted(dir: &Path) -> anyhow::Result<(ByRole, Vec<String>)> {
             co_max_us: c.f64("co_max_us"),
             active_ns: c.u64("active_ns").unwrap_or(window_ns),
             phase: c.u64("phase").map(|p| p as u32),
+            oldest_wait_us: c.f64("oldest_wait_us"),
         };
         out.entry(row.role.clone()).or_default().push(row);
         Ok(())
@@ -161,6 +172,7 @@ mod tests {
             lat_p99_us: Some(350.0),
             active_ns: 40_000_000,
             phase: Some(4),
+            oldest_wait_us: Some(12.5),
             ..Default::default()
         };
         let earlier = LoadRow {
@@ -176,15 +188,16 @@ mod tests {
         std::fs::write(d.path().join(FILE), text).unwrap();
         let back = read(d.path()).unwrap();
         assert_eq!(back["js-pub"], vec![earlier, r.clone()]);
-        // Version 2: no phase column.
+        // Version 2: no phase column (nor oldest_wait_us).
         let v2 = format!(
             "{}\n{}",
-            HEADER.strip_suffix(",phase").unwrap(),
-            r.to_line().trim_end().strip_suffix(",4").unwrap()
+            HEADER.strip_suffix(",phase,oldest_wait_us").unwrap(),
+            r.to_line().trim_end().strip_suffix(",4,12.5").unwrap()
         );
         std::fs::write(d.path().join(FILE), v2 + "\n").unwrap();
         let back = read(d.path()).unwrap();
         assert_eq!(back["js-pub"][0].phase, None);
+        assert_eq!(back["js-pub"][0].oldest_wait_us, None);
         assert_eq!(back["js-pub"][0].ops, 12);
         assert_eq!(r.ops_per_s(), 300.0);
     }

@@ -2,8 +2,16 @@
 //! the run's summary.
 //!
 //! `load.csv` (its columns, units and reader: [`crate::format::load`]): one row per
-//! window (aligned on the run clock, stamped with the window's start) and role that saw
-//! anything, with the scenario phase (`DISKPULSE_PHASE`) in its `phase` column. Beside
+//! window (aligned on the run clock, stamped with the window's start) and role, from the
+//! role's first worker's start to its last worker's end, windows in which nothing
+//! completed included (a row with 0 ops: a stall is a run of such rows, not a gap that a
+//! chart draws as a ramp). Workers send nothing for a window without operations (each
+//! says when it starts, [`Msg::Start`]); the collector fills those rows in.
+//! `oldest_wait_us`: the sender loop reports, at the first completion or 10 ms tick after
+//! each window's end, the oldest intended start among its operations in flight
+//! ([`super::record::Recorder::outstanding`]); a row holds the longest of its workers'
+//! waits (0: nothing was outstanding), empty for roles that do not track (receivers,
+//! responders, the AMQP roles). With the scenario phase (`DISKPULSE_PHASE`) in its `phase` column. Beside
 //! it, `load.hlog` ([`crate::format::hist`]): per window and role, the merged latency
 //! histogram (tag = the role, from the actual send) and the corrected one (`ROLE.co`,
 //! from the intended start), phase-prefixed inside a scenario; a window without any
@@ -35,6 +43,8 @@ struct Acc {
     errors: u64,
     lat: Histogram<u64>,
     co: Histogram<u64>,
+    /// The longest any worker's oldest operation in flight had waited at the window's end.
+    oldest_wait_ns: u64,
 }
 
 /// What the collector hands back at the end.
@@ -54,7 +64,7 @@ fn us(h: &Histogram<u64>, q: f64) -> Option<f64> {
 }
 
 /// One load.csv row: the window `[t_ns, t_ns + window_ns)` of which the load ran
-/// `active_ns`.
+/// `active_ns`; `tracked`: the role's workers report what they have in flight.
 fn row(
     t_ns: u64,
     window_ns: u64,
@@ -62,6 +72,7 @@ fn row(
     role: Role,
     a: &Acc,
     phase: Option<u32>,
+    tracked: bool,
 ) -> LoadRow {
     LoadRow {
         t_ns,
@@ -80,6 +91,7 @@ fn row(
         co_max_us: us(&a.co, 1.0),
         active_ns,
         phase,
+        oldest_wait_us: tracked.then(|| a.oldest_wait_ns as f64 / 1e3),
     }
 }
 
@@ -119,8 +131,9 @@ impl Out {
         active_ns: u64,
         role: Role,
         a: &Acc,
+        tracked: bool,
     ) -> anyhow::Result<()> {
-        let r = row(t_ns, window_ns, active_ns, role, a, self.phase);
+        let r = row(t_ns, window_ns, active_ns, role, a, self.phase, tracked);
         self.csv_buf.extend_from_slice(r.to_line().as_bytes());
         for (h, co) in [(&a.lat, false), (&a.co, true)] {
             if !h.is_empty() {
@@ -146,6 +159,51 @@ impl Out {
     }
 }
 
+/// Where a role has workers: every window from `first` (its first worker's start) to
+/// `last` (when its last worker finished; `None` while one runs) is a row.
+struct Span {
+    live: usize,
+    first: u64,
+    last: Option<u64>,
+}
+
+impl Span {
+    fn covers(&self, w: u64) -> bool {
+        self.first <= w && self.last.is_none_or(|l| w <= l)
+    }
+}
+
+fn empty_acc() -> Acc {
+    Acc {
+        ops: 0,
+        bytes: 0,
+        errors: 0,
+        lat: collectors::directio::latency_histogram(),
+        co: collectors::directio::latency_histogram(),
+        oldest_wait_ns: 0,
+    }
+}
+
+/// The windows before `upto` that have no row yet: a row of nothing for each role that
+/// had a worker then (a stall is a run of rows with 0 ops, not a gap). `from` is the
+/// first window not filled yet, moved to `upto`.
+fn fill_idle(
+    pending: &mut BTreeMap<(u64, Role), Acc>,
+    spans: &BTreeMap<Role, Span>,
+    from: &mut u64,
+    upto: u64,
+) {
+    for (role, span) in spans {
+        let to = span.last.map_or(upto, |l| l.saturating_add(1).min(upto));
+        for w in (*from).max(span.first)..to {
+            if span.covers(w) {
+                pending.entry((w, *role)).or_insert_with(empty_acc);
+            }
+        }
+    }
+    *from = (*from).max(upto);
+}
+
 /// Runs until every sender is gone. `start_ns`: when the load began (clips the first
 /// window); `end_ns()` is read at the end to clip the last.
 pub async fn collect(
@@ -161,6 +219,12 @@ pub async fn collect(
         None => None,
     };
     let mut pending: BTreeMap<(u64, Role), Acc> = BTreeMap::new();
+    let mut spans: BTreeMap<Role, Span> = BTreeMap::new();
+    let mut tracked: std::collections::BTreeSet<Role> = Default::default();
+    // Windows before this are written: a late report about one is dropped (no second row).
+    let mut written = 0u64;
+    // The first window that idle rows were not filled in for yet.
+    let mut filled = start_ns / window_ns;
     let mut clients = vec![];
     let mut rows = 0u64;
     let mut seen_kinds: std::collections::BTreeSet<(Role, &'static str)> = Default::default();
@@ -172,6 +236,7 @@ pub async fn collect(
         (w * window_ns, w1.saturating_sub(w0).max(1))
     };
     let mut write_ready = |pending: &mut BTreeMap<(u64, Role), Acc>,
+                           tracked: &std::collections::BTreeSet<Role>,
                            upto_window: u64,
                            end: u64,
                            rows: &mut u64|
@@ -185,7 +250,7 @@ pub async fn collect(
             let a = pending.remove(&k).expect("key just listed");
             if let Some(o) = out.as_mut() {
                 let (t, active) = clip(k.0, end);
-                o.add(t, window_ns, active, k.1, &a)?;
+                o.add(t, window_ns, active, k.1, &a, tracked.contains(&k.1))?;
                 *rows += 1;
             }
         }
@@ -197,19 +262,39 @@ pub async fn collect(
     loop {
         tokio::select! {
             m = rx.recv() => match m {
+                Some(Msg::Start { role, window }) => {
+                    let window = window.max(start_ns / window_ns);
+                    let s = spans.entry(role).or_insert(Span { live: 0, first: window, last: None });
+                    s.live += 1;
+                    s.last = None;
+                    s.first = s.first.min(window);
+                }
                 Some(Msg::Window(w)) => {
-                    let a = pending.entry((w.window, w.role)).or_insert_with(|| Acc {
-                        ops: 0, bytes: 0, errors: 0,
-                        lat: collectors::directio::latency_histogram(),
-                        co: collectors::directio::latency_histogram(),
-                    });
+                    let a = pending.entry((w.window, w.role)).or_insert_with(empty_acc);
                     a.ops += w.ops;
                     a.bytes += w.bytes;
                     a.errors += w.errors;
                     let _ = a.lat.add(&w.lat);
                     let _ = a.co.add(&w.co);
                 }
-                Some(Msg::Done(t)) => clients.push(*t),
+                Some(Msg::Tracks(role)) => {
+                    tracked.insert(role);
+                }
+                Some(Msg::Outstanding { role, window, wait_ns }) => {
+                    if window >= written {
+                        let a = pending.entry((window, role)).or_insert_with(empty_acc);
+                        a.oldest_wait_ns = a.oldest_wait_ns.max(wait_ns);
+                    }
+                }
+                Some(Msg::Done(t)) => {
+                    if let Some(s) = spans.get_mut(&t.role) {
+                        s.live = s.live.saturating_sub(1);
+                        if s.live == 0 {
+                            s.last = Some(clock.now_ns().saturating_sub(1) / window_ns);
+                        }
+                    }
+                    clients.push(*t);
+                }
                 Some(Msg::ErrorKind(role, kind, detail)) => {
                     // One event per role and kind, however many workers see it.
                     if seen_kinds.insert((role, kind)) {
@@ -221,12 +306,21 @@ pub async fn collect(
             _ = tick.tick() => {
                 let now = clock.now_ns();
                 let upto = now.saturating_sub(GRACE_NS) / window_ns;
-                write_ready(&mut pending, upto, u64::MAX, &mut rows)?;
+                fill_idle(&mut pending, &spans, &mut filled, upto);
+                write_ready(&mut pending, &tracked, upto, u64::MAX, &mut rows)?;
+                written = written.max(upto);
             }
         }
     }
     let end = clock.now_ns();
-    write_ready(&mut pending, u64::MAX, end, &mut rows)?;
+    // Every window the load overlapped: up to the one holding its last instant.
+    fill_idle(
+        &mut pending,
+        &spans,
+        &mut filled,
+        end.saturating_sub(1) / window_ns + 1,
+    );
+    write_ready(&mut pending, &tracked, u64::MAX, end, &mut rows)?;
     clients.sort_by_key(|c| (c.role, c.index));
     Ok(Collected { clients, rows })
 }

@@ -172,7 +172,24 @@ impl ClientTotals {
 }
 
 pub enum Msg {
+    /// A worker of `role` started at window `window`: from there to the end of the role's
+    /// last worker, every window of the role is a load.csv row (0 ops when nothing
+    /// completed in it, so a stall is a run of zero rows, not a gap).
+    Start {
+        role: Role,
+        window: u64,
+    },
     Window(WindowMsg),
+    /// A worker of `role` keeps account of its operations in flight (the sender loop):
+    /// the role's rows have an `oldest_wait_us` (0 when nothing was outstanding).
+    Tracks(Role),
+    /// At the end of `window`, the oldest operation a worker of `role` had in flight had
+    /// waited `wait_ns` since its intended start.
+    Outstanding {
+        role: Role,
+        window: u64,
+        wait_ns: u64,
+    },
     Done(Box<ClientTotals>),
     /// A new error kind seen by a worker (an event is written once per kind and role).
     ErrorKind(Role, &'static str, String),
@@ -192,6 +209,9 @@ pub struct Recorder {
     totals: ClientTotals,
     tx: mpsc::UnboundedSender<Msg>,
     spare: Vec<Histogram<u64>>,
+    /// The end of the next window whose oldest outstanding operation is not yet
+    /// reported ([`Recorder::outstanding`]); `u64::MAX` for a worker that does not track.
+    next_sample_ns: u64,
 }
 
 impl Recorder {
@@ -203,11 +223,13 @@ impl Recorder {
         window_ns: u64,
         tx: mpsc::UnboundedSender<Msg>,
     ) -> Recorder {
+        let cur = clock.now_ns() / window_ns;
+        let _ = tx.send(Msg::Start { role, window: cur });
         Recorder {
             role,
             clock,
             window_ns,
-            cur: clock.now_ns() / window_ns,
+            cur,
             ops: 0,
             bytes: 0,
             errors: 0,
@@ -229,7 +251,51 @@ impl Recorder {
             },
             tx,
             spare: vec![latency_histogram(), latency_histogram()],
+            next_sample_ns: u64::MAX,
         }
+    }
+
+    /// This worker keeps account of its operations in flight and reports the oldest at
+    /// each window's end ([`Recorder::outstanding`]).
+    pub fn tracks_outstanding(&mut self) {
+        let _ = self.tx.send(Msg::Tracks(self.role));
+        self.next_sample_ns = (self.cur + 1) * self.window_ns;
+    }
+
+    /// Whether a window ended since the last [`Recorder::outstanding`] (one compare: the
+    /// sender asks on every completion, the scan over what is in flight happens once a
+    /// window).
+    #[inline]
+    pub fn outstanding_due(&self, now: u64) -> bool {
+        now >= self.next_sample_ns
+    }
+
+    /// At `now`, the oldest intended start among the operations in flight (`None`: none).
+    /// Every window that ended since the last call and after that start gets its wait at
+    /// its end. Called at the first completion or timer tick after a window's end, before
+    /// that completion leaves the in-flight set, so what is in flight now is what was in
+    /// flight at the window's end plus what was sent since (a send after the end whose
+    /// intended start was before it was waiting too: the schedule's view).
+    pub fn outstanding(&mut self, now: u64, oldest_intended_ns: Option<u64>) {
+        if self.next_sample_ns == u64::MAX {
+            return;
+        }
+        let w = self.window_ns;
+        if let Some(oldest) = oldest_intended_ns {
+            // At most the last 1000 windows (a worker stuck for longer reports those).
+            let mut end = self.next_sample_ns.max((now / w).saturating_sub(1000) * w);
+            while end <= now {
+                if end > oldest {
+                    let _ = self.tx.send(Msg::Outstanding {
+                        role: self.role,
+                        window: end / w - 1,
+                        wait_ns: end - oldest,
+                    });
+                }
+                end += w;
+            }
+        }
+        self.next_sample_ns = (now / w + 1) * w;
     }
 
     pub fn clock(&self) -> Clock {
@@ -499,6 +565,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_oldest_outstanding_wait_is_reported_for_each_window_end_it_spans() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let clock = Clock::start();
+        let mut r = Recorder::new(Role::JsPub, 0, "nats://x", clock, 100, tx);
+        r.tracks_outstanding();
+        let w0 = r.cur;
+        let t = |k: u64| (w0 + k) * 100;
+        assert!(!r.outstanding_due(t(1) - 1) && r.outstanding_due(t(1)));
+        // Sent at t(0)+50, still in flight at t(4)+10: windows 0..=3 ended while it waited.
+        r.outstanding(t(4) + 10, Some(t(0) + 50));
+        assert!(!r.outstanding_due(t(5) - 1));
+        // Nothing in flight at the next end: nothing reported.
+        r.outstanding(t(5) + 1, None);
+        let mut got = vec![];
+        while let Ok(m) = rx.try_recv() {
+            if let Msg::Outstanding {
+                window, wait_ns, ..
+            } = m
+            {
+                got.push((window - w0, wait_ns));
+            }
+        }
+        assert_eq!(got, vec![(0, 50), (1, 150), (2, 250), (3, 350)]);
+    }
+
+    #[tokio::test]
     async fn windows_reach_the_collector_once_per_window() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let clock = Clock::start();
@@ -519,7 +611,8 @@ mod tests {
                     windows += 1;
                     assert_eq!(w.lat.len(), w.ops);
                 }
-                Msg::ErrorKind(..) => kinds += 1,
+                Msg::ErrorKind(..) | Msg::Start { .. } => kinds += 1,
+                Msg::Tracks(_) | Msg::Outstanding { .. } => unreachable!("not tracking"),
                 Msg::Done(t) => {
                     done += 1;
                     assert_eq!(t.ops, 100);
@@ -532,7 +625,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!((ops, errors, kinds, done), (100, 2, 1, 1));
+        assert_eq!((ops, errors, kinds, done), (100, 2, 2, 1));
         assert!((10..=12).contains(&windows), "{windows}");
     }
 }

@@ -256,6 +256,10 @@ pub(crate) async fn send_loop<O: Operation>(
     ctx: Ctx,
 ) {
     let mut inflight = FuturesUnordered::new();
+    // The intended start of each operation in flight, by slot (u64::MAX: a free slot):
+    // scanned once a window for the oldest (load.csv's oldest_wait_us), never per op.
+    let mut starts = InFlightStarts::default();
+    rec.tracks_outstanding();
     let mut done = 0u64;
     let mut sending = true;
     let window = window.max(1);
@@ -293,7 +297,11 @@ pub(crate) async fn send_loop<O: Operation>(
             });
             fault.failed("timeout", n);
             fault.reconnect_ns = Some(now);
+            if rec.outstanding_due(now) {
+                rec.outstanding(now, starts.oldest());
+            }
             inflight.clear();
+            starts.clear();
         }
         // (Not only while sending: the plan itself ends at the stop, before this sees it.)
         if !draining && ctx.stop.load(Ordering::Relaxed) {
@@ -315,8 +323,13 @@ pub(crate) async fn send_loop<O: Operation>(
         } else {
             tokio::select! {
                 biased;
-                Some((r, sent, intended)) = inflight.next() => {
+                Some((r, sent, intended, slot)) = inflight.next() => {
                     let now = rec.now();
+                    if rec.outstanding_due(now) {
+                        // Before this one leaves: it was in flight at the window's end.
+                        rec.outstanding(now, starts.oldest());
+                    }
+                    starts.free(slot);
                     match r {
                         Ok(bytes) => {
                             rec.op_lat(now, bytes, sent, intended);
@@ -332,6 +345,9 @@ pub(crate) async fn send_loop<O: Operation>(
                 next = plan.next(&ctx, done), if can_send => next,
                 () = &mut tick => {
                     let now = rec.now();
+                    if rec.outstanding_due(now) {
+                        rec.outstanding(now, starts.oldest());
+                    }
                     if fault.down_ns.is_none() && !op.connected() {
                         fault.down_ns = Some(now);
                     }
@@ -396,7 +412,10 @@ pub(crate) async fn send_loop<O: Operation>(
             }
             Some(Sent::Pending(p)) => {
                 let intended = if paced { intended } else { sent };
-                inflight.push(async move { (p.await, sent, intended) });
+                // Up to 2 ms early is sent early (the pacer): waited since the send then,
+                // as `co` counts it.
+                let slot = starts.take(intended.min(sent));
+                inflight.push(async move { (p.await, sent, intended, slot) });
             }
             Some(Sent::Failed(OpError { kind, detail })) => {
                 rec.error(rec.now(), kind, || detail);
@@ -423,6 +442,46 @@ pub(crate) async fn send_loop<O: Operation>(
     fault.end(rec.now(), &rec, &ctx);
     op.finish(&mut rec).await;
     rec.finish();
+}
+
+/// The intended starts of the operations in flight, one slot each: taking and freeing a
+/// slot is a push and a pop; [`InFlightStarts::oldest`] scans them all (as many as the
+/// window lets be in flight), which the sender does once a stats window.
+#[derive(Default)]
+struct InFlightStarts {
+    starts: Vec<u64>,
+    free: Vec<usize>,
+}
+
+impl InFlightStarts {
+    #[inline]
+    fn take(&mut self, intended_ns: u64) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.starts[i] = intended_ns;
+                i
+            }
+            None => {
+                self.starts.push(intended_ns);
+                self.starts.len() - 1
+            }
+        }
+    }
+
+    #[inline]
+    fn free(&mut self, slot: usize) {
+        self.starts[slot] = u64::MAX;
+        self.free.push(slot);
+    }
+
+    fn clear(&mut self) {
+        self.starts.clear();
+        self.free.clear();
+    }
+
+    fn oldest(&self) -> Option<u64> {
+        self.starts.iter().copied().min().filter(|&t| t != u64::MAX)
+    }
 }
 
 /// How long completions in flight get after the stop (Ctrl-C, --duration over).

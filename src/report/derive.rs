@@ -427,7 +427,14 @@ pub fn load_summary(run: &Run) -> BTreeMap<String, LoadRoleSummary> {
         .map(|(role, rows)| {
             let ops: u64 = rows.iter().map(|r| r.ops).sum();
             let bytes: u64 = rows.iter().map(|r| r.bytes).sum();
-            // From the role's start (in its first window) to its end (in its last).
+            // From the role's start (in its first window) to its end (in its last), of
+            // the windows with operations: load.csv has a row for every window the role
+            // ran, idle ones too (a receiver waiting out its drain), which would dilute
+            // the rate of its first to its last operation.
+            let busy = |r: &crate::format::load::LoadRow| r.ops > 0 || r.errors > 0;
+            let from = rows.iter().position(busy).unwrap_or(0);
+            let to = rows.iter().rposition(busy).map_or(rows.len(), |i| i + 1);
+            let rows = &rows[from..to.max(from)];
             let active_s = match (rows.first(), rows.last()) {
                 (Some(a), Some(b)) if rows.len() > 1 => {
                     let t0 = a.t_ns + a.window_ns.saturating_sub(a.active_ns);
