@@ -396,7 +396,7 @@ fn a_sigstopped_broker_is_a_spike_no_disk_episode_explains() {
         assert!(
             worst
                 .line
-                .ends_with("no write burst, CPU saturation or fault the run saw overlaps it"),
+                .contains(": no write burst, CPU saturation or fault the run saw overlaps it"),
             "{}",
             worst.line
         );

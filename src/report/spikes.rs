@@ -11,8 +11,10 @@
 //!   `devices[].write.bursts.list`), the CPU over [`CPU_BUSY_PCT`]% busy (cpu.csv's
 //!   folded `busy_pct`), and the faults the run made itself (events `node_stop`,
 //!   `node_kill`, `restart`, `broker_died`, `device_gone`). An episode explains a spike
-//!   when it overlaps the spike's windows or ends at most one window before them (an
-//!   operation that waited through it completes after it).
+//!   when it overlaps the wait of the spike's slowest operations, from `end - p99` (less
+//!   one window: where in its window it completed is not known) to the spike's end, and
+//!   began by `end - p99 / 2`: it was there for at least half of that wait. A burst that
+//!   began later (the broker writing its backlog after a SIGSTOP) is a consequence.
 //! - Write bursts are those of the devices the run is about (the broker's, else those
 //!   that hold a volume: [`super::interference::broker_devices`]); a backing disk's bursts
 //!   (other writers' on a shared disk) explain nothing unless the run has no such device.
@@ -192,10 +194,13 @@ pub fn spikes(s: &Series, episodes: &[Episode]) -> Vec<Spike> {
             let (a, b) = (s.windows[first], s.windows[last]);
             let start = a.start_ns;
             let end = b.start_ns + b.duration_ns.max(1);
-            let reach = start.saturating_sub(a.duration_ns);
+            let worst_ns = (worst * 1e3) as u64;
+            let wait_from = end.saturating_sub(worst_ns).min(start);
+            let reach = wait_from.saturating_sub(a.duration_ns);
+            let began_by = end.saturating_sub(worst_ns / 2);
             let (bg, explained_by): (Vec<&Episode>, Vec<&Episode>) = episodes
                 .iter()
-                .filter(|e| e.span.0 < end && reach < e.span.1)
+                .filter(|e| e.span.0 <= began_by && reach < e.span.1)
                 .partition(|e| background(e));
             let explained_by: Vec<String> = explained_by.iter().map(|e| e.what.clone()).collect();
             let mut why = if explained_by.is_empty() {
@@ -314,17 +319,23 @@ mod tests {
         let ws: Vec<Interval> = (0..20)
             .map(|k| window(k, if k == 10 { 400_000 } else { 1_000 }))
             .collect();
-        // A freeze that ended 50 ms before window 10 began (an operation waited through it).
-        let e = Episode {
-            span: (900_000_000, 950_000_000),
+        // Window 10 (1.0-1.1 s) has a 400 ms p99: its slowest waited from ~0.7 s. A
+        // freeze that ended before window 10 began was waited through.
+        let e = |a: u64, b: u64| Episode {
+            span: (a * 1_000_000, b * 1_000_000),
             what: "freeze".into(),
         };
-        assert_eq!(spikes(&series(&ws), &[e])[0].explained_by, vec!["freeze"]);
-        // One that ended two windows before does not.
-        let e = Episode {
-            span: (700_000_000, 750_000_000),
-            what: "freeze".into(),
-        };
-        assert!(spikes(&series(&ws), &[e])[0].explained_by.is_empty());
+        assert_eq!(
+            spikes(&series(&ws), &[e(700, 750)])[0].explained_by,
+            vec!["freeze"]
+        );
+        // One over before the wait began (less a window) was not.
+        assert!(spikes(&series(&ws), &[e(300, 350)])[0]
+            .explained_by
+            .is_empty());
+        // One that began after half the wait (at 0.95 s of 0.7-1.1 s) is a consequence.
+        assert!(spikes(&series(&ws), &[e(950, 960)])[0]
+            .explained_by
+            .is_empty());
     }
 }
