@@ -213,12 +213,16 @@ fn two_probes_of_two_phases_append_to_one_recording_without_a_second_header() {
     assert_eq!(csv.lines().filter(|l| *l == header).count(), 1, "{csv}");
     assert_eq!(csv.lines().next(), Some(header));
     let n_cols = diskpulse::format::probe::columns().len();
+    let phase_col = diskpulse::format::probe::columns()
+        .iter()
+        .position(|c| *c == "phase")
+        .unwrap();
     let mut phases = std::collections::BTreeMap::<String, usize>::new();
     for l in csv.lines().skip(1) {
         let cells: Vec<&str> = l.split(',').collect();
         assert_eq!(cells.len(), n_cols, "a torn or mixed row: {l:?}");
         let dir = cells[2];
-        let phase = cells[n_cols - 1];
+        let phase = cells[phase_col];
         *phases.entry(format!("{phase}:{dir}")).or_default() += 1;
     }
     // About 100 windows of 10 ms each, each phase with its direction only.

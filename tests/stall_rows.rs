@@ -25,14 +25,15 @@ fn table(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
+/// A stalled window: its `t_ns` and `oldest_wait_us`.
+type Stalled = (u64, f64);
+/// A row: `t_ns`, completions, `oldest_wait_us`.
+type Row = (u64, u64, f64);
+
 /// The stalled windows: the longest run of consecutive rows with 0 completions in
 /// `count`, and each row's `oldest_wait_us`. Checks on the way that the rows tile time
 /// (each `window_ns` after the one before) and have every column.
-fn stalled(
-    header: &[String],
-    rows: &[Vec<String>],
-    count: &str,
-) -> (Vec<(u64, f64)>, Vec<(u64, u64, f64)>) {
+fn stalled(header: &[String], rows: &[Vec<String>], count: &str) -> (Vec<Stalled>, Vec<Row>) {
     let col = |n: &str| {
         header
             .iter()
@@ -45,7 +46,7 @@ fn stalled(
         col(count),
         col("oldest_wait_us"),
     );
-    let all: Vec<(u64, u64, f64)> = rows
+    let all: Vec<Row> = rows
         .iter()
         .map(|r| {
             assert_eq!(r.len(), header.len(), "{r:?}");
@@ -66,7 +67,7 @@ fn stalled(
             p[1]
         );
     }
-    let (mut best, mut cur): (Vec<(u64, f64)>, Vec<(u64, f64)>) = (vec![], vec![]);
+    let (mut best, mut cur): (Vec<Stalled>, Vec<Stalled>) = (vec![], vec![]);
     for &(t, n, wait) in &all {
         if n == 0 {
             cur.push((t, wait));
@@ -83,7 +84,7 @@ fn stalled(
 /// Each stalled row waited one window longer than the one before (within 20 ms: the
 /// sampling is at the first tick after the window's end), and the last one about as
 /// long as the stall (`min_us..=max_us`).
-fn assert_grows(stall: &[(u64, f64)], window_us: f64, min_us: f64, max_us: f64) {
+fn assert_grows(stall: &[Stalled], window_us: f64, min_us: f64, max_us: f64) {
     for p in stall.windows(2) {
         let step = p[1].1 - p[0].1;
         assert!(
@@ -149,4 +150,64 @@ fn a_stopped_broker_is_rows_of_zero_acks_whose_oldest_wait_grows() {
         .all(|r| r.2 < 50_000.0));
     let ops: u64 = all.iter().map(|r| r.1).sum();
     assert_eq!(ops, 3000, "acks of 3 s at 1000/s");
+}
+
+#[test]
+fn a_frozen_file_system_is_rows_of_zero_ios_whose_oldest_wait_grows() {
+    if !can_use_loop_devices() || !have_tool("fsfreeze", "util-linux") {
+        return;
+    }
+    let mut vol = LoopDev::new("256M");
+    let mnt = vol.mount_ext4();
+    let d = tempfile::tempdir().unwrap();
+    let run = d.path().join("run");
+    let file = mnt.join("probe.dat");
+    let child = diskpulse()
+        .args([
+            "record",
+            "--device",
+            vol.name(),
+            "--out",
+            run.to_str().unwrap(),
+        ])
+        .args(["--", env!("CARGO_BIN_EXE_diskpulse"), "probe"])
+        .args(["--filename", file.to_str().unwrap(), "--size", "32M"])
+        .args(["--rw", "randwrite", "--bs", "4k", "--ioengine", "io_uring"])
+        .args([
+            "--iodepth",
+            "8",
+            "--direct",
+            "1",
+            "--rate-iops-total",
+            "2000",
+        ])
+        .args(["--runtime", "3s", "--time-based"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Inside the 3 s measured (laying out 32 MiB and starting take well under a second).
+    std::thread::sleep(Duration::from_millis(1500));
+    let m = mnt.to_str().unwrap();
+    sh("fsfreeze", &["--freeze", m]);
+    std::thread::sleep(Duration::from_millis(400));
+    sh("fsfreeze", &["--unfreeze", m]);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (header, rows) = table(&run.join("probe.csv"));
+    let (stall, all) = stalled(&header, &rows, "ios");
+    eprintln!("frozen windows (t_ns, oldest_wait_us): {stall:?}");
+    // 400 ms frozen (fsfreeze may take a little longer to drain): at least three whole
+    // 100 ms windows without a completion.
+    assert!((3..=6).contains(&stall.len()), "{stall:?}");
+    assert_grows(&stall, 100_000.0, 250_000.0, 600_000.0);
+    let (first, last) = (stall[0].0, stall.last().unwrap().0);
+    assert!(all
+        .iter()
+        .filter(|r| r.0 + 100_000_000 < first || r.0 > last + 200_000_000)
+        .all(|r| r.2 < 50_000.0));
 }

@@ -2,7 +2,8 @@
 //!
 //! ## `probe.csv`
 //! One row per window (`--window`, 100 ms) and direction (`read`, `write`, and `sync`
-//! with `--fsync`/`--fdatasync`), all jobs merged, written as soon as every job is past
+//! with `--fsync`/`--fdatasync`), all jobs merged, every window from the probe's start to
+//! its end (one in which nothing completed is a row with 0 `ios` and empty latencies), written as soon as every job is past
 //! the window. Windows lie on the run's grid (multiples of `window_ns` from the run's
 //! zero: the probe starts its measured phase on a window boundary when it runs inside a
 //! recording).
@@ -22,6 +23,13 @@
 //! - `phase`: the scenario phase the probe ran in (`DISKPULSE_PHASE`, see
 //!   [`super::ENV_PHASE`]); empty outside a scenario. Absent in format version 2 (read
 //!   as empty).
+//! - `oldest_wait_us`: how long the oldest I/O (or sync call) still in flight at the
+//!   window's end had waited since its intended start (its submission without a rate),
+//!   µs with one decimal, the longest over the jobs; 0 when none was in flight. The same
+//!   on every direction's row of a window. Through a stall it grows by a window per row
+//!   while `ios` is 0. A job learns it when it next completes something (it is blocked
+//!   in the kernel until then), so the rows of a stall are written after it. Absent
+//!   before the column (read as `None`).
 //!
 //! Several probes of one run (overlapping scenario phases) append to one `probe.csv`
 //! (one header, whole rows), so rows of different phases interleave and are not in
@@ -48,7 +56,7 @@ pub const FILE: &str = "probe.csv";
 pub const JSON_FILE: &str = "probe.json";
 
 /// The header: every column, in file order (the one list writers and readers use).
-pub const HEADER: &str = "t_ns,window_ns,direction,ios,bytes,short_ios,clat_mean_us,clat_p50_us,clat_p90_us,clat_p99_us,clat_p999_us,clat_max_us,lat_co_p50_us,lat_co_p99_us,lat_co_p999_us,lat_co_max_us,ramp,active_ns,phase";
+pub const HEADER: &str = "t_ns,window_ns,direction,ios,bytes,short_ios,clat_mean_us,clat_p50_us,clat_p90_us,clat_p99_us,clat_p999_us,clat_max_us,lat_co_p50_us,lat_co_p99_us,lat_co_p999_us,lat_co_max_us,ramp,active_ns,phase,oldest_wait_us";
 
 /// The columns of [`HEADER`].
 pub fn columns() -> Vec<&'static str> {
@@ -71,6 +79,8 @@ pub struct Window {
     pub ramp: bool,
     /// The scenario phase (`DISKPULSE_PHASE`), `None` outside a scenario.
     pub phase: Option<u32>,
+    /// The oldest I/O in flight at the window's end: how long it had waited, ns (0: none).
+    pub oldest_wait_ns: u64,
 }
 
 /// Appends one `probe.csv` row (with its newline) to `b`.
@@ -142,6 +152,8 @@ pub fn format_row(b: &mut Vec<u8>, w: &Window, name: &str, kind: Kind, s: &Windo
     if let Some(p) = w.phase {
         put_u64(b, p as u64);
     }
+    b.push(b',');
+    push_us_1dp(b, w.oldest_wait_ns);
     b.push(b'\n');
 }
 
@@ -177,6 +189,9 @@ pub struct ProbeRow {
     /// The scenario phase that wrote the row; `None` outside a scenario (and in format
     /// version 2).
     pub phase: Option<u32>,
+    /// How long the oldest I/O in flight at the window's end had waited, µs (0: none);
+    /// `None` in files before the column.
+    pub oldest_wait_us: Option<f64>,
 }
 
 /// Reads `probe.csv`, split by direction, each direction's rows sorted by `t_ns` then
@@ -221,6 +236,7 @@ pub fn read_noted(dir: &Path) -> anyhow::Result<(Option<ByDirection>, Vec<String
             ramp: c.str("ramp") == "1",
             active_ns: c.u64("active_ns").unwrap_or(window_ns),
             phase: c.u64("phase").map(|p| p as u32),
+            oldest_wait_us: c.f64("oldest_wait_us"),
         };
         out.entry(row.direction.clone()).or_default().push(row);
         Ok(())
@@ -335,6 +351,7 @@ mod tests {
             active_ns: 60_000_000,
             ramp: false,
             phase: None,
+            oldest_wait_ns: 0,
         };
         let mut b = vec![];
         format_row(&mut b, &w, "read", Kind::Dir(READ), &s);
@@ -343,6 +360,7 @@ mod tests {
             &Window {
                 ramp: true,
                 phase: Some(2),
+                oldest_wait_ns: 412_345_678,
                 ..w
             },
             "write",
@@ -359,13 +377,13 @@ mod tests {
             rows[0]
         );
         assert!(
-            rows[0].ends_with(",81.0,81.0,81.0,81.0,0,60000000,"),
+            rows[0].ends_with(",81.0,81.0,81.0,81.0,0,60000000,,0.0"),
             "{}",
             rows[0]
         );
         assert_eq!(
             rows[1],
-            "5000000,100000000,write,0,0,0,,,,,,,,,,,1,60000000,2"
+            "5000000,100000000,write,0,0,0,,,,,,,,,,,1,60000000,2,412345.7"
         );
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join(FILE), format!("{}\n{text}", HEADER)).unwrap();
@@ -376,6 +394,7 @@ mod tests {
         assert!(back["write"][0].ramp && back["write"][0].clat_p50_us.is_none());
         assert_eq!(back["read"][0].phase, None);
         assert_eq!(back["write"][0].phase, Some(2));
+        assert_eq!(back["write"][0].oldest_wait_us, Some(412345.7));
     }
 
     #[test]
@@ -383,15 +402,15 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let v3 = format!(
             "{HEADER}\n\
-             200,100,write,1,8,0,,,,,,,,,,,0,100,2\n\
-             100,100,write,1,8,0,,,,,,,,,,,0,100,1\n\
-             100,100,write,1,8,0,,,,,,,,,,,0,100,\n"
+             200,100,write,1,8,0,,,,,,,,,,,0,100,2,0.0\n\
+             100,100,write,1,8,0,,,,,,,,,,,0,100,1,0.0\n\
+             100,100,write,1,8,0,,,,,,,,,,,0,100,,0.0\n"
         );
         std::fs::write(d.path().join(FILE), v3).unwrap();
         let back = read(d.path()).unwrap().unwrap();
         let order: Vec<_> = back["write"].iter().map(|r| (r.t_ns, r.phase)).collect();
         assert_eq!(order, vec![(100, None), (100, Some(1)), (200, Some(2))]);
-        let v2_header = HEADER.strip_suffix(",phase").unwrap();
+        let v2_header = HEADER.strip_suffix(",phase,oldest_wait_us").unwrap();
         std::fs::write(
             d.path().join(FILE),
             format!("{v2_header}\n100,100,read,3,24,0,,,,,,,,,,,0,100\n"),
@@ -400,6 +419,7 @@ mod tests {
         let back = read(d.path()).unwrap().unwrap();
         assert_eq!(back["read"][0].ios, 3);
         assert_eq!(back["read"][0].phase, None);
+        assert_eq!(back["read"][0].oldest_wait_us, None);
     }
 
     #[test]

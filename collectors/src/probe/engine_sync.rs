@@ -73,7 +73,8 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
                 .target
                 .io_error(e, "measuring", what, op.offset, op.len, c.direct));
         }
-        c.win.at(t1);
+        // The I/O just completed was in flight at any window end since its start.
+        c.win.at_with(t1, || intended.min(t0));
         c.win
             .stats
             .record_io(op.dir, op.len, r as u64, intended, t0, t0, t1, false);
@@ -103,7 +104,7 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
                     c.direct,
                 ));
             }
-            c.win.at(te);
+            c.win.at_with(te, || ts);
             c.win.stats.record_sync(te - ts);
             c.win.last_done_ns = te;
             now = te;

@@ -151,10 +151,16 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
         SyncKind::Fsync => types::FsyncFlags::empty(),
     };
 
-    let mut slots = vec![Slot::default(); depth];
+    // A free slot's `start` is u64::MAX: the oldest in flight is the least of the others.
+    let free_slot = Slot {
+        start: u64::MAX,
+        ..Slot::default()
+    };
+    let mut slots = vec![free_slot; depth];
     let mut free: Vec<u32> = (0..depth as u32).rev().collect();
     let mut queued: Vec<u32> = Vec::with_capacity(depth);
-    let mut sync_issue = vec![0u64; depth];
+    // u64::MAX while a sync slot is free (as `start` for the I/O slots).
+    let mut sync_issue = vec![u64::MAX; depth];
     let mut sync_free: Vec<u32> = (0..depth as u32).rev().collect();
     let mut queued_syncs: Vec<u32> = Vec::with_capacity(depth);
     let mut pending_syncs = 0usize;
@@ -299,7 +305,17 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
         if cq.is_empty() {
             continue;
         }
-        c.win.at(t_done);
+        // At a window's end (rare): the oldest I/O or sync in flight, the ones completing
+        // now included, since they were still in flight at the window's end.
+        c.win.at_with(t_done, || {
+            let io = slots
+                .iter()
+                .filter(|s| s.start != u64::MAX)
+                .map(|s| s.intended.min(s.start))
+                .min();
+            let sync = sync_issue.iter().copied().min();
+            io.into_iter().chain(sync).min().unwrap_or(u64::MAX)
+        });
         c.win.last_done_ns = t_done;
         for cqe in &mut cq {
             let ud = cqe.user_data();
@@ -307,6 +323,7 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
             if ud & SYNC_TAG != 0 {
                 let k = (ud & !SYNC_TAG) as usize;
                 sync_free.push(k as u32);
+                let issued = std::mem::replace(&mut sync_issue[k], u64::MAX);
                 syncs_inflight -= 1;
                 if res < 0 {
                     if err.is_none() {
@@ -322,13 +339,13 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
                     }
                     issuing = false;
                 } else {
-                    c.win.stats.record_sync(t_done - sync_issue[k]);
+                    c.win.stats.record_sync(t_done - issued);
                 }
                 continue;
             }
             let si = ud as usize;
             free.push(si as u32);
-            let s = slots[si];
+            let s = std::mem::replace(&mut slots[si], free_slot);
             if res < 0 {
                 if err.is_none() {
                     let what = if s.dir == READ { "read" } else { "write" };

@@ -50,6 +50,10 @@ pub struct WindowRow<'a> {
     pub end_ns: u64,
     pub ramp: bool,
     pub stats: &'a WindowStats,
+    /// How long the oldest I/O (or sync call) still in flight at the window's end had
+    /// waited since its intended start (its submission without a rate), ns, the longest
+    /// over the jobs; 0 when none was in flight.
+    pub oldest_wait_ns: u64,
 }
 
 /// CPU and scheduling use from `getrusage`.
@@ -180,11 +184,15 @@ pub fn uring_available() -> Result<(), ProbeError> {
 
 enum Msg {
     /// A job finished window `idx`; its next window is `next` (windows between are empty).
+    /// `oldest_ns`: the intended start of the oldest I/O it had in flight when it rolled
+    /// (u64::MAX: none), in flight at the end of `idx` and of every window up to `next`
+    /// if it started before their end.
     Window {
         job: u32,
         idx: i64,
         next: i64,
         stats: Box<WindowStats>,
+        oldest_ns: u64,
     },
     Done {
         job: u32,
@@ -219,15 +227,24 @@ pub(crate) struct WindowCursor {
 }
 
 impl WindowCursor {
+    /// Rolls at `now` with nothing in flight.
     #[inline]
     pub(crate) fn at(&mut self, now: u64) {
+        self.at_with(now, || u64::MAX);
+    }
+
+    /// Rolls at `now` when a window ended; `oldest` (asked only then) is the intended
+    /// start of the oldest I/O in flight now, the ones completing now included (u64::MAX:
+    /// none): probe.csv's `oldest_wait_us`.
+    #[inline]
+    pub(crate) fn at_with(&mut self, now: u64, oldest: impl FnOnce() -> u64) {
         if now >= self.end_ns {
-            self.roll(now);
+            self.roll(now, oldest());
         }
     }
 
     #[cold]
-    fn roll(&mut self, now: u64) {
+    fn roll(&mut self, now: u64, oldest_ns: u64) {
         let next = window_index(now, self.meas_ns, self.w);
         let fresh = self
             .free
@@ -239,6 +256,7 @@ impl WindowCursor {
             idx: self.idx,
             next,
             stats: full,
+            oldest_ns,
         });
         self.idx = next;
         self.end_ns = window_start(next + 1, self.meas_ns, self.w);
@@ -256,6 +274,7 @@ impl WindowCursor {
             idx: self.idx,
             next: i64::MAX,
             stats,
+            oldest_ns: u64::MAX,
         });
         let _ = self.tx.send(Msg::Done {
             job: self.job,
@@ -523,6 +542,9 @@ fn aggregate(
     let mut done = vec![false; n];
     let mut last_done = vec![start; n];
     let mut pending: std::collections::BTreeMap<i64, Box<WindowStats>> = Default::default();
+    // Per window not yet emitted: the longest any job's oldest I/O in flight had waited at
+    // its end (ns; absent: 0).
+    let mut waits: std::collections::BTreeMap<i64, u64> = Default::default();
     let mut pool: Vec<Box<WindowStats>> = vec![];
     let empty = WindowStats::new();
     let mut next_emit = first;
@@ -530,11 +552,13 @@ fn aggregate(
     let mut emit = |upto: i64,
                     final_end: Option<u64>,
                     pending: &mut std::collections::BTreeMap<i64, Box<WindowStats>>,
+                    waits: &mut std::collections::BTreeMap<i64, u64>,
                     pool: &mut Vec<Box<WindowStats>>,
                     next_emit: &mut i64| {
         while *next_emit <= upto {
             let idx = *next_emit;
             let stats = pending.remove(&idx);
+            let oldest_wait_ns = waits.remove(&idx).unwrap_or(0);
             let mut end = window_start(idx + 1, meas, w);
             if let Some(f) = final_end {
                 if idx == upto {
@@ -547,6 +571,7 @@ fn aggregate(
                 end_ns: end,
                 ramp: idx < 0,
                 stats: stats.as_deref().unwrap_or(&empty),
+                oldest_wait_ns,
             });
             if let Some(mut b) = stats {
                 b.reset();
@@ -562,8 +587,20 @@ fn aggregate(
                 idx,
                 next,
                 mut stats,
+                oldest_ns,
             } => {
                 let j = job as usize;
+                if oldest_ns != u64::MAX && idx >= next_emit {
+                    // Every window end from idx's to the one before `next` that came after
+                    // the oldest's start (at most 100,000 windows of one stall).
+                    for k in idx..next.min(idx + 100_000) {
+                        let end = window_start(k + 1, meas, w);
+                        if end > oldest_ns {
+                            let e = waits.entry(k).or_insert(0);
+                            *e = (*e).max(end - oldest_ns);
+                        }
+                    }
+                }
                 if idx >= 0 {
                     jobs[j].totals.merge(&stats);
                     if next != i64::MAX {
@@ -617,11 +654,25 @@ fn aggregate(
         }
         let upto = *done_upto.iter().min().unwrap();
         if upto != i64::MAX {
-            emit(upto, None, &mut pending, &mut pool, &mut next_emit);
+            emit(
+                upto,
+                None,
+                &mut pending,
+                &mut waits,
+                &mut pool,
+                &mut next_emit,
+            );
         }
     }
     let end = last_done.iter().copied().max().unwrap_or(start);
     let last = max_idx.max(window_index(end.saturating_sub(1).max(start), meas, w));
-    emit(last, Some(end), &mut pending, &mut pool, &mut next_emit);
+    emit(
+        last,
+        Some(end),
+        &mut pending,
+        &mut waits,
+        &mut pool,
+        &mut next_emit,
+    );
     (jobs, end)
 }

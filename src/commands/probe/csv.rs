@@ -79,6 +79,7 @@ impl ProbeCsv {
             active_ns: row.end_ns.saturating_sub(row.start_ns),
             ramp: row.ramp,
             phase: self.phase,
+            oldest_wait_ns: row.oldest_wait_ns,
         };
         for (kind, name, tag, co_tag) in &self.kinds {
             format_row(self.sink.buf(), &w, name, *kind, row.stats);
