@@ -707,18 +707,16 @@ mod tests {
 
     #[test]
     fn a_steady_writer_whose_writes_fall_on_some_bins_only_has_no_bursts() {
-        // 20 s of a 4 KiB write every 20-40 ms plus a 64 KiB commit every 50 ms: on the
-        // 10 ms bins most are empty (p25 = 0) and the writes make busy bins all run long,
-        // which the old finder called one 20 s burst.
-        let mut bins = vec![0.0; 2000];
-        for k in 0..2000 {
-            if k % 3 == 0 || k % 4 == 0 {
-                bins[k] += 4096.0 * 4.0;
-            }
-            if k % 5 == 0 {
-                bins[k] += 64.0 * 1024.0 * 4.0;
-            }
-        }
+        // 20 s of 16 KiB on every 3rd and 4th bin plus a 256 KiB commit every 50 ms: two
+        // bins in five are empty (p25 = 0) and the commits are busy bins 50 ms apart all
+        // run long, which the old finder called one 20 s burst.
+        let bins: Vec<f64> = (0..2000)
+            .map(|k| {
+                let small = if k % 3 == 0 || k % 4 == 0 { 16.0 } else { 0.0 };
+                let commit = if k % 5 == 0 { 256.0 } else { 0.0 };
+                (small + commit) * 1024.0
+            })
+            .collect();
         for b in [
             find_bursts(&bins, &BurstParams::default()),
             find_bursts_streamed(|| bins.iter().copied(), &BurstParams::default()),
