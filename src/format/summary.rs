@@ -28,11 +28,12 @@ pub struct Bursts {
     pub bin_ms: f64,
     pub threshold_mib_s: f64,
     pub count: usize,
-    /// Median time between burst starts, s (None: fewer than 2 bursts).
+    /// Median time between burst starts, s (None: fewer than 3 bursts).
     pub period_s: Option<f64>,
-    /// Coefficient of variation of the time between starts (stddev / mean).
+    /// Coefficient of variation of the time between starts (stddev / mean; None: fewer
+    /// than 4 bursts).
     pub period_cv: Option<f64>,
-    /// At least 3 bursts and period_cv < 0.25.
+    /// At least 4 bursts and period_cv < 0.25.
     pub regular: bool,
     pub mean_bytes: Option<f64>,
     pub mean_duration_ms: Option<f64>,

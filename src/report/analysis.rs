@@ -1,6 +1,27 @@
 //! Derived figures: per-interval rates from raw counters, fixed-width windows, peaks,
 //! the "UI" average and the burst finder. Pure functions over plain slices.
 //!
+//! # What counts as a burst
+//! A burst must stand out from the device's own baseline, so a steady writer is "steady
+//! at X MiB/s, no bursts" however its writes fall on the 10 ms bins:
+//! 1. A bin is *busy* above `max(peak bin * peak_fraction, 4 * p25 of bins, floor)`.
+//! 2. Busy bins closer than `merge_gap_ns` join one run.
+//! 3. The *baseline* is the median rate over whole windows of `baseline_ns` (100 ms):
+//!    what the device does most of the time at a scale where a steady writer's own
+//!    10 ms jitter (a write every 30 ms, a journal commit) averages out.
+//! 4. A run is kept only when its bytes above the baseline (`bytes - baseline *
+//!    duration`) exceed `baseline_excess` (1.5) times what the baseline writes in one
+//!    `baseline_ns` window. A steady writer's runs are its own rate: dropped. A flush
+//!    over a quiet device (baseline 0) is kept whatever its size.
+//! 5. Kept runs closer than a quarter of their median spacing are one burst (a flush
+//!    that pauses between files).
+//! 6. Bursts that together cover more than `max_cover_fraction` (half) of the run are
+//!    not bursts: the device was busy all along. None are reported.
+//!
+//! A period (median time between starts) is stated only with at least 3 bursts (2
+//! bursts are one gap, not a rhythm), and its regularity (`period_cv`, `regular`) only
+//! with at least 4 (a spread needs more than 2 gaps).
+//!
 //! Units: times in ns (run clock), bytes, rates in bytes/s unless a name says MiB/s.
 //!
 //! A counter delta over the interval between two rows `[t_prev, t]` is spread over
@@ -185,6 +206,12 @@ pub struct BurstParams {
     /// A bin is busy above max(peak * this, 4 * p25 of bins, floor).
     pub peak_fraction: f64,
     pub floor_bytes_per_s: f64,
+    /// The baseline is the median rate over whole windows of this width.
+    pub baseline_ns: u64,
+    /// A burst's bytes above the baseline must exceed this many baseline windows' bytes.
+    pub baseline_excess: f64,
+    /// Bursts covering more than this share of the run are a steady writer: none.
+    pub max_cover_fraction: f64,
 }
 
 impl Default for BurstParams {
@@ -194,6 +221,9 @@ impl Default for BurstParams {
             merge_gap_ns: 100_000_000,
             peak_fraction: 0.1,
             floor_bytes_per_s: 1024.0 * 1024.0,
+            baseline_ns: 100_000_000,
+            baseline_excess: 1.5,
+            max_cover_fraction: 0.5,
         }
     }
 }
@@ -208,9 +238,7 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 
 /// Finds bursts in per-bin byte sums (bins of `p.bin_ns`, starting at t = 0).
 ///
-/// A bin is busy when its rate exceeds the threshold: a tenth of the peak bin, and at
-/// least 4x the 25th percentile of bins (so a steady stream is not "one long burst"),
-/// and at least 1 MiB/s. Busy bins closer than `merge_gap_ns` join one burst.
+/// The rule is the module doc's ("What counts as a burst").
 pub fn find_bursts(bins: &[f64], p: &BurstParams) -> Bursts {
     let bin_s = p.bin_ns as f64 / 1e9;
     let rates: Vec<f64> = bins.iter().map(|b| b / bin_s).collect();
@@ -249,7 +277,34 @@ pub fn find_bursts(bins: &[f64], p: &BurstParams) -> Bursts {
         close(a, b, &mut list);
     }
     let total: f64 = bins.iter().sum();
-    finish_bursts(list, total, threshold, bin_s)
+    let baseline = baseline_rate(|| bins.iter().copied(), p);
+    finish_bursts(list, total, threshold, baseline, bins.len(), p)
+}
+
+/// Rates (bytes/s) over whole windows of `p.baseline_ns` (at least one bin), summed
+/// from the bins in order; a cut last window is left out.
+fn window_rates_of<I: Iterator<Item = f64>>(bins: I, p: &BurstParams) -> impl Iterator<Item = f64> {
+    let m = (p.baseline_ns / p.bin_ns).max(1) as usize;
+    let w_s = m as f64 * p.bin_ns as f64 / 1e9;
+    let mut bins = bins;
+    std::iter::from_fn(move || {
+        let mut sum = 0.0;
+        for _ in 0..m {
+            sum += bins.next()?;
+        }
+        Some(sum / w_s)
+    })
+}
+
+/// The baseline rate (bytes/s): the median (the lower one of an even count) of
+/// [`window_rates_of`]; 0 with no whole window.
+fn baseline_rate<I: Iterator<Item = f64>>(bins: impl Fn() -> I, p: &BurstParams) -> f64 {
+    let w = || window_rates_of(bins(), p);
+    let n = w().count();
+    if n == 0 {
+        return 0.0;
+    }
+    select_total_order(w, (n - 1) / 2).unwrap_or(0.0).max(0.0)
 }
 
 /// The `i`th smallest of `n` values in [`f64::total_cmp`]'s order (what `sorted[i]` is
@@ -365,11 +420,27 @@ pub fn find_bursts_streamed<I: Iterator<Item = f64>>(
     if let Some((a, b)) = cur {
         close(a, b, sum_b, pk_b, &mut list);
     }
-    finish_bursts(list, total, threshold, bin_s)
+    let baseline = baseline_rate(&bins, p);
+    finish_bursts(list, total, threshold, baseline, n, p)
 }
 
-/// The rest of the burst finder, from the busy runs found: clusters joined, the period.
-fn finish_bursts(mut list: Vec<Burst>, total: f64, threshold: f64, bin_s: f64) -> Bursts {
+/// The rest of the burst finder, from the busy runs found over `n_bins` bins: runs that
+/// do not stand out from the `baseline` (bytes/s) dropped, clusters joined, a steady
+/// writer's cover-all bursts dropped, the period (steps 4 to 6 of the module doc).
+fn finish_bursts(
+    list: Vec<Burst>,
+    total: f64,
+    threshold: f64,
+    baseline: f64,
+    n_bins: usize,
+    p: &BurstParams,
+) -> Bursts {
+    let bin_s = p.bin_ns as f64 / 1e9;
+    let window_bytes = baseline * (p.baseline_ns.max(p.bin_ns) as f64 / 1e9);
+    let mut list: Vec<Burst> = list
+        .into_iter()
+        .filter(|b| b.bytes - baseline * b.duration_ms / 1e3 > p.baseline_excess * window_bytes)
+        .collect();
     // Clusters closer than a quarter of the typical spacing between bursts are one burst
     // (a flush that pauses briefly between files), so the period is not halved by them.
     for _ in 0..3 {
@@ -382,27 +453,30 @@ fn finish_bursts(mut list: Vec<Burst>, total: f64, threshold: f64, bin_s: f64) -
         }
         list = merged;
     }
+    let covered_s: f64 = list.iter().map(|b| b.duration_ms / 1e3).sum();
+    if covered_s > p.max_cover_fraction * n_bins as f64 * bin_s {
+        list.clear();
+    }
     let in_bursts: f64 = list.iter().map(|b| b.bytes).sum();
     let g = start_gaps(&list);
-    let (period_s, period_cv) = match median(&g) {
-        None => (None, None),
-        Some(med) => {
-            let mean = g.iter().sum::<f64>() / g.len() as f64;
-            let var = g.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / g.len() as f64;
-            (
-                Some(med),
-                Some(if mean > 0.0 { var.sqrt() / mean } else { 0.0 }),
-            )
-        }
-    };
     let n = list.len();
+    let period_s = median(&g).filter(|_| n >= MIN_BURSTS_FOR_PERIOD);
+    let period_cv = (n >= MIN_BURSTS_FOR_REGULARITY).then(|| {
+        let mean = g.iter().sum::<f64>() / g.len() as f64;
+        let var = g.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / g.len() as f64;
+        if mean > 0.0 {
+            var.sqrt() / mean
+        } else {
+            0.0
+        }
+    });
     Bursts {
         bin_ms: bin_s * 1e3,
         threshold_mib_s: threshold / MIB,
         count: n,
         period_s,
         period_cv,
-        regular: n >= 3 && period_cv.is_some_and(|c| c < 0.25),
+        regular: period_cv.is_some_and(|c| c < 0.25),
         mean_bytes: (n > 0).then(|| in_bursts / n as f64),
         mean_duration_ms: (n > 0)
             .then(|| list.iter().map(|b| b.duration_ms).sum::<f64>() / n as f64),
@@ -410,6 +484,11 @@ fn finish_bursts(mut list: Vec<Burst>, total: f64, threshold: f64, bin_s: f64) -
         list,
     }
 }
+
+/// Fewer bursts than this have no period (`period_s` None).
+pub const MIN_BURSTS_FOR_PERIOD: usize = 3;
+/// Fewer bursts than this have no regularity figure (`period_cv` None, not `regular`).
+pub const MIN_BURSTS_FOR_REGULARITY: usize = 4;
 
 /// Times between consecutive burst starts, s.
 fn start_gaps(list: &[Burst]) -> Vec<f64> {
@@ -611,6 +690,82 @@ mod tests {
         let b = find_bursts(&bins, &BurstParams::default());
         assert_eq!(b.count, 0, "{b:?}");
         assert!(!b.regular);
+    }
+
+    /// 20 s of 10 ms bins: a quiet device with `n` flushes of 5 bins x 10 MiB, every 3 s
+    /// but for a jitter on the later ones (so the spacing has a spread).
+    fn flushes(n: usize) -> Vec<f64> {
+        let mut bins = vec![0.0; 2000];
+        for k in 0..n {
+            let at = 100 + k * 300 + [0, 0, 40, 0, 90, 10][k % 6];
+            for j in 0..5 {
+                bins[at + j] = 10.0 * MIB;
+            }
+        }
+        bins
+    }
+
+    #[test]
+    fn a_steady_writer_whose_writes_fall_on_some_bins_only_has_no_bursts() {
+        // 20 s of 16 KiB on every 3rd and 4th bin plus a 256 KiB commit every 50 ms: two
+        // bins in five are empty (p25 = 0) and the commits are busy bins 50 ms apart all
+        // run long, which the old finder called one 20 s burst.
+        let bins: Vec<f64> = (0..2000)
+            .map(|k| {
+                let small = if k % 3 == 0 || k % 4 == 0 { 16.0 } else { 0.0 };
+                let commit = if k % 5 == 0 { 256.0 } else { 0.0 };
+                (small + commit) * 1024.0
+            })
+            .collect();
+        for b in [
+            find_bursts(&bins, &BurstParams::default()),
+            find_bursts_streamed(|| bins.iter().copied(), &BurstParams::default()),
+        ] {
+            assert_eq!(b.count, 0, "{b:?}");
+            assert!(b.list.is_empty() && b.period_s.is_none() && !b.regular);
+            assert_eq!(b.share_of_bytes, 0.0);
+        }
+    }
+
+    #[test]
+    fn a_steady_writer_with_noise_has_no_bursts() {
+        // 50 MiB/s with +-40% noise per bin, and one bin in 40 at 6x: its own jitter.
+        let bins: Vec<f64> = (0..3000)
+            .map(|i| {
+                let noise = 0.6 + 0.8 * ((i * 7919) % 17) as f64 / 17.0;
+                let spike = if i % 40 == 7 { 6.0 } else { 1.0 };
+                50.0 * MIB * 0.01 * noise * spike
+            })
+            .collect();
+        let b = find_bursts(&bins, &BurstParams::default());
+        assert_eq!(b.count, 0, "{:?}", b.list);
+    }
+
+    #[test]
+    fn two_bursts_have_no_period() {
+        let b = find_bursts(&flushes(2), &BurstParams::default());
+        assert_eq!(b.count, 2, "{:?}", b.list);
+        assert_eq!((b.period_s, b.period_cv, b.regular), (None, None, false));
+    }
+
+    #[test]
+    fn three_bursts_have_a_period_but_no_regularity() {
+        let b = find_bursts(&flushes(3), &BurstParams::default());
+        assert_eq!(b.count, 3, "{:?}", b.list);
+        // Gaps 3.0 s and 3.4 s: the median of the two.
+        assert!((b.period_s.unwrap() - 3.2).abs() < 1e-9, "{b:?}");
+        assert_eq!((b.period_cv, b.regular), (None, false));
+    }
+
+    #[test]
+    fn four_bursts_have_a_period_and_a_regularity() {
+        let b = find_bursts(&flushes(4), &BurstParams::default());
+        assert_eq!(b.count, 4, "{:?}", b.list);
+        assert!(b.period_s.is_some());
+        // Gaps 3.0, 3.4, 2.6 s: cv 0.109.
+        let cv = b.period_cv.unwrap();
+        assert!((cv - 0.1089).abs() < 1e-3, "cv {cv}");
+        assert!(b.regular);
     }
 
     #[test]

@@ -355,29 +355,45 @@ pub fn headline(s: &DeviceSummary, ui_window_s: f64) -> String {
     if w.bytes == 0.0 {
         return format!("{}: no writes recorded", s.name);
     }
-    match (b.count, b.period_s) {
-        (n, Some(p)) if n >= 2 => format!(
-            "{}: writes come in bursts of {} (10 ms peak; {} at 1 ms) every {:.2} s ({}, cv {:.2}), {} per burst over {:.0} ms; {}; the 10 ms peak is {:.0}x that",
+    if b.count == 0 {
+        return format!(
+            "{}: writes steady at {}, no bursts; peak {} at 10 ms; {}",
             s.name,
+            rate_mib_s(w.mean_mib_s),
             rate_mib_s(w.peak_mib_s.p10ms),
-            rate_mib_s(w.peak_mib_s.p1ms),
-            p,
-            if b.regular { "regular" } else { "irregular" },
-            b.period_cv.unwrap_or(0.0),
-            bytes_fixed(b.mean_bytes.unwrap_or(0.0)),
-            b.mean_duration_ms.unwrap_or(0.0),
-            ui,
-            w.hidden_factor.unwrap_or(f64::NAN)
-        ),
-        _ => format!(
-            "{}: no periodic write bursts ({} burst(s)); peak {} at 10 ms, mean {}; {}",
+            ui
+        );
+    }
+    let Some(p) = b.period_s else {
+        return format!(
+            "{}: {} write burst(s), too few for a period; peak {} at 10 ms, mean {}; {}",
             s.name,
             b.count,
             rate_mib_s(w.peak_mib_s.p10ms),
             rate_mib_s(w.mean_mib_s),
             ui
+        );
+    };
+    // The spread only from 4 bursts on (analysis::MIN_BURSTS_FOR_REGULARITY).
+    let regularity = match b.period_cv {
+        Some(cv) => format!(
+            " ({}, cv {cv:.2})",
+            if b.regular { "regular" } else { "irregular" }
         ),
-    }
+        None => format!(" ({} bursts, too few to say how regular)", b.count),
+    };
+    format!(
+        "{}: writes come in bursts of {} (10 ms peak; {} at 1 ms) every {:.2} s{}, {} per burst over {:.0} ms; {}; the 10 ms peak is {:.0}x that",
+        s.name,
+        rate_mib_s(w.peak_mib_s.p10ms),
+        rate_mib_s(w.peak_mib_s.p1ms),
+        p,
+        regularity,
+        bytes_fixed(b.mean_bytes.unwrap_or(0.0)),
+        b.mean_duration_ms.unwrap_or(0.0),
+        ui,
+        w.hidden_factor.unwrap_or(f64::NAN)
+    )
 }
 
 pub fn memory_summary(run: &Run) -> Option<MemorySummary> {
@@ -456,4 +472,97 @@ pub fn load_summary(run: &Run) -> BTreeMap<String, LoadRoleSummary> {
             (role.clone(), s)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::summary::Burst;
+
+    /// A device that wrote 20 MiB/s on average, with bursts starting at `starts_s`, as
+    /// the finder would describe them.
+    fn device(starts_s: &[f64]) -> DeviceSummary {
+        let list: Vec<Burst> = starts_s
+            .iter()
+            .map(|&start_s| Burst {
+                start_s,
+                duration_ms: 50.0,
+                bytes: 8.0 * MIB,
+                peak_mib_s: 400.0,
+            })
+            .collect();
+        let bins = vec![0.0; 2000];
+        let mut bursts = analysis::find_bursts(&bins, &o().burst);
+        bursts.count = list.len();
+        let n = list.len();
+        bursts.period_s = (n >= 3).then_some(3.0);
+        bursts.period_cv = (n >= 4).then_some(0.4);
+        bursts.mean_bytes = (n > 0).then_some(8.0 * MIB);
+        bursts.mean_duration_ms = (n > 0).then_some(50.0);
+        bursts.list = list;
+        let dir = Direction {
+            bytes: 400.0 * MIB,
+            ios: 1.0,
+            mean_mib_s: 20.0,
+            peak_mib_s: Peaks {
+                p1ms: 500.0,
+                p10ms: 400.0,
+                p100ms: 100.0,
+                p1s: 30.0,
+            },
+            peak_iops_10ms: 0.0,
+            await_ms: None,
+            ui_average_mib_s: 20.0,
+            hidden_factor: Some(20.0),
+            bursts,
+        };
+        DeviceSummary {
+            name: "vdb".into(),
+            why: None,
+            write: dir.clone(),
+            read: dir,
+            flushes: None,
+            peak_flushes_per_s_100ms: None,
+            max_in_flight: 0.0,
+            util_pct: 0.0,
+            rows: 0,
+        }
+    }
+
+    fn o() -> ReportOptions {
+        ReportOptions::default()
+    }
+
+    #[test]
+    fn a_steady_writer_is_steady_with_no_bursts() {
+        let h = headline(&device(&[]), 20.0);
+        assert!(
+            h.starts_with("vdb: writes steady at 20 MiB/s, no bursts"),
+            "{h}"
+        );
+        assert!(!h.contains("every") && !h.contains("regular"), "{h}");
+    }
+
+    #[test]
+    fn two_bursts_state_no_period() {
+        let h = headline(&device(&[1.0, 6.0]), 20.0);
+        assert!(h.contains("2 write burst(s), too few for a period"), "{h}");
+        assert!(!h.contains("every") && !h.contains("cv"), "{h}");
+    }
+
+    #[test]
+    fn three_bursts_state_a_period_but_not_its_regularity() {
+        let h = headline(&device(&[1.0, 4.0, 7.0]), 20.0);
+        assert!(
+            h.contains("every 3.00 s (3 bursts, too few to say how regular)"),
+            "{h}"
+        );
+        assert!(!h.contains("cv") && !h.contains("irregular"), "{h}");
+    }
+
+    #[test]
+    fn four_bursts_state_the_period_and_its_regularity() {
+        let h = headline(&device(&[1.0, 4.0, 7.0, 10.0]), 20.0);
+        assert!(h.contains("every 3.00 s (irregular, cv 0.40)"), "{h}");
+    }
 }

@@ -364,6 +364,25 @@ pub fn interference(
         rule: rule(&all),
         ..Default::default()
     };
+    if devs.is_empty() {
+        // No bursts to be inside of: say so of the device the lines would be about, rather
+        // than a ratio of everything against nothing.
+        let steady = devices
+            .iter()
+            .filter(|d| d.write.bytes > 0.0)
+            .max_by(|a, b| {
+                let pa = preferred.contains(&a.name);
+                let pb = preferred.contains(&b.name);
+                pa.cmp(&pb).then(a.write.bytes.total_cmp(&b.write.bytes))
+            });
+        if let Some(d) = steady {
+            out.lines.push(format!(
+                "{} wrote steadily at {}, no bursts: no latency inside versus outside bursts to compare",
+                d.name,
+                crate::units::rate_mib_s(d.write.mean_mib_s)
+            ));
+        }
+    }
     for (k, d) in devs.iter().enumerate() {
         let spans = burst_spans(d);
         for s in &all {
@@ -508,6 +527,17 @@ mod tests {
         assert_eq!(x.spikes[0].explained_by.len(), 2, "{:?}", x.spikes);
         assert_eq!(x.lines.len(), 2);
         assert!(x.rule.contains("probe 100 ms"), "{}", x.rule);
+    }
+
+    #[test]
+    fn a_steady_device_gives_no_ratio_and_says_why() {
+        let iv: Vec<_> = (0..10).map(|k| window("write", k, &[(100, 9)])).collect();
+        let x = interference(&iv, &[], &[device("vdb", &[])], &[], &[], &[]).unwrap();
+        assert!(x.bursts.is_empty(), "{:?}", x.bursts);
+        assert_eq!(
+            x.lines,
+            vec!["vdb wrote steadily at 1.00 MiB/s, no bursts: no latency inside versus outside bursts to compare"]
+        );
     }
 
     #[test]

@@ -180,18 +180,30 @@ pub(super) fn bursts(s: &mut String, summary: &Summary) {
         for (label, x) in [("write", &d.write), ("read", &d.read)] {
             let b = &x.bursts;
             if b.count == 0 {
+                if x.bytes > 0.0 {
+                    any = true;
+                    let line = format!(
+                        "{} {label}: steady at {}, no bursts.",
+                        d.name,
+                        rate(x.mean_mib_s)
+                    );
+                    let _ = writeln!(s, "<h4>{}</h4>", escape(&line));
+                }
                 continue;
             }
             any = true;
             let mut line = format!("{} {label}: {} burst(s)", d.name, b.count);
+            // A period from 3 bursts on, its regularity from 4 (analysis's rule).
             if let Some(p) = b.period_s {
-                let _ = write!(
-                    line,
-                    " every {} ({}, cv {})",
-                    secs(p),
-                    if b.regular { "regular" } else { "irregular" },
-                    sig(opt(b.period_cv))
-                );
+                let _ = write!(line, " every {}", secs(p));
+                if let Some(cv) = b.period_cv {
+                    let _ = write!(
+                        line,
+                        " ({}, cv {})",
+                        if b.regular { "regular" } else { "irregular" },
+                        sig(cv)
+                    );
+                }
             }
             let _ = write!(
                 line,
@@ -235,6 +247,8 @@ pub(super) fn bursts(s: &mut String, summary: &Summary) {
         }
     }
     if !any {
-        s.push_str("<p class=\"muted\">No bursts found on any device.</p>\n");
+        s.push_str(
+            "<p class=\"muted\">No bursts found on any device (and none wrote or read).</p>\n",
+        );
     }
 }
