@@ -532,7 +532,7 @@ mod tests {
     #[test]
     fn a_steady_device_gives_no_ratio_and_says_why() {
         let iv: Vec<_> = (0..10).map(|k| window("write", k, &[(100, 9)])).collect();
-        let x = interference(&iv, &[], &[device("vdb", &[])], &[], &[], &[]).unwrap();
+        let x = interference(&iv, &[], &[device("vdb", &[])], &[], &[], &[], None).unwrap();
         assert!(x.bursts.is_empty(), "{:?}", x.bursts);
         assert_eq!(
             x.lines,
