@@ -142,12 +142,14 @@ fn a_stopped_broker_is_rows_of_zero_acks_whose_oldest_wait_grows() {
     // 300 ms stopped: at least two whole 100 ms windows without an ack.
     assert!((2..=4).contains(&stall.len()), "{stall:?}");
     assert_grows(&stall, 100_000.0, 150_000.0, 330_000.0);
-    // Outside the stall nothing waited that long; every publish was acked once.
+    // Outside the stall nothing waited a window long; every publish was acked once.
     let (first, last) = (stall[0].0, stall.last().unwrap().0);
-    assert!(all
+    let away: Vec<&Row> = all
         .iter()
         .filter(|r| r.0 + 100_000_000 < first || r.0 > last + 100_000_000)
-        .all(|r| r.2 < 50_000.0));
+        .filter(|r| r.2 >= 100_000.0)
+        .collect();
+    assert!(away.is_empty(), "{away:?} (stalled: {stall:?})");
     let ops: u64 = all.iter().map(|r| r.1).sum();
     assert_eq!(ops, 3000, "acks of 3 s at 1000/s");
 }
@@ -201,13 +203,18 @@ fn a_frozen_file_system_is_rows_of_zero_ios_whose_oldest_wait_grows() {
     let (header, rows) = table(&run.join("probe.csv"));
     let (stall, all) = stalled(&header, &rows, "ios");
     eprintln!("frozen windows (t_ns, oldest_wait_us): {stall:?}");
-    // 400 ms frozen (fsfreeze may take a little longer to drain): at least three whole
-    // 100 ms windows without a completion.
-    assert!((3..=6).contains(&stall.len()), "{stall:?}");
-    assert_grows(&stall, 100_000.0, 250_000.0, 600_000.0);
+    // 400 ms frozen (fsfreeze waits for writes to drain first, so on a busy machine the
+    // file system stays frozen longer: seen 400-600 ms): at least three whole 100 ms
+    // windows without a completion.
+    assert!((3..=10).contains(&stall.len()), "{stall:?}");
+    assert_grows(&stall, 100_000.0, 250_000.0, 1_000_000.0);
+    // Away from the freeze (and the catch-up after it, behind the schedule) nothing
+    // waited as long as a frozen window did.
     let (first, last) = (stall[0].0, stall.last().unwrap().0);
-    assert!(all
+    let away: Vec<&Row> = all
         .iter()
-        .filter(|r| r.0 + 100_000_000 < first || r.0 > last + 200_000_000)
-        .all(|r| r.2 < 50_000.0));
+        .filter(|r| r.0 + 100_000_000 < first || r.0 > last + 300_000_000)
+        .filter(|r| r.2 >= 150_000.0)
+        .collect();
+    assert!(away.is_empty(), "{away:?} (frozen: {stall:?})");
 }
