@@ -324,30 +324,32 @@ fn a_sigstopped_broker_is_a_spike_no_disk_episode_explains() {
     let store = vol.mount_ext4();
     let d = tempfile::tempdir_in("/var/tmp").unwrap();
     let out = d.path().join("run");
-    let load = diskpulse()
-        .args([
-            "load",
-            "js-pub",
-            "--rate",
-            "500",
-            "--duration",
-            "5s",
-            "--record",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .arg("--store-dir")
-        .arg(&store)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut load = Reaped(Some(
+        diskpulse()
+            .args([
+                "load",
+                "js-pub",
+                "--rate",
+                "500",
+                "--duration",
+                "5s",
+                "--record",
+            ])
+            .arg("--out")
+            .arg(&out)
+            .arg("--store-dir")
+            .arg(&store)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let pid = load.0.as_ref().unwrap().id();
     // The server is the load's child: wait for it, then let the load run 2 s.
     let t0 = std::time::Instant::now();
     let server = loop {
         let kids =
-            std::fs::read_to_string(format!("/proc/{}/task/{}/children", load.id(), load.id()))
-                .unwrap_or_default();
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
         let ns = kids.split_whitespace().find(|p| {
             // The server itself (its config in the run directory), not a `--version` check.
             std::fs::read_to_string(format!("/proc/{p}/cmdline"))
@@ -365,7 +367,7 @@ fn a_sigstopped_broker_is_a_spike_no_disk_episode_explains() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     sh("kill", &["-CONT", &server]);
     let stop_len = stopped_at.elapsed();
-    let o = load.wait_with_output().unwrap();
+    let o = load.0.take().unwrap().wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
     let s = Summary::read(&out).unwrap().expect("summary.json");
@@ -417,4 +419,17 @@ fn a_sigstopped_broker_is_a_spike_no_disk_episode_explains() {
     // The report prints it.
     assert!(i.lines.contains(&worst.line));
     drop(vol);
+}
+
+/// A child killed and reaped if the test fails while it runs (its server and the mount
+/// it holds would outlive the test).
+struct Reaped(Option<std::process::Child>);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
