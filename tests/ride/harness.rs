@@ -266,3 +266,9 @@ pub fn every_role_resumes(r: &Ridden, roles: &[&str]) -> serde_json::Value {
     );
     faults[0].clone()
 }
+
+/// The first client's `(ops, errors)` of the --json document: acked and failed.
+pub fn ops_and_errors(r: &Ridden) -> (u64, u64) {
+    let c = &r.json["clients"][0];
+    (c["ops"].as_u64().unwrap(), c["errors"].as_u64().unwrap())
+}

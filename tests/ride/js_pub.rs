@@ -171,11 +171,7 @@ fn js_pub_at_a_fixed_rate_counts_every_due_publish_and_its_latency_covers_the_ou
         return;
     };
     let ctx = &r.ctx;
-    let client = &r.json["clients"][0];
-    let (ops, errors) = (
-        client["ops"].as_u64().unwrap(),
-        client["errors"].as_u64().unwrap(),
-    );
+    let (ops, errors) = ops_and_errors(&r);
     assert_eq!(ops + errors, 8_000, "due = 1000/s x 8 s\n{ctx}");
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(r.out.join("summary.json")).unwrap()).unwrap();
@@ -200,13 +196,11 @@ fn js_pub_at_a_fixed_rate_counts_publishes_due_after_the_server_is_gone_for_good
         return;
     };
     let ctx = &r.ctx;
-    let client = &r.json["clients"][0];
-    let (ops, errors) = (
-        client["ops"].as_u64().unwrap(),
-        client["errors"].as_u64().unwrap(),
-    );
+    let (ops, errors) = ops_and_errors(&r);
     assert_eq!(ops + errors, 8_000, "due = 1000/s x 8 s\n{ctx}");
-    let not_sent = client["errors_by_kind"]["not_sent"].as_u64().unwrap_or(0);
+    let not_sent = r.json["clients"][0]["errors_by_kind"]["not_sent"]
+        .as_u64()
+        .unwrap_or(0);
     // ~6 s of the schedule came after the kill; the client buffers some of it.
     assert!(not_sent > 3_000, "not_sent {not_sent}\n{ctx}");
     assert!(

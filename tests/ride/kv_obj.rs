@@ -147,11 +147,7 @@ fn kv_put_at_a_fixed_rate_counts_every_due_put_through_an_outage() {
     let Some(r) = ride_with(&["kv-put", "--duration", "8s", "--rate", "500"], false) else {
         return;
     };
-    let client = &r.json["clients"][0];
-    let (ops, errors) = (
-        client["ops"].as_u64().unwrap(),
-        client["errors"].as_u64().unwrap(),
-    );
+    let (ops, errors) = ops_and_errors(&r);
     assert_eq!(ops + errors, 4_000, "due = 500/s x 8 s\n{}", r.ctx);
     assert!(ops > 200, "puts before the kill: {ops}\n{}", r.ctx);
 }
