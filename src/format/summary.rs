@@ -183,7 +183,8 @@ pub struct BurstInterference {
     pub outside: Percentiles,
     /// inside p99 / outside p99.
     pub p99_ratio: Option<f64>,
-    /// Share of the series' operations that fell in windows inside bursts.
+    /// Share of the series' operations whose lives overlapped a burst (weighted, see
+    /// `report/episodes.rs`).
     pub share_in_bursts: f64,
     /// The sentence one can quote.
     pub line: String,
@@ -235,6 +236,59 @@ pub struct Interference {
     /// (`report/spikes.rs`).
     #[serde(default)]
     pub spikes: Vec<Spike>,
+    /// The harm episodes other than write bursts: stalls (a victim's operations stuck),
+    /// device stalls, long flushes, CPU saturation (`report/episodes.rs`), in time order.
+    #[serde(default)]
+    pub episodes: Vec<EpisodeSummary>,
+    /// Per episode kind and series: operations whose lives overlapped an episode of the
+    /// kind versus the others.
+    #[serde(default)]
+    pub harm: Vec<HarmInterference>,
+}
+
+/// One harm episode: what, when, where, who was hurt and why where the data says.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct EpisodeSummary {
+    /// `stall` (load roles' or probe directions' operations outstanding, none
+    /// completing), `device stall` (requests in flight, none completing), `flush` (a
+    /// flush of 20 ms or more), `cpu` (CPU over 90% busy).
+    pub kind: String,
+    /// Run clock, s.
+    pub start_s: f64,
+    pub end_s: f64,
+    pub duration_ms: f64,
+    /// The devices it was on (device stalls, flushes; for a stall, the devices stalled or
+    /// flushing in it).
+    pub devices: Vec<String>,
+    /// The series stalled in it (`js-pub`, `probe write`); for other kinds, the series
+    /// that had a stall overlapping it.
+    pub victims: Vec<String>,
+    /// What overlaps a stall and may be its cause, in words; None when nothing the run
+    /// recorded does.
+    pub cause: Option<String>,
+    pub line: String,
+}
+
+/// One series' operations that lived through episodes of one kind versus the others.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct HarmInterference {
+    /// The episodes' kind (`EpisodeSummary.kind`).
+    pub kind: String,
+    pub episodes: usize,
+    pub series: String,
+    pub source: String,
+    pub name: String,
+    pub phase: Option<u32>,
+    pub co: bool,
+    pub inside: Percentiles,
+    pub outside: Percentiles,
+    /// inside p99 / outside p99; None without both.
+    pub p99_ratio: Option<f64>,
+    /// Share of the series' operations whose lives overlapped one (weighted).
+    pub share_inside: f64,
+    pub line: String,
 }
 
 /// A latency spike of one series: windows whose p99 stands out from the series' median

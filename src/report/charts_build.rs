@@ -306,6 +306,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
         });
     }
     panels.extend(rabbit_panels(&run.rabbit));
+    panels.extend(run.probe.as_ref().and_then(probe_rate_panel));
     panels.extend(run.probe.as_ref().and_then(probe_panel));
     panels.extend(fsync_panel(&run.fsync));
     let summaries: Vec<_> = analyses.iter().map(|a| a.summary.clone()).collect();
@@ -514,6 +515,44 @@ fn direction_color(dir: &str) -> &'static str {
         "read" => READ,
         _ => "#8c564b",
     }
+}
+
+/// The probe's completions per second per direction, every window drawn (one in which
+/// nothing completed at zero: a stall looks like a stall, not a ramp); a window the probe
+/// ran for less than half of gives no rate.
+fn probe_rate_panel(probe: &std::collections::BTreeMap<String, Vec<ProbeRow>>) -> Option<Panel> {
+    let mut s = vec![];
+    for (direction, rows) in probe {
+        let ts: Vec<f64> = rows
+            .iter()
+            .map(|r| (r.t_ns + r.window_ns / 2) as f64 / 1e9)
+            .collect();
+        let v: Vec<f64> = rows
+            .iter()
+            .map(|r| {
+                if r.active_ns >= r.window_ns / 2 && r.window_ns > 0 {
+                    r.ios as f64 / (r.window_ns as f64 / 1e9)
+                } else {
+                    f64::NAN
+                }
+            })
+            .collect();
+        if v.iter().any(|x| x.is_finite()) {
+            s.push(series(
+                &format!("{direction} completions/s"),
+                ts,
+                v,
+                Style::Line,
+                direction_color(direction),
+            ));
+        }
+    }
+    (!s.is_empty()).then(|| Panel {
+        title: "direct-I/O probe completions/s per window (0: nothing completed)".into(),
+        y_label: "I/Os/s".into(),
+        series: s,
+        y_min_zero: true,
+    })
 }
 
 fn probe_panel(probe: &std::collections::BTreeMap<String, Vec<ProbeRow>>) -> Option<Panel> {

@@ -227,6 +227,8 @@ pub struct DeviceAnalysis {
     pub charts: Option<stream::DeviceCharts>,
     /// rates.csv's window sums and in-flight maxima, and which fields the rows hold.
     pub rates: Option<(stream::Rates, [bool; MAX_FIELDS])>,
+    /// Its stalls and long flushes (empty from [`analyse_device_in_memory`]).
+    pub harm: super::episodes::DiskHarm,
 }
 
 /// [`analyse_device`] from every row in memory: the reference the streamed figures are
@@ -277,6 +279,7 @@ pub fn analyse_device_in_memory(
         ui_read,
         charts: None,
         rates: None,
+        harm: Default::default(),
     }
 }
 
@@ -341,6 +344,7 @@ pub fn analyse_device(
         ui_read,
         charts: Some(a.charts),
         rates: a.rates.map(|r| (r, a.has)),
+        harm: a.harm,
     }
 }
 

@@ -2,28 +2,26 @@
 //! the run clock from the per-window latency histograms of `load.hlog` and `probe.hlog`
 //! ([`crate::format::hist`]). Written into summary.json's `interference`.
 //!
-//! Two comparisons:
+//! Three comparisons:
 //! - **Write bursts.** Per device with write bursts (summary.json
 //!   `devices[].write.bursts.list`, found on 10 ms bins) and per latency series (a tag:
 //!   the probe's `read`/`write`/`sync` per phase, each load role, and each one's `.co`
-//!   twin, latency from the intended start), the windows that overlap a burst are
-//!   *inside*, every other window is *outside*. Each side's histograms are merged and its
-//!   percentiles read from the merge, never averaged from per-window percentiles.
+//!   twin, latency from the intended start), the operations whose lives overlapped a
+//!   burst are *inside*, the rest *outside* (the rule: [`super::episodes`]). Each side's
+//!   histograms are merged and its percentiles read from the merge, never averaged from
+//!   per-window percentiles.
+//! - **Other harm** (`harm`, `episodes`): per episode kind (stalls, device stalls, long
+//!   flushes, CPU saturation: [`super::episodes`]) and series, the same split against the
+//!   union of the kind's episodes.
 //! - **Restart read bursts.** Per restart (summary.json `restarts[]`) and load series: the
 //!   windows that overlap the node's read burst (its first to its last busy 10 ms bin
 //!   after the restart; from the restart to healthy when it read nothing) are *during*,
 //!   the windows that end by the time the node went down (its `node_stop`/`node_kill`
 //!   event before the `restart`; the restart itself without one), from the series' first
-//!   window, are *before*: the outage and a page-cache drop are in neither.
+//!   window, are *before*: the outage and a page-cache drop are in neither. (Windows, not
+//!   lives: a restart's spans are seconds long, its windows 100 ms.)
 //!
-//! # The rule, and what it costs
-//! A window counts as inside a span when `[start, start + window)` overlaps the span's
-//! `[start, end)` by any amount. The series' own windows are the unit: the probe's
-//! `--window` and the load's `--stats-window` (both 100 ms by default). So a 30 ms burst
-//! claims a whole 100 ms window, and "inside" holds the burst plus up to one window of
-//! what surrounds it: the inside figures are diluted by up to `window / burst` of quiet
-//! time, never inflated, and an operation counts where it completed (the probe) or where
-//! its window closed it (the load). A finer `--window` sharpens the split.
+//! A series with nothing outside the episodes gets no ratio, and its line says so.
 //!
 //! Units: times on the run clock in ns inside, s and ms in the summary; latency µs in
 //! the summary (the histograms hold ns).
@@ -35,8 +33,8 @@ use hdrhistogram::Histogram;
 use crate::format::events::Event;
 use crate::format::hist::{self, Interval, Tag};
 use crate::format::summary::{
-    BurstInterference, DeviceSummary, Interference, Percentiles, RestartInterference,
-    RestartSummary,
+    BurstInterference, DeviceSummary, EpisodeSummary, HarmInterference, Interference,
+    Percentiles, RestartInterference, RestartSummary,
 };
 use crate::units::{num, sig};
 
@@ -172,21 +170,30 @@ fn times(r: Option<f64>) -> String {
     r.map(|r| format!(" ({}x)", short(r))).unwrap_or_default()
 }
 
-/// One series inside versus outside one device's write bursts.
-pub fn against_bursts(s: &Series, device: &str, spans: &[Span]) -> BurstInterference {
-    let (inside, outside): (Vec<&Interval>, Vec<&Interval>) =
-        s.windows.iter().partition(|w| overlaps(w, spans));
-    let pin = percentiles(hist::merge(inside.iter().copied()).as_ref());
-    let pout = percentiles(hist::merge(outside.iter().copied()).as_ref());
-    let total = pin.count + pout.count;
+/// Percentiles of a weighted histogram ([`super::episodes::WEIGHT`] per operation), µs;
+/// `count` in operations (rounded).
+pub fn weighted_percentiles(h: &Histogram<u64>) -> Percentiles {
+    let mut p = percentiles(Some(h));
+    p.count = (h.len() as f64 / super::episodes::WEIGHT).round() as u64;
+    p
+}
+
+/// One series inside versus outside one device's write bursts, by the operations' lives
+/// ([`super::episodes::split`]); `own`: the series' own stalls (sorted, disjoint).
+pub fn against_bursts(s: &Series, device: &str, spans: &[Span], own: &[Span]) -> BurstInterference {
+    let spans = super::episodes::union(spans.iter().copied());
+    let (hin, hout, touched) = super::episodes::split(&s.windows, &spans, own);
+    let pin = weighted_percentiles(&hin);
+    let pout = weighted_percentiles(&hout);
+    let total = hin.len() + hout.len();
     let share = if total > 0 {
-        pin.count as f64 / total as f64
+        hin.len() as f64 / total as f64
     } else {
         0.0
     };
     let p99_ratio = ratio(&pin, &pout);
     let line = format!(
-        "{} p99 {} outside {device}'s write bursts, {} inside{}, {}% of its {} fell in bursts",
+        "{} p99 {} outside {device}'s write bursts, {} inside{}, {}% of its {} lived through one",
         s.label(),
         lat(pout.p99_us),
         lat(pin.p99_us),
@@ -202,8 +209,8 @@ pub fn against_bursts(s: &Series, device: &str, spans: &[Span]) -> BurstInterfer
         co: s.tag.co,
         device: device.into(),
         window_ms: s.window_ms(),
-        windows_inside: inside.len(),
-        windows_outside: outside.len(),
+        windows_inside: touched,
+        windows_outside: s.windows.len() - touched,
         inside: pin,
         outside: pout,
         p99_ratio,
@@ -302,11 +309,13 @@ fn rule(series: &[Series]) -> String {
         .collect();
     w.dedup();
     format!(
-        "a window counts as inside a burst when it overlaps the burst's [start, start + duration) \
-         by any amount (bursts are found on 10 ms bins); the series' own windows are the unit \
-         ({}), so a 30 ms burst claims a whole 100 ms window; before a restart: windows that end \
-         by the time the node went down; during its re-read: windows that overlap the node's \
-         read burst",
+        "an operation is inside a burst, stall or flush when its life (send or intended start to \
+         completion) overlaps it; the histograms give each operation's latency and the window it \
+         completed in ({}), so its completion is taken as uniform over the part of that window in \
+         which its series was not stalled, and it counts inside with the share of that part in \
+         which its life would have overlapped (bursts are found on 10 ms bins); before a restart: \
+         windows that end by the time the node went down; during its re-read: windows that \
+         overlap the node's read burst",
         w.join(", ")
     )
 }
@@ -335,9 +344,72 @@ pub fn broker_devices(meta: &crate::format::meta::Meta, devices: &[DeviceSummary
         .collect()
 }
 
-/// summary.json's `interference` from the run's histograms, devices and restarts; None
-/// when the run has no latency histograms. `preferred` ([`broker_devices`]) come first
-/// and give the quotable lines; among them and among the rest, the busiest writer first.
+/// What the run recorded of harm besides write bursts ([`super::episodes`]).
+#[derive(Default)]
+pub struct HarmInputs<'a> {
+    /// Each device's stalls and long flushes.
+    pub disks: Vec<(String, &'a super::episodes::DiskHarm)>,
+    /// Each load role's and probe direction's stalls (load.csv, probe.csv).
+    pub stalls: Vec<super::episodes::VictimStall>,
+    /// cpu.csv's folded `busy_pct` points.
+    pub cpu_busy: Option<(Vec<u64>, Vec<f64>)>,
+}
+
+/// The most lines of one episode kind in `lines` (all are in `episodes`).
+const MAX_EPISODE_LINES: usize = 5;
+
+/// One series against the union of one kind's episodes.
+fn against_kind(s: &Series, kind: &str, n: usize, spans: &[Span], own: &[Span]) -> HarmInterference {
+    let (hin, hout, _) = super::episodes::split(&s.windows, spans, own);
+    let pin = weighted_percentiles(&hin);
+    let pout = weighted_percentiles(&hout);
+    let total = hin.len() + hout.len();
+    let share = if total > 0 {
+        hin.len() as f64 / total as f64
+    } else {
+        0.0
+    };
+    let p99_ratio = ratio(&pin, &pout);
+    let what = super::episodes::kind_plural(kind);
+    let line = if pout.count == 0 {
+        format!(
+            "{} p99 {} inside {what}; none of its {} lived outside them, so there is no \
+             baseline to compare with",
+            s.label(),
+            lat(pin.p99_us),
+            s.ops_noun()
+        )
+    } else {
+        format!(
+            "{} p99 {} outside {what}, {} inside{}: {} of its {} lived through one",
+            s.label(),
+            lat(pout.p99_us),
+            lat(pin.p99_us),
+            times(p99_ratio),
+            num(pin.count as f64, 0),
+            s.ops_noun()
+        )
+    };
+    HarmInterference {
+        kind: kind.into(),
+        episodes: n,
+        series: s.label(),
+        source: s.source.into(),
+        name: s.tag.name.clone(),
+        phase: s.tag.phase,
+        co: s.tag.co,
+        inside: pin,
+        outside: pout,
+        p99_ratio,
+        share_inside: share,
+        line,
+    }
+}
+
+/// summary.json's `interference` from the run's histograms, devices, restarts and harm
+/// episodes; None when the run has no latency histograms. `preferred`
+/// ([`broker_devices`]) come first and give the quotable lines; among them and among the
+/// rest, the busiest writer first.
 pub fn interference(
     probe: &[Interval],
     load: &[Interval],
@@ -345,12 +417,25 @@ pub fn interference(
     preferred: &[String],
     restarts: &[RestartSummary],
     events: &[Event],
-    cpu_busy: Option<(Vec<u64>, Vec<f64>)>,
+    harm: HarmInputs,
 ) -> Option<Interference> {
     let all = series(probe, load);
     if all.is_empty() {
         return None;
     }
+    // Each series' own stalls: where none of its operations completed.
+    let own_of = |s: &Series| -> Vec<Span> {
+        super::episodes::union(
+            harm.stalls
+                .iter()
+                .filter(|v| {
+                    v.victim.source == s.source
+                        && v.victim.name == s.tag.name
+                        && v.victim.phase == s.tag.phase
+                })
+                .map(|v| (v.start_ns, v.end_ns)),
+        )
+    };
     let mut devs: Vec<&DeviceSummary> = devices
         .iter()
         .filter(|d| !d.write.bursts.list.is_empty())
@@ -386,7 +471,7 @@ pub fn interference(
     for (k, d) in devs.iter().enumerate() {
         let spans = burst_spans(d);
         for s in &all {
-            let b = against_bursts(s, &d.name, &spans);
+            let b = against_bursts(s, &d.name, &spans, &own_of(s));
             if k == 0 && !s.tag.co {
                 out.lines.push(b.line.clone());
             }
@@ -403,12 +488,58 @@ pub fn interference(
             out.restarts.push(x);
         }
     }
+    // The harm episodes, their lines (a few of each kind), and each series inside versus
+    // outside each kind.
+    let cpu = super::spikes::cpu_spans(harm.cpu_busy);
+    let faults = super::spikes::fault_spans(events);
+    out.episodes = super::episodes::assemble(&harm.disks, &harm.stalls, &cpu, &faults);
+    for kind in [
+        super::episodes::STALL,
+        super::episodes::DEVICE_STALL,
+        super::episodes::FLUSH,
+        super::episodes::CPU,
+    ] {
+        let of_kind: Vec<&EpisodeSummary> =
+            out.episodes.iter().filter(|e| e.kind == kind).collect();
+        if of_kind.is_empty() {
+            continue;
+        }
+        // Device stalls and flushes print when they hurt someone; stalls and CPU always.
+        let mut printed = 0;
+        for e in &of_kind {
+            let worth = kind == super::episodes::STALL || !e.victims.is_empty();
+            if worth && printed < MAX_EPISODE_LINES {
+                out.lines.push(e.line.clone());
+                printed += 1;
+            }
+        }
+        let left = of_kind.len() - printed;
+        if printed > 0 && left > 0 {
+            out.lines.push(format!(
+                "and {left} more {} (summary.json interference.episodes)",
+                super::episodes::kind_plural(kind)
+            ));
+        }
+        let ns = |s: f64| (s * 1e9).round().max(0.0) as u64;
+        let spans = super::episodes::union(
+            of_kind
+                .iter()
+                .map(|e| (ns(e.start_s), ns(e.end_s).max(ns(e.start_s) + 1))),
+        );
+        for s in &all {
+            let h = against_kind(s, kind, of_kind.len(), &spans, &own_of(s));
+            if !s.tag.co && h.inside.count > 0 {
+                out.lines.push(h.line.clone());
+            }
+            out.harm.push(h);
+        }
+    }
     // The devices the run is about; every device when it names none.
     let about: Vec<&DeviceSummary> = devices
         .iter()
         .filter(|d| preferred.is_empty() || preferred.contains(&d.name))
         .collect();
-    let episodes = super::spikes::episodes(&about, cpu_busy, events);
+    let episodes = super::spikes::episodes(&about, &cpu, &faults, &out.episodes);
     for s in all.iter().filter(|s| !s.tag.co) {
         for sp in super::spikes::spikes(s, &episodes) {
             out.lines.push(sp.line.clone());
@@ -500,27 +631,29 @@ mod tests {
 
     #[test]
     fn inside_and_outside_come_from_merged_windows_not_averaged_percentiles() {
-        // Ten windows of 99 fast writes (100 µs) and one slow one; the burst covers
-        // windows 3 and 4, whose writes are 10 ms.
+        // Ten windows of 99 fast writes (100 µs) and one slow one; bursts cover windows 3
+        // and 4 whole, whose writes are 10 ms.
         let mut iv = vec![];
         for k in 0..10 {
             let slow = if k == 3 || k == 4 { 10_000 } else { 100 };
             iv.push(window("write", k, &[(slow, 99), (slow * 2, 1)]));
         }
-        let d = device("vdb", &[(0.33, 30.0), (0.45, 10.0)]);
-        let x = interference(&iv, &[], &[d], &[], &[], &[], None).unwrap();
+        let d = device("vdb", &[(0.30, 100.0), (0.40, 100.0)]);
+        let x = interference(&iv, &[], &[d], &[], &[], &[], HarmInputs::default()).unwrap();
         let b = &x.bursts[0];
-        assert_eq!((b.windows_inside, b.windows_outside), (2, 8));
+        // Windows 3 and 4 are inside whole; of window 5 (0.5-0.6 s) a 100 µs write that
+        // completed in its first 100 µs (0.1%) lived in the burst: 0.1 of a write.
+        assert_eq!((b.windows_inside, b.windows_outside), (3, 7));
         assert_eq!((b.inside.count, b.outside.count), (200, 800));
         // p99 of 800 values, 792 of 100 µs and 8 of 200 µs: 100 µs.
         assert!((b.outside.p99_us.unwrap() - 100.0).abs() < 0.1, "{b:?}");
         assert!((b.inside.p99_us.unwrap() - 10_000.0).abs() < 10.0, "{b:?}");
         assert!((b.inside.max_us.unwrap() - 20_000.0).abs() < 20.0, "{b:?}");
-        assert!((b.share_in_bursts - 0.2).abs() < 1e-9);
+        assert!((b.share_in_bursts - 0.2001).abs() < 1e-4, "{}", b.share_in_bursts);
         assert!((b.p99_ratio.unwrap() - 100.0).abs() < 0.2);
         assert_eq!(
             x.lines[0],
-            "probe write p99 100 µs outside vdb's write bursts, 10 ms inside (100x), 20.0% of its writes fell in bursts"
+            "probe write p99 100 µs outside vdb's write bursts, 10 ms inside (100x), 20.0% of its writes lived through one"
         );
         // And the two slow windows are one spike, explained by the bursts in them.
         assert_eq!(x.spikes.len(), 1, "{:?}", x.spikes);
@@ -530,9 +663,61 @@ mod tests {
     }
 
     #[test]
+    fn a_stall_the_disk_did_not_cause_is_named_with_its_victims_and_no_cause() {
+        // js-pub acks 1 ms, stopped 2.05-2.45 s (windows 21-23 complete nothing), its
+        // stuck acks completing in window 24 at 400 ms; the disk idle throughout.
+        let load: Vec<Interval> = (0..40)
+            .filter(|k| !(21..=23).contains(k))
+            .map(|k| {
+                let us: &[(u64, u64)] = if k == 24 {
+                    &[(400_000, 5), (1_000, 45)]
+                } else {
+                    &[(1_000, 100)]
+                };
+                window("js-pub", k, us)
+            })
+            .collect();
+        let stalls = vec![super::super::episodes::VictimStall {
+            victim: super::super::episodes::Victim {
+                source: "load",
+                name: "js-pub".into(),
+                phase: None,
+            },
+            start_ns: 2_050_000_000,
+            end_ns: 2_450_000_000,
+        }];
+        let x = interference(
+            &[],
+            &load,
+            &[],
+            &[],
+            &[],
+            &[],
+            HarmInputs {
+                stalls,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(x.episodes.len(), 1, "{:?}", x.episodes);
+        let e = &x.episodes[0];
+        assert_eq!(e.kind, "stall");
+        assert_eq!(e.victims, ["js-pub"]);
+        assert_eq!(e.cause, None);
+        assert!(e.line.starts_with("stall 2.05-2.45 s (400 ms): js-pub had operations outstanding and none completing; no device had"), "{}", e.line);
+        let h = &x.harm[0];
+        assert_eq!((h.kind.as_str(), h.series.as_str()), ("stall", "js-pub latency"));
+        // The 5 stuck acks inside, and 45 x 1 ms / 50 ms live of the fast ones.
+        assert_eq!(h.inside.count, 6);
+        assert!(h.inside.p99_us.unwrap() > 399_000.0, "{h:?}");
+        assert!(h.p99_ratio.unwrap() > 100.0, "{h:?}");
+        assert!(x.lines.contains(&h.line), "{:?}", x.lines);
+    }
+
+    #[test]
     fn a_steady_device_gives_no_ratio_and_says_why() {
         let iv: Vec<_> = (0..10).map(|k| window("write", k, &[(100, 9)])).collect();
-        let x = interference(&iv, &[], &[device("vdb", &[])], &[], &[], &[], None).unwrap();
+        let x = interference(&iv, &[], &[device("vdb", &[])], &[], &[], &[], HarmInputs::default()).unwrap();
         assert!(x.bursts.is_empty(), "{:?}", x.bursts);
         assert_eq!(
             x.lines,
@@ -551,7 +736,7 @@ mod tests {
             window("p0:js-pub.co", 0, &[(900, 1)]),
         ];
         let d = device("vdb", &[(0.0, 10.0)]);
-        let x = interference(&probe, &load, &[d], &[], &[], &[], None).unwrap();
+        let x = interference(&probe, &load, &[d], &[], &[], &[], HarmInputs::default()).unwrap();
         let names: Vec<&str> = x.bursts.iter().map(|b| b.series.as_str()).collect();
         assert_eq!(
             names,
@@ -602,7 +787,7 @@ mod tests {
             ev(600_000_000, "node_stop", "n2"),
             ev(1_000_000_000, "restart", "n2"),
         ];
-        let x = interference(&[], &load, &[], &[], &[r], &events, None).unwrap();
+        let x = interference(&[], &load, &[], &[], &[r], &events, HarmInputs::default()).unwrap();
         let y = &x.restarts[0];
         assert_eq!((y.before.count, y.during.count), (60, 30));
         assert_eq!((y.before_from_s, y.before_to_s), (0.0, 0.6));
@@ -627,7 +812,7 @@ mod tests {
             &["loop0".into()],
             &[],
             &[],
-            None,
+            HarmInputs::default(),
         )
         .unwrap();
         let devs: Vec<&str> = x.bursts.iter().map(|b| b.device.as_str()).collect();
@@ -645,7 +830,7 @@ mod tests {
             &[],
             &[],
             &[],
-            None
+            HarmInputs::default()
         )
         .is_none());
     }

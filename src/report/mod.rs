@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod charts_build;
 pub mod derive;
+pub mod episodes;
 pub mod faults;
 pub mod fold;
 pub mod html;
@@ -128,9 +129,17 @@ pub fn analyse(
         &broker,
         &restarts,
         &run.events,
-        run.cpu
-            .as_ref()
-            .and_then(|c| c.pct.points(fold::CpuFolded::BUSY)),
+        interference::HarmInputs {
+            disks: analyses
+                .iter()
+                .map(|a| (a.summary.name.clone(), &a.harm))
+                .collect(),
+            stalls: episodes::victim_stalls(&run.load, run.probe.as_ref()),
+            cpu_busy: run
+                .cpu
+                .as_ref()
+                .and_then(|c| c.pct.points(fold::CpuFolded::BUSY)),
+        },
     );
     let summary = Summary {
         format_version: crate::format::FORMAT_VERSION,

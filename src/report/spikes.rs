@@ -8,7 +8,8 @@
 //!   median window p99 and at least [`SPIKE_MIN_US`]; windows next to each other are one
 //!   spike (its p99 the highest of them); the [`MAX_SPIKES`] highest per series are listed.
 //! - The episodes looked at: every device's write bursts (summary.json
-//!   `devices[].write.bursts.list`), the CPU over [`CPU_BUSY_PCT`]% busy (cpu.csv's
+//!   `devices[].write.bursts.list`), device stalls and long flushes (any device:
+//!   [`super::episodes`]), the CPU over [`CPU_BUSY_PCT`]% busy (cpu.csv's
 //!   folded `busy_pct`), and the faults the run made itself (events `node_stop`,
 //!   `node_kill`, `restart`, `broker_died`, `device_gone`). An episode explains a spike
 //!   when it overlaps the wait of the spike's slowest operations, from `end - p99` (less
@@ -21,15 +22,16 @@
 //! - An episode that covers more than half of the series' span (a CPU busy the whole
 //!   run) is background, not an explanation of one window: the line names it after the
 //!   verdict ("background: ...") and `explained_by` leaves it out.
-//! - With none, the line says "no write burst, CPU saturation or fault the run saw
-//!   overlaps it": a latency spike the disk did not cause is not blamed on it. What is
-//!   not looked at yet (device stalls without bytes, flushes, writeback) is not claimed.
+//! - With none, the line says "no write burst, device stall, long flush, CPU saturation
+//!   or fault the run saw overlaps it" ([`NOTHING`]): a latency spike the disk did not
+//!   cause is not blamed on it. What is not looked at yet (writeback pressure, the
+//!   trace's exact flush requests) is not claimed.
 //!
 //! Units: run clock ns inside; s and µs in the summary.
 
 use crate::format::events::Event;
 use crate::format::hist::Interval;
-use crate::format::summary::{DeviceSummary, Spike};
+use crate::format::summary::{DeviceSummary, EpisodeSummary, Spike};
 
 use super::interference::{burst_spans, lat, Series, Span};
 
@@ -41,6 +43,10 @@ pub const SPIKE_MIN_US: f64 = 1000.0;
 pub const MAX_SPIKES: usize = 3;
 /// CPU busy (all but idle and iowait) over this is a saturation episode, %.
 pub const CPU_BUSY_PCT: f64 = 90.0;
+
+/// The sentence of a spike nothing the run saw overlaps.
+pub const NOTHING: &str =
+    "no write burst, device stall, long flush, CPU saturation or fault the run saw overlaps it";
 
 /// The event kinds that are faults the run made at a known moment.
 const FAULT_EVENTS: [&str; 5] = [
@@ -57,11 +63,57 @@ pub struct Episode {
     pub what: String,
 }
 
-/// The episodes of a run: write bursts, CPU saturation, faults.
+/// The CPU's saturation spans: busy at or over [`CPU_BUSY_PCT`]%, from cpu.csv's folded
+/// `busy_pct` points (each point's span from the point before).
+pub fn cpu_spans(cpu_busy: Option<(Vec<u64>, Vec<f64>)>) -> Vec<Span> {
+    let mut out = vec![];
+    if let Some((t, v)) = cpu_busy {
+        let mut start: Option<u64> = None;
+        let mut prev_t = 0u64;
+        for (&t, &v) in t.iter().zip(&v) {
+            match (start, v >= CPU_BUSY_PCT) {
+                (None, true) => start = Some(prev_t.min(t)),
+                (Some(s), false) => {
+                    out.push((s, t.max(s + 1)));
+                    start = None;
+                }
+                _ => {}
+            }
+            prev_t = t;
+        }
+        if let Some(s) = start {
+            out.push((s, prev_t.max(s + 1)));
+        }
+    }
+    out
+}
+
+/// The faults the run made itself, each a 1 ns span and its words.
+pub fn fault_spans(events: &[Event]) -> Vec<(Span, String)> {
+    events
+        .iter()
+        .filter(|e| FAULT_EVENTS.contains(&e.kind.as_str()))
+        .map(|e| {
+            (
+                (e.t_ns, e.t_ns + 1),
+                format!(
+                    "{} at {:.2} s",
+                    e.kind.replace('_', " "),
+                    e.t_ns as f64 / 1e9
+                ),
+            )
+        })
+        .collect()
+}
+
+/// The episodes a spike can be explained by: the devices' write bursts, CPU saturation,
+/// faults, and the device stalls and long flushes of `harm` (not the victims' own stalls:
+/// those are the harm, not its cause).
 pub fn episodes(
     devices: &[&DeviceSummary],
-    cpu_busy: Option<(Vec<u64>, Vec<f64>)>,
-    events: &[Event],
+    cpu: &[Span],
+    faults: &[(Span, String)],
+    harm: &[EpisodeSummary],
 ) -> Vec<Episode> {
     let mut out = vec![];
     for d in devices {
@@ -78,35 +130,22 @@ pub fn episodes(
             });
         }
     }
-    if let Some((t, v)) = cpu_busy {
-        let mut start: Option<u64> = None;
-        let mut prev_t = 0u64;
-        for (&t, &v) in t.iter().zip(&v) {
-            match (start, v >= CPU_BUSY_PCT) {
-                (None, true) => start = Some(prev_t.min(t)),
-                (Some(s), false) => {
-                    out.push(cpu_episode(s, t));
-                    start = None;
-                }
-                _ => {}
-            }
-            prev_t = t;
-        }
-        if let Some(s) = start {
-            out.push(cpu_episode(s, prev_t));
-        }
+    for &(s, e) in cpu {
+        out.push(cpu_episode(s, e));
     }
-    for e in events
-        .iter()
-        .filter(|e| FAULT_EVENTS.contains(&e.kind.as_str()))
-    {
+    for (span, what) in faults {
         out.push(Episode {
-            span: (e.t_ns, e.t_ns + 1),
-            what: format!(
-                "{} at {:.2} s",
-                e.kind.replace('_', " "),
-                e.t_ns as f64 / 1e9
-            ),
+            span: *span,
+            what: what.clone(),
+        });
+    }
+    for h in harm.iter().filter(|h| {
+        h.kind == super::episodes::DEVICE_STALL || h.kind == super::episodes::FLUSH
+    }) {
+        let ns = |s: f64| (s * 1e9).round() as u64;
+        out.push(Episode {
+            span: (ns(h.start_s), ns(h.end_s).max(ns(h.start_s) + 1)),
+            what: h.line.clone(),
         });
     }
     out
@@ -204,7 +243,7 @@ pub fn spikes(s: &Series, episodes: &[Episode]) -> Vec<Spike> {
                 .partition(|e| background(e));
             let explained_by: Vec<String> = explained_by.iter().map(|e| e.what.clone()).collect();
             let mut why = if explained_by.is_empty() {
-                "no write burst, CPU saturation or fault the run saw overlaps it".to_string()
+                NOTHING.to_string()
             } else {
                 explained_by.join("; ")
             };
@@ -289,7 +328,7 @@ mod tests {
         assert!(
             sp[0]
                 .line
-                .ends_with(": no write burst, CPU saturation or fault the run saw overlaps it"),
+                .ends_with(": no write burst, device stall, long flush, CPU saturation or fault the run saw overlaps it"),
             "{}",
             sp[0].line
         );
@@ -308,7 +347,7 @@ mod tests {
         let sp = spikes(&s, &[busy]);
         assert!(sp[0].explained_by.is_empty(), "{sp:?}");
         assert!(
-            sp[0].line.ends_with("no write burst, CPU saturation or fault the run saw overlaps it (background, most of the run: CPU over 90% busy from 0.00 to 5.00 s)"),
+            sp[0].line.ends_with("no write burst, device stall, long flush, CPU saturation or fault the run saw overlaps it (background, most of the run: CPU over 90% busy from 0.00 to 5.00 s)"),
             "{}",
             sp[0].line
         );

@@ -547,6 +547,8 @@ pub struct DevAcc {
     /// Bytes written and read inside the plan's broker span.
     pub broker_bytes: (f64, f64),
     pub charts: DeviceCharts,
+    /// Device stalls and long flushes ([`super::episodes`]).
+    pub harm: super::episodes::DiskHarm,
     /// Set on every row (count-only passes need nothing else).
     count_only: bool,
 }
@@ -599,6 +601,7 @@ impl DevAcc {
                 .collect(),
             broker_bytes: (sum_zero(), sum_zero()),
             charts: DeviceCharts::new(p.charts),
+            harm: Default::default(),
             count_only,
         })
     }
@@ -610,6 +613,7 @@ impl DevAcc {
         if let Some(r) = &mut self.rates {
             r.finish()?;
         }
+        self.harm.finish(self.last_t_ns);
         Ok(())
     }
 
@@ -695,6 +699,16 @@ impl DevAcc {
                 dir.busy_ms += x;
             }
         }
+        let completed = [ds::F_READS, ds::F_WRITES, ds::F_DISCARDS, ds::F_FLUSHES]
+            .iter()
+            .any(|&f| v[f].is_some_and(|x| x > 0.0));
+        self.harm.interval(
+            (t0, t1),
+            (prev.get(ds::F_IN_FLIGHT), r.get(ds::F_IN_FLIGHT)),
+            completed,
+            v[ds::F_FLUSHES],
+            v[ds::F_FLUSH_MS],
+        );
         if let Some(x) = v[ds::F_FLUSHES] {
             self.flushes += x;
             self.flush_peak_100ms.add(t0, t1, x);

@@ -125,4 +125,71 @@ pub(super) fn interference(s: &mut String, summary: &Summary) {
             &rows,
         );
     }
+    if !x.episodes.is_empty() {
+        let rows: Vec<_> = x
+            .episodes
+            .iter()
+            .take(200)
+            .map(|e| {
+                (
+                    None,
+                    vec![
+                        t(e.kind.clone()),
+                        n(secs(e.start_s)),
+                        n(format!("{} ms", sig(e.duration_ms))),
+                        t(e.devices.join(", ")),
+                        t(e.victims.join(", ")),
+                        t(e.cause.clone().unwrap_or_else(|| NONE.into())),
+                    ],
+                )
+            })
+            .collect();
+        s.push_str("<h4>Harm episodes: stalls, device stalls, long flushes, CPU saturation</h4>\n");
+        if x.episodes.len() > rows.len() {
+            let _ = writeln!(
+                s,
+                "<p class=\"muted\">The first {} of {}; all are in summary.json.</p>",
+                rows.len(),
+                x.episodes.len()
+            );
+        }
+        table(
+            s,
+            &["kind", "#start", "#length", "devices", "stalled", "overlapping"],
+            &rows,
+        );
+    }
+    let harm: Vec<_> = x.harm.iter().filter(|h| !h.co).collect();
+    if !harm.is_empty() {
+        let rows: Vec<_> = harm
+            .iter()
+            .map(|h| {
+                let mut cells = vec![t(h.kind.clone()), t(h.series.clone())];
+                cells.extend(side(&h.outside));
+                cells.extend(side(&h.inside));
+                cells.push(n(ratio(h.p99_ratio)));
+                (None, cells)
+            })
+            .collect();
+        s.push_str("<h4>Latency of operations that lived through an episode versus the others</h4>\n");
+        table(
+            s,
+            &[
+                "episodes",
+                "series",
+                "#ops outside",
+                "#p50",
+                "#p99",
+                "#p99.9",
+                "#max",
+                "#ops inside",
+                "#p50 in",
+                "#p99 in",
+                "#p99.9 in",
+                "#max in",
+                "#p99 in/out",
+            ],
+            &rows,
+        );
+    }
 }
