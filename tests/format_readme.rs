@@ -298,6 +298,21 @@ fn summary_fields() -> BTreeSet<String> {
             }],
             lines: vec![],
             spikes: vec![summary::Spike::default()],
+            episodes: vec![summary::EpisodeSummary {
+                devices: vec![String::new()],
+                victims: vec![String::new()],
+                cause: Some(String::new()),
+                ..Default::default()
+            }],
+            harm: vec![summary::HarmInterference {
+                phase: Some(1),
+                inside: summary::Percentiles {
+                    p50_us: Some(1.0),
+                    ..Default::default()
+                },
+                p99_ratio: Some(1.0),
+                ..Default::default()
+            }],
         }),
         failures: vec![summary::Failure::default()],
         faults: vec![summary::Fault::default()],

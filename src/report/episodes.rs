@@ -153,7 +153,10 @@ pub struct Victim {
 impl Victim {
     /// `probe write`, `js-pub`, `phase 2 probe read`.
     pub fn label(&self) -> String {
-        let p = self.phase.map(|p| format!("phase {p} ")).unwrap_or_default();
+        let p = self
+            .phase
+            .map(|p| format!("phase {p} "))
+            .unwrap_or_default();
         if self.source == "probe" {
             format!("{p}probe {}", self.name)
         } else {
@@ -231,7 +234,9 @@ pub fn victim_stalls(
         }
         ws.sort_by_key(|w| w.t_ns);
         let stalled = |w: &Win| {
-            w.done == 0 && w.oldest_wait_us.is_some_and(|x| x * 1e3 >= w.window_ns as f64)
+            w.done == 0
+                && w.oldest_wait_us
+                    .is_some_and(|x| x * 1e3 >= w.window_ns as f64)
         };
         let mut i = 0;
         while i < ws.len() {
@@ -441,23 +446,31 @@ fn overlapping(a: Span, b: Span) -> bool {
 }
 
 /// What the run recorded besides the victims: one device stall or flush group, or a CPU
-/// or fault span, in words.
+/// or fault span, in words; `background` when it covers more than half of the run (a CPU
+/// busy throughout explains no one stall).
 struct Context {
     span: Span,
     what: String,
+    background: bool,
 }
 
 /// The run's harm episodes other than write bursts, in time order: victim stalls (with
 /// what overlaps each: a device stall, a long flush, CPU saturation, a fault), device
 /// stalls, long flushes and CPU saturation. `disks`: each device's harm; `cpu`: CPU
-/// saturation spans; `faults`: the run's own faults (span, words).
+/// saturation spans; `faults`: the run's own faults (span, words); `run`: the span the
+/// latency series cover.
 pub fn assemble(
     disks: &[(String, &DiskHarm)],
     stalls: &[VictimStall],
     cpu: &[Span],
     faults: &[(Span, String)],
+    run: Span,
 ) -> Vec<EpisodeSummary> {
     let mut out = vec![];
+    let background = |sp: Span| {
+        let (a, b) = (sp.0.max(run.0), sp.1.min(run.1));
+        b.saturating_sub(a) * 2 > run.1.saturating_sub(run.0)
+    };
     let dev_stalls = groups(
         disks
             .iter()
@@ -489,6 +502,7 @@ pub fn assemble(
                 and_list(&names),
                 when(*sp)
             ),
+            background: false,
         });
     }
     for (sp, names) in &flushes {
@@ -500,6 +514,7 @@ pub fn assemble(
                 and_list(names),
                 s_of(sp.1)
             ),
+            background: false,
         });
     }
     for &sp in cpu {
@@ -510,12 +525,14 @@ pub fn assemble(
                 super::spikes::CPU_BUSY_PCT,
                 when(sp)
             ),
+            background: background(sp),
         });
     }
     for (sp, what) in faults {
         context.push(Context {
             span: *sp,
             what: what.clone(),
+            background: false,
         });
     }
     let victim_groups = groups(
@@ -527,7 +544,12 @@ pub fn assemble(
     for (sp, victims) in &victim_groups {
         let causes: Vec<&str> = context
             .iter()
-            .filter(|c| overlapping(c.span, *sp))
+            .filter(|c| !c.background && overlapping(c.span, *sp))
+            .map(|c| c.what.as_str())
+            .collect();
+        let behind: Vec<&str> = context
+            .iter()
+            .filter(|c| c.background && overlapping(c.span, *sp))
             .map(|c| c.what.as_str())
             .collect();
         let devices: Vec<String> = dev_stalls
@@ -542,13 +564,19 @@ pub fn assemble(
             )
             .collect();
         let cause = (!causes.is_empty()).then(|| causes.join("; "));
-        let why = cause.clone().unwrap_or_else(|| {
+        let mut why = cause.as_ref().map(|c| format!("overlapping it: {c}")).unwrap_or_else(|| {
             format!(
                 "no device had requests in flight without completing any for {DEVICE_STALL_MIN_MS:.0} ms \
                  or more, no flush took {FLUSH_MIN_MS:.0} ms or more, and no CPU saturation or fault \
                  the run saw overlaps it"
             )
         });
+        if !behind.is_empty() {
+            why.push_str(&format!(
+                " (background, most of the run: {})",
+                behind.join("; ")
+            ));
+        }
         out.push(EpisodeSummary {
             kind: STALL.into(),
             start_s: s_of(sp.0),
@@ -579,7 +607,13 @@ pub fn assemble(
         let during: Vec<String> = flushes
             .iter()
             .filter(|(f, _)| overlapping(*f, *sp))
-            .map(|(f, n)| format!("a {} ms flush on {}", crate::units::sig(ms_of(*f)), and_list(n)))
+            .map(|(f, n)| {
+                format!(
+                    "a {} ms flush on {}",
+                    crate::units::sig(ms_of(*f)),
+                    and_list(n)
+                )
+            })
             .collect();
         let mut line = format!(
             "device stall {}: {} had requests in flight (up to {most}) and completed none",
@@ -785,7 +819,10 @@ mod tests {
         // All 10 slow ones inside; a 1 ms one completed in (4.68, 5.141) of 5.1-5.2 s:
         // 41% of its window.
         let inside_ops = i.len() as f64 / WEIGHT;
-        assert!((inside_ops - (10.0 + 90.0 * 0.41)).abs() < 0.01, "{inside_ops}");
+        assert!(
+            (inside_ops - (10.0 + 90.0 * 0.41)).abs() < 0.01,
+            "{inside_ops}"
+        );
         assert!((i.len() + o.len()) as f64 / WEIGHT - 100.0 < 1e-9);
         assert!(i.value_at_quantile(0.99) >= 499_000_000);
         assert!(o.max() < 2_000_000, "no slow one outside: {}", o.max());
@@ -806,7 +843,10 @@ mod tests {
         let (i, o, _) = split(&[&before, &after], &stall, &stall);
         // 1 + 49 * (1 ms / 50 ms live) inside.
         let inside_ops = i.len() as f64 / WEIGHT;
-        assert!((inside_ops - (1.0 + 49.0 * 0.02)).abs() < 0.01, "{inside_ops}");
+        assert!(
+            (inside_ops - (1.0 + 49.0 * 0.02)).abs() < 0.01,
+            "{inside_ops}"
+        );
         assert!(i.value_at_quantile(0.99) >= 399_000_000);
         assert!(((i.len() + o.len()) as f64 / WEIGHT - 100.0).abs() < 1e-9);
         // Without the live part, half of window 2.0-2.1's fast ones would be inside.
@@ -816,7 +856,10 @@ mod tests {
 
     #[test]
     fn live_parts_and_unions() {
-        assert_eq!(live_part(0, 100, &[(20, 40), (60, 200)]), [(0, 20), (40, 60)]);
+        assert_eq!(
+            live_part(0, 100, &[(20, 40), (60, 200)]),
+            [(0, 20), (40, 60)]
+        );
         assert_eq!(live_part(0, 100, &[]), [(0, 100)]);
         assert!(live_part(0, 100, &[(0, 100)]).is_empty());
         assert_eq!(union([(5, 9), (0, 3), (2, 4), (9, 9)]), [(0, 4), (5, 9)]);

@@ -33,8 +33,8 @@ use hdrhistogram::Histogram;
 use crate::format::events::Event;
 use crate::format::hist::{self, Interval, Tag};
 use crate::format::summary::{
-    BurstInterference, DeviceSummary, EpisodeSummary, HarmInterference, Interference,
-    Percentiles, RestartInterference, RestartSummary,
+    BurstInterference, DeviceSummary, EpisodeSummary, HarmInterference, Interference, Percentiles,
+    RestartInterference, RestartSummary,
 };
 use crate::units::{num, sig};
 
@@ -359,7 +359,13 @@ pub struct HarmInputs<'a> {
 const MAX_EPISODE_LINES: usize = 5;
 
 /// One series against the union of one kind's episodes.
-fn against_kind(s: &Series, kind: &str, n: usize, spans: &[Span], own: &[Span]) -> HarmInterference {
+fn against_kind(
+    s: &Series,
+    kind: &str,
+    n: usize,
+    spans: &[Span],
+    own: &[Span],
+) -> HarmInterference {
     let (hin, hout, _) = super::episodes::split(&s.windows, spans, own);
     let pin = weighted_percentiles(&hin);
     let pout = weighted_percentiles(&hout);
@@ -492,7 +498,17 @@ pub fn interference(
     // outside each kind.
     let cpu = super::spikes::cpu_spans(harm.cpu_busy);
     let faults = super::spikes::fault_spans(events);
-    out.episodes = super::episodes::assemble(&harm.disks, &harm.stalls, &cpu, &faults);
+    let covered = (
+        all.iter()
+            .filter_map(|s| s.windows.first().map(|w| w.start_ns))
+            .min()
+            .unwrap_or(0),
+        all.iter()
+            .filter_map(|s| s.windows.last().map(|w| w.end_ns()))
+            .max()
+            .unwrap_or(0),
+    );
+    out.episodes = super::episodes::assemble(&harm.disks, &harm.stalls, &cpu, &faults, covered);
     for kind in [
         super::episodes::STALL,
         super::episodes::DEVICE_STALL,
@@ -649,7 +665,11 @@ mod tests {
         assert!((b.outside.p99_us.unwrap() - 100.0).abs() < 0.1, "{b:?}");
         assert!((b.inside.p99_us.unwrap() - 10_000.0).abs() < 10.0, "{b:?}");
         assert!((b.inside.max_us.unwrap() - 20_000.0).abs() < 20.0, "{b:?}");
-        assert!((b.share_in_bursts - 0.2001).abs() < 1e-4, "{}", b.share_in_bursts);
+        assert!(
+            (b.share_in_bursts - 0.2001).abs() < 1e-4,
+            "{}",
+            b.share_in_bursts
+        );
         assert!((b.p99_ratio.unwrap() - 100.0).abs() < 0.2);
         assert_eq!(
             x.lines[0],
@@ -706,7 +726,10 @@ mod tests {
         assert_eq!(e.cause, None);
         assert!(e.line.starts_with("stall 2.05-2.45 s (400 ms): js-pub had operations outstanding and none completing; no device had"), "{}", e.line);
         let h = &x.harm[0];
-        assert_eq!((h.kind.as_str(), h.series.as_str()), ("stall", "js-pub latency"));
+        assert_eq!(
+            (h.kind.as_str(), h.series.as_str()),
+            ("stall", "js-pub latency")
+        );
         // The 5 stuck acks inside, and 45 x 1 ms / 50 ms live of the fast ones.
         assert_eq!(h.inside.count, 6);
         assert!(h.inside.p99_us.unwrap() > 399_000.0, "{h:?}");
@@ -717,7 +740,16 @@ mod tests {
     #[test]
     fn a_steady_device_gives_no_ratio_and_says_why() {
         let iv: Vec<_> = (0..10).map(|k| window("write", k, &[(100, 9)])).collect();
-        let x = interference(&iv, &[], &[device("vdb", &[])], &[], &[], &[], HarmInputs::default()).unwrap();
+        let x = interference(
+            &iv,
+            &[],
+            &[device("vdb", &[])],
+            &[],
+            &[],
+            &[],
+            HarmInputs::default(),
+        )
+        .unwrap();
         assert!(x.bursts.is_empty(), "{:?}", x.bursts);
         assert_eq!(
             x.lines,

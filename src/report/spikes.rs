@@ -139,9 +139,10 @@ pub fn episodes(
             what: what.clone(),
         });
     }
-    for h in harm.iter().filter(|h| {
-        h.kind == super::episodes::DEVICE_STALL || h.kind == super::episodes::FLUSH
-    }) {
+    for h in harm
+        .iter()
+        .filter(|h| h.kind == super::episodes::DEVICE_STALL || h.kind == super::episodes::FLUSH)
+    {
         let ns = |s: f64| (s * 1e9).round() as u64;
         out.push(Episode {
             span: (ns(h.start_s), ns(h.end_s).max(ns(h.start_s) + 1)),

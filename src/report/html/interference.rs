@@ -155,7 +155,14 @@ pub(super) fn interference(s: &mut String, summary: &Summary) {
         }
         table(
             s,
-            &["kind", "#start", "#length", "devices", "stalled", "overlapping"],
+            &[
+                "kind",
+                "#start",
+                "#length",
+                "devices",
+                "stalled",
+                "overlapping",
+            ],
             &rows,
         );
     }
@@ -171,7 +178,9 @@ pub(super) fn interference(s: &mut String, summary: &Summary) {
                 (None, cells)
             })
             .collect();
-        s.push_str("<h4>Latency of operations that lived through an episode versus the others</h4>\n");
+        s.push_str(
+            "<h4>Latency of operations that lived through an episode versus the others</h4>\n",
+        );
         table(
             s,
             &[
