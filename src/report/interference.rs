@@ -520,10 +520,10 @@ pub fn interference(
         if of_kind.is_empty() {
             continue;
         }
-        // Device stalls and flushes print when they hurt someone; stalls and CPU always.
+        // Long flushes print when a series stalled through them; the rest always (a few).
         let mut printed = 0;
         for e in &of_kind {
-            let worth = kind == super::episodes::STALL || !e.victims.is_empty();
+            let worth = kind != super::episodes::FLUSH || !e.victims.is_empty();
             if worth && printed < MAX_EPISODE_LINES {
                 out.lines.push(e.line.clone());
                 printed += 1;
