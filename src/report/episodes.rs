@@ -458,14 +458,17 @@ struct Context {
 /// what overlaps each: a device stall, a long flush, CPU saturation, a fault), device
 /// stalls, long flushes and CPU saturation. `disks`: each device's harm; `cpu`: CPU
 /// saturation spans; `faults`: the run's own faults (span, words); `run`: the span the
-/// latency series cover.
+/// latency series cover; `traced`: with `--trace`, the long sync calls (span, words) and
+/// the flush/PREFLUSH/FUA requests served for [`FLUSH_MIN_MS`] or more (span, device).
 pub fn assemble(
     disks: &[(String, &DiskHarm)],
     stalls: &[VictimStall],
     cpu: &[Span],
     faults: &[(Span, String)],
     run: Span,
+    traced: (&[(Span, String)], &[(Span, String)]),
 ) -> Vec<EpisodeSummary> {
+    let (sync_calls, flush_requests) = traced;
     let mut out = vec![];
     let background = |sp: Span| {
         let (a, b) = (sp.0.max(run.0), sp.1.min(run.1));
@@ -489,6 +492,7 @@ pub fn assemble(
                     .iter()
                     .map(move |f| ((f.start_ns, f.end_ns), n.clone()))
             })
+            .chain(flush_requests.iter().cloned())
             .collect(),
     );
     let mut context: Vec<Context> = vec![];
@@ -514,6 +518,13 @@ pub fn assemble(
                 and_list(names),
                 s_of(sp.1)
             ),
+            background: false,
+        });
+    }
+    for (sp, what) in sync_calls {
+        context.push(Context {
+            span: *sp,
+            what: what.clone(),
             background: false,
         });
     }
@@ -646,6 +657,18 @@ pub fn assemble(
             line: format!("flush {} on {}", when(*sp), and_list(names)),
         });
     }
+    for (sp, what) in sync_calls {
+        out.push(EpisodeSummary {
+            kind: SYNC_CALL.into(),
+            start_s: s_of(sp.0),
+            end_s: s_of(sp.1),
+            duration_ms: ms_of(*sp),
+            devices: vec![],
+            victims: hurt(*sp),
+            cause: None,
+            line: format!("sync call {}", what),
+        });
+    }
     for &sp in cpu {
         out.push(EpisodeSummary {
             kind: CPU.into(),
@@ -681,6 +704,7 @@ pub const STALL: &str = "stall";
 pub const DEVICE_STALL: &str = "device stall";
 pub const FLUSH: &str = "flush";
 pub const CPU: &str = "cpu";
+pub const SYNC_CALL: &str = "sync call";
 
 /// A kind in a sentence: "outside stalls", "outside long flushes".
 pub fn kind_plural(kind: &str) -> &'static str {
@@ -688,6 +712,7 @@ pub fn kind_plural(kind: &str) -> &'static str {
         STALL => "stalls",
         DEVICE_STALL => "device stalls",
         FLUSH => "long flushes",
+        SYNC_CALL => "long sync calls",
         _ => "CPU saturation",
     }
 }
@@ -852,6 +877,48 @@ mod tests {
         // Without the live part, half of window 2.0-2.1's fast ones would be inside.
         let (i, _, _) = split(&[&before], &stall, &[]);
         assert!((i.len() as f64 / WEIGHT - 25.0).abs() < 0.1);
+    }
+
+    #[test]
+    fn a_traced_sync_call_and_flush_request_overlapping_a_stall_are_named_with_it() {
+        let stalls = vec![VictimStall {
+            victim: Victim {
+                source: "load",
+                name: "js-pub".into(),
+                phase: None,
+            },
+            start_ns: 4680 * MS,
+            end_ns: 5140 * MS,
+        }];
+        let calls = vec![(
+            (4640 * MS, 4700 * MS),
+            "nats-server fdatasync on 00000007.blk at 4.64 s (60 ms)".to_string(),
+        )];
+        let flushes = vec![
+            ((4680 * MS, 5140 * MS), "loop11".to_string()),
+            ((4690 * MS, 5130 * MS), "loop12".to_string()),
+        ];
+        let e = assemble(&[], &stalls, &[], &[], (0, 10_000 * MS), (&calls, &flushes));
+        let kinds: Vec<&str> = e.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(kinds, ["sync call", "stall", "flush"], "{e:#?}");
+        let stall = &e[1];
+        assert_eq!(
+            stall.cause.as_deref(),
+            Some(
+                "a 460 ms flush on loop11 and loop12 ending at 5.14 s; \
+                 nats-server fdatasync on 00000007.blk at 4.64 s (60 ms)"
+            )
+        );
+        assert_eq!(stall.devices, ["loop11", "loop12"]);
+        assert_eq!(e[0].victims, ["js-pub"]);
+        // Nothing overlapping: the sentence that says what was looked at.
+        let e = assemble(&[], &stalls, &[], &[], (0, 10_000 * MS), (&[], &[]));
+        assert!(
+            e[0].line.contains("no device had requests in flight"),
+            "{}",
+            e[0].line
+        );
+        assert_eq!(e[0].cause, None);
     }
 
     #[test]

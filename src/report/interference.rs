@@ -353,6 +353,10 @@ pub struct HarmInputs<'a> {
     pub stalls: Vec<super::episodes::VictimStall>,
     /// cpu.csv's folded `busy_pct` points.
     pub cpu_busy: Option<(Vec<u64>, Vec<f64>)>,
+    /// With `--trace`: sync calls of 20 ms or more (span, words) and flush, PREFLUSH and
+    /// FUA requests served that long (span, device).
+    pub sync_calls: Vec<(Span, String)>,
+    pub flush_requests: Vec<(Span, String)>,
 }
 
 /// The most lines of one episode kind in `lines` (all are in `episodes`).
@@ -508,11 +512,19 @@ pub fn interference(
             .max()
             .unwrap_or(0),
     );
-    out.episodes = super::episodes::assemble(&harm.disks, &harm.stalls, &cpu, &faults, covered);
+    out.episodes = super::episodes::assemble(
+        &harm.disks,
+        &harm.stalls,
+        &cpu,
+        &faults,
+        covered,
+        (&harm.sync_calls, &harm.flush_requests),
+    );
     for kind in [
         super::episodes::STALL,
         super::episodes::DEVICE_STALL,
         super::episodes::FLUSH,
+        super::episodes::SYNC_CALL,
         super::episodes::CPU,
     ] {
         let of_kind: Vec<&EpisodeSummary> =
@@ -523,7 +535,8 @@ pub fn interference(
         // Long flushes print when a series stalled through them; the rest always (a few).
         let mut printed = 0;
         for e in &of_kind {
-            let worth = kind != super::episodes::FLUSH || !e.victims.is_empty();
+            let worth = !(kind == super::episodes::FLUSH || kind == super::episodes::SYNC_CALL)
+                || !e.victims.is_empty();
             if worth && printed < MAX_EPISODE_LINES {
                 out.lines.push(e.line.clone());
                 printed += 1;

@@ -139,6 +139,16 @@ pub fn analyse(
                 .cpu
                 .as_ref()
                 .and_then(|c| c.pct.points(fold::CpuFolded::BUSY)),
+            sync_calls: run
+                .trace
+                .as_ref()
+                .map(|t| t.long_calls.clone())
+                .unwrap_or_default(),
+            flush_requests: run
+                .trace
+                .as_ref()
+                .map(|t| t.long_flushes.clone())
+                .unwrap_or_default(),
         },
     );
     let summary = Summary {

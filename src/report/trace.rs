@@ -163,7 +163,15 @@ pub struct TraceFold {
     slow_requests: Slowest<BlockRequest>,
     pub calls: u64,
     pub requests: u64,
+    /// Sync calls of [`super::episodes::FLUSH_MIN_MS`] or more: span and words (the first
+    /// [`LONG_KEPT`]), harm episodes of their own.
+    pub long_calls: Vec<((u64, u64), String)>,
+    /// Flush, PREFLUSH and FUA requests served in that long or longer: span and device.
+    pub long_flushes: Vec<((u64, u64), String)>,
 }
+
+/// The long sync calls and flush requests kept for the harm episodes.
+pub const LONG_KEPT: usize = 10_000;
 
 impl TraceFold {
     pub fn call(&mut self, c: FsyncCall) {
@@ -184,11 +192,39 @@ impl TraceFold {
         p.errors += (c.ret < 0) as u64;
         p.total_ns += c.dur_ns;
         let _ = p.latency.record(c.dur_ns.max(1));
+        if c.dur_ns as f64 >= super::episodes::FLUSH_MIN_MS * 1e6
+            && self.long_calls.len() < LONG_KEPT
+        {
+            let file = c.file.rsplit('/').next().unwrap_or("");
+            let on = if file.is_empty() {
+                String::new()
+            } else {
+                format!(" on {file}")
+            };
+            self.long_calls.push((
+                (c.t_ns, c.t_ns + c.dur_ns),
+                format!(
+                    "{} {}{on} at {:.2} s ({} ms)",
+                    c.comm,
+                    c.call,
+                    c.t_ns as f64 / 1e9,
+                    crate::units::sig(c.dur_ns as f64 / 1e6)
+                ),
+            ));
+        }
         self.slow_calls.push(c, call_key);
     }
 
     pub fn request(&mut self, r: BlockRequest) {
         self.requests += 1;
+        let flushing = r.op == "flush" || r.flags.starts_with('F') || r.flags.ends_with('F');
+        if flushing
+            && r.service_ns as f64 >= super::episodes::FLUSH_MIN_MS * 1e6
+            && self.long_flushes.len() < LONG_KEPT
+        {
+            self.long_flushes
+                .push(((r.t_ns, r.t_ns + r.service_ns), r.device.clone()));
+        }
         match self.dev_bytes.get_mut(&r.device) {
             Some(b) => *b += r.bytes,
             None => {
