@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use crate::scenario::{run as srun, validate};
+use crate::scenario::{plan as srun_plan, run as srun, validate};
 use crate::usage;
 
 #[derive(Args, Debug)]
@@ -95,6 +95,17 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             for l in schedule.describe(&labels, &lines) {
                 println!("    {l}");
             }
+        }
+        // What the study will take: time, space, root, what it creates.
+        let out = match &a.out {
+            Some(p) => srun_plan::Out::Given(p),
+            None => srun_plan::Out::Default,
+        };
+        let plan = srun_plan::plan(&checked, out, &a.lab_root, a.trace);
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        for l in srun_plan::lines(&plan, &a.lab_root, root) {
+            println!("{l}");
         }
         return Ok(0);
     }
