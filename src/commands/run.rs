@@ -31,6 +31,8 @@ pub struct RunArgs {
     /// for `record` (an `ack_p99_ms` trigger reads the load phases' load.csv).
     #[command(flatten)]
     pub flight: crate::commands::record::FlightArgs,
+    #[command(flatten)]
+    pub progress: super::ProgressArgs,
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
@@ -123,6 +125,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         stop,
         trace: a.trace,
         chunks,
+        progress: crate::progress::Progress::start(
+            a.progress.output(),
+            Some(cells.len() * sc.matrix.repeat as usize),
+        ),
     };
     srun::run_study(&a.scenario, &o)
 }

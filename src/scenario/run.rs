@@ -44,6 +44,8 @@ pub struct StudyOptions {
     pub trace: bool,
     /// `run --chunk/--keep/--trigger`: every run's recording (default: a chunk an hour).
     pub chunks: crate::recording::chunks::ChunkSetup,
+    /// The progress line (a terminal, or `--progress`), started for this study's runs.
+    pub progress: Option<crate::progress::Progress>,
 }
 
 /// Replaces every `${name}` in the file's text with the cell's value. The file was
@@ -164,21 +166,45 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     write_study(&records, "running")?;
     let mut failed = 0;
     let mut warnings = vec![];
+    // Lines above the progress bar, when there is one.
+    let say = |l: &str| match &o.progress {
+        Some(p) => p.println(l),
+        None => eprintln!("{l}"),
+    };
+    let mut run_no = 0;
     'all: for (cell, s) in cells.iter().zip(&concrete) {
+        // The plan's time of one run of this cell: its phases on their schedule and the
+        // setup estimate (the ETA before a run has ended, and the bar's length).
+        let planned_s = Schedule::of(&s.phases)
+            .map(|sch| super::plan::run_time(s, &sch).phases.s)
+            .unwrap_or(0.0)
+            + super::plan::setup_estimate_s(s);
         for rep in 1..=sc.matrix.repeat {
             if o.stop.load(Ordering::Relaxed) {
                 break 'all;
             }
+            run_no += 1;
             let dir = o.out.join("cells").join(&cell.id).join(format!("r{rep}"));
-            eprintln!("== {} r{rep}: {}", cell.id, dir.display());
+            say(&format!("== {} r{rep}: {}", cell.id, dir.display()));
+            if let Some(p) = &o.progress {
+                p.begin_run(
+                    run_no,
+                    &format!("{} r{rep}", cell.id),
+                    Some(planned_s),
+                    true,
+                );
+            }
             let t0 = Instant::now();
             let r = run_one(s, cell, &dir, o, &mut warnings);
+            if let Some(p) = &o.progress {
+                p.end_run();
+            }
             let (status, error) = match &r {
                 Ok(()) if o.stop.load(Ordering::Relaxed) => ("interrupted".to_string(), None),
                 Ok(()) => ("ok".to_string(), None),
                 Err(e) => {
                     failed += 1;
-                    eprintln!("   failed: {e:#}");
+                    say(&format!("   failed: {e:#}"));
                     ("failed".to_string(), Some(format!("{e:#}")))
                 }
             };
@@ -342,12 +368,22 @@ fn run_recorded(
         chunks: o.chunks.clone(),
     };
     let argv = vec!["diskpulse".to_string(), "run".to_string(), s.name.clone()];
+    // The progress line: this run's load.csv/probe.csv, and the write bursts of the
+    // volumes' own devices from the sampler's bins.
+    let live = o.progress.as_ref().map(|p| {
+        let l = crate::live::Live::new(setup.disk_interval.as_nanos() as u64);
+        p.watch(
+            dir,
+            Some((l.clone(), crate::progress::own_devices(&setup.devices))),
+        );
+        l
+    });
     let record = RecordTo::New {
         dir: dir.to_path_buf(),
         setup,
         argv,
     };
-    let mut session = Session::open(record, Threads::All, o.stop.clone())?;
+    let mut session = Session::open_with_live(record, Threads::All, o.stop.clone(), live)?;
     session.set_meta(
         "volumes",
         json!(vols.iter().map(|(n, p, v)| json!({"name": n, "dir": p, "lab": v.as_ref().map(|v| json!({"loop_devices": v.loop_devices, "cgroup": v.cgroup}))})).collect::<Vec<_>>()),
