@@ -226,8 +226,17 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     }
     let interrupted = o.stop.load(Ordering::Relaxed);
     write_study(&records, if interrupted { "interrupted" } else { "done" })?;
-    super::study::write_reports(&o.out)?;
+    let answers = super::study::write_reports(&o.out);
+    // The bar is cleared before the last lines (also when the report failed).
+    if let Some(p) = &o.progress {
+        p.finish();
+    }
+    let answers = answers?;
     eprintln!("{}", o.out.join("report.html").display());
+    // The study's answers, as study.md opens with them; the directory last.
+    for l in answer_lines(&answers) {
+        println!("{l}");
+    }
     println!("{}", o.out.display());
     // Failure is loud: a failed run's error is what the study prints last (a load phase's
     // error ends with its loud line: what failed, when, how many).
@@ -251,6 +260,29 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     } else {
         0
     })
+}
+
+/// What `run` prints at its end: study.md's "## Answers" and "## Invalid runs" lines, or
+/// why there is no answer.
+pub fn answer_lines(a: &super::study::Answers) -> Vec<String> {
+    let mut v = vec![];
+    if a.verdicts.is_empty() {
+        v.push(format!(
+            "Answers: none: {}",
+            if a.params.is_empty() {
+                "the scenario has no [matrix] parameter to compare (the figures are in study.md)"
+            } else if a.valid_runs == 0 {
+                "no run is valid to compare (why below, or under \"Runs that did not finish\" in study.md)"
+            } else {
+                "no figure differs by more than 2% between a parameter's values with the others held (study.md has the figures)"
+            }
+        ));
+    } else {
+        v.push("Answers:".to_string());
+        v.extend(a.verdicts.iter().map(|x| format!("- {}", x.line)));
+    }
+    v.extend(a.invalid.iter().map(|l| format!("- {l}")));
+    v
 }
 
 /// Runs one cell's repeat into `dir`; the warnings of reading its recording back are
