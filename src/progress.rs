@@ -676,10 +676,11 @@ mod tests {
             nfields: 17,
             ..Default::default()
         };
-        // 8 MiB in 40 ms every 5 s, for 20 s, in 1 ms samples; the watcher polls every
-        // 100 ms as the thread does (4x a second) and counts once at the end.
+        // 8 MiB in 40 ms every 5 s, for 80 s (past the live state's 60 s of bins), in 1 ms
+        // samples; the watcher polls every 100 ms (the thread: 4x a second) and counts once
+        // at the end.
         let mut written = 0u64;
-        for k in 0..=20_000u64 {
+        for k in 0..=80_000u64 {
             if k % 5000 >= 2500 && k % 5000 < 2540 {
                 written += 8 * 1024 * 1024 / 512 / 40;
             }
@@ -693,6 +694,7 @@ mod tests {
         }
         w.last_count = None;
         w.poll();
-        assert_eq!(w.counts(), vec![("loop9".to_string(), 4)]);
+        assert_eq!(w.counts(), vec![("loop9".to_string(), 16)]);
+        assert_eq!(w.devices[0].1.len(), 8000, "every 10 ms bin, once");
     }
 }

@@ -50,7 +50,9 @@ fn the_raid_dry_run_names_its_loop_images_their_size_root_and_at_least_its_phase
         "{time}"
     );
     assert!(
-        out.contains("time: not counted (not known before the run): #1 probe: laying out its 256 MiB file"),
+        out.contains(
+            "time: not counted (not known before the run): #1 probe: laying out its 256 MiB file"
+        ),
         "{out}"
     );
     // lab = { size = "1G", devices = 2 }: two 1 GiB images under --lab-root.
@@ -106,7 +108,10 @@ fn the_demo_scenario_s_dry_run_needs_no_root_no_image_and_takes_its_load_s_durat
         "{out}"
     );
     assert!(!out.contains("not counted"), "{out}");
-    assert!(out.contains("space: no lab volume, no image files\n"), "{out}");
+    assert!(
+        out.contains("space: no lab volume, no image files\n"),
+        "{out}"
+    );
     assert!(out.contains("root: not needed\n"), "{out}");
     assert!(
         out.contains("creates: 1 embedded nats-server node(s) on loopback ports, stores /var/tmp/diskpulse-demo-scenario/js/n1"),
@@ -126,15 +131,20 @@ fn a_study_of_overlapping_sleeps_takes_its_longest_phase_times_its_runs_and_need
     .unwrap();
     let out = dry_run(&f, &[]);
     assert!(
-        line_with(&out, "time: ").starts_with("time: 60 s (1:00) of phases over 6 run(s), plus about 12 s of setup"),
+        line_with(&out, "time: ")
+            .starts_with("time: 60 s (1:00) of phases over 6 run(s), plus about 12 s of setup"),
         "{out}"
     );
     assert!(out.contains("root: not needed\n"), "{out}");
-    assert!(out.contains("space: no lab volume, no image files\n"), "{out}");
+    assert!(
+        out.contains("space: no lab volume, no image files\n"),
+        "{out}"
+    );
     // --trace needs tracefs, so root (and the run goes on without it).
     let traced = dry_run(&f, &["--trace"]);
     assert!(
-        traced.contains("root: needed for the trace (tracefs; without root the runs go on untraced)"),
+        traced
+            .contains("root: needed for the trace (tracefs; without root the runs go on untraced)"),
         "{traced}"
     );
 }
@@ -182,7 +192,12 @@ fn run_with_progress_says_run_n_of_m_with_an_eta_and_ends_with_study_md_s_answer
     let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "{stderr}");
     // One plain line a second while a run is on: run N of 4, its cell and repeat.
-    for (n, label) in [(1, "bs-4k r1"), (2, "bs-4k r2"), (3, "bs-64k r1"), (4, "bs-64k r2")] {
+    for (n, label) in [
+        (1, "bs-4k r1"),
+        (2, "bs-4k r2"),
+        (3, "bs-64k r1"),
+        (4, "bs-64k r2"),
+    ] {
         assert!(
             stderr.contains(&format!("run {n} of 4 {label} · ")),
             "run {n}: {stderr}"
@@ -293,7 +308,9 @@ fn sighup_ends_a_run_cleanly_with_its_study_written_and_a_pipe_gets_no_progress_
     // Nothing changed for a pipe: no progress line.
     assert!(!stderr.contains("run 1 of 2"), "{stderr}");
     assert!(
-        stdout.trim_end().ends_with(&d.path().join("study").display().to_string()),
+        stdout
+            .trim_end()
+            .ends_with(&d.path().join("study").display().to_string()),
         "{stdout}"
     );
     // One cell, no matrix parameter with two values done: no verdict, and it says why.
@@ -332,7 +349,9 @@ fn demo_with_progress_shows_elapsed_of_total_and_ops_and_ends_with_where_the_rep
     assert!(!lines.is_empty(), "{stderr}");
     assert!(lines.iter().all(|l| !l.starts_with("run ")), "{stderr}");
     assert!(
-        lines.iter().any(|l| l.contains("js-pub ") && l.contains(" ops/s")),
+        lines
+            .iter()
+            .any(|l| l.contains("js-pub ") && l.contains(" ops/s")),
         "{stderr}"
     );
     // The report's sentences (summary.json's headline), then where the report is, then
