@@ -13,6 +13,7 @@ pub mod format;
 pub mod lab;
 pub mod live;
 pub mod load;
+pub mod progress;
 pub mod proxy;
 pub mod recording;
 pub mod redact;

@@ -148,13 +148,24 @@ impl Session {
         threads: Threads,
         user_stop: Arc<AtomicBool>,
     ) -> anyhow::Result<Session> {
+        Self::open_with_live(record, threads, user_stop, None)
+    }
+
+    /// [`Session::open`], a new recording's diskstats sampler also feeding `live` (the
+    /// progress line of `demo` and `run` counts write bursts from it).
+    pub fn open_with_live(
+        record: RecordTo,
+        threads: Threads,
+        user_stop: Arc<AtomicBool>,
+        live: Option<Arc<crate::live::Live>>,
+    ) -> anyhow::Result<Session> {
         let (rec, clock, events, run_dir) = match record {
             RecordTo::Nothing => {
                 let c = Clock::start();
                 (None, c, EventLog::disabled(c), None)
             }
             RecordTo::New { dir, setup, argv } => {
-                let mut r = Recording::start(&dir, &setup, &argv)?;
+                let mut r = Recording::start_with_live(&dir, &setup, &argv, live)?;
                 // `kill -USR1`: keep the window around now from --keep (demo, run, load).
                 r.keep_on_usr1()?;
                 let (c, e, d) = (r.clock, r.events.clone(), r.dir.clone());

@@ -118,6 +118,20 @@ pub fn rate_mib_s(mib_s: f64) -> String {
     }
 }
 
+/// Seconds as a clock: "0:05", "1:12", "1:02:03".
+pub fn clock(s: f64) -> String {
+    let t = if s.is_finite() && s > 0.0 {
+        s.round() as u64
+    } else {
+        0
+    };
+    if t >= 3600 {
+        format!("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
+    } else {
+        format!("{}:{:02}", t / 60, t % 60)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

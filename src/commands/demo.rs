@@ -60,6 +60,8 @@ pub struct DemoArgs {
     /// `--trigger-window`, as for `record`.
     #[command(flatten)]
     pub flight: crate::commands::record::FlightArgs,
+    #[command(flatten)]
+    pub progress: super::ProgressArgs,
 }
 
 pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
@@ -147,7 +149,19 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
     let dir = a.out.clone().unwrap_or_else(|| default_run_dir("demo"));
     let stop = Arc::new(AtomicBool::new(false));
     super::stop_on_signals(&stop)?;
-    let result = run_recorded(&a, &dir, &setup, binary, &store_dir, sync, stop.clone());
+    let progress = crate::progress::Progress::start(a.progress.output(), None);
+    let result = run_recorded(
+        &a,
+        &dir,
+        &setup,
+        binary,
+        &store_dir,
+        sync,
+        stop.clone(),
+        progress.as_ref(),
+    );
+    // Cleared before anything else is printed (also on the error path: its Drop).
+    drop(progress);
     if remove_store {
         let _ = std::fs::remove_dir_all(&store_dir);
     }
@@ -157,7 +171,13 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
         ..Default::default()
     };
     let (s, warnings) = report::report_noted(&dir, &o)?;
+    // The table ends with the report's answers (its headline and interference
+    // sentences); then where the report is.
     print!("{}", report::table(&s));
+    let page = dir.join("report.html");
+    if page.exists() {
+        println!("report: {}", page.display());
+    }
     println!("{}", dir.display());
     let _ = std::io::Write::flush(&mut std::io::stdout());
     // What reading the recording back found (a cut-off end, damaged lines), as `report`
@@ -191,6 +211,7 @@ const STORE_PREFIX: &str = "diskpulse-demo-";
 
 /// Records while the broker and publisher run. Returns the exit code and a load/broker
 /// error that happened after the recording started (the recording is still complete).
+#[allow(clippy::too_many_arguments)]
 fn run_recorded(
     a: &DemoArgs,
     dir: &std::path::Path,
@@ -199,16 +220,20 @@ fn run_recorded(
     store_dir: &std::path::Path,
     sync: SyncMode,
     stop: Arc<AtomicBool>,
+    progress: Option<&crate::progress::Progress>,
 ) -> anyhow::Result<(i32, Option<anyhow::Error>)> {
     let record = RecordTo::New {
         dir: dir.to_path_buf(),
         setup: setup.clone(),
         argv: super::argv(),
     };
-    let mut session = Session::open(record, Threads::Exactly(2), stop)?;
+    // The progress line counts the store devices' write bursts from the sampler's bins.
+    let live = progress.map(|_| crate::live::Live::new(setup.disk_interval.as_nanos() as u64));
+    let mut session = Session::open_with_live(record, Threads::Exactly(2), stop, live.clone())?;
     let mut copts = ClusterOptions::new(1, vec![store_dir.to_path_buf()], sync, dir);
     copts.binary = Some(binary);
     let load_args = load_args(a)?;
+    let live_diskstats = live;
     let ran = session.run(
         BrokerPlan::Embedded(copts),
         crate::broker::monitor::DEFAULT_INTERVAL,
@@ -216,7 +241,15 @@ fn run_recorded(
         async |live| {
             let events = &live.events;
             events.event("phase_start", serde_json::json!({"phase": "js-pub"}));
+            if let Some(p) = progress {
+                p.begin_run(1, "", Some(a.duration.as_secs_f64()), false);
+                let devices = crate::progress::own_devices(&setup.devices);
+                p.watch(dir, live_diskstats.clone().map(|l| (l, devices)));
+            }
             let r = load::run(&load_args, &live.load_env()).await;
+            if let Some(p) = progress {
+                p.end_run();
+            }
             events.event("phase_end", serde_json::json!({"phase": "js-pub"}));
             r
         },

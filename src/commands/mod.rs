@@ -177,12 +177,45 @@ pub fn main() -> anyhow::Result<i32> {
     }
 }
 
-/// Installs SIGINT/SIGTERM handlers that set `flag` (the run then ends cleanly).
+/// `--progress` / `--no-progress` of `demo` and `run` (as `record`'s, on stderr).
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct ProgressArgs {
+    /// Show the progress line on stderr also when stderr is not a terminal (then one
+    /// plain line a second; on a terminal a bar redrawn in place is the default).
+    #[arg(long, conflicts_with = "no_progress")]
+    pub progress: bool,
+    /// No progress line, also on a terminal.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl ProgressArgs {
+    pub fn output(&self) -> crate::progress::Output {
+        crate::progress::choose_for_stderr(self.progress, self.no_progress)
+    }
+}
+
+/// Installs SIGINT/SIGTERM/SIGHUP handlers that set `flag` (the run then ends cleanly:
+/// a closed terminal or ssh session ends a run as Ctrl-C does, with its recording and
+/// report written, instead of killing it midway). A SIGHUP the process was started
+/// ignoring (`nohup diskpulse agent ...`) stays ignored.
 pub fn stop_on_signals(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> anyhow::Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, flag.clone())?;
     }
+    if !signal_ignored(signal_hook::consts::SIGHUP) {
+        signal_hook::flag::register(signal_hook::consts::SIGHUP, flag.clone())?;
+    }
     Ok(())
+}
+
+/// Whether `sig`'s disposition is SIG_IGN (as `nohup` leaves SIGHUP).
+fn signal_ignored(sig: libc::c_int) -> bool {
+    // SAFETY: a null new action only reads the current one into `old`.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
 }
 
 /// The full argv, for meta.json (secrets are redacted there). An argument that is not

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use crate::scenario::{run as srun, validate};
+use crate::scenario::{plan as srun_plan, run as srun, validate};
 use crate::usage;
 
 #[derive(Args, Debug)]
@@ -31,6 +31,8 @@ pub struct RunArgs {
     /// for `record` (an `ack_p99_ms` trigger reads the load phases' load.csv).
     #[command(flatten)]
     pub flight: crate::commands::record::FlightArgs,
+    #[command(flatten)]
+    pub progress: super::ProgressArgs,
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
@@ -96,6 +98,17 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                 println!("    {l}");
             }
         }
+        // What the study will take: time, space, root, what it creates.
+        let out = match &a.out {
+            Some(p) => srun_plan::Out::Given(p),
+            None => srun_plan::Out::Default,
+        };
+        let plan = srun_plan::plan(&checked, out, &a.lab_root, a.trace);
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        for l in srun_plan::lines(&plan, &a.lab_root, root) {
+            println!("{l}");
+        }
         return Ok(0);
     }
     let out = a
@@ -112,6 +125,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         stop,
         trace: a.trace,
         chunks,
+        progress: crate::progress::Progress::start(
+            a.progress.output(),
+            Some(cells.len() * sc.matrix.repeat as usize),
+        ),
     };
     srun::run_study(&a.scenario, &o)
 }

@@ -127,6 +127,9 @@ pub struct DevState {
     pub peak: [[f64; 3]; 2],
     /// The last [`HISTORY_BINS`] 10 ms bins (bytes), oldest first, per direction.
     pub history: [VecDeque<f32>; 2],
+    /// Bins handed over since the start, per direction: a reader that keeps its own copy
+    /// takes the last `bins_total - seen` of `history` (`demo`'s and `run`'s progress).
+    pub bins_total: [u64; 2],
 }
 
 /// What a scrape reads, copied out of the lock.
@@ -253,6 +256,7 @@ impl Tap {
                     counters: DiskCounters::default(),
                     peak: [[0.0; 3]; 2],
                     history: Default::default(),
+                    bins_total: [0; 2],
                 });
             }
             let s = &mut g.devices[i];
@@ -275,6 +279,7 @@ impl Tap {
                         s.history[dir].pop_front();
                     }
                     s.history[dir].push_back(b);
+                    s.bins_total[dir] += 1;
                 }
             }
         }
@@ -332,6 +337,7 @@ mod tests {
         assert!((d.peak[1][2] / mib - 80.0).abs() < 1.0, "{:?}", d.peak);
         assert_eq!(d.peak[0], [0.0; 3]);
         assert_eq!(d.history[1].len(), 100);
+        assert_eq!(d.bins_total[1], 100);
         let total: f64 = d.history[1].iter().map(|&b| b as f64).sum();
         assert!((total / mib - 8.0).abs() < 1e-3, "{total}");
         // Peaks are since the last scrape.

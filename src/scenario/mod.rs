@@ -5,6 +5,7 @@ mod executor;
 pub mod html;
 mod matrix;
 mod phases;
+pub mod plan;
 pub mod run;
 pub mod schedule;
 pub mod spec;

@@ -44,6 +44,8 @@ pub struct StudyOptions {
     pub trace: bool,
     /// `run --chunk/--keep/--trigger`: every run's recording (default: a chunk an hour).
     pub chunks: crate::recording::chunks::ChunkSetup,
+    /// The progress line (a terminal, or `--progress`), started for this study's runs.
+    pub progress: Option<crate::progress::Progress>,
 }
 
 /// Replaces every `${name}` in the file's text with the cell's value. The file was
@@ -164,21 +166,45 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     write_study(&records, "running")?;
     let mut failed = 0;
     let mut warnings = vec![];
+    // Lines above the progress bar, when there is one.
+    let say = |l: &str| match &o.progress {
+        Some(p) => p.println(l),
+        None => eprintln!("{l}"),
+    };
+    let mut run_no = 0;
     'all: for (cell, s) in cells.iter().zip(&concrete) {
+        // The plan's time of one run of this cell: its phases on their schedule and the
+        // setup estimate (the ETA before a run has ended, and the bar's length).
+        let planned_s = Schedule::of(&s.phases)
+            .map(|sch| super::plan::run_time(s, &sch).phases.s)
+            .unwrap_or(0.0)
+            + super::plan::setup_estimate_s(s);
         for rep in 1..=sc.matrix.repeat {
             if o.stop.load(Ordering::Relaxed) {
                 break 'all;
             }
+            run_no += 1;
             let dir = o.out.join("cells").join(&cell.id).join(format!("r{rep}"));
-            eprintln!("== {} r{rep}: {}", cell.id, dir.display());
+            say(&format!("== {} r{rep}: {}", cell.id, dir.display()));
+            if let Some(p) = &o.progress {
+                p.begin_run(
+                    run_no,
+                    &format!("{} r{rep}", cell.id),
+                    Some(planned_s),
+                    true,
+                );
+            }
             let t0 = Instant::now();
             let r = run_one(s, cell, &dir, o, &mut warnings);
+            if let Some(p) = &o.progress {
+                p.end_run();
+            }
             let (status, error) = match &r {
                 Ok(()) if o.stop.load(Ordering::Relaxed) => ("interrupted".to_string(), None),
                 Ok(()) => ("ok".to_string(), None),
                 Err(e) => {
                     failed += 1;
-                    eprintln!("   failed: {e:#}");
+                    say(&format!("   failed: {e:#}"));
                     ("failed".to_string(), Some(format!("{e:#}")))
                 }
             };
@@ -200,8 +226,17 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     }
     let interrupted = o.stop.load(Ordering::Relaxed);
     write_study(&records, if interrupted { "interrupted" } else { "done" })?;
-    super::study::write_reports(&o.out)?;
+    let answers = super::study::write_reports(&o.out);
+    // The bar is cleared before the last lines (also when the report failed).
+    if let Some(p) = &o.progress {
+        p.finish();
+    }
+    let answers = answers?;
     eprintln!("{}", o.out.join("report.html").display());
+    // The study's answers, as study.md opens with them; the directory last.
+    for l in answer_lines(&answers) {
+        println!("{l}");
+    }
     println!("{}", o.out.display());
     // Failure is loud: a failed run's error is what the study prints last (a load phase's
     // error ends with its loud line: what failed, when, how many).
@@ -225,6 +260,29 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     } else {
         0
     })
+}
+
+/// What `run` prints at its end: study.md's "## Answers" and "## Invalid runs" lines, or
+/// why there is no answer.
+pub fn answer_lines(a: &super::study::Answers) -> Vec<String> {
+    let mut v = vec![];
+    if a.verdicts.is_empty() {
+        v.push(format!(
+            "Answers: none: {}",
+            if a.params.is_empty() {
+                "the scenario has no [matrix] parameter to compare (the figures are in study.md)"
+            } else if a.valid_runs == 0 {
+                "no run is valid to compare (why below, or under \"Runs that did not finish\" in study.md)"
+            } else {
+                "no figure differs by more than 2% between a parameter's values with the others held (study.md has the figures)"
+            }
+        ));
+    } else {
+        v.push("Answers:".to_string());
+        v.extend(a.verdicts.iter().map(|x| format!("- {}", x.line)));
+    }
+    v.extend(a.invalid.iter().map(|l| format!("- {l}")));
+    v
 }
 
 /// Runs one cell's repeat into `dir`; the warnings of reading its recording back are
@@ -342,12 +400,22 @@ fn run_recorded(
         chunks: o.chunks.clone(),
     };
     let argv = vec!["diskpulse".to_string(), "run".to_string(), s.name.clone()];
+    // The progress line: this run's load.csv/probe.csv, and the write bursts of the
+    // volumes' own devices from the sampler's bins.
+    let live = o.progress.as_ref().map(|p| {
+        let l = crate::live::Live::new(setup.disk_interval.as_nanos() as u64);
+        p.watch(
+            dir,
+            Some((l.clone(), crate::progress::own_devices(&setup.devices))),
+        );
+        l
+    });
     let record = RecordTo::New {
         dir: dir.to_path_buf(),
         setup,
         argv,
     };
-    let mut session = Session::open(record, Threads::All, o.stop.clone())?;
+    let mut session = Session::open_with_live(record, Threads::All, o.stop.clone(), live)?;
     session.set_meta(
         "volumes",
         json!(vols.iter().map(|(n, p, v)| json!({"name": n, "dir": p, "lab": v.as_ref().map(|v| json!({"loop_devices": v.loop_devices, "cgroup": v.cgroup}))})).collect::<Vec<_>>()),

@@ -454,8 +454,22 @@ fn group_in<'g, V>(
     &mut groups[i].1
 }
 
-/// Writes study.json, study.csv, study.md and report.html from the runs in study.json.
-pub fn write_reports(study: &Path) -> anyhow::Result<()> {
+/// What a study answers, as study.md prints it first: its verdicts ("## Answers") and the
+/// runs left out of them ("## Invalid runs"). `run` prints these lines at its end.
+#[derive(Debug, Clone, Default)]
+pub struct Answers {
+    pub verdicts: Vec<super::verdict::Verdict>,
+    /// "<cell> r<k>: INVALID: <reason>".
+    pub invalid: Vec<String>,
+    /// The finished, valid runs the verdicts are made of.
+    pub valid_runs: usize,
+    /// The matrix parameters (none: nothing to compare).
+    pub params: Vec<String>,
+}
+
+/// Writes study.json, study.csv, study.md and report.html from the runs in study.json;
+/// returns the answers it wrote.
+pub fn write_reports(study: &Path) -> anyhow::Result<Answers> {
     let mut sj = Study::read(study)?;
     for r in sj.runs.iter_mut() {
         r.invalid = if r.ok() {
@@ -513,15 +527,21 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
             super::verdict::INTERVAL_NAME
         ));
     }
-    if !invalid.is_empty() {
-        md.push_str("## Invalid runs, left out of every figure\n\n");
-        for r in &invalid {
-            md.push_str(&format!(
-                "- {} r{}: INVALID: {}\n",
+    let invalid_lines: Vec<String> = invalid
+        .iter()
+        .map(|r| {
+            format!(
+                "{} r{}: INVALID: {}",
                 r.cell,
                 r.repeat,
                 r.invalid.as_deref().unwrap_or("")
-            ));
+            )
+        })
+        .collect();
+    if !invalid.is_empty() {
+        md.push_str("## Invalid runs, left out of every figure\n\n");
+        for l in &invalid_lines {
+            md.push_str(&format!("- {l}\n"));
         }
         md.push('\n');
     }
@@ -607,7 +627,12 @@ pub fn write_reports(study: &Path) -> anyhow::Result<()> {
         study.join("report.html"),
         super::html::study_page(study, &md, &charts_, &sj.runs),
     )?;
-    Ok(())
+    Ok(Answers {
+        valid_runs: valid.len(),
+        verdicts,
+        invalid: invalid_lines,
+        params,
+    })
 }
 
 #[cfg(test)]

@@ -416,16 +416,11 @@ fn check_path(name: &str, p: &str, create: bool) -> Option<String> {
     }
 }
 
-/// Runs a phase's arguments through the clap parser and the checks of the subcommand the
-/// phase runs as a child, with the arguments the phase adds (target, output format,
-/// server) filled in as [`super::phases`] does.
-fn check_args(
-    cx: &Cx,
-    s: &Scenario,
-    p: &spec::PhaseDecl,
-    label: &str,
-    span: Range<usize>,
-) -> Result<(), SpecError> {
+/// The command line of the child a phase runs (`diskpulse load|probe|fsync|check ...`),
+/// with the arguments the phase adds (target, output format, server) filled in as
+/// [`super::phases`] does, placeholders where only the run knows the value; `None` for
+/// a phase that runs no child (sleep and the node phases).
+fn child_argv(s: &Scenario, p: &spec::PhaseDecl) -> Option<Vec<String>> {
     let kind = p.kind.get_ref().as_str();
     let has = |flag: &str| {
         p.args
@@ -436,29 +431,12 @@ fn check_args(
     match kind {
         "load" => {
             argv.extend(p.args.iter().cloned());
-            // An AMQP mode without --server starts a RabbitMQ node of its own.
             let amqp = p.args.first().is_some_and(|m| m.starts_with("amqp-"));
             let rabbit = s.broker.as_ref().is_some_and(|b| b.is_rabbitmq());
-            if !amqp && !has("--server") && rabbit {
-                return Err(cx.at(
-                    "kind",
-                    "load",
-                    span,
-                    format!("{label}: '{}' is a NATS load mode and the [broker] is kind = \"rabbitmq\"; use an amqp-* mode or give \"--server\", \"nats://HOST:4222\"", p.args.first().map(String::as_str).unwrap_or("")),
-                ));
-            }
             if amqp && !has("--server") && rabbit {
                 argv.extend(["--server".into(), "amqp://127.0.0.1:5672/%2f".into()]);
             }
             if !amqp && !has("--server") {
-                if s.broker.is_none() {
-                    return Err(cx.at(
-                        "kind",
-                        "load",
-                        span,
-                        format!("{label}: a load phase needs a [broker] (or \"--server\", \"nats://HOST:4222\" in its args)"),
-                    ));
-                }
                 argv.extend(["--server".into(), "nats://127.0.0.1:4222".into()]);
             }
             argv.extend(["--quiet".into(), "--json".into()]);
@@ -482,18 +460,68 @@ fn check_args(
             argv.extend(p.args.iter().cloned());
             argv.push("--json".into());
         }
-        _ => {
-            if !p.args.is_empty() {
-                return Err(cx.at(
-                    "args",
-                    &p.args[0],
-                    span,
-                    format!("{label}: a '{kind}' phase takes no args (they are for load, probe, fsync and check)"),
-                ));
-            }
-            return Ok(());
+        _ => return None,
+    }
+    Some(argv)
+}
+
+/// The parsed command of a phase's child, for a phase of a checked scenario
+/// ([`check_study`] passed): what `run --dry-run` reads durations and sizes from. `None`
+/// for a phase that runs no child.
+pub(super) fn child_command(s: &Scenario, p: &spec::PhaseDecl) -> Option<Command> {
+    Cli::try_parse_from(child_argv(s, p)?)
+        .ok()
+        .map(|c| c.command)
+}
+
+/// Runs a phase's arguments through the clap parser and the checks of the subcommand the
+/// phase runs as a child, with the arguments the phase adds (target, output format,
+/// server) filled in as [`super::phases`] does.
+fn check_args(
+    cx: &Cx,
+    s: &Scenario,
+    p: &spec::PhaseDecl,
+    label: &str,
+    span: Range<usize>,
+) -> Result<(), SpecError> {
+    let kind = p.kind.get_ref().as_str();
+    if kind == "load" {
+        let has = |flag: &str| {
+            p.args
+                .iter()
+                .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+        };
+        // An AMQP mode without --server starts a RabbitMQ node of its own.
+        let amqp = p.args.first().is_some_and(|m| m.starts_with("amqp-"));
+        let rabbit = s.broker.as_ref().is_some_and(|b| b.is_rabbitmq());
+        if !amqp && !has("--server") && rabbit {
+            return Err(cx.at(
+                "kind",
+                "load",
+                span,
+                format!("{label}: '{}' is a NATS load mode and the [broker] is kind = \"rabbitmq\"; use an amqp-* mode or give \"--server\", \"nats://HOST:4222\"", p.args.first().map(String::as_str).unwrap_or("")),
+            ));
+        }
+        if !amqp && !has("--server") && s.broker.is_none() {
+            return Err(cx.at(
+                "kind",
+                "load",
+                span,
+                format!("{label}: a load phase needs a [broker] (or \"--server\", \"nats://HOST:4222\" in its args)"),
+            ));
         }
     }
+    let Some(argv) = child_argv(s, p) else {
+        if !p.args.is_empty() {
+            return Err(cx.at(
+                "args",
+                &p.args[0],
+                span,
+                format!("{label}: a '{kind}' phase takes no args (they are for load, probe, fsync and check)"),
+            ));
+        }
+        return Ok(());
+    };
     let checked = match Cli::try_parse_from(&argv) {
         // clap's message on one line: the error and its hints, not its usage block.
         Err(e) => Err(e

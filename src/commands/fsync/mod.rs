@@ -104,6 +104,15 @@ pub(crate) fn check_args(a: &FsyncArgs) -> anyhow::Result<()> {
     select(engine::all_tests(), &a.only).map(|_| ())
 }
 
+/// What `diskpulse run --dry-run` plans from an fsync phase's arguments: how many tests
+/// run (each for `--secs-per-test`).
+pub(crate) fn planned_tests(a: &FsyncArgs) -> anyhow::Result<usize> {
+    Ok(select(engine::all_tests(), &a.only)?.len())
+}
+
+/// The test file each fsync run creates (and removes), bytes.
+pub(crate) const TEST_FILE_BYTES: u64 = engine::FILE_BYTES as u64;
+
 pub fn run(a: FsyncArgs) -> anyhow::Result<i32> {
     check_args(&a)?;
     // -f FILE: the file's directory is the one under test.

@@ -74,6 +74,32 @@ pub(crate) fn check_args(a: &ProbeArgs) -> anyhow::Result<()> {
     resolve(a).map(|_| ())
 }
 
+/// What `diskpulse run --dry-run` plans from a probe phase's arguments, resolved as the
+/// child resolves them (presets and fio spellings included).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Planned {
+    /// Measured time (`--runtime`), after `ramp`; `None`: until `size` bytes are done.
+    pub runtime: Option<std::time::Duration>,
+    pub ramp: std::time::Duration,
+    /// Runs for all of `runtime`; without it the job may end earlier, after `size` bytes.
+    pub time_based: bool,
+    /// The file's size: `--size`, or the default for a new file.
+    pub size_bytes: u64,
+    /// Whether `size_bytes` is the default (no `--size`).
+    pub default_size: bool,
+}
+
+pub(crate) fn planned(a: &ProbeArgs) -> anyhow::Result<Planned> {
+    let r = resolve(a)?;
+    Ok(Planned {
+        runtime: r.spec.runtime_ns.map(std::time::Duration::from_nanos),
+        ramp: std::time::Duration::from_nanos(r.spec.ramp_ns),
+        time_based: r.spec.time_based,
+        size_bytes: r.size.unwrap_or(DEFAULT_SIZE),
+        default_size: r.size.is_none(),
+    })
+}
+
 /// A file to lay out must fit in its file system's free space: `--size 16383G` wrote
 /// until the disk was full, `--size 18446744073709551615` overflowed rounding up.
 fn check_room(tgt: &target::Target) -> anyhow::Result<()> {
