@@ -54,6 +54,9 @@ use crate::format::summary::EpisodeSummary;
 
 use super::interference::Span;
 
+/// A span and what it was, in words (a sync call) or where (a flush request's device).
+pub type Named = (Span, String);
+
 /// Requests in flight and nothing completing for this long is a device stall, ms.
 pub const DEVICE_STALL_MIN_MS: f64 = 50.0;
 /// A flush whose time is at least this is an episode of its own, ms.
@@ -466,7 +469,7 @@ pub fn assemble(
     cpu: &[Span],
     faults: &[(Span, String)],
     run: Span,
-    traced: (&[(Span, String)], &[(Span, String)]),
+    traced: (&[Named], &[Named]),
 ) -> Vec<EpisodeSummary> {
     let (sync_calls, flush_requests) = traced;
     let mut out = vec![];
