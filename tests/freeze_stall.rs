@@ -81,6 +81,14 @@ impl Drop for Reaped {
 
 const SLACK_NS: u64 = 10_000_000;
 
+/// One freeze at a time: the tests of this file side by side on 2 cores delay the thaw's
+/// wake-ups by more than the 10 ms the stall's end is held to.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The run clock of a CLOCK_MONOTONIC instant.
 fn run_s(zero: u64, t: u64) -> f64 {
     (t as f64 - zero as f64) / 1e9
@@ -247,6 +255,7 @@ fn a_frozen_probe_file_system_is_a_stall_at_the_freeze() {
     if !can_use_loop_devices() || !have_tool("fsfreeze", "util-linux") {
         return;
     }
+    let _one = one_at_a_time();
     let mut vol = LoopDev::new("256M");
     let mnt = vol.mount_ext4();
     let d = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -302,6 +311,7 @@ fn a_frozen_broker_store_is_a_stall_at_the_freeze() {
     if !can_use_loop_devices() || !have_tool("fsfreeze", "util-linux") || !have_nats_server() {
         return;
     }
+    let _one = one_at_a_time();
     let mut vol = LoopDev::new("256M");
     let store = vol.mount_ext4();
     let d = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -357,6 +367,7 @@ fn a_loop_device_over_a_frozen_file_system_is_a_device_stall_under_the_probes() 
     if !can_use_loop_devices() || !have_tool("fsfreeze", "util-linux") {
         return;
     }
+    let _one = one_at_a_time();
     let mut outer = LoopDev::new("512M");
     let outer_mnt = outer.mount_ext4();
     // The inner volume's image lives on the outer file system.

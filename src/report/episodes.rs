@@ -14,12 +14,14 @@
 //! - **Victim stall** (per load role and probe direction, from load.csv/probe.csv): the
 //!   victim had operations outstanding and completed none. A row with 0 completions whose
 //!   `oldest_wait_us` is at least its window (the oldest operation waited through the whole
-//!   window) is stalled; consecutive ones are one stall. It starts at the oldest stuck
-//!   operation's intended start (`t_ns + window_ns - oldest_wait`, exact to the ns the
-//!   writer measured) and ends when that operation completed: its start plus the largest
-//!   latency from the intended start in the next window with completions (`co_max_us`,
-//!   `lat_co_max_us`; the latency from the send where there is none), kept inside that
-//!   window. A stall shorter than a window leaves no such row and shows as a spike
+//!   window) is stalled; consecutive ones are one stall. The oldest stuck operation was
+//!   due at `t_ns + window_ns - oldest_wait` (exact to the ns the writer measured); the
+//!   stall ends when it completed: then plus the largest latency from the intended start
+//!   in the next window with completions (`co_max_us`, `lat_co_max_us`; the latency from
+//!   the send where there is none), kept inside that window; and starts when it was sent:
+//!   its completion less the largest latency from the send in that window (`lat_max_us`,
+//!   `clat_max_us`), no earlier than it was due (a victim behind its schedule sends late,
+//!   and until then what it had in flight was completing). A stall shorter than a window leaves no such row and shows as a spike
 //!   ([`super::spikes`]). Victims stalled at once are one episode. A victim stall is what
 //!   was hurt, not why: its cause is the device stall, flush or fault that overlaps it,
 //!   or none ("no device had ..."): a frozen file system or a stopped broker holds
@@ -184,6 +186,8 @@ struct Win {
     oldest_wait_us: Option<f64>,
     /// The largest latency from the intended start (else from the send), µs.
     max_us: Option<f64>,
+    /// The largest latency from the send (the probe's submission), µs.
+    send_max_us: Option<f64>,
 }
 
 /// Every victim's stalls: load roles first, then probe directions.
@@ -207,6 +211,7 @@ pub fn victim_stalls(
                     done: r.ops,
                     oldest_wait_us: r.oldest_wait_us,
                     max_us: r.co_max_us.or(r.lat_max_us),
+                    send_max_us: r.lat_max_us,
                 });
         }
     }
@@ -225,6 +230,7 @@ pub fn victim_stalls(
                     done: r.ios,
                     oldest_wait_us: r.oldest_wait_us,
                     max_us: r.lat_co_max_us.or(r.clat_max_us),
+                    send_max_us: r.clat_max_us,
                 });
         }
     }
@@ -249,24 +255,32 @@ pub fn victim_stalls(
             }
             let first = &ws[i];
             let wait_ns = (first.oldest_wait_us.unwrap_or(0.0) * 1e3) as u64;
-            let start = (first.t_ns + first.window_ns).saturating_sub(wait_ns);
+            // The oldest stuck operation's intended start.
+            let due = (first.t_ns + first.window_ns).saturating_sub(wait_ns);
             let mut j = i;
             while j + 1 < ws.len() && stalled(&ws[j + 1]) {
                 j += 1;
             }
             let last_end = ws[j].t_ns + ws[j].window_ns;
+            let (mut start, end) = (due, last_end);
             let end = match ws.get(j + 1) {
                 Some(next) if next.done > 0 => {
-                    let by_latency = next
-                        .max_us
-                        .map(|m| start + (m * 1e3) as u64)
-                        .unwrap_or(next.t_ns);
-                    by_latency.clamp(next.t_ns, next.t_ns + next.window_ns)
+                    // It completed `max_us` after it was due...
+                    let done = next.max_us.map(|m| due + (m * 1e3) as u64);
+                    // ... and `send_max_us` after it was sent: a victim behind its
+                    // schedule sent it late, and until then it was not in flight (what
+                    // it had in flight was completing).
+                    if let (Some(d), Some(sent)) = (done, next.send_max_us) {
+                        start = start.max(d.saturating_sub((sent * 1e3) as u64));
+                    }
+                    done.unwrap_or(next.t_ns)
+                        .clamp(next.t_ns, next.t_ns + next.window_ns)
                 }
                 // The victim ended stalled (or its rows stop): the stall lasts to the end
                 // of its last stalled window.
-                _ => last_end,
+                _ => end,
             };
+            let start = start.min(last_end.saturating_sub(ws[j].window_ns).max(due));
             out.push(VictimStall {
                 victim: victim.clone(),
                 start_ns: start,
@@ -759,6 +773,12 @@ mod tests {
         assert_eq!(s[0].victim.label(), "js-pub");
         assert_eq!(s[0].start_ns, 1230 * MS);
         assert_eq!(s[0].end_ns, 1530 * MS);
+        // Behind its schedule, the load sent that operation 20 ms after it was due: the
+        // stall starts when it went in flight.
+        let mut late = load.clone();
+        late.get_mut("js-pub").unwrap()[4].lat_max_us = Some(280_000.0);
+        let s = victim_stalls(&late, None);
+        assert_eq!((s[0].start_ns, s[0].end_ns), (1250 * MS, 1530 * MS));
         // A quiet window (nothing outstanding) is no stall; nor is one whose oldest
         // waited less than the window.
         let quiet = vec![
