@@ -192,7 +192,7 @@ pub fn varies(values: &[f64]) -> bool {
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
             (l.min(*v), h.max(*v))
         });
-    if values.len() < 2 || !(hi > lo) {
+    if values.len() < 2 || hi <= lo {
         return false;
     }
     if lo > 0.0 {
