@@ -1,5 +1,5 @@
-//! `STUDY/report.html`: the study's answers, its invalid runs, the charts of the figures
-//! that vary, the tables, then every run (its status, its headline and interference
+//! `STUDY/report.html`: the study's answers, its invalid runs, the tables, the charts of
+//! the figures that vary, then every run (its status, its headline and interference
 //! sentences, where its own report.html is), in one self-contained file (nothing linked
 //! or loaded). Rendered from the same [`Page`] as study.md.
 
@@ -63,7 +63,10 @@ fn run_fragment(study: &Path, r: &StudyRun) -> String {
 /// The study page's own rules (the run sections use the report's stylesheet).
 const STUDY_CSS: &str = "section.answers li { font-size: 15px; margin: 5px 0; } \
 li.distinguishable { font-weight: 600; } .fail { color: #b00020; } \
-figure.study-chart svg { max-width: 100%; height: auto; }";
+div.study-charts { display: flex; flex-wrap: wrap; gap: 8px 24px; } \
+figure.study-chart { margin: 0; max-width: 760px; } \
+figure.study-chart svg { max-width: 100%; height: auto; } \
+figure.study-chart figcaption { color: #666; font-size: 12.5px; }";
 
 fn table_html(t: &Table) -> String {
     let mut o = String::from("<table><tr>");
@@ -120,7 +123,7 @@ fn charts_section(charts_: &[StudyChart]) -> String {
     if charts_.is_empty() {
         return String::new();
     }
-    let mut o = String::from("<h2>Charts</h2>\n");
+    let mut o = String::from("<h2>Charts</h2>\n<div class=\"study-charts\">\n");
     for c in charts_ {
         o.push_str(&format!(
             "<figure class=\"study-chart\">{}<figcaption>{} (also charts/{k}.png and charts/{k}.svg beside this page)</figcaption></figure>\n",
@@ -129,11 +132,13 @@ fn charts_section(charts_: &[StudyChart]) -> String {
             k = c.key
         ));
     }
+    o.push_str("</div>\n");
     o
 }
 
 /// The whole study page, rendered from the same [`Page`] as study.md: the title, the
-/// answers, the invalid runs, the charts, the tables, then every run (folded).
+/// answers, the invalid runs, the tables, the charts (two a row on a wide screen), then
+/// every run.
 pub fn study_page(study: &Path, p: &Page, charts_: &[StudyChart], runs: &[StudyRun]) -> String {
     let mut body = format!(
         "<style>{STUDY_CSS}</style>\n<p>{}</p>\n<p>{}</p>\n",
@@ -147,7 +152,7 @@ pub fn study_page(study: &Path, p: &Page, charts_: &[StudyChart], runs: &[StudyR
             body.push_str(&format!("<p class=\"fail\">{}</p>\n", esc(l)));
         }
     }
-    body.push_str(&charts_section(charts_));
+    // The tables (a few columns: they fit a screen) before the charts, which are long.
     body.push_str(&format!("<h2>{}</h2>\n", esc(&p.cells_heading)));
     body.push_str(&table_html(&p.cells));
     for b in &p.by {
@@ -155,6 +160,7 @@ pub fn study_page(study: &Path, p: &Page, charts_: &[StudyChart], runs: &[StudyR
         body.push_str(&table_html(&b.table));
     }
     body.push_str(&format!("<p class=\"muted\">{}</p>\n", esc(&p.full_note)));
+    body.push_str(&charts_section(charts_));
     if !p.failed.is_empty() {
         body.push_str("<h2>Runs that did not finish</h2>\n");
         for l in &p.failed {
