@@ -305,22 +305,45 @@ args = ["--rw", "${{rw}}", "--bs", "${{bs}}", "--size", "8m", "--time-based", "-
     assert!(o.status.success(), "{}", text(&o.stderr));
     let (header, rows) = read_csv(&out.join("study.csv"));
     let col = |name: &str| header.iter().position(|h| h == name).unwrap();
-    // Every figure some run has: one PNG (and SVG); none for the others.
+    // A chart (PNG and SVG) for every figure whose cell means differ by more than 2%
+    // (issue 23: no chart of a fixed input, none of a figure no run has), and only those:
+    // worked out here from study.csv.
     let first_figure = col("bs").max(col("rw")) + 1;
+    let cell_means = |i: usize| -> Vec<f64> {
+        let mut cells: Vec<(String, Vec<f64>)> = vec![];
+        for r in rows.iter().filter(|r| r[2] == "ok" && r[3].is_empty()) {
+            let Ok(v) = r[i].parse::<f64>() else { continue };
+            match cells.iter_mut().find(|(c, _)| *c == r[0]) {
+                Some((_, vs)) => vs.push(v),
+                None => cells.push((r[0].clone(), vec![v])),
+            }
+        }
+        cells
+            .iter()
+            .map(|(_, v)| v.iter().sum::<f64>() / v.len() as f64)
+            .collect()
+    };
+    let mut charted = 0;
     for (i, name) in header.iter().enumerate().skip(first_figure) {
-        let has = rows.iter().any(|r| !r[i].is_empty());
+        let m = cell_means(i);
+        let (lo, hi) = m
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+                (l.min(*v), h.max(*v))
+            });
+        let varies = m.len() >= 2 && hi > lo && (lo <= 0.0 || hi / lo > 1.02);
         let png = out.join("charts").join(format!("{name}.png"));
-        assert_eq!(
-            png.exists(),
-            has,
-            "{name}: a chart iff a run has the figure"
-        );
-        if has {
+        assert_eq!(png.exists(), varies, "{name}: a chart iff it varies: {m:?}");
+        if varies {
+            charted += 1;
             let b = std::fs::read(&png).unwrap();
             assert_eq!(&b[1..4], b"PNG", "{}", png.display());
-            assert!(out.join("charts").join(format!("{name}.svg")).exists());
+            let svg =
+                std::fs::read_to_string(out.join("charts").join(format!("{name}.svg"))).unwrap();
+            assert!(svg.contains("<title>"), "{name}: no empty chart");
         }
     }
+    assert!(charted >= 2, "{charted} charts");
     // probe read p99: only the randread cells have it; colour by bs (the first parameter),
     // groups by rw, one bar per cell with its repeats' mean.
     let svg = std::fs::read_to_string(out.join("charts/probe_read_lat_p99_us.svg")).unwrap();
@@ -330,7 +353,7 @@ args = ["--rw", "${{rw}}", "--bs", "${{bs}}", "--size", "8m", "--time-based", "-
         ">randread<",
         ">randwrite<",
         ">rw<",
-        ">us<",
+        ">ms<",
     ] {
         assert!(svg.contains(label), "{label} in {svg}");
     }
@@ -352,7 +375,7 @@ args = ["--rw", "${{rw}}", "--bs", "${{bs}}", "--size", "8m", "--time-based", "-
             .iter()
             .find(|b| b.starts_with(&format!("randread {size}:")))
             .unwrap_or_else(|| panic!("no randread {size} bar in {bars:?}"));
-        // The title's numbers are compact: "812.5", or "1.234k" once p99 passes 1 ms.
+        // In ms, rounded to 3 significant digits ("0.0891", "1.23").
         let text = bar
             .split("mean ")
             .nth(1)
@@ -360,46 +383,96 @@ args = ["--rw", "${{rw}}", "--bs", "${{bs}}", "--size", "8m", "--time-based", "-
             .split(' ')
             .next()
             .unwrap();
-        let (digits, scale) = match text.strip_suffix('k') {
-            Some(d) => (d, 1e3),
-            None => (text, 1.0),
-        };
-        let shown: f64 = digits.parse::<f64>().unwrap() * scale;
-        assert!((shown / mean - 1.0).abs() < 0.01, "{bar}: csv mean {mean}");
+        let shown: f64 = text.parse::<f64>().unwrap() * 1e3;
+        assert!(
+            (shown / mean - 1.0).abs() < 0.006,
+            "{bar}: csv mean {mean} us"
+        );
+        let digits = text.trim_start_matches(['0', '.']).replace('.', "");
+        assert!(digits.len() <= 3, "{bar}: 3 significant digits");
         assert!(bar.contains(&format!("n {})", vals.len())), "{bar}");
     }
     // The page opens with its answers (issue 23): bs 16k against 4k with rw held, as a
     // ratio of the 2 repeats' means with its interval, before any table.
     let md = std::fs::read_to_string(out.join("study.md")).unwrap();
     let (answers, rest) = md.split_once("## Cells").unwrap();
-    assert!(answers.contains("## Answers"), "{md}");
+    assert!(answers.contains("## Answers\n\n### "), "{md}");
+    assert!(
+        answers.contains("### rw: randwrite against randread\n"),
+        "{md}"
+    );
+    assert!(answers.contains("### bs: 16k against 4k\n"), "{md}");
     let line = answers
         .lines()
-        .find(|l| l.starts_with("- bs 16k vs bs 4k at rw randread: probe read p99 "))
+        .find(|l| l.starts_with("- bs 16k: probe read p99 "))
         .unwrap_or_else(|| panic!("no bs verdict at rw randread: {md}"));
+    assert!(line.contains("x bs 4k at rw randread ("), "{line}");
     assert!(
-        line.contains("2 repeats each; Welch 95% interval")
+        line.contains(" ms, 2 repeats each; Welch 95% interval")
             && (line.ends_with(": distinguishable)") || line.ends_with(": not distinguishable)")),
         "{line}"
     );
     assert!(!rest.contains("## Answers"));
-    // report.html embeds every chart and links its files.
+    // By bs, within each rw: the randread rows have a read p99 and the randwrite rows
+    // none ("-"): an average over rw would have mixed them. Each value is its cell's mean
+    // from study.csv, in ms with 3 significant digits.
+    let by = rest
+        .split("## By bs, within each rw\n\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no by-bs table: {md}"));
+    let table: Vec<Vec<&str>> = by
+        .lines()
+        .take_while(|l| l.starts_with('|'))
+        .filter(|l| !l.starts_with("|---"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(table[0][..3], ["rw", "bs", "valid runs"], "{by}");
+    assert!(
+        table[0].len() <= 8,
+        "a table that fits a screen: {:?}",
+        table[0]
+    );
+    let read = table[0]
+        .iter()
+        .position(|h| *h == "probe read p99 (ms)")
+        .unwrap_or_else(|| panic!("{:?}", table[0]));
+    assert_eq!(table.len(), 5, "one row per cell: {by}");
+    for r in &table[1..] {
+        let (rw_v, bs_v) = (r[0], r[1]);
+        let want = if rw_v == "randread" {
+            let vals: Vec<f64> = rows
+                .iter()
+                .filter(|c| c[rw] == rw_v && c[bs] == bs_v)
+                .map(|c| c[p99].parse::<f64>().unwrap())
+                .collect();
+            sig3(vals.iter().sum::<f64>() / vals.len() as f64 / 1e3)
+        } else {
+            "-".to_string()
+        };
+        assert_eq!(r[read].split(' ').next().unwrap(), want, "{r:?}");
+    }
+    assert!(rest.contains("is in study.csv beside this page"));
+    // report.html: the answers before any chart or table, then every chart inline.
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
-    assert!(html.contains("<h2>Charts</h2>"));
-    assert!(html.contains("Answers"));
-    let charts = std::fs::read_dir(out.join("charts"))
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().unwrap() == "png")
-        .count();
-    assert!(charts >= 2, "{charts} charts");
+    let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("no {s}"));
+    assert!(at("<h2>Answers</h2>") < at("<figure"));
+    assert!(at("<h2>Answers</h2>") < at("<table"));
+    assert!(at("<h2>Answers</h2>") < at("<h2>Charts</h2>"));
+    assert!(html.contains("<h3>bs: 16k against 4k</h3>"));
     assert_eq!(
         html.matches("<figure class=\"study-chart\">").count(),
-        charts
+        charted
     );
     assert!(html.contains("charts/probe_read_lat_p99_us.png and charts/probe_read_lat_p99_us.svg"));
     // Self-contained like a run's report.html: nothing referred to.
     assert!(!html.contains("href=") && !html.contains("src="));
-    assert!(html.contains("probe read p99 us (mean of repeats"));
+    assert!(html.contains("probe read p99 (mean of valid repeats"));
+}
+
+/// Three significant digits as the study page prints them ("0.0891", "1.23", "12.3").
+fn sig3(v: f64) -> String {
+    let d = (2 - v.abs().log10().floor() as i32).max(0) as usize;
+    format!("{v:.d$}")
 }
 
 #[test]
@@ -492,7 +565,7 @@ args = ["--rw", "randwrite", "--size", "8m", "--time-based", "--runtime", "1s", 
         md.contains("- rate-5000000 r1: INVALID: phase 0 probe fell behind"),
         "{md}"
     );
-    // The cells table has the valid cell and no row for the invalid one.
+    // The cells table has the valid cell, and the invalid one marked, with no figure.
     let cells = md
         .split("## Cells")
         .nth(1)
@@ -501,7 +574,17 @@ args = ["--rw", "randwrite", "--size", "8m", "--time-based", "--runtime", "1s", 
         .next()
         .unwrap();
     assert!(cells.lines().any(|l| l.starts_with("| 200 | 1 |")), "{md}");
-    assert!(!cells.lines().any(|l| l.starts_with("| 5000000 |")), "{md}");
+    let bad = cells
+        .lines()
+        .find(|l| l.starts_with("| 5000000 |"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(bad.starts_with("| 5000000 | 0 of 1 |"), "{bad}");
+    assert!(bad.trim_end_matches(" |").ends_with("invalid"), "{bad}");
+    // No answer from it, and the page says why.
+    assert!(
+        md.contains("- rate 5000000 against rate 200: no answer: every run of rate 5000000 is invalid (see Invalid runs)"),
+        "{md}"
+    );
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(
         html.contains("INVALID: phase 0 probe fell behind"),

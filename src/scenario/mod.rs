@@ -11,5 +11,6 @@ pub mod schedule;
 pub mod spec;
 pub mod study;
 pub mod study_charts;
+pub mod study_page;
 pub mod validate;
 pub mod verdict;

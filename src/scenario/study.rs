@@ -388,72 +388,6 @@ pub fn node_figures(run_dir: &Path, duration_ns: u64) -> BTreeMap<String, NodeFi
     out
 }
 
-/// Mean, min and max of the values present.
-fn stats(v: &[Option<f64>]) -> Option<(f64, f64, f64, usize)> {
-    let xs: Vec<f64> = v.iter().flatten().copied().collect();
-    if xs.is_empty() {
-        return None;
-    }
-    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-    let min = xs.iter().cloned().fold(f64::INFINITY, f64::min);
-    let max = xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-    Some((mean, min, max, xs.len()))
-}
-
-fn fmt(v: f64) -> String {
-    if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-fn cell_str(s: Option<(f64, f64, f64, usize)>) -> String {
-    match s {
-        None => "-".into(),
-        Some((m, lo, hi, n)) if n > 1 => format!("{} ({}..{})", fmt(m), fmt(lo), fmt(hi)),
-        Some((m, _, _, _)) => fmt(m),
-    }
-}
-
-/// Per figure present: mean/min/max/n of `xs` for the JSON, and the table cells.
-fn figure_stats(
-    present: &[(String, String)],
-    xs: &[&Figures],
-) -> (serde_json::Map<String, Value>, Vec<String>) {
-    let mut figs = serde_json::Map::new();
-    let mut cells = vec![];
-    for (k, _) in present {
-        let s = stats(&xs.iter().map(|x| x.get(k)).collect::<Vec<_>>());
-        cells.push(cell_str(s));
-        figs.insert(
-            k.clone(),
-            s.map(|(m, lo, hi, n)| json!({"mean": m, "min": lo, "max": hi, "n": n}))
-                .unwrap_or(Value::Null),
-        );
-    }
-    (figs, cells)
-}
-
-/// The group `key` of `groups`, added last (made by `new`) the first time it is seen:
-/// groups keep the order their first members came in.
-fn group_in<'g, V>(
-    groups: &'g mut Vec<(String, V)>,
-    key: &str,
-    new: impl FnOnce() -> V,
-) -> &'g mut V {
-    let i = match groups.iter().position(|(k, _)| k == key) {
-        Some(i) => i,
-        None => {
-            groups.push((key.to_string(), new()));
-            groups.len() - 1
-        }
-    };
-    &mut groups[i].1
-}
-
 /// What a study answers, as study.md prints it first: its verdicts ("## Answers") and the
 /// runs left out of them ("## Invalid runs"). `run` prints these lines at its end.
 #[derive(Debug, Clone, Default)]
@@ -468,7 +402,8 @@ pub struct Answers {
 }
 
 /// Writes study.json, study.csv, study.md and report.html from the runs in study.json;
-/// returns the answers it wrote.
+/// study.md and report.html are both rendered from one [`super::study_page::Page`].
+/// Returns the answers it wrote.
 pub fn write_reports(study: &Path) -> anyhow::Result<Answers> {
     let mut sj = Study::read(study)?;
     for r in sj.runs.iter_mut() {
@@ -483,125 +418,7 @@ pub fn write_reports(study: &Path) -> anyhow::Result<Answers> {
         .iter()
         .map(|r| (r.clone(), figures(&study.join(&r.dir))))
         .collect();
-    // Per cell: its parameters and the figures of its runs, in the order the cells ran
-    // (the matrix's order as written: 0ms, 10ms, 50ms, 100ms, not sorted as text).
-    type Cell<'a> = (Vec<(String, String)>, Vec<&'a Figures>);
-    let mut cells: Vec<(String, Cell)> = vec![];
-    for (r, x) in per_run.iter().filter(|(r, _)| r.counts()) {
-        group_in(&mut cells, &r.cell, || (r.params.clone(), vec![]))
-            .1
-            .push(x);
-    }
-    let present: Vec<(String, String)> = fmt::columns(per_run.iter().map(|(_, x)| x))
-        .into_iter()
-        .filter(|(k, _)| per_run.iter().any(|(_, x)| x.get(k).is_some()))
-        .collect();
     let params = sj.param_names();
-    let invalid: Vec<&StudyRun> = sj.runs.iter().filter(|r| r.invalid.is_some()).collect();
-    let mut md = format!(
-        "# {}\n\n{}\n\nRuns: {} ({} ok{}). Values: mean over the valid repeats (min..max).\n\n",
-        sj.scenario,
-        sj.description,
-        per_run.len(),
-        per_run.iter().filter(|(r, _)| r.ok()).count(),
-        if invalid.is_empty() {
-            String::new()
-        } else {
-            format!(", {} invalid and left out", invalid.len())
-        }
-    );
-    // The answers first: each parameter's effect on the figures compared, with its noise.
-    let valid: Vec<(&StudyRun, &Figures)> = per_run
-        .iter()
-        .filter(|(r, _)| r.counts())
-        .map(|(r, x)| (r, x))
-        .collect();
-    let verdicts = super::verdict::verdicts(&valid, &params);
-    if !verdicts.is_empty() {
-        md.push_str("## Answers\n\n");
-        for v in &verdicts {
-            md.push_str(&format!("- {}\n", v.line));
-        }
-        md.push_str(&format!(
-            "\nEach is mean over the valid repeats of one value against the first, every other parameter held; the interval is the {} of the ratio over the repeats (Welch's t on the log of the means), and a ratio whose interval holds 1.0 is not distinguishable from no change.\n\n",
-            super::verdict::INTERVAL_NAME
-        ));
-    }
-    let invalid_lines: Vec<String> = invalid
-        .iter()
-        .map(|r| {
-            format!(
-                "{} r{}: INVALID: {}",
-                r.cell,
-                r.repeat,
-                r.invalid.as_deref().unwrap_or("")
-            )
-        })
-        .collect();
-    if !invalid.is_empty() {
-        md.push_str("## Invalid runs, left out of every figure\n\n");
-        for l in &invalid_lines {
-            md.push_str(&format!("- {l}\n"));
-        }
-        md.push('\n');
-    }
-    let header = |first: &[String]| {
-        let mut h = first.to_vec();
-        h.extend(present.iter().map(|p| p.1.clone()));
-        format!("| {} |\n|{}\n", h.join(" | "), "---|".repeat(h.len()))
-    };
-    let mut cell_json = vec![];
-    md.push_str("## Cells\n\n");
-    let mut first = params.clone();
-    first.push("runs".into());
-    md.push_str(&header(&first));
-    for (id, (p, xs)) in &cells {
-        let value = |k: &String| {
-            p.iter()
-                .find(|(n, _)| n == k)
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default()
-        };
-        let mut row: Vec<String> = params.iter().map(value).collect();
-        row.push(xs.len().to_string());
-        let (figs, cells) = figure_stats(&present, xs);
-        row.extend(cells);
-        md.push_str(&format!("| {} |\n", row.join(" | ")));
-        cell_json.push(json!({"cell": id, "params": p, "runs": xs.len(), "figures": figs}));
-    }
-    // One table per matrix axis: runs grouped by that parameter's value.
-    let mut axes_json = serde_json::Map::new();
-    for k in &params {
-        md.push_str(&format!("\n## By {k}\n\n"));
-        md.push_str(&header(&[k.clone(), "runs".into()]));
-        let mut groups: Vec<(String, Vec<&Figures>)> = vec![];
-        for (r, x) in per_run.iter().filter(|(r, _)| r.counts()) {
-            group_in(&mut groups, r.param(k), Vec::new).push(x);
-        }
-        let mut rows = vec![];
-        for (v, xs) in &groups {
-            let mut row = vec![v.clone(), xs.len().to_string()];
-            let (figs, cells) = figure_stats(&present, xs);
-            row.extend(cells);
-            md.push_str(&format!("| {} |\n", row.join(" | ")));
-            rows.push(json!({"value": v, "runs": xs.len(), "figures": figs}));
-        }
-        axes_json.insert(k.clone(), json!(rows));
-    }
-    let failed: Vec<&StudyRun> = sj.runs.iter().filter(|r| !r.ok()).collect();
-    if !failed.is_empty() {
-        md.push_str("\n## Runs that did not finish\n\n");
-        for r in failed {
-            md.push_str(&format!(
-                "- {} r{}: {} {}\n",
-                r.cell,
-                r.repeat,
-                r.status,
-                r.error.as_deref().unwrap_or("")
-            ));
-        }
-    }
-    std::fs::write(study.join("study.md"), &md)?;
     // CSV: one row per run, every cell quoted as needed.
     let cols = fmt::columns(per_run.iter().map(|(_, x)| x));
     let mut csv = fmt::csv_header(&params, &cols);
@@ -609,6 +426,23 @@ pub fn write_reports(study: &Path) -> anyhow::Result<Answers> {
         csv.push_str(&fmt::csv_row(r, &params, &cols, x));
     }
     std::fs::write(study.join(fmt::CSV_FILE), csv)?;
+    let csv_columns = fmt::CSV_KEY_COLUMNS.len() + params.len() + cols.len();
+    let page = super::study_page::build(&sj, &per_run, csv_columns);
+    std::fs::write(study.join("study.md"), page.markdown())?;
+    let cells = super::study_page::cells(&sj, &per_run);
+    let present: Vec<(String, String)> = cols
+        .iter()
+        .filter(|(k, _)| per_run.iter().any(|(_, x)| x.get(k).is_some()))
+        .cloned()
+        .collect();
+    let cell_json: Vec<Value> = cells
+        .iter()
+        .filter(|c| !c.valid.is_empty())
+        .map(|c| {
+            json!({"cell": c.id, "params": c.params, "runs": c.valid.len(),
+                   "figures": super::study_page::figures_json(c, &present)})
+        })
+        .collect();
     sj.rest.insert(
         "figures_per_run".into(),
         json!(per_run
@@ -617,20 +451,41 @@ pub fn write_reports(study: &Path) -> anyhow::Result<Answers> {
             .collect::<Vec<_>>()),
     );
     sj.rest.insert("cells_summary".into(), json!(cell_json));
+    let verdicts: Vec<&super::verdict::Verdict> =
+        page.questions.iter().flat_map(|q| &q.verdicts).collect();
     sj.rest.insert("verdicts".into(), json!(verdicts));
-    sj.rest.insert("axes".into(), Value::Object(axes_json));
+    sj.rest.insert(
+        "unanswered".into(),
+        json!(page
+            .questions
+            .iter()
+            .flat_map(|q| &q.unanswered)
+            .collect::<Vec<_>>()),
+    );
+    sj.rest.insert(
+        "axes".into(),
+        super::study_page::axes_json(&params, &cells, &present),
+    );
     std::fs::write(study.join(fmt::JSON_FILE), serde_json::to_vec_pretty(&sj)?)?;
-    // One chart per figure (STUDY/charts/), also inlined in report.html.
+    // One chart per figure that varies (STUDY/charts/), also inlined in report.html.
     let charts_ = super::study_charts::build(&sj, &per_run);
     super::study_charts::write(study, &charts_)?;
     std::fs::write(
         study.join("report.html"),
-        super::html::study_page(study, &md, &charts_, &sj.runs),
+        super::html::study_page(study, &page, &charts_, &sj.runs),
     )?;
     Ok(Answers {
-        valid_runs: valid.len(),
-        verdicts,
-        invalid: invalid_lines,
+        valid_runs: per_run.iter().filter(|(r, _)| r.counts()).count(),
+        verdicts: verdicts.into_iter().cloned().collect(),
+        invalid: sj
+            .runs
+            .iter()
+            .filter_map(|r| {
+                r.invalid
+                    .as_deref()
+                    .map(|why| format!("{} r{}: INVALID: {why}", r.cell, r.repeat))
+            })
+            .collect(),
         params,
     })
 }
@@ -806,22 +661,43 @@ mod order_tests {
         .unwrap();
         write_reports(dir.path()).unwrap();
         let md = std::fs::read_to_string(dir.path().join("study.md")).unwrap();
-        let (cells, by) = md.split_once("## By latency").unwrap();
-        let rows = |s: &str| -> Vec<String> {
-            s.lines()
-                .filter_map(|l| l.strip_prefix("| "))
-                .filter_map(|l| l.split(" | ").next())
-                .filter(|v| v.ends_with("ms"))
-                .map(str::to_string)
-                .collect()
+        // A markdown table under heading `h`: the values of its column `col`.
+        let column = |h: &str, col: &str| -> Vec<String> {
+            let sec = md.split(h).nth(1).unwrap_or_else(|| panic!("{h}: {md}"));
+            let lines: Vec<&str> = sec
+                .lines()
+                .skip_while(|l| !l.starts_with('|'))
+                .take_while(|l| l.starts_with('|'))
+                .collect();
+            let cells = |l: &str| -> Vec<String> {
+                l.trim_matches('|')
+                    .split('|')
+                    .map(|c| c.trim().to_string())
+                    .collect()
+            };
+            let i = cells(lines[0]).iter().position(|c| c == col).unwrap();
+            lines[2..].iter().map(|l| cells(l)[i].clone()).collect()
         };
-        let want: Vec<String> = lat
+        let twice: Vec<String> = lat
             .iter()
             .flat_map(|l| [l.to_string(), l.to_string()])
             .collect();
-        assert_eq!(rows(cells), want, "{md}");
-        let by = by.split("## By mode").next().unwrap();
-        assert_eq!(rows(by), lat.map(String::from).to_vec(), "{md}");
+        assert_eq!(column("## Cells", "latency"), twice, "{md}");
+        // By latency: within each mode (call first, as the matrix has it), the latencies
+        // in the matrix's order.
+        let by = column("## By latency, within each mode", "latency");
+        let once: Vec<String> = lat.map(String::from).to_vec();
+        assert_eq!(by, [once.clone(), once].concat(), "{md}");
+        assert_eq!(
+            column("## By latency, within each mode", "mode"),
+            [["call"; 4], ["cast"; 4]].concat(),
+            "{md}"
+        );
+        assert_eq!(
+            column("## Cells: by mode, within each latency", "latency"),
+            twice,
+            "{md}"
+        );
     }
 }
 
@@ -911,10 +787,17 @@ mod invalid_tests {
         );
         // The cell's probe write p99 is the two valid runs' 2 ms (2000 us), not a mean with 80 ms.
         let cells = md.split("## Cells").nth(1).unwrap();
+        let header = cells.lines().find(|l| l.starts_with("| raid |")).unwrap();
+        assert!(
+            header.starts_with("| raid | valid runs | probe write p99 (ms) |"),
+            "{header}"
+        );
         let row = cells.lines().find(|l| l.starts_with("| 1 |")).unwrap();
-        assert!(row.starts_with("| 1 | 2 | "), "2 runs counted: {row}");
-        assert!(row.contains("| 2000 (2000..2000) |"), "{row}");
-        assert!(!row.contains("80000"), "{row}");
+        assert!(
+            row.starts_with("| 1 | 2 of 3 | 2.00 (2.00..2.00) |"),
+            "2 runs counted, in ms: {row}"
+        );
+        assert!(!row.contains("80"), "{row}");
         let csv = std::fs::read_to_string(d.join("study.csv")).unwrap();
         let mut lines = csv.lines();
         assert!(lines
@@ -930,5 +813,212 @@ mod invalid_tests {
         );
         let html = std::fs::read_to_string(d.join("report.html")).unwrap();
         assert!(html.contains("INVALID"), "the page names it");
+    }
+}
+
+#[cfg(test)]
+mod page_tests {
+    use super::*;
+    use crate::format::study::{StudyCell, StudyRun};
+
+    /// A finished run: a load phase at a fixed 100 msgs/s with no failures (the
+    /// scenario's input: the same in every run) and a probe phase whose write p99 is
+    /// `p99_ms`, 0.2% of its I/Os missed (valid) or 40% (invalid).
+    fn run_dir(d: &Path, p99_ms: f64, behind: bool) {
+        std::fs::create_dir_all(d).unwrap();
+        let meta = json!({"tool": "diskpulse", "format_version": crate::format::FORMAT_VERSION,
+            "phases": [
+                {"index": 1, "kind": "load", "args": [], "stopped": false, "result": {
+                    "roles": [{"role": "js-pub", "ops": 1500, "msgs_per_s": 100.0, "mib_per_s": 1.5,
+                               "failures": []}]}},
+                {"index": 2, "kind": "probe", "args": [], "stopped": false, "result": {}}]});
+        std::fs::write(d.join("meta.json"), meta.to_string()).unwrap();
+        let missed = if behind { 40_000 } else { 100 };
+        let probe = json!({"diskpulse": {"rate_iops_total": 4000.0, "rate_missed_ios": missed},
+            "jobs": [{"write": {"total_ios": 60_000,
+                "clat_ns": {"mean": 1e6, "percentile": {"99.000000": p99_ms * 1e6}}}}]});
+        std::fs::write(d.join("probe-2.json"), probe.to_string()).unwrap();
+    }
+
+    /// sync x raid, 2 repeats a cell. raid 1 doubles the write p99 at sync 5s (4 vs 2 ms)
+    /// and triples it at sync always (30 vs 10 ms); one raid-1/always run fell behind its
+    /// rate at 900 ms. Averaged over sync, "by raid" would read 6 and 17 ms.
+    fn study() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let mut sj = Study {
+            scenario: "beside".into(),
+            description: "sync x raid".into(),
+            status: "done".into(),
+            ..Default::default()
+        };
+        for (sync, raid, p99s) in [
+            ("5s", "0", [(2.0, false), (2.02, false)]),
+            ("5s", "1", [(4.0, false), (4.04, false)]),
+            ("always", "0", [(10.0, false), (10.2, false)]),
+            ("always", "1", [(30.0, false), (900.0, true)]),
+        ] {
+            let params = vec![
+                ("sync".to_string(), sync.to_string()),
+                ("raid".to_string(), raid.to_string()),
+            ];
+            let id = format!("sync-{sync}_raid-{raid}");
+            sj.cells.push(StudyCell {
+                id: id.clone(),
+                params: params.clone(),
+            });
+            for (rep, (p99, behind)) in p99s.into_iter().enumerate() {
+                let dir_name = format!("cells/{id}/r{}", rep + 1);
+                run_dir(&d.join(&dir_name), p99, behind);
+                sj.runs.push(StudyRun {
+                    cell: id.clone(),
+                    params: params.clone(),
+                    repeat: rep as u32 + 1,
+                    dir: dir_name,
+                    status: "ok".into(),
+                    ..Default::default()
+                });
+            }
+        }
+        std::fs::write(
+            d.join(crate::format::study::JSON_FILE),
+            serde_json::to_string(&sj).unwrap(),
+        )
+        .unwrap();
+        write_reports(d).unwrap();
+        dir
+    }
+
+    #[test]
+    fn the_html_page_opens_with_the_answers_and_charts_only_figures_that_vary() {
+        let dir = study();
+        let d = dir.path();
+        let html = std::fs::read_to_string(d.join("report.html")).unwrap();
+        let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("no {s} in the page"));
+        // Answers first: before the invalid runs, any chart, any table and any run.
+        let answers = at("<h2>Answers</h2>");
+        for later in [
+            "<h2>Invalid runs",
+            "<h2>Charts</h2>",
+            "<figure",
+            "<table",
+            "<h2>Cells",
+            "<h2>Runs</h2>",
+        ] {
+            assert!(answers < at(later), "Answers after {later}");
+        }
+        assert!(
+            !html[..answers].contains("<h2>"),
+            "nothing comes before the answers"
+        );
+        // The first question (sync, the matrix's first parameter), with its noise and
+        // the interval's method named.
+        let first = &html[answers..at("<h2>Invalid runs")];
+        assert!(
+            first.contains("<h3>sync: always against 5s</h3>"),
+            "{first}"
+        );
+        assert!(first.contains("<h3>raid: 1 against 0</h3>"), "{first}");
+        assert!(
+            first.contains("raid 1: probe write p99 2.00x raid 0 at sync 5s (4.02 vs 2.01 ms, 2 repeats each; Welch 95% interval"),
+            "{first}"
+        );
+        // The invalid run is out of the verdict: 30 vs 10.1 ms with 1 repeat, said.
+        assert!(
+            first.contains("raid 1: probe write p99 2.97x raid 0 at sync always (30.0 vs 10.1 ms, 1 and 2 repeats, 1 invalid left out; too few repeats for a statement of noise)"),
+            "{first}"
+        );
+        assert!(first.contains("Welch 95% interval of the ratio"), "{first}");
+        assert!(html.contains(
+            "sync-always_raid-1 r2: INVALID: phase 2 probe fell behind its rate of 4,000 IOPS"
+        ));
+        // Charts: the write p99 varies; msgs/s and MiB/s (the load's fixed rate), failed
+        // ops (0 everywhere) and flushes/s (no run has it) do not.
+        let charts = d.join("charts");
+        assert!(charts.join("probe_write_lat_p99_us.svg").exists());
+        for fixed in ["msgs_per_s", "mib_per_s", "failures", "flushes_per_s"] {
+            assert!(!charts.join(format!("{fixed}.svg")).exists(), "{fixed}");
+            assert!(!charts.join(format!("{fixed}.png")).exists(), "{fixed}");
+        }
+        let svgs: Vec<_> = std::fs::read_dir(&charts)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().unwrap() == "svg")
+            .collect();
+        assert_eq!(
+            html.matches("<figure class=\"study-chart\">").count(),
+            svgs.len()
+        );
+        for p in &svgs {
+            let svg = std::fs::read_to_string(p).unwrap();
+            assert!(
+                svg.contains("<title>"),
+                "{}: a chart with no bar",
+                p.display()
+            );
+        }
+        // In ms, 3 significant digits; never raw µs.
+        let svg = std::fs::read_to_string(charts.join("probe_write_lat_p99_us.svg")).unwrap();
+        assert!(svg.contains(">ms<"), "{svg}");
+        assert!(svg.contains("mean 4.02 (min 4, max 4.04, n 2)"), "{svg}");
+        assert!(!html.contains("2010") && !html.contains("4020"), "raw µs");
+    }
+
+    #[test]
+    fn by_raid_never_averages_over_sync_and_the_tables_fit_a_screen() {
+        let dir = study();
+        let md = std::fs::read_to_string(dir.path().join("study.md")).unwrap();
+        let table = |h: &str| -> Vec<Vec<String>> {
+            let sec = md.split(h).nth(1).unwrap_or_else(|| panic!("{h}: {md}"));
+            sec.lines()
+                .skip_while(|l| !l.starts_with('|'))
+                .take_while(|l| l.starts_with('|'))
+                .filter(|l| !l.starts_with("|---"))
+                .map(|l| {
+                    l.trim_matches('|')
+                        .split('|')
+                        .map(|c| c.trim().to_string())
+                        .collect()
+                })
+                .collect()
+        };
+        let by = table("## Cells: by raid, within each sync\n");
+        assert_eq!(
+            by[0],
+            ["sync", "raid", "valid runs", "probe write p99 (ms)"],
+            "the answer figure only (msgs/s is a fixed input): {md}"
+        );
+        let rows: Vec<[&str; 4]> = by[1..]
+            .iter()
+            .map(|r| [&*r[0], &*r[1], &*r[2], r[3].split(' ').next().unwrap()])
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ["5s", "0", "2", "2.01"],
+                ["5s", "1", "2", "4.02"],
+                ["always", "0", "2", "10.1"],
+                ["always", "1", "1 of 2", "30.0"],
+            ],
+            "{md}"
+        );
+        // An average over sync (6 ms / 17 ms) is nowhere.
+        for mixed in ["6.01", "6.05", "17.0", "6.03"] {
+            assert!(!md.contains(&format!("| {mixed}")), "{mixed}: {md}");
+        }
+        let sync = table("## By sync, within each raid\n");
+        assert_eq!(sync[0][..2], ["raid", "sync"]);
+        assert_eq!(sync.len(), 5);
+        // Every table fits a screen; the full one is study.csv, and the page says so.
+        for t in [by, sync] {
+            assert!(t[0].len() <= 8, "{:?}", t[0]);
+        }
+        assert!(md.contains("is in study.csv beside this page"), "{md}");
+        let json: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("study.json")).unwrap())
+                .unwrap();
+        let axis = json["axes"]["raid"].as_array().unwrap();
+        assert_eq!(axis.len(), 4, "one entry per cell, none averaged");
+        assert_eq!(axis[0]["others"], json!([["sync", "5s"]]));
     }
 }

@@ -1,43 +1,45 @@
-//! A study's figures as bar charts: one chart per figure (study.csv column) that any run
-//! has, each cell a bar (mean over its repeats, a whisker from the smallest to the
-//! largest repeat), cells grouped by the matrix: the first parameter picks the bar's
-//! colour (RAID 0 vs RAID 1), the others the group along the x axis (object size). With
-//! one parameter its values are the groups, one colour. Written as
-//! `STUDY/charts/FIGURE.svg` and `.png` (720 px wide, wider when the groups need it) and inlined in `report.html`.
+//! A study's figures as bar charts: one chart per figure (study.csv column) whose cell
+//! means differ across the cells ([`super::study_page::varying_figures`]: no chart of a
+//! fixed input such as msgs/s at a fixed rate, none of a figure no valid run has, none of
+//! 0 failed ops everywhere), the answer figures first. Each cell a bar (mean over its
+//! valid repeats, a whisker from the smallest to the largest), never a mean over cells:
+//! the first parameter picks the bar's colour (RAID 0 vs RAID 1), the others the group
+//! along the x axis (object size). With one parameter its values are the groups, one
+//! colour. µs figures are drawn in ms (in s from 1 s), values rounded to 3 significant
+//! digits. Written as `STUDY/charts/FIGURE.svg` and `.png` (720 px wide, wider when the
+//! groups need it) and inlined in `report.html`.
 
 use std::path::Path;
 
 use charts::{Bar, Bars};
 
-use crate::format::study::{Figures, Study, StudyRun, FIGURES};
+use super::study_page::{self, CellRuns};
+use super::verdict::{self, Scale};
+use crate::format::study::{Figures, Study, StudyRun};
 
-/// A figure's unit, from its name's suffix (the FIGURES naming convention).
-fn unit(key: &str) -> &'static str {
-    if key.ends_with("_per_s") {
-        "per second"
-    } else if key.ends_with("_mib_s") || key == "mib_per_s" {
-        "MiB/s"
-    } else if key.ends_with("_us") {
-        "us"
-    } else if key.ends_with("_ms") {
-        "ms"
-    } else if key.ends_with("_mib") {
-        "MiB"
-    } else if key.ends_with("_s") {
-        "s"
-    } else if key.ends_with("ratio") || key.ends_with("factor") {
-        "x"
-    } else if key == "failures" {
-        "operations"
-    } else {
-        ""
+/// The value axis' label: the figure's unit on the page ("ms", "MiB/s"), "per second"
+/// for a rate its title names, "operations" for failed ops.
+fn axis_label(key: &str, sc: &Scale) -> &'static str {
+    match sc.unit {
+        "" if key.ends_with("_per_s") => "per second",
+        "" if key == "failures" => "operations",
+        u => u,
     }
+}
+
+/// `v` rounded to 3 significant digits (the bars' titles then print no more).
+fn round3(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let f = 10f64.powi(2 - v.abs().log10().floor() as i32);
+    (v * f).round() / f
 }
 
 /// One chart, ready to write: the figure's key and title, and the SVG.
 pub struct StudyChart {
     pub key: &'static str,
-    pub title: &'static str,
+    pub title: String,
     pub svg: String,
 }
 
@@ -111,45 +113,42 @@ pub fn build(sj: &Study, runs: &[(StudyRun, Figures)]) -> Vec<StudyChart> {
         .unwrap_or(0) as u32;
     let slot = (longest * 7 + 16).max(series.len() as u32 * 36).max(90);
     let width = (80 + groups.len() as u32 * slot).clamp(720, 4000);
-    let ok: Vec<&(StudyRun, Figures)> = runs.iter().filter(|(r, _)| r.counts()).collect();
+    let cells = study_page::cells(sj, runs);
+    let cell_of = |g: &str, ser: &str| -> Option<&CellRuns> {
+        cells.iter().find(|c| {
+            group_of(&c.params) == g
+                && (series_label.is_empty()
+                    || c.params.iter().any(|(k, v)| *k == series_label && v == ser))
+        })
+    };
     let mut out = vec![];
-    for (key, title) in FIGURES {
-        let mut any = false;
+    for key in study_page::varying_figures(&cells) {
+        let max = cells
+            .iter()
+            .filter_map(|c| c.stats(key).map(|s| s.2))
+            .fold(0.0, f64::max);
+        let sc = verdict::scale(key, max);
         let values: Vec<Vec<Option<Bar>>> = groups
             .iter()
             .map(|g| {
                 series
                     .iter()
                     .map(|s| {
-                        let xs: Vec<f64> = ok
-                            .iter()
-                            .filter(|(r, _)| {
-                                group_of(&r.params) == *g
-                                    && (series_label.is_empty() || r.param(&series_label) == s)
-                            })
-                            .filter_map(|(_, x)| x.get(key))
-                            .filter(|v| v.is_finite())
-                            .collect();
-                        if xs.is_empty() {
-                            return None;
-                        }
-                        any = true;
+                        let (mean, min, max, n) = cell_of(g, s)?.stats(key)?;
                         Some(Bar {
-                            mean: xs.iter().sum::<f64>() / xs.len() as f64,
-                            min: xs.iter().copied().fold(f64::INFINITY, f64::min),
-                            max: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                            n: xs.len(),
+                            mean: round3(mean / sc.div),
+                            min: round3(min / sc.div),
+                            max: round3(max / sc.div),
+                            n,
                         })
                     })
                     .collect()
             })
             .collect();
-        if !any {
-            continue;
-        }
+        let title = study_page::short_title(key);
         let bars = Bars {
-            title: format!("{title} (mean of repeats, whiskers min..max)"),
-            y_label: unit(key).into(),
+            title: format!("{title} (mean of valid repeats, whiskers min..max)"),
+            y_label: axis_label(key, &sc).into(),
             x_label: group_keys.join(", "),
             groups: groups.clone(),
             series_label: series_label.clone(),
@@ -169,11 +168,21 @@ pub fn build(sj: &Study, runs: &[(StudyRun, Figures)]) -> Vec<StudyChart> {
 
 /// Writes `STUDY/charts/KEY.svg` and `KEY.png` for each chart.
 pub fn write(study: &Path, charts_: &[StudyChart]) -> anyhow::Result<()> {
-    if charts_.is_empty() {
+    let dir = study.join("charts");
+    if charts_.is_empty() && !dir.exists() {
         return Ok(());
     }
-    let dir = study.join("charts");
     std::fs::create_dir_all(&dir)?;
+    // A chart an earlier report drew of a figure that no longer varies goes: what is in
+    // charts/ is what the page shows.
+    for e in std::fs::read_dir(&dir)?.flatten() {
+        let p = e.path();
+        let ours = p.extension().is_some_and(|x| x == "png" || x == "svg");
+        let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        if ours && !charts_.iter().any(|c| c.key == stem) {
+            std::fs::remove_file(&p)?;
+        }
+    }
     for c in charts_ {
         std::fs::write(dir.join(format!("{}.svg", c.key)), &c.svg)?;
         let png = charts::svg_to_png(&c.svg)

@@ -59,11 +59,15 @@ pub struct Verdict {
     pub figure: String,
     pub mean_a: f64,
     pub mean_b: f64,
+    /// Valid repeats on each side (the ones the means are of).
     pub n_a: usize,
     pub n_b: usize,
+    /// Finished runs of the two sides left out as invalid.
+    pub invalid_a: usize,
+    pub invalid_b: usize,
     /// mean_b / mean_a.
     pub ratio: f64,
-    /// The bootstrap 95% interval of the ratio (None with fewer than 2 repeats a side).
+    /// The Welch 95% interval of the ratio (None with fewer than 2 repeats a side).
     pub interval: Option<(f64, f64)>,
     /// The interval excludes 1.0 (None without an interval).
     pub distinguishable: Option<bool>,
@@ -71,30 +75,101 @@ pub struct Verdict {
     pub line: String,
 }
 
-/// A figure's value in words with its unit: µs figures as µs, ms or s, 3 significant digits.
-pub fn value_words(key: &str, v: f64) -> String {
+/// One question a study asks: what changing `param` from its first value `a` to each of
+/// the others does, every other parameter held. Its answers, and a line for each
+/// comparison that could not be made and why ("every run of raid 0 is invalid").
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Question {
+    pub param: String,
+    pub a: String,
+    pub values: Vec<String>,
+    /// "raid: 1 against 0", the question's heading on the page.
+    pub heading: String,
+    pub verdicts: Vec<Verdict>,
+    pub unanswered: Vec<String>,
+}
+
+/// How a figure is printed: its values divided by `div`, then `unit` ("ms", "s",
+/// "MiB/s", "x"; "" for a count or a rate whose title names it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scale {
+    pub div: f64,
+    pub unit: &'static str,
+}
+
+/// The scale for figure `key` whose largest value is `max`: µs figures in ms, or in s
+/// from 1 s (never raw µs); ms figures in s from 1 s.
+pub fn scale(key: &str, max: f64) -> Scale {
+    let s = |div, unit| Scale { div, unit };
     if key.ends_with("_us") {
-        if v >= 1e6 {
-            format!("{} s", sig3(v / 1e6))
-        } else if v >= 1e3 {
-            format!("{} ms", sig3(v / 1e3))
+        if max >= 1e6 {
+            s(1e6, "s")
         } else {
-            format!("{} µs", sig3(v))
+            s(1e3, "ms")
         }
-    } else if key.ends_with("_mib_s") {
-        format!("{} MiB/s", sig3(v))
-    } else if key.ends_with("_ratio") {
-        format!("{}x", sig3(v))
+    } else if key.ends_with("_ms") {
+        if max >= 1e3 {
+            s(1e3, "s")
+        } else {
+            s(1.0, "ms")
+        }
+    } else if key.ends_with("_mib_s") || key == "mib_per_s" {
+        s(1.0, "MiB/s")
+    } else if key.ends_with("_per_s") {
+        s(1.0, "")
+    } else if key.ends_with("_mib") {
+        s(1.0, "MiB")
+    } else if key.ends_with("_pct") {
+        s(1.0, "%")
+    } else if key.ends_with("_s") {
+        s(1.0, "s")
+    } else if key.ends_with("ratio") || key.ends_with("factor") {
+        s(1.0, "x")
     } else {
-        sig3(v)
+        s(1.0, "")
     }
 }
 
-/// Three significant digits, no exponent ("22.8", "0.153", "1530").
-fn sig3(v: f64) -> String {
-    if !v.is_finite() {
-        return "-".into();
+impl Scale {
+    /// The number alone, 3 significant digits ("22.8", "0.153", "1,530").
+    pub fn number(&self, v: f64) -> String {
+        sig3(v / self.div)
     }
+    /// The number and its unit ("22.8 ms", "1.15x", "950").
+    pub fn words(&self, v: f64) -> String {
+        match self.unit {
+            "" => self.number(v),
+            "x" | "%" => format!("{}{}", self.number(v), self.unit),
+            u => format!("{} {u}", self.number(v)),
+        }
+    }
+    /// Two values in one unit ("22.8 vs 19.9 ms", "1.20x vs 1.05x").
+    pub fn pair(&self, a: f64, b: f64) -> String {
+        match self.unit {
+            "" => format!("{} vs {}", self.number(a), self.number(b)),
+            "x" | "%" => format!("{} vs {}", self.words(a), self.words(b)),
+            u => format!("{} vs {} {u}", self.number(a), self.number(b)),
+        }
+    }
+}
+
+/// A figure's value in words with its unit: µs figures as ms or s, 3 significant digits.
+pub fn value_words(key: &str, v: f64) -> String {
+    scale(key, v.abs()).words(v)
+}
+
+/// Three significant digits, no exponent, thousands separated ("22.8", "0.153", "1,530").
+pub fn sig3(v: f64) -> String {
+    if !v.is_finite() {
+        return crate::units::NONE.into();
+    }
+    // Round to 3 significant digits first: 99.96 is "100", not "100.0".
+    let v = if v == 0.0 {
+        0.0
+    } else {
+        let f = 10f64.powi(2 - v.abs().log10().floor() as i32);
+        (v * f).round() / f
+    };
     let a = v.abs();
     let decimals = if a >= 100.0 || a == 0.0 {
         0
@@ -106,6 +181,25 @@ fn sig3(v: f64) -> String {
 
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// Whether a figure's values (over valid runs, or over cells' means) differ: by more than
+/// 2% when all are positive, by anything when one is zero or below (0 vs 5 failures). A
+/// scenario's fixed input (msgs/s at a fixed rate) does not; a single value does not.
+pub fn varies(values: &[f64]) -> bool {
+    let (lo, hi) = values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+            (l.min(*v), h.max(*v))
+        });
+    if values.len() < 2 || hi <= lo {
+        return false;
+    }
+    if lo > 0.0 {
+        hi / lo > 1.02
+    } else {
+        true
+    }
 }
 
 /// t's 0.975 quantile for `df` degrees of freedom (a table, linear in 1/df between rows).
@@ -164,120 +258,220 @@ pub fn ratio_interval(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
     Some(((r.ln() - half).exp(), (r.ln() + half).exp()))
 }
 
-/// Every verdict of a study's valid runs; `params` in the matrix's order, each run's
-/// parameter values in the order the matrix gave them (the runs' order).
-pub fn verdicts(runs: &[(&StudyRun, &Figures)], params: &[String]) -> Vec<Verdict> {
+/// The figures of [`ANSWER_FIGURES`] that vary across the valid runs, in that order.
+pub fn varying_answer_figures(
+    valid: &[(&StudyRun, &Figures)],
+) -> Vec<(&'static str, &'static str)> {
+    ANSWER_FIGURES
+        .into_iter()
+        .filter(|(key, _)| {
+            varies(
+                &valid
+                    .iter()
+                    .filter_map(|(_, x)| x.get(key))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .collect()
+}
+
+/// The verdict of one figure: `b` (values of side B) against `a`.
+struct Sides<'a> {
+    param: &'a str,
+    a0: &'a str,
+    b: &'a str,
+    others: &'a [(String, String)],
+    invalid: (usize, usize),
+}
+
+fn verdict(s: &Sides, key: &str, title: &str, a: &[f64], b: &[f64]) -> Option<Verdict> {
+    let (mean_a, mean_b) = (mean(a), mean(b));
+    if a.is_empty() || b.is_empty() || mean_a <= 0.0 {
+        return None;
+    }
+    let ratio = mean_b / mean_a;
+    let interval = ratio_interval(a, b);
+    let distinguishable = interval.map(|(l, h)| l > 1.0 || h < 1.0);
+    let held = if s.others.is_empty() {
+        String::new()
+    } else {
+        let o: Vec<String> = s.others.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        format!(" at {}", o.join(", "))
+    };
+    let mut repeats = if a.len() == b.len() {
+        format!(
+            "{} repeat{} each",
+            a.len(),
+            if a.len() == 1 { "" } else { "s" }
+        )
+    } else {
+        format!("{} and {} repeats", b.len(), a.len())
+    };
+    let left_out = s.invalid.0 + s.invalid.1;
+    if left_out > 0 {
+        repeats += &format!(", {left_out} invalid left out");
+    }
+    let noise = match interval {
+        Some((l, h)) => format!(
+            "{INTERVAL_NAME} {}-{}x: {}",
+            sig3(l),
+            sig3(h),
+            if distinguishable == Some(true) {
+                "distinguishable"
+            } else {
+                "not distinguishable"
+            }
+        ),
+        None => "too few repeats for a statement of noise".into(),
+    };
+    let sc = scale(key, mean_a.max(mean_b));
+    let line = format!(
+        "{p} {v}: {title} {r}x {p} {a0}{held} ({pair}, {repeats}; {noise})",
+        p = s.param,
+        v = s.b,
+        a0 = s.a0,
+        r = sig3(ratio),
+        pair = sc.pair(mean_b, mean_a),
+    );
+    Some(Verdict {
+        param: s.param.to_string(),
+        a: s.a0.to_string(),
+        b: s.b.to_string(),
+        others: s.others.to_vec(),
+        figure: key.to_string(),
+        mean_a,
+        mean_b,
+        n_a: a.len(),
+        n_b: b.len(),
+        invalid_a: s.invalid.0,
+        invalid_b: s.invalid.1,
+        ratio,
+        interval,
+        distinguishable,
+        line,
+    })
+}
+
+/// The study's questions, one per matrix parameter with 2+ values (in the matrix's
+/// order), each answered from the valid runs of `runs` (every finished run; invalid ones
+/// are counted and left out), every other parameter held. `params` in the matrix's
+/// order; each run's values in the order the matrix gave them (the runs' order).
+pub fn questions(runs: &[(&StudyRun, &Figures)], params: &[String]) -> Vec<Question> {
+    let valid: Vec<(&StudyRun, &Figures)> =
+        runs.iter().filter(|(r, _)| r.counts()).copied().collect();
+    let figures = varying_answer_figures(&valid);
     let mut out = vec![];
-    for (key, title) in ANSWER_FIGURES {
-        let all: Vec<f64> = runs.iter().filter_map(|(_, x)| x.get(key)).collect();
-        let (lo, hi) = all
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
-                (l.min(*v), h.max(*v))
-            });
-        if all.len() < 2 || !(lo > 0.0 && hi / lo > 1.02) {
+    for p in params {
+        let mut values: Vec<String> = vec![];
+        for (r, _) in runs {
+            if !values.iter().any(|v| v == r.param(p)) {
+                values.push(r.param(p).to_string());
+            }
+        }
+        if values.len() < 2 {
             continue;
         }
-        for p in params {
-            let mut values: Vec<&str> = vec![];
-            for (r, _) in runs {
-                if !values.contains(&r.param(p)) {
-                    values.push(r.param(p));
-                }
+        let others_of = |r: &StudyRun| -> Vec<(String, String)> {
+            params
+                .iter()
+                .filter(|q| *q != p)
+                .map(|q| (q.clone(), r.param(q).to_string()))
+                .collect()
+        };
+        // The combinations of the other parameters, in the runs' order.
+        let mut combos: Vec<Vec<(String, String)>> = vec![];
+        for (r, _) in runs {
+            let o = others_of(r);
+            if !combos.contains(&o) {
+                combos.push(o);
             }
-            if values.len() < 2 {
-                continue;
-            }
-            // The combinations of the other parameters, in the runs' order.
-            let others_of = |r: &StudyRun| -> Vec<(String, String)> {
-                params
-                    .iter()
-                    .filter(|q| *q != p)
-                    .map(|q| (q.clone(), r.param(q).to_string()))
+        }
+        let a0 = values[0].clone();
+        let mut q = Question {
+            param: p.clone(),
+            a: a0.clone(),
+            values: values.clone(),
+            heading: format!("{p}: {} against {a0}", values[1..].join(", ")),
+            verdicts: vec![],
+            unanswered: vec![],
+        };
+        for others in &combos {
+            let side_runs = |v: &str| -> Vec<&(&StudyRun, &Figures)> {
+                runs.iter()
+                    .filter(|(r, _)| r.param(p) == v && &others_of(r) == others)
                     .collect()
             };
-            let mut combos: Vec<Vec<(String, String)>> = vec![];
-            for (r, _) in runs {
-                let o = others_of(r);
-                if !combos.contains(&o) {
-                    combos.push(o);
+            let held = if others.is_empty() {
+                String::new()
+            } else {
+                let o: Vec<String> = others.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                format!(" at {}", o.join(", "))
+            };
+            let ra = side_runs(&a0);
+            for v in &values[1..] {
+                let rb = side_runs(v);
+                let no_valid = |side: &[&(&StudyRun, &Figures)], val: &str| -> Option<String> {
+                    if side.iter().any(|(r, _)| r.counts()) {
+                        None
+                    } else if side.is_empty() {
+                        Some(format!("no run of {p} {val} finished"))
+                    } else {
+                        Some(format!(
+                            "every run of {p} {val} is invalid (see Invalid runs)"
+                        ))
+                    }
+                };
+                let why: Vec<String> = [no_valid(&ra, &a0), no_valid(&rb, v)]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                if !why.is_empty() {
+                    q.unanswered.push(format!(
+                        "{p} {v} against {p} {a0}{held}: no answer: {}",
+                        why.join("; ")
+                    ));
+                    continue;
                 }
-            }
-            for others in &combos {
-                let side = |v: &str| -> Vec<f64> {
-                    runs.iter()
-                        .filter(|(r, _)| r.param(p) == v && &others_of(r) == others)
+                let invalid = |side: &[&(&StudyRun, &Figures)]| {
+                    side.iter().filter(|(r, _)| !r.counts()).count()
+                };
+                let sides = Sides {
+                    param: p,
+                    a0: &a0,
+                    b: v,
+                    others,
+                    invalid: (invalid(&ra), invalid(&rb)),
+                };
+                let vals = |side: &[&(&StudyRun, &Figures)], key: &str| -> Vec<f64> {
+                    side.iter()
+                        .filter(|(r, _)| r.counts())
                         .filter_map(|(_, x)| x.get(key))
                         .collect()
                 };
-                let a = side(values[0]);
-                if a.is_empty() {
-                    continue;
-                }
-                for v in &values[1..] {
-                    let b = side(v);
-                    if b.is_empty() {
-                        continue;
+                for (key, title) in &figures {
+                    if let Some(vd) = verdict(&sides, key, title, &vals(&ra, key), &vals(&rb, key))
+                    {
+                        q.verdicts.push(vd);
                     }
-                    let (mean_a, mean_b) = (mean(&a), mean(&b));
-                    if mean_a <= 0.0 {
-                        continue;
-                    }
-                    let ratio = mean_b / mean_a;
-                    let interval = ratio_interval(&a, &b);
-                    let distinguishable = interval.map(|(l, h)| l > 1.0 || h < 1.0);
-                    let held = if others.is_empty() {
-                        String::new()
-                    } else {
-                        let o: Vec<String> =
-                            others.iter().map(|(k, v)| format!("{k} {v}")).collect();
-                        format!(" at {}", o.join(", "))
-                    };
-                    let repeats = if a.len() == b.len() {
-                        format!("{} repeats each", a.len())
-                    } else {
-                        format!("{} and {} repeats", b.len(), a.len())
-                    };
-                    let noise = match interval {
-                        Some((l, h)) => format!(
-                            "{INTERVAL_NAME} {}-{}x: {}",
-                            sig3(l),
-                            sig3(h),
-                            if distinguishable == Some(true) {
-                                "distinguishable"
-                            } else {
-                                "not distinguishable"
-                            }
-                        ),
-                        None => "too few repeats for a statement of noise".into(),
-                    };
-                    let line = format!(
-                        "{p} {v} vs {p} {a0}{held}: {title} {r}x ({vb} vs {va}, {repeats}; {noise})",
-                        a0 = values[0],
-                        r = sig3(ratio),
-                        vb = value_words(key, mean_b),
-                        va = value_words(key, mean_a),
-                    );
-                    out.push(Verdict {
-                        param: p.clone(),
-                        a: values[0].to_string(),
-                        b: v.to_string(),
-                        others: others.clone(),
-                        figure: key.to_string(),
-                        mean_a,
-                        mean_b,
-                        n_a: a.len(),
-                        n_b: b.len(),
-                        ratio,
-                        interval,
-                        distinguishable,
-                        line,
-                    });
                 }
             }
         }
+        if q.verdicts.is_empty() && q.unanswered.is_empty() {
+            q.unanswered.push(format!(
+                "{p}: no answer: no figure compared (probe write/read p99, ack p99, fsync p99, msgs/s, obj/s, burst peak, the interference ratios) differs by more than 2% across the valid runs"
+            ));
+        }
+        out.push(q);
     }
     out
+}
+
+/// Every verdict of every question, in the questions' order (study.json `verdicts`).
+pub fn verdicts(runs: &[(&StudyRun, &Figures)], params: &[String]) -> Vec<Verdict> {
+    questions(runs, params)
+        .into_iter()
+        .flat_map(|q| q.verdicts)
+        .collect()
 }
 
 #[cfg(test)]
@@ -351,7 +545,7 @@ mod tests {
         assert!((r5.ratio - 2.0).abs() < 0.05, "{r5:?}");
         assert_eq!(r5.distinguishable, Some(true));
         assert!(
-            r5.line.starts_with("raid 1 vs raid 0 at sync 5s: probe write p99 2.00x (20.2 ms vs 10.1 ms, 3 repeats each; Welch 95% interval"),
+            r5.line.starts_with("raid 1: probe write p99 2.00x raid 0 at sync 5s (20.2 vs 10.1 ms, 3 repeats each; Welch 95% interval"),
             "{}",
             r5.line
         );
@@ -375,9 +569,50 @@ mod tests {
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].distinguishable, None);
         assert!(
-            v[0].line.contains("1 repeats each; too few repeats"),
+            v[0].line
+                .contains("(12.0 vs 10.0 ms, 1 repeat each; too few repeats"),
             "{}",
             v[0].line
+        );
+    }
+
+    #[test]
+    fn an_invalid_run_is_left_out_and_said_and_a_side_with_none_valid_has_no_answer() {
+        let bad = |mut r: StudyRun| {
+            r.invalid = Some("phase 1 probe fell behind its rate".into());
+            r
+        };
+        let mut owned = vec![];
+        for (sync, raid, p99, invalid) in [
+            ("5s", "0", 10_000.0, false),
+            ("5s", "0", 10_200.0, false),
+            ("5s", "1", 20_000.0, false),
+            ("5s", "1", 20_400.0, false),
+            // 80 ms while behind its rate: would make the ratio 4.7x if it counted.
+            ("5s", "1", 80_000.0, true),
+            ("always", "0", 50_000.0, true),
+            ("always", "1", 51_000.0, false),
+        ] {
+            let r = run(&[("sync", sync), ("raid", raid)]);
+            owned.push((if invalid { bad(r) } else { r }, fig(p99)));
+        }
+        let runs: Vec<(&StudyRun, &Figures)> = owned.iter().map(|(r, x)| (r, x)).collect();
+        let q = questions(&runs, &["sync".into(), "raid".into()]);
+        let raid = q.iter().find(|q| q.param == "raid").unwrap();
+        assert_eq!(raid.heading, "raid: 1 against 0");
+        assert_eq!(raid.verdicts.len(), 1, "{raid:?}");
+        let v = &raid.verdicts[0];
+        assert!((v.ratio - 2.0).abs() < 0.01, "{v:?}");
+        assert_eq!((v.n_a, v.n_b, v.invalid_b), (2, 2, 1));
+        assert!(
+            v.line
+                .contains("(20.2 vs 10.1 ms, 2 repeats each, 1 invalid left out;"),
+            "{}",
+            v.line
+        );
+        assert_eq!(
+            raid.unanswered,
+            vec!["raid 1 against raid 0 at sync always: no answer: every run of raid 0 is invalid (see Invalid runs)".to_string()]
         );
     }
 
@@ -385,7 +620,13 @@ mod tests {
     fn values_read_in_ms_and_s_with_three_significant_digits() {
         assert_eq!(value_words("ack_p99_us", 4_311_745.0), "4.31 s");
         assert_eq!(value_words("ack_p99_us", 22_800.0), "22.8 ms");
-        assert_eq!(value_words("ack_p99_us", 153.4), "153 µs");
+        assert_eq!(value_words("ack_p99_us", 153.4), "0.153 ms");
+        assert_eq!(value_words("ack_p99_us", 99_960.0), "100 ms");
+        assert_eq!(value_words("msgs_per_s", 1534.0), "1,530");
+        assert_eq!(
+            scale("ack_p99_us", 2e6).pair(2_340_000.0, 512_000.0),
+            "2.34 vs 0.512 s"
+        );
         assert_eq!(value_words("probe_write_p99_burst_ratio", 1.153), "1.15x");
     }
 }
