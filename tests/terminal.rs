@@ -227,19 +227,33 @@ fn run_with_progress_says_run_n_of_m_with_an_eta_and_ends_with_study_md_s_answer
         stderr.rfind("report.html").unwrap() > last_progress,
         "{stderr}"
     );
-    // stdout: the answers, exactly study.md's "## Answers" lines, then the directory.
+    // stdout: the answers, exactly study.md's "## Answers" (each question's heading and
+    // lines), then the directory.
     let md = std::fs::read_to_string(out.join("study.md")).unwrap();
-    let answers: Vec<&str> = md
+    let section: Vec<&str> = md
         .split("## Answers\n\n")
         .nth(1)
         .unwrap_or_else(|| panic!("no answers in study.md:\n{md}"))
         .lines()
-        .take_while(|l| l.starts_with("- "))
+        .take_while(|l| !l.starts_with("## ") && !l.starts_with("Each answer"))
+        .filter(|l| !l.is_empty())
+        .collect();
+    let said: Vec<String> = section
+        .iter()
+        .map(|l| match l.strip_prefix("### ") {
+            Some(h) => format!("{h}:"),
+            None => l.to_string(),
+        })
+        .collect();
+    let answers: Vec<&str> = section
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("- "))
         .collect();
     assert!(!answers.is_empty(), "{md}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines[0], "Answers:", "{stdout}");
-    assert_eq!(&lines[1..=answers.len()], &answers[..], "{stdout}");
+    assert_eq!(&lines[1..=said.len()], &said[..], "{stdout}");
     assert_eq!(
         *lines.last().unwrap(),
         out.display().to_string(),

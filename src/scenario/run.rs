@@ -266,7 +266,7 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
 /// why there is no answer.
 pub fn answer_lines(a: &super::study::Answers) -> Vec<String> {
     let mut v = vec![];
-    if a.verdicts.is_empty() {
+    if a.verdicts.is_empty() && a.questions.iter().all(|q| q.unanswered.is_empty()) {
         v.push(format!(
             "Answers: none: {}",
             if a.params.is_empty() {
@@ -278,8 +278,13 @@ pub fn answer_lines(a: &super::study::Answers) -> Vec<String> {
             }
         ));
     } else {
+        // study.md's "## Answers": each question's heading, then its lines.
         v.push("Answers:".to_string());
-        v.extend(a.verdicts.iter().map(|x| format!("- {}", x.line)));
+        for q in &a.questions {
+            v.push(format!("{}:", q.heading));
+            v.extend(q.verdicts.iter().map(|x| format!("- {}", x.line)));
+            v.extend(q.unanswered.iter().map(|u| format!("- {u}")));
+        }
     }
     v.extend(a.invalid.iter().map(|l| format!("- {l}")));
     v

@@ -392,6 +392,9 @@ pub fn node_figures(run_dir: &Path, duration_ns: u64) -> BTreeMap<String, NodeFi
 /// runs left out of them ("## Invalid runs"). `run` prints these lines at its end.
 #[derive(Debug, Clone, Default)]
 pub struct Answers {
+    /// The questions, as study.md's "## Answers" has them: each heading, verdicts and the
+    /// comparisons that could not be made.
+    pub questions: Vec<super::verdict::Question>,
     pub verdicts: Vec<super::verdict::Verdict>,
     /// "<cell> r<k>: INVALID: <reason>".
     pub invalid: Vec<String>,
@@ -475,6 +478,7 @@ pub fn write_reports(study: &Path) -> anyhow::Result<Answers> {
         super::html::study_page(study, &page, &charts_, &sj.runs),
     )?;
     Ok(Answers {
+        questions: page.questions.clone(),
         valid_runs: per_run.iter().filter(|(r, _)| r.counts()).count(),
         verdicts: verdicts.into_iter().cloned().collect(),
         invalid: sj
