@@ -146,18 +146,23 @@ pub struct Embedded {
 ///
 /// The raw rows are streamed from the run's files (across its chunks) one row at a time;
 /// nothing here holds more than the page's values.
-pub fn embedded(run: &Run, timeline: &Timeline, other: usize) -> Embedded {
+pub fn embedded(run: &Run, timeline: &Timeline, other: usize, devices: &[String]) -> Embedded {
     let duration = run.duration_ns.max(1);
     let left = POINT_BUDGET.saturating_sub(other);
-    let busy: Vec<_> = run.disks.iter().filter(|d| d.busy()).collect();
+    // The report's devices in its order (`report::order`; `report --device` keeps some).
+    let busy: Vec<_> = devices
+        .iter()
+        .filter_map(|n| run.disks.iter().find(|d| &d.name == n))
+        .filter(|d| d.busy())
+        .collect();
     let per_window: usize = busy.iter().map(|d| 1 + (d.read_bytes > 0.0) as usize).sum();
     // The windows are fed from a pass of their own over the rows, one row at a time (the
     // rows are never held: report/stream.rs); devices in the pass's order are
     // `run.disks`' order, and a hole's rows without values reach the windows as such.
     let feed = |spans: &[(u64, u64)], width: u64| {
         let mut rw = RawWindows::new(spans, width, duration);
-        let _ = crate::format::diskstats::for_each_row_in(run.diskstats_files(), |k, d, t, f| {
-            if run.disks.get(k).is_some_and(|d| d.busy()) {
+        let _ = crate::format::diskstats::for_each_row_in(run.diskstats_files(), |_, d, t, f| {
+            if busy.iter().any(|b| b.name == d.name) {
                 rw.add(
                     &d.name,
                     t,
@@ -166,7 +171,11 @@ pub fn embedded(run: &Run, timeline: &Timeline, other: usize) -> Embedded {
                 );
             }
         });
-        rw.finish()
+        let mut spans = rw.finish();
+        for sp in spans.iter_mut() {
+            in_order(sp, &busy);
+        }
+        spans
     };
     // Every device's bursts, in the order they happened.
     let mut bursts: Vec<(u64, u64)> = timeline
@@ -199,6 +208,7 @@ pub fn embedded(run: &Run, timeline: &Timeline, other: usize) -> Embedded {
             .unwrap_or(LEVELS_NS[LEVELS_NS.len() - 1]);
         if let Ok(mut sp) = zoom_data::envelope_span(&envelopes, level, 0, duration) {
             sp.devices.retain(|d| busy.iter().any(|b| b.name == d.name));
+            in_order(&mut sp, &busy);
             base = Some(sp);
         }
     }
@@ -244,9 +254,18 @@ pub fn embedded(run: &Run, timeline: &Timeline, other: usize) -> Embedded {
     }
 }
 
-/// The page data (JSON): the device layers ([`embedded`]), the taken panels, events and
-/// bursts; with what was embedded.
-pub fn data_json(run: &Run, timeline: &Timeline) -> (String, Embedded) {
+/// A span's devices in the order of `busy` (the report's).
+fn in_order(sp: &mut Span, busy: &[&crate::report::run::Disk]) {
+    sp.devices.sort_by_key(|d| {
+        busy.iter()
+            .position(|b| b.name == d.name)
+            .unwrap_or(usize::MAX)
+    });
+}
+
+/// The page data (JSON): the device layers ([`embedded`]) of `devices` (the report's, in
+/// its order), the taken panels, events and bursts; with what was embedded.
+pub fn data_json(run: &Run, timeline: &Timeline, devices: &[String]) -> (String, Embedded) {
     let duration = run.duration_ns.max(1);
     let panels: Vec<_> = timeline.panels.iter().filter(|p| taken(&p.title)).collect();
     let other: usize = panels
@@ -254,7 +273,7 @@ pub fn data_json(run: &Run, timeline: &Timeline) -> (String, Embedded) {
         .flat_map(|p| p.series.iter())
         .map(|s| 2 * s.v.len())
         .sum();
-    let emb = embedded(run, timeline, other);
+    let emb = embedded(run, timeline, other, devices);
     let mut s = String::with_capacity(64 * 1024);
     let _ = write!(
         s,
@@ -335,7 +354,12 @@ fn width_text(ns: u64) -> String {
 
 /// The interactive timeline's HTML (a heading, a notice, the charts' container and the
 /// scripts), or with `Err` from [`find_uplot`] the one-line notice.
-pub fn section(run: &Run, timeline: &Timeline, uplot: &Result<Uplot, String>) -> String {
+pub fn section(
+    run: &Run,
+    timeline: &Timeline,
+    uplot: &Result<Uplot, String>,
+    devices: &[String],
+) -> String {
     let mut s = String::new();
     s.push_str("<h3>Zoomable timeline</h3>\n");
     let u = match uplot {
@@ -349,7 +373,7 @@ pub fn section(run: &Run, timeline: &Timeline, uplot: &Result<Uplot, String>) ->
             return s;
         }
     };
-    let (json, emb) = data_json(run, timeline);
+    let (json, emb) = data_json(run, timeline, devices);
     let base = &emb.layers[0];
     let res = if base.level_ns == RAW_NS {
         "Every device series holds 1 ms windows (MiB/s over each millisecond): zoom in down \
