@@ -237,6 +237,51 @@ pub struct DeviceAnalysis {
     pub charts: Option<stream::DeviceCharts>,
     /// rates.csv's window sums and in-flight maxima, and which fields the rows hold.
     pub rates: Option<(stream::Rates, [bool; MAX_FIELDS])>,
+    /// The burst finder's write bins as MiB/s, for the chart of the UI average against
+    /// them (issue 23 item 8): [`BinRates`].
+    pub write_bins: BinRates,
+}
+
+/// A direction's burst-finder bins (10 ms by default) as MiB/s at each bin's middle, at
+/// most [`BinRates::MAX_POINTS`]: a longer run keeps the highest bin of each group of
+/// `group` bins (so every burst keeps its top).
+#[derive(Debug, Clone, Default)]
+pub struct BinRates {
+    pub bin_ns: u64,
+    /// Bins per point (1: every bin).
+    pub group: usize,
+    /// (t_s, MiB/s).
+    pub points: Vec<(f64, f64)>,
+}
+
+impl BinRates {
+    pub const MAX_POINTS: usize = 4000;
+
+    /// From `n` bin sums (bytes) of `bin_ns`.
+    pub fn of(bins: impl Iterator<Item = f64>, n: usize, bin_ns: u64) -> BinRates {
+        let group = n.div_ceil(Self::MAX_POINTS).max(1);
+        let bin_s = bin_ns as f64 / 1e9;
+        let mut points = Vec::with_capacity(n.div_ceil(group));
+        let (mut top, mut k0, mut k) = (0.0f64, 0usize, 0usize);
+        for b in bins {
+            top = top.max(b);
+            k += 1;
+            if k - k0 == group {
+                let mid = (k0 + k) as f64 / 2.0 * bin_s;
+                points.push((mid, top / bin_s / MIB));
+                top = 0.0;
+                k0 = k;
+            }
+        }
+        if k > k0 {
+            points.push(((k0 + k) as f64 / 2.0 * bin_s, top / bin_s / MIB));
+        }
+        BinRates {
+            bin_ns,
+            group,
+            points,
+        }
+    }
 }
 
 /// [`analyse_device`] from every row in memory: the reference the streamed figures are
@@ -281,12 +326,16 @@ pub fn analyse_device_in_memory(
         util_pct: 100.0 * io_ms / span,
         rows: d.t_ns.len(),
     };
+    let iv = analysis::intervals(d, ds::F_SECTORS_WRITTEN, analysis::SECTOR_BYTES);
+    let n = (dur / o.burst.bin_ns) as usize;
+    let bins = analysis::window_sums(&iv, o.burst.bin_ns, n);
     DeviceAnalysis {
         summary,
         ui_write,
         ui_read,
         charts: None,
         rates: None,
+        write_bins: BinRates::of(bins.into_iter(), n, o.burst.bin_ns),
     }
 }
 
@@ -364,12 +413,14 @@ pub fn analyse_device(
         util_pct: 100.0 * a.io_ms / span,
         rows: a.rows,
     };
+    let write_bins = BinRates::of(a.write.bins.iter(), a.write.bins.n, o.burst.bin_ns);
     DeviceAnalysis {
         summary,
         ui_write,
         ui_read,
         charts: Some(a.charts),
         rates: a.rates.map(|r| (r, a.has)),
+        write_bins,
     }
 }
 
