@@ -541,7 +541,7 @@ pub fn ui_view_title(name: &str, ui_label: &str, bin_ms: f64) -> String {
 fn ui_view_panel(a: &DeviceAnalysis, ui_label: &str, end_s: f64) -> Option<Panel> {
     let w = &a.summary.write;
     let ui = w.ui_average_mib_s;
-    if w.bytes == 0.0 || !(ui > 0.0) || a.write_bins.points.is_empty() {
+    if w.bytes == 0.0 || ui.is_nan() || ui <= 0.0 || a.write_bins.points.is_empty() {
         return None;
     }
     let b = &a.write_bins;
