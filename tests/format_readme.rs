@@ -234,6 +234,14 @@ fn summary_fields() -> BTreeSet<String> {
         ui_average_mib_s: 1.0,
         hidden_factor: Some(1.0),
         bursts,
+        service_peak_mib_s: Some(summary::Peaks {
+            p1ms: 1.0,
+            p10ms: 1.0,
+            p100ms: 1.0,
+            p1s: 1.0,
+        }),
+        bunched: vec!["1ms".into()],
+        headline_peak_10ms_mib_s: Some(1.0),
     };
     let meta_samplers = meta_fields(); // only to be sure both share SamplerMeta
     assert!(meta_samplers.contains("interval_us"));

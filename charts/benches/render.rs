@@ -60,6 +60,7 @@ fn timeline(t_s: &[f64], mut v: impl FnMut(usize, usize) -> f64) -> Timeline {
                 folded: None,
             }],
             y_min_zero: true,
+            y_scale: Default::default(),
         })
         .collect();
     Timeline {

@@ -120,6 +120,7 @@ fn demo_timeline() -> Timeline {
                     },
                 ],
                 y_min_zero: true,
+                y_scale: Default::default(),
             },
             Panel {
                 title: "vda read MiB/s".into(),
@@ -131,6 +132,7 @@ fn demo_timeline() -> Timeline {
                     ..Series::default()
                 }],
                 y_min_zero: true,
+                y_scale: Default::default(),
             },
             Panel {
                 title: "published msgs/s".into(),
@@ -144,6 +146,7 @@ fn demo_timeline() -> Timeline {
                     folded: None,
                 }],
                 y_min_zero: true,
+                y_scale: Default::default(),
             },
             Panel {
                 title: "vdb fsync latency ms".into(),
@@ -153,6 +156,7 @@ fn demo_timeline() -> Timeline {
                     ..Series::default()
                 }],
                 y_min_zero: true,
+                y_scale: Default::default(),
             },
         ],
         events: vec![

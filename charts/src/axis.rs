@@ -15,10 +15,15 @@ use crate::ticks::{format_compact, format_time_s, time_ticks, Ticks};
 
 /// One axis: its range, its ticks and how their labels are written.
 pub(crate) struct Axis {
+    /// The pixel mapping: over the values, or over their log10 for a log axis.
     range: RangedCoordf64,
     ticks: Vec<f64>,
     step: f64,
     time: bool,
+    /// A value axis maps values clamped into `[lo, hi]` (a capped axis clips its spikes
+    /// at the top edge; a log axis draws 0 on its floor).
+    bounds: Option<(f64, f64)>,
+    log: bool,
 }
 
 impl Axis {
@@ -30,6 +35,20 @@ impl Axis {
             ticks,
             step,
             time: true,
+            bounds: None,
+            log: false,
+        }
+    }
+
+    /// A logarithmic value axis from [`crate::ticks::log_ticks`].
+    pub fn log(t: &Ticks) -> Self {
+        Axis {
+            range: (t.lo.log10()..t.hi.log10()).into(),
+            ticks: t.values.clone(),
+            step: t.step,
+            time: false,
+            bounds: Some((t.lo, t.hi)),
+            log: true,
         }
     }
 
@@ -42,12 +61,16 @@ impl Axis {
                 ticks: t.values.clone(),
                 step: t.step,
                 time: false,
+                bounds: Some((t.lo, t.hi)),
+                log: false,
             },
             None => Axis {
                 range: (0.0..1.0).into(),
                 ticks: Vec::new(),
                 step: 1.0,
                 time: false,
+                bounds: None,
+                log: false,
             },
         }
     }
@@ -63,7 +86,13 @@ impl Ranged for Axis {
     type ValueType = f64;
 
     fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
-        self.range.map(value, limit)
+        let v = match self.bounds {
+            Some((lo, hi)) if value.is_finite() => value.clamp(lo, hi),
+            Some((lo, _)) if self.log && *value == f64::NEG_INFINITY => lo,
+            _ => *value,
+        };
+        let v = if self.log { v.log10() } else { v };
+        self.range.map(&v, limit)
     }
 
     /// Our ticks are plotters' bold key points (grid lines with labels); there are no
@@ -77,7 +106,10 @@ impl Ranged for Axis {
     }
 
     fn range(&self) -> Range<f64> {
-        self.range.range()
+        match self.bounds {
+            Some((lo, hi)) if self.log => lo..hi,
+            _ => self.range.range(),
+        }
     }
 }
 
@@ -85,6 +117,9 @@ impl ValueFormatter<f64> for Axis {
     fn format_ext(&self, value: &f64) -> String {
         if self.time {
             format_time_s(*value, self.step)
+        } else if self.log {
+            // A decade labels itself: 0.01, 1, 100, 10k.
+            format_compact(*value, *value)
         } else {
             format_compact(*value, self.step)
         }
@@ -107,6 +142,20 @@ mod tests {
         assert_eq!(v.format_ext(&1500.0), "1.5k");
         assert_eq!(v.range(), 0.0..1500.0);
         assert!(Axis::value(None).key_points(BoldPoints(5)).is_empty());
+    }
+
+    #[test]
+    fn a_log_axis_maps_decades_evenly_and_zero_to_its_floor() {
+        let t = crate::ticks::log_ticks(0.5, 2000.0);
+        assert_eq!(t.values, [0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0]);
+        let a = Axis::log(&t);
+        // 5 decades over 100 px: 20 px each, from the bottom row 199.
+        assert_eq!(a.map(&0.1, (199, 99)), 199);
+        assert_eq!(a.map(&10.0, (199, 99)), 159);
+        assert_eq!(a.map(&0.0, (199, 99)), 199, "0 lies on the floor");
+        assert_eq!(a.map(&1e9, (199, 99)), 99, "clipped at the top");
+        assert_eq!(a.format_ext(&10000.0), "10k");
+        assert_eq!(a.format_ext(&0.1), "0.1");
     }
 
     #[test]

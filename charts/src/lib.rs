@@ -75,7 +75,7 @@ pub use bars::{render_bars_svg, Bar, Bars};
 pub use envelope::{envelope, Column};
 pub use png::{render_png, svg_to_png};
 pub use svg::render_svg;
-pub use ticks::{format_compact, format_time_s, nice_ticks, time_ticks, Ticks};
+pub use ticks::{format_compact, format_time_s, log_ticks, nice_ticks, time_ticks, Ticks};
 
 /// A multi-panel chart whose panels share one time axis.
 #[derive(Debug, Clone)]
@@ -121,6 +121,9 @@ pub struct Panel {
     pub series: Vec<Series>,
     /// The y axis includes 0 (starts at 0 for non-negative data).
     pub y_min_zero: bool,
+    /// How values map to the y axis: linear over the data (the default), linear up to a
+    /// cap, or logarithmic.
+    pub y_scale: YScale,
 }
 
 impl Default for Panel {
@@ -131,8 +134,25 @@ impl Default for Panel {
             y_label: String::new(),
             series: Vec::new(),
             y_min_zero: true,
+            y_scale: YScale::Linear,
         }
     }
+}
+
+/// A panel's value axis (issue 23 items 6 and 8: a spike that is not a rate must not
+/// flatten the rest, and a 30 s average must be readable beside 10 ms bursts).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum YScale {
+    /// Linear, widened from the data's range to whole ticks.
+    #[default]
+    Linear,
+    /// Linear, its top at the first whole tick at or above `max` when the data reach
+    /// higher: a value above it is drawn at the top edge (clipped). The caller says what
+    /// was clipped (in the title).
+    Capped { max: f64 },
+    /// Logarithmic in decades, from `floor` (rounded down to a power of ten) to the
+    /// data's top: a value at or below the floor (0 included) is drawn on the floor.
+    Log { floor: f64 },
 }
 
 /// One line (or envelope) in a panel. `t_s` and `v` are paired by index; extra

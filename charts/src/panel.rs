@@ -28,8 +28,8 @@ use crate::style::{
     SHADE_OPACITY, TEXT,
 };
 use crate::svg::{Area, DrawResult};
-use crate::ticks::{nice_ticks, time_axis_title};
-use crate::{Panel, Series, Style};
+use crate::ticks::{log_ticks, nice_ticks, time_axis_title};
+use crate::{Panel, Series, Style, YScale};
 
 /// Space left under the time axis's title, so its descenders are not cut.
 const BOTTOM_PAD: u32 = 5;
@@ -64,13 +64,18 @@ pub(crate) fn draw_panel(
         .iter()
         .filter_map(Shape::value_range)
         .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
-        .map(|(lo, hi)| {
-            if panel.y_min_zero {
-                nice_ticks(lo.min(0.0), hi.max(0.0))
-            } else {
-                nice_ticks(lo, hi)
+        .map(|(lo, hi)| match panel.y_scale {
+            YScale::Log { floor } => log_ticks(floor, hi),
+            YScale::Capped { max } if hi > max => {
+                nice_ticks(if panel.y_min_zero { lo.min(0.0) } else { lo }, max)
             }
+            _ if panel.y_min_zero => nice_ticks(lo.min(0.0), hi.max(0.0)),
+            _ => nice_ticks(lo, hi),
         });
+    let y_axis = match (panel.y_scale, &y_ticks) {
+        (YScale::Log { .. }, Some(t)) => Axis::log(t),
+        _ => Axis::value(y_ticks.as_ref()),
+    };
     let x_axis = Axis::time(layout.range, (layout.plot_w / 90).max(2) as usize);
     let x_title = time_axis_title(x_axis.step(), t1);
 
@@ -85,7 +90,7 @@ pub(crate) fn draw_panel(
         } else {
             0
         })
-        .build_cartesian_2d(x_axis, Axis::value(y_ticks.as_ref()))?;
+        .build_cartesian_2d(x_axis, y_axis)?;
     let mut mesh = chart.configure_mesh();
     mesh.bold_line_style(GRID)
         .light_line_style(TRANSPARENT)

@@ -62,6 +62,31 @@ pub fn nice_ticks(lo: f64, hi: f64) -> Ticks {
     unreachable!("the 1-2-5 sequence grows without bound")
 }
 
+/// Ticks of a logarithmic axis: powers of ten from `floor`'s decade (rounded down) to
+/// the first at or above `hi`, every decade while there are at most 6, else every second
+/// or more. `step` is left NaN: a log axis labels each tick by itself.
+pub fn log_ticks(floor: f64, hi: f64) -> Ticks {
+    let floor = if floor.is_finite() && floor > 0.0 {
+        floor
+    } else {
+        1.0
+    };
+    let e0 = floor.log10().floor() as i32;
+    let top = if hi.is_finite() { hi } else { 0.0 };
+    let e1 = (top.max(floor).log10().ceil() as i32).max(e0 + 1);
+    let every = ((e1 - e0) as usize).div_ceil(5).max(1) as i32;
+    let values = (e0..=e1)
+        .filter(|e| (e - e0) % every == 0 || *e == e1)
+        .map(|e| 10f64.powi(e))
+        .collect();
+    Ticks {
+        lo: 10f64.powi(e0),
+        hi: 10f64.powi(e1),
+        step: f64::NAN,
+        values,
+    }
+}
+
 /// Rounds away float noise such as 0.30000000000000004 (to a 1000th of the step).
 fn clean(v: f64, step: f64) -> f64 {
     let q = step / 1000.0;

@@ -29,6 +29,11 @@ pub struct ReportArgs {
     /// Skip report.html.
     #[arg(long)]
     pub no_html: bool,
+    /// Report only this device (repeatable: `--device loop12 --device vda`): summary.json,
+    /// the table, headlines, charts and report.html hold only these. A name the run did
+    /// not record is refused (exit 2) with the devices it has; nothing is written then.
+    #[arg(long = "device", value_name = "NAME")]
+    pub devices: Vec<String>,
 }
 
 /// A report that ran out of space says what to do: its outputs go into RUN, and the
@@ -62,6 +67,7 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
         charts: !a.no_charts,
         html: !a.no_html,
         rates_window_ns: a.window.as_nanos() as u64,
+        devices: a.devices.clone(),
         ..Default::default()
     };
     let (s, warnings) = report::report_noted(&a.run, &o).map_err(|e| full_disk(e, &a.run))?;

@@ -67,9 +67,24 @@ pub struct Direction {
     pub await_ms: Option<f64>,
     /// The highest of the UI-window averages (the run mean if shorter than one window).
     pub ui_average_mib_s: f64,
-    /// 10 ms peak / UI average.
+    /// The 10 ms peak the headline quotes / UI average: `headline_peak_10ms_mib_s` over
+    /// `ui_average_mib_s` (the 10 ms peak itself unless that is completion bunching).
     pub hidden_factor: Option<f64>,
     pub bursts: Bursts,
+    /// The peaks with each interval's bytes counted over the time its I/Os were in
+    /// service rather than at the instant they completed (`report::bunching`), MiB/s;
+    /// None in a summary older than them.
+    #[serde(default)]
+    pub service_peak_mib_s: Option<Peaks>,
+    /// The widths (`1ms`, `10ms`, `100ms`, `1s`) whose `peak_mib_s` is completion
+    /// bunching (more than 2x `service_peak_mib_s`): bytes that completed together after
+    /// waiting, not a rate the device did.
+    #[serde(default)]
+    pub bunched: Vec<String>,
+    /// The 10 ms peak the headline quotes, MiB/s: `peak_mib_s.10ms`, or
+    /// `service_peak_mib_s.10ms` when the 10 ms completion peak is bunching.
+    #[serde(default)]
+    pub headline_peak_10ms_mib_s: Option<f64>,
 }
 
 /// One device's figures.

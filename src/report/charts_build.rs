@@ -119,6 +119,7 @@ fn rabbit_panels(rabbit: &std::collections::BTreeMap<String, Table>) -> Vec<Pane
                     y_label: y.into(),
                     series: s,
                     y_min_zero: true,
+                    y_scale: Default::default(),
                 });
             }
         }
@@ -295,6 +296,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
             y_label: "ops/s".into(),
             series: rate_series,
             y_min_zero: true,
+            y_scale: Default::default(),
         });
     }
     if !lat_series.is_empty() {
@@ -303,6 +305,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
             y_label: "us".into(),
             series: lat_series,
             y_min_zero: true,
+            y_scale: Default::default(),
         });
     }
     panels.extend(rabbit_panels(&run.rabbit));
@@ -356,12 +359,15 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
                 READ,
             ));
         }
+        let (title, y_scale) = throughput_axis(&a.summary);
         panels.push(Panel {
-            title: format!("{n} throughput MiB/s"),
+            title,
             y_label: "MiB/s".into(),
             series: tp,
             y_min_zero: true,
+            y_scale,
         });
+        panels.extend(ui_view_panel(a, &ui_label, end_s));
         let wi = c.write_iops.finish("write", Style::Envelope, WRITE);
         let ri = c.read_iops.finish("read", Style::Envelope, READ);
         panels.push(Panel {
@@ -369,12 +375,14 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
             y_label: "IO/s".into(),
             series: vec![wi, ri],
             y_min_zero: true,
+            y_scale: Default::default(),
         });
         panels.push(Panel {
             title: format!("{n} in flight"),
             y_label: "I/Os".into(),
             series: vec![c.in_flight.finish("in flight", Style::Envelope, "#9467bd")],
             y_min_zero: true,
+            y_scale: Default::default(),
         });
         if a.summary.flushes.is_some() {
             panels.push(Panel {
@@ -382,6 +390,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
                 y_label: "flush/s".into(),
                 series: vec![c.flushes.finish("flushes/s", Style::Envelope, "#8c564b")],
                 y_min_zero: true,
+                y_scale: Default::default(),
             });
         }
     }
@@ -409,6 +418,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
             y_label: "MiB".into(),
             series: s,
             y_min_zero: true,
+            y_scale: Default::default(),
         });
     }
     if let Some(c) = &run.cpu {
@@ -428,6 +438,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
                     series("iowait", ti, iow, Style::Line, "#bcbd22"),
                 ],
                 y_min_zero: true,
+                y_scale: Default::default(),
             });
         }
     }
@@ -474,6 +485,88 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
         width_px: WIDTH_PX,
         panel_height_px: 170,
     }
+}
+
+/// A device's throughput panel title ("vda throughput MiB/s", with "(backing disk of
+/// loop12)" for a device under the one asked about) and its y axis: linear over the data,
+/// or, when a 1 ms or 10 ms completion peak is bunching ([`super::bunching`]), stopped at
+/// the highest 1 ms rate the device moved counted over its I/Os' service time, the title
+/// saying what it clipped (a spike that is not a rate must not flatten every burst).
+pub fn throughput_axis(s: &crate::format::summary::DeviceSummary) -> (String, charts::YScale) {
+    let mut title = format!("{} throughput MiB/s", s.name);
+    if let Some(l) = super::order::label_of(s) {
+        title.push_str(&format!(" ({l})"));
+    }
+    let fine =
+        |d: &crate::format::summary::Direction| d.bunched.iter().any(|w| w == "1ms" || w == "10ms");
+    if !(fine(&s.write) || fine(&s.read)) {
+        return (title, charts::YScale::Linear);
+    }
+    // The top: each direction's 1 ms figure, the service-time one where it is bunching.
+    let top = |d: &crate::format::summary::Direction| {
+        if fine(d) {
+            d.service_peak_mib_s
+                .as_ref()
+                .map_or(d.peak_mib_s.p1ms, |p| p.p1ms.max(p.p10ms))
+        } else {
+            d.peak_mib_s.p1ms
+        }
+    };
+    let cap = top(&s.write).max(if s.read.bytes > 0.0 {
+        top(&s.read)
+    } else {
+        0.0
+    });
+    let raw = s.write.peak_mib_s.p1ms.max(s.read.peak_mib_s.p1ms);
+    if !(cap.is_finite() && cap > 0.0) {
+        return (title, charts::YScale::Linear);
+    }
+    title.push_str(&format!(
+        "; axis stops at {}: completion bunching up to {} clipped",
+        crate::units::rate_mib_s(cap),
+        crate::units::rate_mib_s(raw)
+    ));
+    (title, charts::YScale::Capped { max: cap })
+}
+
+/// The title of a device's panel of the UI average against the burst finder's bins.
+pub fn ui_view_title(name: &str, ui_label: &str, bin_ms: f64) -> String {
+    format!("{name} write: the {ui_label} against {bin_ms:.0} ms windows (log axis)")
+}
+
+/// What an array UI shows next to what the device did (issue 23 item 8): the device's
+/// write MiB/s in the burst finder's bins (10 ms; the highest bin of each group on a long
+/// run) and the UI average, on a log axis from a decade under the UI average, so a 30 s
+/// average 100x under its 10 ms bursts is a line two decades under them, not one on the
+/// floor. None for a device that wrote nothing.
+fn ui_view_panel(a: &DeviceAnalysis, ui_label: &str, end_s: f64) -> Option<Panel> {
+    let w = &a.summary.write;
+    let ui = w.ui_average_mib_s;
+    if w.bytes == 0.0 || ui.is_nan() || ui <= 0.0 || a.write_bins.points.is_empty() {
+        return None;
+    }
+    let b = &a.write_bins;
+    let bin_ms = b.bin_ns as f64 / 1e6;
+    let label = if b.group == 1 {
+        format!("write, {bin_ms:.0} ms windows")
+    } else {
+        format!(
+            "write, highest {bin_ms:.0} ms window of each {:.0} ms",
+            bin_ms * b.group as f64
+        )
+    };
+    let floor = 10f64.powi(ui.log10().floor() as i32 - 1);
+    let (t, v): (Vec<f64>, Vec<f64>) = b.points.iter().copied().unzip();
+    Some(Panel {
+        title: ui_view_title(&a.summary.name, ui_label, bin_ms),
+        y_label: "MiB/s (log)".into(),
+        series: vec![
+            series(&label, t, v, Style::Line, WRITE),
+            ui_overlay(&format!("write, {ui_label}"), &a.ui_write, end_s, "#000000"),
+        ],
+        y_min_zero: false,
+        y_scale: charts::YScale::Log { floor },
+    })
 }
 
 /// The write bursts (summary.json `devices[].write.bursts.list`) of the broker's devices
@@ -552,6 +645,7 @@ fn probe_rate_panel(probe: &std::collections::BTreeMap<String, Vec<ProbeRow>>) -
         y_label: "I/Os/s".into(),
         series: s,
         y_min_zero: true,
+        y_scale: Default::default(),
     })
 }
 
@@ -581,6 +675,7 @@ fn probe_panel(probe: &std::collections::BTreeMap<String, Vec<ProbeRow>>) -> Opt
         y_label: "us".into(),
         series: s,
         y_min_zero: true,
+        y_scale: Default::default(),
     })
 }
 
@@ -612,6 +707,7 @@ fn fsync_panel(rows: &[FsyncRow]) -> Option<Panel> {
             series("p99", t, p99, Style::DashedLine, "#17becf"),
         ],
         y_min_zero: true,
+        y_scale: Default::default(),
     })
 }
 

@@ -202,19 +202,29 @@ fn direction(
     let bytes = analysis::total(&iv);
     let ui_mib = ui.max_bytes_per_s / MIB;
     let n_ios = analysis::total(&ios);
-    let busy_ms = analysis::total(&analysis::intervals(d, ms_field, 1.0));
+    let ms = analysis::intervals(d, ms_field, 1.0);
+    let busy_ms = analysis::total(&ms);
+    let mut service = super::bunching::Service::new(dur);
+    for ((b, n), m) in iv.iter().zip(&ios).zip(&ms) {
+        if let Some(x) = b.v {
+            service.add(b.t0_ns, b.t1_ns, x, n.v, m.v);
+        }
+    }
     let dir = Direction {
         await_ms: (n_ios > 0.0).then(|| busy_ms / n_ios),
         bytes,
         ios: n_ios,
         mean_mib_s: bytes / MIB / (dur.max(1) as f64 / 1e9),
-        hidden_factor: (ui_mib > 0.0 && peaks.p10ms.is_finite()).then(|| peaks.p10ms / ui_mib),
+        hidden_factor: None,
         peak_mib_s: peaks,
         peak_iops_10ms: analysis::peak_rate(&ios, 10_000_000, dur),
         ui_average_mib_s: ui_mib,
         bursts,
+        service_peak_mib_s: None,
+        bunched: vec![],
+        headline_peak_10ms_mib_s: None,
     };
-    (dir, ui)
+    (with_service(dir, service.peaks()), ui)
 }
 
 /// Per-device analysis plus the UI-average series for the charts.
@@ -229,6 +239,51 @@ pub struct DeviceAnalysis {
     pub rates: Option<(stream::Rates, [bool; MAX_FIELDS])>,
     /// Its stalls and long flushes (empty from [`analyse_device_in_memory`]).
     pub harm: super::episodes::DiskHarm,
+    /// The burst finder's write bins as MiB/s, for the chart of the UI average against
+    /// them (issue 23 item 8): [`BinRates`].
+    pub write_bins: BinRates,
+}
+
+/// A direction's burst-finder bins (10 ms by default) as MiB/s at each bin's middle, at
+/// most [`BinRates::MAX_POINTS`]: a longer run keeps the highest bin of each group of
+/// `group` bins (so every burst keeps its top).
+#[derive(Debug, Clone, Default)]
+pub struct BinRates {
+    pub bin_ns: u64,
+    /// Bins per point (1: every bin).
+    pub group: usize,
+    /// (t_s, MiB/s).
+    pub points: Vec<(f64, f64)>,
+}
+
+impl BinRates {
+    pub const MAX_POINTS: usize = 4000;
+
+    /// From `n` bin sums (bytes) of `bin_ns`.
+    pub fn of(bins: impl Iterator<Item = f64>, n: usize, bin_ns: u64) -> BinRates {
+        let group = n.div_ceil(Self::MAX_POINTS).max(1);
+        let bin_s = bin_ns as f64 / 1e9;
+        let mut points = Vec::with_capacity(n.div_ceil(group));
+        let (mut top, mut k0, mut k) = (0.0f64, 0usize, 0usize);
+        for b in bins {
+            top = top.max(b);
+            k += 1;
+            if k - k0 == group {
+                let mid = (k0 + k) as f64 / 2.0 * bin_s;
+                points.push((mid, top / bin_s / MIB));
+                top = 0.0;
+                k0 = k;
+            }
+        }
+        if k > k0 {
+            points.push(((k0 + k) as f64 / 2.0 * bin_s, top / bin_s / MIB));
+        }
+        BinRates {
+            bin_ns,
+            group,
+            points,
+        }
+    }
 }
 
 /// [`analyse_device`] from every row in memory: the reference the streamed figures are
@@ -273,6 +328,9 @@ pub fn analyse_device_in_memory(
         util_pct: 100.0 * io_ms / span,
         rows: d.t_ns.len(),
     };
+    let iv = analysis::intervals(d, ds::F_SECTORS_WRITTEN, analysis::SECTOR_BYTES);
+    let n = (dur / o.burst.bin_ns) as usize;
+    let bins = analysis::window_sums(&iv, o.burst.bin_ns, n);
     DeviceAnalysis {
         summary,
         ui_write,
@@ -280,6 +338,7 @@ pub fn analyse_device_in_memory(
         charts: None,
         rates: None,
         harm: Default::default(),
+        write_bins: BinRates::of(bins.into_iter(), n, o.burst.bin_ns),
     }
 }
 
@@ -302,13 +361,32 @@ fn direction_of(a: &stream::DirAcc, dur: u64, o: &ReportOptions) -> (Direction, 
         bytes,
         ios: n_ios,
         mean_mib_s: bytes / MIB / (dur.max(1) as f64 / 1e9),
-        hidden_factor: (ui_mib > 0.0 && peaks.p10ms.is_finite()).then(|| peaks.p10ms / ui_mib),
+        hidden_factor: None,
         peak_mib_s: peaks,
         peak_iops_10ms: a.ios_10ms.peak_rate(),
         ui_average_mib_s: ui_mib,
         bursts,
+        service_peak_mib_s: None,
+        bunched: vec![],
+        headline_peak_10ms_mib_s: None,
     };
-    (dir, ui)
+    (with_service(dir, a.service.peaks()), ui)
+}
+
+/// Adds the service-time peaks, the widths whose completion peak is bunching, the 10 ms
+/// figure the headline quotes and the hidden factor from it ([`super::bunching`]).
+fn with_service(mut d: Direction, service: Peaks) -> Direction {
+    d.bunched = super::bunching::bunched(&d.peak_mib_s, &service);
+    let p10 = if d.bunched.iter().any(|w| w == "10ms") {
+        service.p10ms
+    } else {
+        d.peak_mib_s.p10ms
+    };
+    d.headline_peak_10ms_mib_s = p10.is_finite().then_some(p10);
+    d.hidden_factor =
+        (d.ui_average_mib_s > 0.0 && p10.is_finite()).then(|| p10 / d.ui_average_mib_s);
+    d.service_peak_mib_s = Some(service);
+    d
 }
 
 /// A device's figures from what the pass over its rows accumulated ([`stream`]); takes
@@ -338,6 +416,7 @@ pub fn analyse_device(
         util_pct: 100.0 * a.io_ms / span,
         rows: a.rows,
     };
+    let write_bins = BinRates::of(a.write.bins.iter(), a.write.bins.n, o.burst.bin_ns);
     DeviceAnalysis {
         summary,
         ui_write,
@@ -345,37 +424,59 @@ pub fn analyse_device(
         charts: Some(a.charts),
         rates: a.rates.map(|r| (r, a.has)),
         harm: a.harm,
+        write_bins,
     }
 }
 
-/// The sentence the report exists for.
+/// The sentence the report exists for. A device under the one asked about (a loop
+/// device's backing disk) is labelled so ([`super::order::lower_label`]); a 1 ms or 10 ms
+/// peak that is completion bunching ([`super::bunching`]) is never quoted: the 10 ms
+/// figure is then the service-time one, said so, and the sentence ends saying which
+/// widths were bunching; a quoted peak above [`super::bunching::PLAUSIBLE_MIB_S`] carries
+/// a caveat.
 pub fn headline(s: &DeviceSummary, ui_window_s: f64) -> String {
     let w = &s.write;
     let b = &w.bursts;
+    let who = match super::order::label_of(s) {
+        Some(l) => format!("{} ({l})", s.name),
+        None => s.name.clone(),
+    };
     let ui = format!(
         "a {ui_window_s:.0} s average shows {}",
         rate_mib_s(w.ui_average_mib_s)
     );
     if w.bytes == 0.0 {
-        return format!("{}: no writes recorded", s.name);
+        return format!("{who}: no writes recorded");
     }
+    let bunched = |x: &str| w.bunched.iter().any(|b| b == x);
+    let p10 = w.headline_peak_10ms_mib_s.unwrap_or(w.peak_mib_s.p10ms);
+    let (p10_text, peak_name) = if bunched("10ms") {
+        (
+            format!("{} (counted over the I/Os' service time)", rate_mib_s(p10)),
+            "10 ms peak over the I/Os' service time",
+        )
+    } else {
+        (rate_mib_s(p10), "10 ms peak")
+    };
+    let mut quoted = vec![p10];
+    let one_ms = if bunched("1ms") {
+        "the 1 ms figure is completion bunching".to_string()
+    } else {
+        quoted.push(w.peak_mib_s.p1ms);
+        format!("{} at 1 ms", rate_mib_s(w.peak_mib_s.p1ms))
+    };
+    let tail = format!("{}{}", bunching_note(w), plausible_caveat(&quoted));
     if b.count == 0 {
         return format!(
-            "{}: writes steady at {}, no bursts; peak {} at 10 ms; {}",
-            s.name,
+            "{who}: writes steady at {}, no bursts; peak {p10_text} at 10 ms; {ui}{tail}",
             rate_mib_s(w.mean_mib_s),
-            rate_mib_s(w.peak_mib_s.p10ms),
-            ui
         );
     }
     let Some(p) = b.period_s else {
         return format!(
-            "{}: {} write burst(s), too few for a period; peak {} at 10 ms, mean {}; {}",
-            s.name,
+            "{who}: {} write burst(s), too few for a period; peak {p10_text} at 10 ms, mean {}; {ui}{tail}",
             b.count,
-            rate_mib_s(w.peak_mib_s.p10ms),
             rate_mib_s(w.mean_mib_s),
-            ui
         );
     };
     // The spread only from 4 bursts on (analysis::MIN_BURSTS_FOR_REGULARITY).
@@ -387,17 +488,54 @@ pub fn headline(s: &DeviceSummary, ui_window_s: f64) -> String {
         None => format!(" ({} bursts, too few to say how regular)", b.count),
     };
     format!(
-        "{}: writes come in bursts of {} (10 ms peak; {} at 1 ms) every {:.2} s{}, {} per burst over {:.0} ms; {}; the 10 ms peak is {:.0}x that",
-        s.name,
-        rate_mib_s(w.peak_mib_s.p10ms),
-        rate_mib_s(w.peak_mib_s.p1ms),
-        p,
-        regularity,
+        "{who}: writes come in bursts of {} ({peak_name}; {one_ms}) every {p:.2} s{regularity}, {} per burst over {:.0} ms; {ui}; the {} is {:.0}x that{tail}",
+        rate_mib_s(p10),
         bytes_fixed(b.mean_bytes.unwrap_or(0.0)),
         b.mean_duration_ms.unwrap_or(0.0),
-        ui,
+        if bunched("10ms") {
+            "service-time peak"
+        } else {
+            "10 ms peak"
+        },
         w.hidden_factor.unwrap_or(f64::NAN)
     )
+}
+
+/// "; its 1 ms and 10 ms completion peaks are completion bunching (...)" when the
+/// direction has bunched widths of 1 or 10 ms; empty otherwise.
+fn bunching_note(w: &Direction) -> String {
+    let fine: Vec<&str> = w
+        .bunched
+        .iter()
+        .filter_map(|x| match x.as_str() {
+            "1ms" => Some("1 ms"),
+            "10ms" => Some("10 ms"),
+            _ => None,
+        })
+        .collect();
+    if fine.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; its {} completion peak{} {} completion bunching (I/Os that waited in the device completing together), not a rate it moved",
+        fine.join(" and "),
+        if fine.len() > 1 { "s" } else { "" },
+        if fine.len() > 1 { "are" } else { "is" },
+    )
+}
+
+/// The caveat on a quoted peak above [`super::bunching::PLAUSIBLE_MIB_S`]; empty when
+/// none is.
+fn plausible_caveat(quoted: &[f64]) -> String {
+    let bound = super::bunching::PLAUSIBLE_MIB_S;
+    match quoted.iter().copied().filter(|x| *x > bound).reduce(f64::max) {
+        Some(top) => format!(
+            "; caveat: {} is more than one device moves ({}, above a PCIe 5.0 x4 NVMe drive's ~14 GiB/s): a cache in between answered",
+            rate_mib_s(top),
+            rate_mib_s(bound)
+        ),
+        None => String::new(),
+    }
 }
 
 pub fn memory_summary(run: &Run) -> Option<MemorySummary> {
@@ -519,6 +657,9 @@ mod tests {
             ui_average_mib_s: 20.0,
             hidden_factor: Some(20.0),
             bursts,
+            service_peak_mib_s: None,
+            bunched: vec![],
+            headline_peak_10ms_mib_s: Some(400.0),
         };
         DeviceSummary {
             name: "vdb".into(),

@@ -321,8 +321,9 @@ fn rule(series: &[Series]) -> String {
 }
 
 /// The devices whose bursts are "the broker's": those of meta.json `broker_nodes`, else
-/// those that hold a volume (`why` "holds ..." or "btrfs member ..."). A loop device's
-/// backing disk also carries everything else on the machine, so it is not one of them.
+/// those the user named or that hold a volume (`why` "named", "holds ..." or "btrfs
+/// member ...": `report::order`'s first two ranks). A loop device's backing disk also
+/// carries everything else on the machine, so it is not one of them.
 pub fn broker_devices(meta: &crate::format::meta::Meta, devices: &[DeviceSummary]) -> Vec<String> {
     let nodes: Vec<String> = meta
         .broker_nodes()
@@ -336,9 +337,9 @@ pub fn broker_devices(meta: &crate::format::meta::Meta, devices: &[DeviceSummary
     devices
         .iter()
         .filter(|d| {
-            d.why
-                .as_deref()
-                .is_some_and(|w| w.starts_with("holds") || w.starts_with("btrfs member"))
+            d.why.as_deref().is_some_and(|w| {
+                w == "named" || w.starts_with("holds") || w.starts_with("btrfs member")
+            })
         })
         .map(|d| d.name.clone())
         .collect()
@@ -634,6 +635,9 @@ mod tests {
             ui_average_mib_s: 0.0,
             hidden_factor: None,
             bursts,
+            service_peak_mib_s: None,
+            bunched: vec![],
+            headline_peak_10ms_mib_s: None,
         };
         DeviceSummary {
             name: name.into(),

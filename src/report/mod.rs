@@ -4,6 +4,7 @@
 //! is read and written through its type in [`crate::format`].
 
 pub mod analysis;
+pub mod bunching;
 pub mod charts_build;
 pub mod derive;
 pub mod episodes;
@@ -12,6 +13,7 @@ pub mod fold;
 pub mod html;
 pub mod interference;
 pub mod nodes;
+pub mod order;
 pub mod procio;
 pub mod rates;
 pub mod run;
@@ -49,6 +51,9 @@ pub struct ReportOptions {
     pub html: bool,
     /// Window of `rates.csv`, ns.
     pub rates_window_ns: u64,
+    /// `report --device`: only these devices (every device when empty). A name the run
+    /// does not hold is a usage error ([`order::keep_only`]).
+    pub devices: Vec<String>,
 }
 
 impl Default for ReportOptions {
@@ -59,6 +64,7 @@ impl Default for ReportOptions {
             charts: true,
             html: true,
             rates_window_ns: 100_000_000,
+            devices: vec![],
         }
     }
 }
@@ -110,11 +116,13 @@ pub fn analyse(
         }
     }
     let ui_s = o.ui_window_ns as f64 / 1e9;
-    // Busiest writer first in the headline.
-    let mut order: Vec<&DeviceSummary> = analyses.iter().map(|a| &a.summary).collect();
-    order.sort_by(|a, b| b.write.bytes.total_cmp(&a.write.bytes));
-    let headline: Vec<String> = order
+    // The devices the user asked about first, backing disks after them ([`order`]), in
+    // every headline, table, chart and summary.json; `--device` keeps only those named.
+    order::arrange(&run.meta, &mut analyses, |a| &a.summary);
+    order::keep_only(&mut analyses, &o.devices, |a| &a.summary.name, dir)?;
+    let headline: Vec<String> = analyses
         .iter()
+        .map(|a| &a.summary)
         .filter(|s| s.write.bytes > 0.0)
         .map(|s| headline(s, ui_s))
         .collect();

@@ -466,6 +466,8 @@ pub struct DirAcc {
     pub bytes: f64,
     pub ios: f64,
     pub busy_ms: f64,
+    /// The peaks with bytes counted over their I/Os' service time ([`super::bunching`]).
+    pub service: super::bunching::Service,
 }
 
 impl DirAcc {
@@ -485,6 +487,7 @@ impl DirAcc {
             bytes: sum_zero(),
             ios: sum_zero(),
             busy_ms: sum_zero(),
+            service: super::bunching::Service::new(d),
         })
     }
 }
@@ -690,6 +693,7 @@ impl DevAcc {
                 dir.ui.add(t0, t1, b);
                 dir.bins.add(t0, t1, b);
                 dir.bytes += b;
+                dir.service.add(t0, t1, b, ios, ms);
             }
             if let Some(x) = ios {
                 dir.ios_10ms.add(t0, t1, x);

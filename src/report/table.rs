@@ -24,10 +24,41 @@ pub fn table(s: &Summary) -> String {
         "bursts",
         "period"
     );
+    let mut notes = vec![];
     for d in &s.devices {
+        if let Some(l) = super::order::label_of(d) {
+            notes.push(format!(
+                "{}: {l}; it also carries the rest of the machine's I/O",
+                d.name
+            ));
+        }
         for (name, x) in [("write", &d.write), ("read", &d.read)] {
             if x.bytes == 0.0 && name == "read" {
                 continue;
+            }
+            // A completion peak that is bunching is marked, and said under the table.
+            let peak = |v: f64, width: &str| {
+                let r = rate_mib_s(v);
+                if x.bunched.iter().any(|b| b == width) {
+                    format!("{r}*")
+                } else {
+                    r
+                }
+            };
+            if !x.bunched.is_empty() {
+                let sp = x.service_peak_mib_s.as_ref();
+                notes.push(format!(
+                    "* {} {name}: the {} completion peak(s) are completion bunching (I/Os that waited completing together); counted over their service time: {}",
+                    d.name,
+                    x.bunched.join(", "),
+                    sp.map(|p| format!(
+                        "{} at 1 ms, {} at 10 ms, {} at 100 ms",
+                        rate_mib_s(p.p1ms),
+                        rate_mib_s(p.p10ms),
+                        rate_mib_s(p.p100ms)
+                    ))
+                    .unwrap_or_else(|| "-".into())
+                ));
             }
             let _ =
                 writeln!(
@@ -37,16 +68,19 @@ pub fn table(s: &Summary) -> String {
                 if name == "write" { "W" } else { "R" },
                 bytes_fixed(x.bytes),
                 rate_mib_s(x.mean_mib_s),
-                rate_mib_s(x.peak_mib_s.p1ms),
-                rate_mib_s(x.peak_mib_s.p10ms),
-                rate_mib_s(x.peak_mib_s.p100ms),
-                rate_mib_s(x.peak_mib_s.p1s),
+                peak(x.peak_mib_s.p1ms, "1ms"),
+                peak(x.peak_mib_s.p10ms, "10ms"),
+                peak(x.peak_mib_s.p100ms, "100ms"),
+                peak(x.peak_mib_s.p1s, "1s"),
                 rate_mib_s(x.ui_average_mib_s).replace(" MiB/s", ""),
                 x.hidden_factor.map(|h| format!("{h:.0}x")).unwrap_or("-".into()),
                 x.bursts.count,
                 x.bursts.period_s.map(|p| format!("{p:.2}s")).unwrap_or("-".into()),
             );
         }
+    }
+    for n in notes {
+        let _ = writeln!(out, "{n}");
     }
     let opt = |x: Option<f64>| x.map(|v| v.to_string()).unwrap_or("null".into());
     for (role, l) in &s.load {

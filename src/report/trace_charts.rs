@@ -131,6 +131,7 @@ pub fn panels(run: &Run, broker: &[String], geometry: Option<((f64, f64), usize)
             y_label: "ms".into(),
             series: vec![marks.series("calls", "#17becf")],
             y_min_zero: true,
+            y_scale: Default::default(),
         });
     }
     if rest.len() > 0 {
@@ -139,6 +140,7 @@ pub fn panels(run: &Run, broker: &[String], geometry: Option<((f64, f64), usize)
             y_label: "ms".into(),
             series: vec![rest.series("calls", "#17becf")],
             y_min_zero: true,
+            y_scale: Default::default(),
         });
     }
     for (dev, ops) in requests {
@@ -163,6 +165,7 @@ pub fn panels(run: &Run, broker: &[String], geometry: Option<((f64, f64), usize)
             y_label: "ms".into(),
             series,
             y_min_zero: true,
+            y_scale: Default::default(),
         });
     }
     out

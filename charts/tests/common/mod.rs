@@ -31,6 +31,7 @@ pub fn panel(title: &str, series: Vec<Series>) -> Panel {
         y_label: "MiB/s".into(),
         series,
         y_min_zero: true,
+        y_scale: Default::default(),
     }
 }
 

@@ -140,7 +140,7 @@ pub fn section_id(run: &Run) -> String {
 /// `timeline.svg`.
 pub fn timeline(run: &Run, o: &ReportOptions) -> Timeline {
     // A pass over the rows of its own (the run's end is known: no second one).
-    let analyses: Vec<_> = match super::analysis_pass(run, o, true) {
+    let mut analyses: Vec<_> = match super::analysis_pass(run, o, true) {
         Ok((p, dur)) => p
             .devices
             .into_iter()
@@ -149,6 +149,7 @@ pub fn timeline(run: &Run, o: &ReportOptions) -> Timeline {
             .collect(),
         Err(_) => vec![],
     };
+    super::order::arrange(&run.meta, &mut analyses, |a| &a.summary);
     charts_build::timeline(run, &analyses, o)
 }
 
@@ -160,7 +161,8 @@ pub fn run_page(
     timeline: &Timeline,
     uplot: &Result<zoom::Uplot, String>,
 ) -> String {
-    let z = zoom::section(run, timeline, uplot);
+    let names: Vec<String> = summary.devices.iter().map(|d| d.name.clone()).collect();
+    let z = zoom::section(run, timeline, uplot, &names);
     page(
         &format!("diskpulse report: {}", run_name(run)),
         &[section_with(run, summary, timeline, Some(&z))],

@@ -146,18 +146,23 @@ pub struct Embedded {
 ///
 /// The raw rows are streamed from the run's files (across its chunks) one row at a time;
 /// nothing here holds more than the page's values.
-pub fn embedded(run: &Run, timeline: &Timeline, other: usize) -> Embedded {
+pub fn embedded(run: &Run, timeline: &Timeline, other: usize, devices: &[String]) -> Embedded {
     let duration = run.duration_ns.max(1);
     let left = POINT_BUDGET.saturating_sub(other);
-    let busy: Vec<_> = run.disks.iter().filter(|d| d.busy()).collect();
+    // The report's devices in its order (`report::order`; `report --device` keeps some).
+    let busy: Vec<_> = devices
+        .iter()
+        .filter_map(|n| run.disks.iter().find(|d| &d.name == n))
+        .filter(|d| d.busy())
+        .collect();
     let per_window: usize = busy.iter().map(|d| 1 + (d.read_bytes > 0.0) as usize).sum();
     // The windows are fed from a pass of their own over the rows, one row at a time (the
     // rows are never held: report/stream.rs); devices in the pass's order are
     // `run.disks`' order, and a hole's rows without values reach the windows as such.
     let feed = |spans: &[(u64, u64)], width: u64| {
         let mut rw = RawWindows::new(spans, width, duration);
-        let _ = crate::format::diskstats::for_each_row_in(run.diskstats_files(), |k, d, t, f| {
-            if run.disks.get(k).is_some_and(|d| d.busy()) {
+        let _ = crate::format::diskstats::for_each_row_in(run.diskstats_files(), |_, d, t, f| {
+            if busy.iter().any(|b| b.name == d.name) {
                 rw.add(
                     &d.name,
                     t,
@@ -166,7 +171,11 @@ pub fn embedded(run: &Run, timeline: &Timeline, other: usize) -> Embedded {
                 );
             }
         });
-        rw.finish()
+        let mut spans = rw.finish();
+        for sp in spans.iter_mut() {
+            in_order(sp, &busy);
+        }
+        spans
     };
     // Every device's bursts, in the order they happened.
     let mut bursts: Vec<(u64, u64)> = timeline
@@ -199,6 +208,7 @@ pub fn embedded(run: &Run, timeline: &Timeline, other: usize) -> Embedded {
             .unwrap_or(LEVELS_NS[LEVELS_NS.len() - 1]);
         if let Ok(mut sp) = zoom_data::envelope_span(&envelopes, level, 0, duration) {
             sp.devices.retain(|d| busy.iter().any(|b| b.name == d.name));
+            in_order(&mut sp, &busy);
             base = Some(sp);
         }
     }
@@ -244,9 +254,18 @@ pub fn embedded(run: &Run, timeline: &Timeline, other: usize) -> Embedded {
     }
 }
 
-/// The page data (JSON): the device layers ([`embedded`]), the taken panels, events and
-/// bursts; with what was embedded.
-pub fn data_json(run: &Run, timeline: &Timeline) -> (String, Embedded) {
+/// A span's devices in the order of `busy` (the report's).
+fn in_order(sp: &mut Span, busy: &[&crate::report::run::Disk]) {
+    sp.devices.sort_by_key(|d| {
+        busy.iter()
+            .position(|b| b.name == d.name)
+            .unwrap_or(usize::MAX)
+    });
+}
+
+/// The page data (JSON): the device layers ([`embedded`]) of `devices` (the report's, in
+/// its order), the taken panels, events and bursts; with what was embedded.
+pub fn data_json(run: &Run, timeline: &Timeline, devices: &[String]) -> (String, Embedded) {
     let duration = run.duration_ns.max(1);
     let panels: Vec<_> = timeline.panels.iter().filter(|p| taken(&p.title)).collect();
     let other: usize = panels
@@ -254,7 +273,7 @@ pub fn data_json(run: &Run, timeline: &Timeline) -> (String, Embedded) {
         .flat_map(|p| p.series.iter())
         .map(|s| 2 * s.v.len())
         .sum();
-    let emb = embedded(run, timeline, other);
+    let emb = embedded(run, timeline, other, devices);
     let mut s = String::with_capacity(64 * 1024);
     let _ = write!(
         s,
@@ -321,8 +340,77 @@ pub fn data_json(run: &Run, timeline: &Timeline) -> (String, Embedded) {
         num(&mut s, b.t1_s);
         s.push(']');
     }
+    s.push_str("],\"axes\":{");
+    // Per device chart: a capped y axis (completion bunching clipped) and its title.
+    let mut first = true;
+    for p in timeline.panels.iter() {
+        let Some(name) = throughput_device(&p.title) else {
+            continue;
+        };
+        if !first {
+            s.push(',');
+        }
+        first = false;
+        text(&mut s, name);
+        s.push_str(":{\"title\":");
+        text(&mut s, &p.title);
+        s.push_str(",\"cap\":");
+        match p.y_scale {
+            charts::YScale::Capped { max } => num(&mut s, max),
+            _ => s.push_str("null"),
+        }
+        s.push('}');
+    }
+    s.push_str("},\"ui_views\":[");
+    let mut first = true;
+    for p in timeline.panels.iter() {
+        let charts::YScale::Log { floor } = p.y_scale else {
+            continue;
+        };
+        let Some(device) = p.title.split(" write: the ").next() else {
+            continue;
+        };
+        if !first {
+            s.push(',');
+        }
+        first = false;
+        s.push_str("{\"device\":");
+        text(&mut s, device);
+        s.push_str(",\"title\":");
+        text(&mut s, &p.title);
+        s.push_str(",\"unit\":");
+        text(&mut s, &p.y_label);
+        s.push_str(",\"floor\":");
+        num(&mut s, floor);
+        s.push_str(",\"series\":[");
+        for (j, x) in p.series.iter().enumerate() {
+            if j > 0 {
+                s.push(',');
+            }
+            s.push_str("{\"label\":");
+            text(&mut s, &x.label);
+            s.push_str(",\"color\":");
+            text(&mut s, x.color.as_deref().unwrap_or("#333"));
+            let _ = write!(
+                s,
+                ",\"dash\":{},\"t\":",
+                matches!(x.style, charts::Style::DashedLine)
+            );
+            nums(&mut s, x.t_s.iter().copied());
+            s.push_str(",\"v\":");
+            // A log axis has no 0: what is under the floor is drawn on it.
+            nums(&mut s, x.v.iter().map(|v| v.max(floor)));
+            s.push('}');
+        }
+        s.push_str("]}");
+    }
     s.push_str("]}");
     (s, emb)
+}
+
+/// The device of a static timeline's throughput panel ("loop0 throughput MiB/s ...").
+fn throughput_device(title: &str) -> Option<&str> {
+    title.split_once(" throughput MiB/s").map(|(d, _)| d)
 }
 
 fn width_text(ns: u64) -> String {
@@ -335,7 +423,12 @@ fn width_text(ns: u64) -> String {
 
 /// The interactive timeline's HTML (a heading, a notice, the charts' container and the
 /// scripts), or with `Err` from [`find_uplot`] the one-line notice.
-pub fn section(run: &Run, timeline: &Timeline, uplot: &Result<Uplot, String>) -> String {
+pub fn section(
+    run: &Run,
+    timeline: &Timeline,
+    uplot: &Result<Uplot, String>,
+    devices: &[String],
+) -> String {
     let mut s = String::new();
     s.push_str("<h3>Zoomable timeline</h3>\n");
     let u = match uplot {
@@ -349,7 +442,7 @@ pub fn section(run: &Run, timeline: &Timeline, uplot: &Result<Uplot, String>) ->
             return s;
         }
     };
-    let (json, emb) = data_json(run, timeline);
+    let (json, emb) = data_json(run, timeline, devices);
     let base = &emb.layers[0];
     let res = if base.level_ns == RAW_NS {
         "Every device series holds 1 ms windows (MiB/s over each millisecond): zoom in down \
@@ -472,19 +565,20 @@ const SCRIPT: &str = r##"(function () {
     while (i + 1 < xs.length && xs[i + 1] <= xv) i++;
     return i;
   }
-  function make(title, unit, series, data, step) {
+  function make(title, unit, series, data, step, extra) {
     var w = Math.max(400, box.clientWidth || 1200);
+    extra = extra || {};
     var opts = {
-      title: title, width: w, height: 200,
+      title: extra.title || title, width: w, height: 200,
       cursor: { sync: { key: "diskpulse", setSeries: false }, drag: { x: true, y: false },
                 // A window's value holds from its start to the next one's: the legend shows
                 // the window the cursor is in, not the nearest start.
                 dataIdx: step ? function (u, si, i, xv) { return windowIdx(u, i, xv); } : undefined },
-      scales: { x: { time: false } },
+      scales: { x: { time: false }, y: extra.y || { auto: true } },
       axes: [{ values: function (u, vs) { return vs.map(function (v) { return v.toFixed(3); }); } }, { label: unit, size: 60 }],
       series: [{ label: "t", value: function (u, v) { return fmtT(v); } }].concat(series.map(function (s) {
-        return { label: s.label, stroke: s.color, width: 1, dash: s.dash ? [6, 4] : undefined, spanGaps: false,
-                 paths: step ? stepped : undefined, value: fmtV };
+        return { label: s.label, stroke: s.color, width: s.dash && extra.spanGaps ? 2 : 1, dash: s.dash ? [6, 4] : undefined,
+                 spanGaps: !!extra.spanGaps, paths: step ? stepped : undefined, value: fmtV };
       })),
       hooks: { setScale: [follow], draw: [marks] }
     };
@@ -524,8 +618,23 @@ const SCRIPT: &str = r##"(function () {
                   { label: "write min", color: "rgba(214,39,40,0.25)", dash: true }];
     if (reads) series.push({ label: "read MiB/s", color: "#1f77b4" }, { label: "read max", color: "rgba(31,119,180,0.45)", dash: true },
                            { label: "read min", color: "rgba(31,119,180,0.25)", dash: true });
-    make(d.name + " throughput MiB/s", "MiB/s", series, columns(layers[0], d.name, reads), true);
+    // A device whose 1 ms completion peaks are bunching: the y axis stops at what it
+    // moved counted over its I/Os' service time (the static timeline's axis), the title says so.
+    var ax = (D.axes || {})[d.name] || {}, extra = { title: ax.title };
+    if (ax.cap != null) extra.y = { auto: false, range: function () { return [0, ax.cap]; } };
+    make(d.name + " throughput MiB/s", "MiB/s", series, columns(layers[0], d.name, reads), true, extra);
     devCharts.push({ u: charts[charts.length - 1], name: d.name, reads: reads });
+    // The UI average against the 10 ms windows of the same writes, on a log axis.
+    (D.ui_views || []).forEach(function (v) {
+      if (v.device !== d.name) return;
+      var tables = v.series.map(function (s) { return [s.t, s.v]; });
+      var top = v.floor * 10;
+      v.series.forEach(function (s) { s.v.forEach(function (x) { if (x != null && x > top) top = x; }); });
+      top = Math.pow(10, Math.ceil(Math.log10(top)));
+      make(v.title, v.unit, v.series, uPlot.join(tables), false,
+           { y: { distr: 3, log: 10, auto: false, range: function () { return [v.floor, top]; } }, spanGaps: true });
+      charts[charts.length - 1].dpLog = { floor: v.floor, top: top };
+    });
   });
   cur_layer = layers[0];
   function apply(L) {
@@ -591,6 +700,10 @@ const SCRIPT: &str = r##"(function () {
     zoom: zoom,
     reset: function () { zoom(0, D.end_s * 1000); },
     scale: function (i) { var u = charts[i]; return [u.scales.x.min * 1000, u.scales.x.max * 1000]; },
+    // Chart `title`'s y range and kind (distr 3: log), and where value `v` is drawn as a
+    // share of the plot's height from its bottom (0..1).
+    yScale: function (title) { var u = find(title); return { min: u.scales.y.min, max: u.scales.y.max, distr: u.scales.y.distr }; },
+    heightOf: function (title, v) { var u = find(title), h = u.bbox.height; return (h - u.valToPos(v, "y", true) + u.bbox.top) / h; },
     visible: function (title) {
       var u = find(title), mn = u.scales.x.min, mx = u.scales.x.max, out = {};
       for (var j = 1; j < u.series.length; j++) {
