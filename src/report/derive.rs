@@ -621,6 +621,57 @@ mod tests {
     use super::*;
     use crate::format::summary::Burst;
 
+    #[test]
+    fn a_device_whose_bursts_are_mostly_someone_elses_and_a_busy_cpu_are_said() {
+        let mut vda = device(&[1.0, 4.0, 7.0, 10.0]);
+        vda.name = "vda".into();
+        let mut quiet = device(&[]);
+        quiet.name = "vdb".into();
+        let mut headline = vec!["vda: bursts".to_string(), "vdb: steady".to_string()];
+        let share = |d: &str, pct: f64| crate::format::summary::DeviceShare {
+            device: d.into(),
+            write_share_pct: Some(pct),
+            ..Default::default()
+        };
+        let io = crate::format::summary::BrokerIo {
+            processes: vec![],
+            devices: vec![share("vda", 24.0), share("vdb", 10.0)],
+        };
+        let cpu = CpuSummary {
+            user_pct: 60.0,
+            system_pct: 37.0,
+            iowait_pct: 1.0,
+            idle_pct: 2.0,
+        };
+        headline_notes(
+            &mut headline,
+            &[vda.clone(), quiet.clone()],
+            Some(&io),
+            Some(&cpu),
+        );
+        assert_eq!(
+            headline,
+            [
+                "vda: bursts; the broker wrote 24% of vda's bytes (proc_io), so these bursts are mostly other writers'",
+                // No bursts: nothing to attribute.
+                "vdb: steady",
+                "CPU 97% busy over the run (user 60%, system 37%): its latencies are those of a CPU-bound machine",
+            ]
+        );
+        // The broker's own bursts and an idle CPU: nothing added.
+        let mut h = vec!["vda: bursts".to_string()];
+        let io = crate::format::summary::BrokerIo {
+            processes: vec![],
+            devices: vec![share("vda", 80.0)],
+        };
+        let idle = CpuSummary {
+            idle_pct: 70.0,
+            ..cpu
+        };
+        headline_notes(&mut h, &[vda], Some(&io), Some(&idle));
+        assert_eq!(h, ["vda: bursts"]);
+    }
+
     /// A device that wrote 20 MiB/s on average, with bursts starting at `starts_s`, as
     /// the finder would describe them.
     fn device(starts_s: &[f64]) -> DeviceSummary {
@@ -709,5 +760,53 @@ mod tests {
     fn four_bursts_state_the_period_and_its_regularity() {
         let h = headline(&device(&[1.0, 4.0, 7.0, 10.0]), 20.0);
         assert!(h.contains("every 3.00 s (irregular, cv 0.40)"), "{h}");
+    }
+}
+
+/// What the headline says besides each device's sentence (issue 23): a device whose
+/// bursts are mostly someone else's bytes (the broker wrote under half of what it wrote,
+/// summary.json `broker_io`), and a CPU saturated over the run (busy, all but idle and
+/// iowait, at [`super::spikes::CPU_BUSY_PCT`]% or more on average).
+pub fn headline_notes(
+    headline: &mut Vec<String>,
+    devices: &[DeviceSummary],
+    broker_io: Option<&crate::format::summary::BrokerIo>,
+    cpu: Option<&CpuSummary>,
+) {
+    if let Some(b) = broker_io {
+        for (line, d) in headline
+            .iter_mut()
+            .zip(devices.iter().filter(|s| s.write.bytes > 0.0))
+        {
+            if d.write.bursts.count == 0 {
+                continue;
+            }
+            let Some(share) = b
+                .devices
+                .iter()
+                .find(|x| x.device == d.name)
+                .and_then(|x| x.write_share_pct)
+            else {
+                continue;
+            };
+            if share < 50.0 {
+                line.push_str(&format!(
+                    "; the broker wrote {}% of {}'s bytes (proc_io), so these bursts are mostly other writers'",
+                    crate::units::num(share, 0),
+                    d.name
+                ));
+            }
+        }
+    }
+    if let Some(c) = cpu {
+        let busy = 100.0 - c.idle_pct - c.iowait_pct;
+        if busy >= super::spikes::CPU_BUSY_PCT {
+            headline.push(format!(
+                "CPU {}% busy over the run (user {}%, system {}%): its latencies are those of a CPU-bound machine",
+                crate::units::num(busy, 0),
+                crate::units::num(c.user_pct, 0),
+                crate::units::num(c.system_pct, 0)
+            ));
+        }
     }
 }

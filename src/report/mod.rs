@@ -120,7 +120,7 @@ pub fn analyse(
     // every headline, table, chart and summary.json; `--device` keeps only those named.
     order::arrange(&run.meta, &mut analyses, |a| &a.summary);
     order::keep_only(&mut analyses, &o.devices, |a| &a.summary.name, dir)?;
-    let headline: Vec<String> = analyses
+    let mut headline: Vec<String> = analyses
         .iter()
         .map(|a| &a.summary)
         .filter(|s| s.write.bytes > 0.0)
@@ -129,6 +129,8 @@ pub fn analyse(
     let devices: Vec<DeviceSummary> = analyses.iter().map(|a| a.summary.clone()).collect();
     let broker = interference::broker_devices(&run.meta, &devices);
     let broker_io = procio::broker_io(&run, &devices, &broker, &broker_bytes);
+    let cpu = derive::cpu_summary(&run);
+    derive::headline_notes(&mut headline, &devices, broker_io.as_ref(), cpu.as_ref());
     let trace = trace::trace(&run, &devices, &broker);
     let interference = interference::interference(
         &run.probe_hist,
@@ -167,7 +169,7 @@ pub fn analyse(
         headline,
         devices,
         memory: derive::memory_summary(&run),
-        cpu: derive::cpu_summary(&run),
+        cpu,
         load: derive::load_summary(&run),
         samplers: run.meta.samplers.clone(),
         error_events: run.events.iter().filter(|e| e.kind == "error").count(),
