@@ -616,6 +616,54 @@ pub fn load_summary(run: &Run) -> BTreeMap<String, LoadRoleSummary> {
         .collect()
 }
 
+/// What the headline says besides each device's sentence (issue 23): a device whose
+/// bursts are mostly someone else's bytes (the broker wrote under half of what it wrote,
+/// summary.json `broker_io`), and a CPU saturated over the run (busy, all but idle and
+/// iowait, at [`super::spikes::CPU_BUSY_PCT`]% or more on average).
+pub fn headline_notes(
+    headline: &mut Vec<String>,
+    devices: &[DeviceSummary],
+    broker_io: Option<&crate::format::summary::BrokerIo>,
+    cpu: Option<&CpuSummary>,
+) {
+    if let Some(b) = broker_io {
+        for (line, d) in headline
+            .iter_mut()
+            .zip(devices.iter().filter(|s| s.write.bytes > 0.0))
+        {
+            if d.write.bursts.count == 0 {
+                continue;
+            }
+            let Some(share) = b
+                .devices
+                .iter()
+                .find(|x| x.device == d.name)
+                .and_then(|x| x.write_share_pct)
+            else {
+                continue;
+            };
+            if share < 50.0 {
+                line.push_str(&format!(
+                    "; the broker wrote {}% of {}'s bytes (proc_io), so these bursts are mostly other writers'",
+                    crate::units::num(share, 0),
+                    d.name
+                ));
+            }
+        }
+    }
+    if let Some(c) = cpu {
+        let busy = 100.0 - c.idle_pct - c.iowait_pct;
+        if busy >= super::spikes::CPU_BUSY_PCT {
+            headline.push(format!(
+                "CPU {}% busy over the run (user {}%, system {}%): its latencies are those of a CPU-bound machine",
+                crate::units::num(busy, 0),
+                crate::units::num(c.user_pct, 0),
+                crate::units::num(c.system_pct, 0)
+            ));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -760,53 +808,5 @@ mod tests {
     fn four_bursts_state_the_period_and_its_regularity() {
         let h = headline(&device(&[1.0, 4.0, 7.0, 10.0]), 20.0);
         assert!(h.contains("every 3.00 s (irregular, cv 0.40)"), "{h}");
-    }
-}
-
-/// What the headline says besides each device's sentence (issue 23): a device whose
-/// bursts are mostly someone else's bytes (the broker wrote under half of what it wrote,
-/// summary.json `broker_io`), and a CPU saturated over the run (busy, all but idle and
-/// iowait, at [`super::spikes::CPU_BUSY_PCT`]% or more on average).
-pub fn headline_notes(
-    headline: &mut Vec<String>,
-    devices: &[DeviceSummary],
-    broker_io: Option<&crate::format::summary::BrokerIo>,
-    cpu: Option<&CpuSummary>,
-) {
-    if let Some(b) = broker_io {
-        for (line, d) in headline
-            .iter_mut()
-            .zip(devices.iter().filter(|s| s.write.bytes > 0.0))
-        {
-            if d.write.bursts.count == 0 {
-                continue;
-            }
-            let Some(share) = b
-                .devices
-                .iter()
-                .find(|x| x.device == d.name)
-                .and_then(|x| x.write_share_pct)
-            else {
-                continue;
-            };
-            if share < 50.0 {
-                line.push_str(&format!(
-                    "; the broker wrote {}% of {}'s bytes (proc_io), so these bursts are mostly other writers'",
-                    crate::units::num(share, 0),
-                    d.name
-                ));
-            }
-        }
-    }
-    if let Some(c) = cpu {
-        let busy = 100.0 - c.idle_pct - c.iowait_pct;
-        if busy >= super::spikes::CPU_BUSY_PCT {
-            headline.push(format!(
-                "CPU {}% busy over the run (user {}%, system {}%): its latencies are those of a CPU-bound machine",
-                crate::units::num(busy, 0),
-                crate::units::num(c.user_pct, 0),
-                crate::units::num(c.system_pct, 0)
-            ));
-        }
     }
 }
