@@ -257,7 +257,8 @@ pub struct BinRates {
 }
 
 impl BinRates {
-    pub const MAX_POINTS: usize = 4000;
+    /// About the timeline plot's width in pixels: more points than columns draw nothing more.
+    pub const MAX_POINTS: usize = 1000;
 
     /// From `n` bin sums (bytes) of `bin_ns`.
     pub fn of(bins: impl Iterator<Item = f64>, n: usize, bin_ns: u64) -> BinRates {
