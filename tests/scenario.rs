@@ -215,7 +215,10 @@ drop_caches = true
         .collect();
     assert_eq!(run_pages.len(), 1, "{run_pages:?}");
     let page = std::fs::read_to_string(&run_pages[0]).unwrap();
-    assert!(page.contains("<svg"), "no timeline in the run's report.html");
+    assert!(
+        page.contains("<svg"),
+        "no timeline in the run's report.html"
+    );
 }
 
 /// Issue 9, "failure is loud": a load phase whose publishes fail (a stream capped at

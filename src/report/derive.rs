@@ -460,11 +460,12 @@ pub fn headline(s: &DeviceSummary, ui_window_s: f64) -> String {
         (rate_mib_s(p10), "10 ms peak")
     };
     let mut quoted = vec![p10];
+    // A bunched 1 ms figure is not quoted here; the tail says why.
     let one_ms = if bunched("1ms") {
-        "the 1 ms figure is completion bunching".to_string()
+        String::new()
     } else {
         quoted.push(w.peak_mib_s.p1ms);
-        format!("{} at 1 ms", rate_mib_s(w.peak_mib_s.p1ms))
+        format!("; {} at 1 ms", rate_mib_s(w.peak_mib_s.p1ms))
     };
     let tail = format!("{}{}", bunching_note(w), plausible_caveat(&quoted));
     if b.count == 0 {
@@ -489,7 +490,7 @@ pub fn headline(s: &DeviceSummary, ui_window_s: f64) -> String {
         None => format!(" ({} bursts, too few to say how regular)", b.count),
     };
     format!(
-        "{who}: writes come in bursts of {} ({peak_name}; {one_ms}) every {p:.2} s{regularity}, {} per burst over {:.0} ms; {ui}; the {} is {:.0}x that{tail}",
+        "{who}: writes come in bursts of {} ({peak_name}{one_ms}) every {p:.2} s{regularity}, {} per burst over {:.0} ms; {ui}; the {} is {:.0}x that{tail}",
         rate_mib_s(p10),
         bytes_fixed(b.mean_bytes.unwrap_or(0.0)),
         b.mean_duration_ms.unwrap_or(0.0),
