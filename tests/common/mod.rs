@@ -289,7 +289,21 @@ pub struct JsServer {
 }
 
 impl JsServer {
+    /// Started and answering: the port it listens on greets with NATS's `INFO` line. A
+    /// port picked free can be taken before the server binds it (then the server exits
+    /// and something else answered the probe connect): such a start is tried again on
+    /// another port.
     pub fn start() -> JsServer {
+        for _ in 0..3 {
+            if let Some(s) = Self::try_start() {
+                return s;
+            }
+        }
+        panic!("nats-server did not start on a free port in 3 tries");
+    }
+
+    fn try_start() -> Option<JsServer> {
+        use std::io::Read;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -297,7 +311,7 @@ impl JsServer {
             .port();
         let store = tempfile::tempdir_in("/var/tmp").unwrap();
         let bin = diskpulse::broker::find_nats_server(None).unwrap();
-        let child = Command::new(bin)
+        let mut child = Command::new(bin)
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(store.path())
             .stdout(std::process::Stdio::null())
@@ -305,18 +319,29 @@ impl JsServer {
             .spawn()
             .unwrap();
         let t0 = std::time::Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                t0.elapsed() < std::time::Duration::from_secs(10),
-                "nats-server did not listen"
-            );
+        loop {
+            if let Ok(Some(_)) = child.try_wait() {
+                return None;
+            }
+            if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+                let mut hello = [0u8; 4];
+                if c.read_exact(&mut hello).is_ok() && &hello == b"INFO" {
+                    break;
+                }
+            }
+            if t0.elapsed() > std::time::Duration::from_secs(10) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        JsServer {
+        Some(JsServer {
             child,
             url: format!("nats://127.0.0.1:{port}"),
             _store: store,
-        }
+        })
     }
 }
 
