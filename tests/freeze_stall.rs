@@ -250,6 +250,49 @@ fn assert_drawn_at_zero(svg: &str, zeros: usize, rows: usize) {
     );
 }
 
+/// `record --device DEV -- probe` of 4 s (randwrite 4k O_DIRECT io_uring at `iops` with
+/// `depth` in flight on `file`) into `run`, with `freeze` made 2 s in; then `report`.
+/// Returns the freeze's moments.
+fn probe_through(
+    dev: &str,
+    file: &Path,
+    size: &str,
+    (iops, depth): (&str, &str),
+    run: &Path,
+    freeze: impl FnOnce() -> Freeze,
+) -> Freeze {
+    let mut child = Reaped(Some(
+        diskpulse()
+            .args(["record", "--device", dev, "--out"])
+            .arg(run)
+            .args(["--", env!("CARGO_BIN_EXE_diskpulse"), "probe"])
+            .args(["--filename", file.to_str().unwrap(), "--size", size])
+            .args(["--rw", "randwrite", "--bs", "4k", "--ioengine", "io_uring"])
+            .args(["--iodepth", depth, "--direct", "1"])
+            .args(["--rate-iops-total", iops, "--runtime", "4s", "--time-based"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    // Inside the 4 s measured (laying out the file and starting take well under a second).
+    std::thread::sleep(Duration::from_millis(2000));
+    let f = freeze();
+    let out = child.0.take().unwrap().wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rep = diskpulse().arg("report").arg(run).output().unwrap();
+    assert!(
+        rep.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rep.stderr)
+    );
+    f
+}
+
 #[test]
 fn a_frozen_probe_file_system_is_a_stall_at_the_freeze() {
     if !can_use_loop_devices() || !have_tool("fsfreeze", "util-linux") {
@@ -261,41 +304,9 @@ fn a_frozen_probe_file_system_is_a_stall_at_the_freeze() {
     let d = tempfile::tempdir_in("/var/tmp").unwrap();
     let run = d.path().join("run");
     let file = mnt.join("probe.dat");
-    let mut child = Reaped(Some(
-        diskpulse()
-            .args(["record", "--device", vol.name(), "--out"])
-            .arg(&run)
-            .args(["--", env!("CARGO_BIN_EXE_diskpulse"), "probe"])
-            .args(["--filename", file.to_str().unwrap(), "--size", "32M"])
-            .args(["--rw", "randwrite", "--bs", "4k", "--ioengine", "io_uring"])
-            .args(["--iodepth", "8", "--direct", "1"])
-            .args([
-                "--rate-iops-total",
-                "2000",
-                "--runtime",
-                "4s",
-                "--time-based",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    // Inside the 4 s measured (laying out 32 MiB and starting take well under a second).
-    std::thread::sleep(Duration::from_millis(2000));
-    let f = freeze_for(&mnt, 400);
-    let out = child.0.take().unwrap().wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rep = diskpulse().arg("report").arg(&run).output().unwrap();
-    assert!(
-        rep.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rep.stderr)
-    );
+    let f = probe_through(vol.name(), &file, "32M", ("2000", "8"), &run, || {
+        freeze_for(&mnt, 400)
+    });
     check(
         &run,
         &f,
@@ -382,40 +393,9 @@ fn a_loop_device_over_a_frozen_file_system_is_a_device_stall_under_the_probes() 
     let d = tempfile::tempdir_in("/var/tmp").unwrap();
     let run = d.path().join("run");
     let file = mnt.join("probe.dat");
-    let mut child = Reaped(Some(
-        diskpulse()
-            .args(["record", "--device", inner.name(), "--out"])
-            .arg(&run)
-            .args(["--", env!("CARGO_BIN_EXE_diskpulse"), "probe"])
-            .args(["--filename", file.to_str().unwrap(), "--size", "16M"])
-            .args(["--rw", "randwrite", "--bs", "4k", "--ioengine", "io_uring"])
-            .args(["--iodepth", "4", "--direct", "1"])
-            .args([
-                "--rate-iops-total",
-                "500",
-                "--runtime",
-                "4s",
-                "--time-based",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    std::thread::sleep(Duration::from_millis(2000));
-    let f = freeze_for(&outer_mnt, 400);
-    let out = child.0.take().unwrap().wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rep = diskpulse().arg("report").arg(&run).output().unwrap();
-    assert!(
-        rep.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rep.stderr)
-    );
+    let f = probe_through(inner.name(), &file, "16M", ("500", "4"), &run, || {
+        freeze_for(&outer_mnt, 400)
+    });
     let meta = read_json(&run.join("meta.json"));
     let zero = meta["clock_zero_monotonic_ns"].as_u64().unwrap();
     let s = Summary::read(&run).unwrap().expect("summary.json");
