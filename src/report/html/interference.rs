@@ -19,6 +19,25 @@ fn side(p: &Percentiles) -> Vec<Cell> {
     ]
 }
 
+/// The columns of [`side`] outside then inside.
+const OUT_IN: [&str; 10] = [
+    "#ops outside",
+    "#p50",
+    "#p99",
+    "#p99.9",
+    "#max",
+    "#ops inside",
+    "#p50 in",
+    "#p99 in",
+    "#p99.9 in",
+    "#max in",
+];
+
+/// A table's header: `first`, the outside and inside columns, `last`.
+fn header(first: &[&'static str], last: &[&'static str]) -> Vec<&'static str> {
+    [first, &OUT_IN[..], last].concat()
+}
+
 fn ratio(r: Option<f64>) -> String {
     r.map(|r| format!("{}x", sig(r)))
         .unwrap_or_else(|| NONE.into())
@@ -61,23 +80,10 @@ pub(super) fn interference(s: &mut String, summary: &Summary) {
         s.push_str("<h4>Latency outside versus inside write bursts</h4>\n");
         table(
             s,
-            &[
-                "device",
-                "series",
-                "#window",
-                "#ops outside",
-                "#p50",
-                "#p99",
-                "#p99.9",
-                "#max",
-                "#ops inside",
-                "#p50 in",
-                "#p99 in",
-                "#p99.9 in",
-                "#max in",
-                "#p99 in/out",
-                "#ops in bursts",
-            ],
+            &header(
+                &["device", "series", "#window"],
+                &["#p99 in/out", "#ops in bursts"],
+            ),
             &rows,
         );
     }
@@ -181,24 +187,6 @@ pub(super) fn interference(s: &mut String, summary: &Summary) {
         s.push_str(
             "<h4>Latency of operations that lived through an episode versus the others</h4>\n",
         );
-        table(
-            s,
-            &[
-                "episodes",
-                "series",
-                "#ops outside",
-                "#p50",
-                "#p99",
-                "#p99.9",
-                "#max",
-                "#ops inside",
-                "#p50 in",
-                "#p99 in",
-                "#p99.9 in",
-                "#max in",
-                "#p99 in/out",
-            ],
-            &rows,
-        );
+        table(s, &header(&["episodes", "series"], &["#p99 in/out"]), &rows);
     }
 }
