@@ -178,20 +178,29 @@ pub fn weighted_percentiles(h: &Histogram<u64>) -> Percentiles {
     p
 }
 
-/// One series inside versus outside one device's write bursts, by the operations' lives
-/// ([`super::episodes::split`]); `own`: the series' own stalls (sorted, disjoint).
-pub fn against_bursts(s: &Series, device: &str, spans: &[Span], own: &[Span]) -> BurstInterference {
-    let spans = super::episodes::union(spans.iter().copied());
-    let (hin, hout, touched) = super::episodes::split(&s.windows, &spans, own);
-    let pin = weighted_percentiles(&hin);
-    let pout = weighted_percentiles(&hout);
+/// The inside and outside percentiles of a split, the inside share of its weight and the
+/// p99 ratio.
+fn sides(
+    hin: &Histogram<u64>,
+    hout: &Histogram<u64>,
+) -> (Percentiles, Percentiles, f64, Option<f64>) {
+    let (pin, pout) = (weighted_percentiles(hin), weighted_percentiles(hout));
     let total = hin.len() + hout.len();
     let share = if total > 0 {
         hin.len() as f64 / total as f64
     } else {
         0.0
     };
-    let p99_ratio = ratio(&pin, &pout);
+    let r = ratio(&pin, &pout);
+    (pin, pout, share, r)
+}
+
+/// One series inside versus outside one device's write bursts, by the operations' lives
+/// ([`super::episodes::split`]); `own`: the series' own stalls (sorted, disjoint).
+pub fn against_bursts(s: &Series, device: &str, spans: &[Span], own: &[Span]) -> BurstInterference {
+    let spans = super::episodes::union(spans.iter().copied());
+    let (hin, hout, touched) = super::episodes::split(&s.windows, &spans, own);
+    let (pin, pout, share, p99_ratio) = sides(&hin, &hout);
     let line = format!(
         "{} p99 {} outside {device}'s write bursts, {} inside{}, {}% of its {} lived through one",
         s.label(),
@@ -372,15 +381,7 @@ fn against_kind(
     own: &[Span],
 ) -> HarmInterference {
     let (hin, hout, _) = super::episodes::split(&s.windows, spans, own);
-    let pin = weighted_percentiles(&hin);
-    let pout = weighted_percentiles(&hout);
-    let total = hin.len() + hout.len();
-    let share = if total > 0 {
-        hin.len() as f64 / total as f64
-    } else {
-        0.0
-    };
-    let p99_ratio = ratio(&pin, &pout);
+    let (pin, pout, share, p99_ratio) = sides(&hin, &hout);
     let what = super::episodes::kind_plural(kind);
     let line = if pout.count == 0 {
         format!(
