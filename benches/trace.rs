@@ -35,6 +35,10 @@
 //! the number of rounds (default 5), `DISKPULSE_BENCH_LAT_RUNS` the latency runs per
 //! block size and mode (default 2), `DISKPULSE_BENCH_BACKING=cache|direct` one device,
 //! `DISKPULSE_BENCH_TRACE_ARGS` more flags for the traced runs (e.g. `--trace-only block`).
+#![allow(
+    clippy::too_many_lines,
+    reason = "each benchmark measures ours and the reference side by side in one function"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -7,7 +7,7 @@
 //! - ops/s: the rows of the run's `load.csv` and `probe.csv` as the load and the probe
 //!   write them (a row is written once its window is 300 ms old: the figure is the last
 //!   whole window's, up to ~1.3 s old). Read by offset: each poll reads only new lines.
-//! - write bursts: the recording's diskstats sampler feeds a [`crate::live::Live`] (as
+//! - write bursts: the recording's diskstats sampler feeds a [`engines::live::Live`] (as
 //!   `record --listen` does) with 10 ms write bins; this thread keeps its own copy of the
 //!   store devices' bins and runs the report's burst finder on all of them once a
 //!   second. It is a live count by the same rule, not the report's: the report works from
@@ -33,9 +33,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::live::Live;
-use crate::report::analysis::{find_bursts, BurstParams};
-use crate::units::clock;
+use engines::live::Live;
+use format::units::clock;
+use report::analysis::{find_bursts, BurstParams};
 
 /// How the progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -488,8 +488,8 @@ impl Progress {
     /// the live diskstats of the store's devices.
     pub fn watch(&self, dir: &Path, live: Option<(Arc<Live>, Vec<String>)>) {
         let tails = vec![
-            Tail::new(dir.join(crate::format::load::FILE), ""),
-            Tail::new(dir.join(crate::format::probe::FILE), "probe "),
+            Tail::new(dir.join(format::load::FILE), ""),
+            Tail::new(dir.join(format::probe::FILE), "probe "),
         ];
         let bursts = live.map(|(l, d)| BurstWatch::new(l, d));
         lock(&self.shared).watch = Some(Watch { tails, bursts });

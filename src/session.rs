@@ -32,14 +32,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use collectors::clock::Clock;
-use serde_json::{json, Value};
 
-use crate::broker::{monitor, Cluster, ClusterOptions, RabbitNode, RabbitOptions};
-use crate::load::LoadEnv;
-use crate::recording::session::{Recording, SamplerSetup};
-use crate::recording::EventLog;
-use crate::report::{self, ReportOptions, Summary};
-use crate::usage;
+use engines::broker::{monitor, BrokerProcess, Cluster, ClusterOptions, RabbitNode, RabbitOptions};
+use engines::load::LoadEnv;
+use engines::recording::session::{Recording, SamplerSetup};
+use engines::recording::EventLog;
+use format::events::{Body, BrokerDied};
+use format::usage;
+use report::{self, ReportOptions, Summary};
 
 /// Where the session records. (One value a session, moved once: the size of `New`,
 /// which holds the whole sampler setup, does not matter.)
@@ -110,10 +110,10 @@ pub struct Live {
     /// With a recording: what to call with a broker process started by a child (a
     /// scenario's AMQP load phase starts its own RabbitMQ node): its `/proc/PID/io`
     /// sampled and, with `--trace`, its sync calls traced as the broker's.
-    pub process_hook: Option<crate::broker::OnNodeStart>,
+    pub process_hook: Option<engines::broker::OnNodeStart>,
     /// The recording's `--chunk`/`--keep` (None when the run is not chunked or not
     /// recorded): files written beside it (varz.csv, the agents' files) follow it.
-    pub flight: Option<Arc<crate::recording::chunks::Flight>>,
+    pub flight: Option<Arc<engines::recording::chunks::Flight>>,
 }
 
 impl Live {
@@ -134,8 +134,9 @@ impl Live {
 pub struct Ran<T> {
     /// The body's result, or why the broker or monitor did not start (the body did not run).
     pub result: anyhow::Result<T>,
-    /// The embedded cluster's `meta()` (nodes, every server's meta), taken before it stopped.
-    pub cluster_meta: Option<Value>,
+    /// The embedded cluster's `meta()` (nodes, every server's meta) or the RabbitMQ
+    /// node's, taken before it stopped.
+    pub cluster_meta: Option<format::meta::BrokerSection>,
     /// A watched server that died during the body: "nats-server n1 (pid 123) exited: ...".
     pub died: Option<String>,
 }
@@ -157,7 +158,7 @@ impl Session {
         record: RecordTo,
         threads: Threads,
         user_stop: Arc<AtomicBool>,
-        live: Option<Arc<crate::live::Live>>,
+        live: Option<Arc<engines::live::Live>>,
     ) -> anyhow::Result<Session> {
         let (rec, clock, events, run_dir) = match record {
             RecordTo::Nothing => {
@@ -219,10 +220,10 @@ impl Session {
         self.rec.is_some()
     }
 
-    /// Sets a top-level key of `meta.json`; nothing without a recording of our own.
-    pub fn set_meta(&mut self, key: &str, v: Value) -> anyhow::Result<()> {
+    /// Sets a section of `meta.json`; nothing without a recording of our own.
+    pub fn set<S: format::meta::Section>(&mut self, s: &S) -> anyhow::Result<()> {
         match self.rec.as_mut() {
-            Some(r) => r.set_meta(key, v),
+            Some(r) => r.set(s),
             None => Ok(()),
         }
     }
@@ -230,6 +231,10 @@ impl Session {
     /// Starts the broker and the monitor, runs `body`, then stops the monitor and the
     /// broker, in that order, whatever the body returned. The monitor runs when there is
     /// a run directory and something to poll, every `monitor_interval`.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "the session's steps in order, each next to what it stops on an error"
+    )]
     pub fn run<T>(
         &mut self,
         broker: BrokerPlan,
@@ -309,7 +314,7 @@ impl Session {
             // `--chunk` and dropped by its `--keep`, as its own files are.
             let files = run_dir
                 .as_ref()
-                .map(|d| crate::recording::chunks::RunFiles {
+                .map(|d| engines::recording::chunks::RunFiles {
                     dir: d.clone(),
                     flight: live.flight.clone(),
                 });
@@ -337,7 +342,7 @@ impl Session {
             };
             // An embedded RabbitMQ node's /metrics, polled like /varz.
             let rabbit_mon = match (&files, &live.rabbit) {
-                (Some(f), Some(n)) => match crate::broker::rabbit_metrics::start(
+                (Some(f), Some(n)) => match engines::broker::rabbit_metrics::start(
                     n.name().to_string(),
                     &n.metrics_url(),
                     clock,
@@ -418,7 +423,7 @@ impl Session {
 /// error only when the body succeeded.
 async fn stop_cluster<T>(live: &mut Live, ran: &mut Ran<T>) {
     if let Some(mut n) = live.rabbit.take() {
-        ran.cluster_meta = Some(n.meta());
+        ran.cluster_meta = Some(format::meta::BrokerSection::Rabbit(n.meta()));
         if let Err(e) = n.stop().await {
             if ran.result.is_ok() {
                 ran.result = Err(e);
@@ -426,7 +431,7 @@ async fn stop_cluster<T>(live: &mut Live, ran: &mut Ran<T>) {
         }
     }
     if let Some(mut c) = live.cluster.take() {
-        ran.cluster_meta = Some(c.meta());
+        ran.cluster_meta = Some(format::meta::BrokerSection::Cluster(c.meta()));
         c.record_store_usage();
         if let Err(e) = c.stop().await {
             if ran.result.is_ok() {
@@ -455,7 +460,10 @@ async fn watch(
             return;
         }
         if let Some((name, pid)) = pids.iter().find(|(_, p)| !process_alive(*p)) {
-            events.event("broker_died", json!({"name": name, "pid": pid}));
+            events.event(Body::BrokerDied(BrokerDied {
+                name: name.clone(),
+                pid: *pid,
+            }));
             *died.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!(
                 "{broker_kind} {name} (pid {pid}) exited during the run; its log is in the run directory"
             ));

@@ -5,6 +5,10 @@
 //! root namespace. The merged recording must place writes made at known times on the
 //! skewed node within the reported bound (under 2 ms), and lose or repeat no batch across
 //! a restart of that node's broker. Everything is torn down by a Drop guard, on panic too.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story, from what it sets up to its last assertion"
+)]
 
 mod common;
 

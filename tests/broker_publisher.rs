@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use collectors::clock::Clock;
-use diskpulse::broker::{find_nats_server, Broker, BrokerOptions, SyncMode};
+use diskpulse::broker::{find_nats_server, Broker, BrokerOptions, BrokerProcess, SyncMode};
 use diskpulse::load::collect::LOAD_CSV_HEADER;
 use diskpulse::load::output::{summarize, RoleSummary};
 use diskpulse::load::{self, LoadEnv};
@@ -77,7 +77,7 @@ async fn publishes_exactly_n_and_writes_load_csv() {
         unsafe { libc::getpgid(pid as libc::pid_t) },
         pid as libc::pid_t
     );
-    let meta = broker.meta();
+    let meta = serde_json::to_value(broker.meta()).unwrap();
     assert_eq!(meta["sync"], "1s");
     assert!(meta["config"]
         .as_str()

@@ -11,6 +11,10 @@
 //! the PNG/SVG and report.html draw the 30 s average on a log axis at a visible height.
 //!
 //! Needs root, losetup, mkfs.ext4 and fsfreeze.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story, from what it sets up to its last assertion"
+)]
 
 mod common;
 use common::*;

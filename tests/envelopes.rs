@@ -15,7 +15,7 @@ use diskpulse::recording::envelopes::rate;
 
 const MIB: f64 = 1_048_576.0;
 
-/// (measure, diskstats field, scale): the README's definitions, spelled out here.
+/// (measure, diskstats field, scale): docs/files.md's definitions, spelled out here.
 fn rates() -> Vec<(&'static str, usize, f64)> {
     let f = |n: &str| FIELD_NAMES.iter().position(|x| *x == n).unwrap();
     vec![

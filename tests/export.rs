@@ -3,6 +3,10 @@
 //! the page; scrapes cost the sampler no samples); `export` of a real run to OpenMetrics
 //! and Influx read back (counts, monotone counters, timestamps = meta zero + t_ns,
 //! promtool's backfill accepts it); the Grafana dashboard queries only served metrics.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story, from what it sets up to its last assertion"
+)]
 
 mod common;
 use common::*;
@@ -47,8 +51,18 @@ fn one(page: &str, name: &str, labels: &str) -> Option<f64> {
         .map(|x| x.2)
 }
 
+/// The scrape-cost test measures what scraping costs the 1 ms sampler: alone on the
+/// machine's 2 cores, not beside a broker run and promtool (a CI run that shared them lost
+/// 4% of samples in busy and 1% in quiet cycles alike). Every test here takes it.
+static QUIET: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn quiet() -> std::sync::MutexGuard<'static, ()> {
+    QUIET.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn a_live_scrape_sees_a_10ms_peak_above_the_1s_mean_and_costs_no_samples() {
+    let _quiet = quiet();
     if !can_use_loop_devices() {
         return;
     }
@@ -340,6 +354,7 @@ fn export(run: &Path, format: &str, out: &Path, step: &str) -> u64 {
 
 #[test]
 fn export_to_openmetrics_and_influx_reads_back_and_promtool_backfills_it() {
+    let _quiet = quiet();
     let tmp = tempfile::tempdir().unwrap();
     let run = recording(tmp.path());
     let meta = read_json(&run.join("meta.json"));
@@ -487,6 +502,7 @@ fn export_to_openmetrics_and_influx_reads_back_and_promtool_backfills_it() {
 
 #[test]
 fn bad_input_is_refused_with_nothing_written() {
+    let _quiet = quiet();
     let tmp = tempfile::tempdir().unwrap();
     // Not a recording.
     let o = diskpulse()
@@ -544,6 +560,7 @@ fn metric_names(expr: &str) -> Vec<String> {
 
 #[test]
 fn the_dashboard_parses_and_queries_only_what_the_endpoint_serves() {
+    let _quiet = quiet();
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/dashboards/diskpulse.json"
@@ -592,6 +609,7 @@ fn the_dashboard_parses_and_queries_only_what_the_endpoint_serves() {
 
 #[test]
 fn a_broker_run_exports_its_load_and_varz_too() {
+    let _quiet = quiet();
     if !have_nats_server() {
         return;
     }

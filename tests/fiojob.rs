@@ -1,6 +1,10 @@
 //! fio as fio users write it: the shipped job file against the same job as flags (resolved
 //! and run), fio's `--rate_iops` meaning against real fio on the same file, and a job
 //! file's refusals.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story, from what it sets up to its last assertion"
+)]
 
 mod common;
 use common::*;

@@ -1,5 +1,9 @@
 //! The flight recorder's missing parts (issue 13 item 1): `--trigger 'ack_p99_ms>V'`
 //! fed by the load's load.csv windows, with a real nats-server stalled by SIGSTOP.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story, from what it sets up to its last assertion"
+)]
 
 mod common;
 use common::*;

@@ -1,27 +1,43 @@
-//! The README's description of the run directory and of summary.json against the types of
-//! `diskpulse::format`: a column or field the README names that the type lacks fails, and
-//! so does one the type has that the README does not name.
+//! The docs' description of the run directory and of summary.json (docs/files.md, and
+//! study.csv's row in docs/commands/run.md; they were the README's until issue 24) against
+//! the types of `diskpulse::format`: a column or field the docs name that the type lacks
+//! fails, and so does one the type has that the docs do not name.
 //!
-//! How the README is read (simple on purpose): in "## The run directory", the table row of
+//! How the docs are read (simple on purpose): in "## The run directory", the table row of
 //! each CSV file must hold the file's header as one backticked comma list, and every other
 //! backticked snake_case name with an underscore in that row must be one of its columns
 //! (or a meta.json field it refers to). For meta.json and summary.json every backticked
 //! name (`a_b`, `rows`, `1ms`; `[]` stripped) is compared with the keys of a populated
 //! value serialized to JSON, both ways.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story, from what it sets up to its last assertion"
+)]
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use diskpulse::format::{self, meta, study, summary};
 
+/// The pages that describe the files: `run`'s page (study.csv's row) and docs/files.md
+/// (the run directory and summary.json), in that order, so files.md's last section runs
+/// to the end of the text.
 fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+    let read = |p: &str| {
+        std::fs::read_to_string(format!("{}/{p}", env!("CARGO_MANIFEST_DIR")))
+            .unwrap_or_else(|e| panic!("{p}: {e}"))
+    };
+    format!(
+        "{}\n{}",
+        read("docs/commands/run.md"),
+        read("docs/files.md")
+    )
 }
 
 /// The text from the heading line `start` to the next heading of the same level.
 fn section<'a>(text: &'a str, start: &str) -> &'a str {
     let a = text
         .find(start)
-        .unwrap_or_else(|| panic!("README has no '{start}'"));
+        .unwrap_or_else(|| panic!("docs/files.md has no '{start}'"));
     let level = start.split(' ').next().unwrap();
     let rest = &text[a + start.len()..];
     let end = rest
@@ -56,7 +72,7 @@ fn row<'a>(table: &'a str, file: &str) -> &'a str {
     table
         .lines()
         .find(|l| l.starts_with(&format!("| `{file}` |")))
-        .unwrap_or_else(|| panic!("README's run-directory table has no row for {file}"))
+        .unwrap_or_else(|| panic!("docs/files.md's run-directory table has no row for {file}"))
 }
 
 /// Every object key in `v`, recursively (map keys included).
@@ -73,17 +89,17 @@ fn keys(v: &serde_json::Value, out: &mut BTreeSet<String>) {
     }
 }
 
-/// What a README text names against what a type has: the problems, both ways.
+/// What a docs text names against what a type has: the problems, both ways.
 fn compare(what: &str, named: &BTreeSet<String>, has: &BTreeSet<String>) -> Vec<String> {
     let mut out = vec![];
     for n in named.difference(has) {
         out.push(format!(
-            "{what}: the README names `{n}`, the type has no such field"
+            "{what}: the docs name `{n}`, the type has no such field"
         ));
     }
     for h in has.difference(named) {
         out.push(format!(
-            "{what}: the type has `{h}`, the README does not name it"
+            "{what}: the type has `{h}`, the docs do not name it"
         ));
     }
     out
@@ -146,7 +162,7 @@ fn meta_fields() -> BTreeSet<String> {
         .iter()
         .map(|(k, f)| (k.to_string(), sampler(f)))
         .collect(),
-        // The sections other commands add; of them the README names load's `mode`, the
+        // The sections other commands add; of them docs/files.md names load's `mode`, the
         // one key the format fixes (`meta::LoadMeta`).
         sections: [
             ("broker", serde_json::json!(null)),
@@ -399,21 +415,21 @@ fn csv_problems(table: &str, file: &str, header: &str, also: &BTreeSet<String>) 
             .cloned()
             .unwrap_or_default();
         out.push(format!(
-            "{file}: the README's column list is `{found}`, the type's header is `{header}`"
+            "{file}: the docs' column list is `{found}`, the type's header is `{header}`"
         ));
     }
     let cols: BTreeSet<&str> = header.split(',').collect();
     for t in toks.iter().filter(|t| is_name(t) && t.contains('_')) {
         if !cols.contains(t.as_str()) && !also.contains(t) {
             out.push(format!(
-                "{file}: the README names `{t}`, which is no column of {file}"
+                "{file}: the docs name `{t}`, which is no column of {file}"
             ));
         }
     }
     out
 }
 
-/// Everything the README says that the types contradict.
+/// Everything the docs say that the types contradict.
 fn problems(text: &str) -> Vec<String> {
     let table = section(text, "## The run directory");
     let meta_f = meta_fields();
@@ -506,7 +522,7 @@ fn problems(text: &str) -> Vec<String> {
     let study_row = text
         .lines()
         .find(|l| l.starts_with("| `study.csv` |"))
-        .expect("README names study.csv");
+        .expect("docs/commands/run.md names study.csv");
     let names: BTreeSet<String> = backticked(study_row)
         .iter()
         .flat_map(|t| {
@@ -527,7 +543,7 @@ fn the_readme_names_exactly_the_fields_of_every_run_directory_file() {
     let p = problems(&readme());
     assert!(
         p.is_empty(),
-        "README and src/format disagree:\n{}",
+        "docs/files.md and src/format disagree:\n{}",
         p.join("\n")
     );
 }
@@ -547,7 +563,7 @@ fn a_readme_that_names_a_field_no_type_has_fails() {
         "{:?}",
         problems(&bad)
     );
-    // A column the type has that the README leaves out.
+    // A column the type has that the docs leave out.
     let bad = text.replacen(",active_ns,phase,oldest_wait_us`", ",active_ns,phase`", 1);
     assert_ne!(bad, text);
     assert!(
@@ -561,7 +577,7 @@ fn a_readme_that_names_a_field_no_type_has_fails() {
     assert!(
         problems(&bad)
             .iter()
-            .any(|p| p.contains("`clock_zero_unix_ns`, the README does not name it")),
+            .any(|p| p.contains("`clock_zero_unix_ns`, the docs do not name it")),
         "{:?}",
         problems(&bad)
     );

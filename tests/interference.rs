@@ -5,6 +5,10 @@
 //! under js-pub: the load's latency before the stop versus during the node's re-read.
 //!
 //! Needs root and losetup (loop devices the runs have to themselves) and nats-server.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story, from what it sets up to its last assertion"
+)]
 
 mod common;
 
@@ -140,7 +144,7 @@ fn probe_beside_the_load_measured_inside_and_outside_the_brokers_write_bursts() 
     let start_ns = events::read(&run)
         .unwrap()
         .iter()
-        .find(|e| e.kind == "probe_start")
+        .find(|e| e.kind() == "probe_start")
         .expect("probe_start event")
         .t_ns;
     let spans: Vec<(u64, u64)> = dev
@@ -307,7 +311,7 @@ down_for = "1s"
     let stop_ns = events::read(&run)
         .unwrap()
         .iter()
-        .find(|e| e.kind == "node_stop")
+        .find(|e| e.kind() == "node_stop")
         .expect("node_stop event")
         .t_ns;
     assert!(
@@ -444,7 +448,7 @@ fn a_sigstopped_broker_is_a_spike_no_disk_episode_explains() {
     let start = events::read(&out)
         .unwrap()
         .into_iter()
-        .find(|e| e.kind == "load_start")
+        .find(|e| e.kind() == "load_start")
         .map(|e| e.t_ns as f64 / 1e9)
         .unwrap();
     let at = worst.start_s - start;

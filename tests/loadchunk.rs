@@ -1,6 +1,10 @@
 //! load.csv and load.hlog cut into chunks and dropped like every other file (issue 13
 //! item 1) while another process (`record -- diskpulse load`) appends to them: a real
 //! nats-server, a real load, the recorder rotating under the appenders' lock.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story, from what it sets up to its last assertion"
+)]
 
 mod common;
 use common::*;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use collectors::clock::Clock;
-use diskpulse::broker::{RabbitNode, RabbitOptions};
+use diskpulse::broker::{BrokerProcess, RabbitNode, RabbitOptions};
 use diskpulse::load::record::{ClientTotals, Role};
 use diskpulse::load::{self, LoadEnv};
 use diskpulse::recording::EventLog;

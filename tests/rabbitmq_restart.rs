@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use collectors::clock::Clock;
-use diskpulse::broker::{RabbitNode, RabbitOptions};
+use diskpulse::broker::{BrokerProcess, RabbitNode, RabbitOptions};
 use diskpulse::format::events::Event;
 use diskpulse::load::record::{ClientTotals, Role};
 use diskpulse::load::{self, LoadEnv};
@@ -103,7 +103,7 @@ fn events(path: &std::path::Path) -> Vec<Event> {
 
 fn of_client<'a>(ev: &'a [Event], kind: &str, client: &str) -> Vec<&'a Event> {
     ev.iter()
-        .filter(|e| e.kind == kind && e.detail_str("client") == Some(client))
+        .filter(|e| e.kind() == kind && e.detail()["client"].as_str() == Some(client))
         .collect()
 }
 
@@ -375,9 +375,9 @@ async fn a_paced_caller_rides_through_a_restart_and_counts_the_calls_the_outage_
     );
     for e in ev
         .iter()
-        .filter(|e| e.kind.starts_with("amqp_") || e.kind.contains("after_reconnect"))
+        .filter(|e| e.kind().starts_with("amqp_") || e.kind().contains("after_reconnect"))
     {
-        println!("  {:.3} s {} {}", e.t_ns as f64 / 1e9, e.kind, e.detail);
+        println!("  {:.3} s {} {}", e.t_ns as f64 / 1e9, e.kind(), e.detail());
     }
     n.stop_and_check_gone().await;
 }
@@ -425,7 +425,10 @@ async fn ctrl_c_while_the_broker_is_away_ends_the_load_at_once_with_what_it_coun
     for client in ["diskpulse-amqp-pub-0", "diskpulse-amqp-consume-0"] {
         let failed = of_client(&ev, "amqp_reconnect_failed", client);
         assert_eq!(failed.len(), 1, "{client}: {ev:?}");
-        assert_eq!(failed[0].detail_str("error"), Some("the run was stopped"));
+        assert_eq!(
+            failed[0].detail()["error"].as_str(),
+            Some("the run was stopped")
+        );
     }
     // What was confirmed before the kill is counted; nothing else went wrong.
     assert!(ops(c, Role::AmqpPub) >= 100, "{}", ops(c, Role::AmqpPub));

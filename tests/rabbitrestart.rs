@@ -6,6 +6,10 @@
 //! the fault; every publish is confirmed or counted lost; no beam.smp or epmd of the run
 //! is left. Also: what does not apply to RabbitMQ is refused with FILE:LINE:COLUMN and
 //! exit 2, nothing written.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story, from what it sets up to its last assertion"
+)]
 
 mod common;
 use common::*;

@@ -13,6 +13,10 @@
 //! change in Chromium's logging that would make these checks pass vacuously fails instead.
 //!
 //! Without chromium on PATH the Chromium test prints why and returns.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story, from what it sets up to its last assertion"
+)]
 
 mod common;
 use common::chromium::{chromium, load};

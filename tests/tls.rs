@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use collectors::clock::Clock;
-use diskpulse::broker::{RabbitNode, RabbitOptions, RabbitTls};
+use diskpulse::broker::{BrokerProcess, RabbitNode, RabbitOptions, RabbitTls};
 use diskpulse::load::record::{ClientTotals, Role};
 use diskpulse::load::{self, LoadEnv};
 use diskpulse::recording::EventLog;

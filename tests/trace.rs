@@ -650,8 +650,8 @@ fn a_run_that_loses_events_says_so_in_meta_events_and_on_stderr() {
     let events = diskpulse::format::events::read(&dir).unwrap();
     let noted: u64 = events
         .iter()
-        .filter(|e| e.kind == "trace_lost")
-        .map(|e| e.detail["lost_events"].as_u64().unwrap())
+        .filter(|e| e.kind() == "trace_lost")
+        .map(|e| e.detail()["lost_events"].as_u64().unwrap())
         .sum();
     assert_eq!(noted, lost, "the trace_lost events add up to the total");
     let _ = std::io::stdout().flush();

@@ -9,6 +9,10 @@
 //! - A real recording given trace files by the typed writers (known durations, sizes, a
 //!   load window, /varz polls, lost events): the percentiles, histograms, slowest lists
 //!   with their context and the lost-events line are exactly what those rows say.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story, from what it sets up to its last assertion"
+)]
 
 mod common;
 use common::*;

@@ -14,6 +14,10 @@
 //!
 //! Needs chromium and uPlot (scripts/setup installs both); missing, the test skips, and
 //! fails under the strict variable.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test reads as one story, from what it sets up to its last assertion"
+)]
 
 mod common;
 use common::chromium::{chromium, load, load_url};

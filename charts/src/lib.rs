@@ -60,6 +60,7 @@
 //! family (`DejaVu Sans, sans-serif`) and no XML prolog. [`render_png`] rasterizes that
 //! same SVG with `resvg`, using the system's fonts (see [`render_png`]).
 
+mod area;
 mod axis;
 mod bars;
 mod envelope;
@@ -437,7 +438,7 @@ mod folding_tests {
                 x ^= x >> 7;
                 x ^= x << 17;
                 t.push(i as f64 * 0.01 - 0.05);
-                v.push(if x % 11 == 0 {
+                v.push(if x.is_multiple_of(11) {
                     f64::NAN
                 } else {
                     (x % 1000) as f64 / 7.0

@@ -18,6 +18,7 @@ use plotters::prelude::{
 };
 use plotters::style::text_anchor::HPos;
 
+use crate::area::{Area, DrawResult};
 use crate::axis::Axis;
 use crate::layout::{
     text_width, Layout, BOTTOM_H, MARGIN_LEFT, MARGIN_RIGHT, PANEL_GAP_H, PANEL_HEADER_H,
@@ -27,7 +28,6 @@ use crate::style::{
     clean, font, line_style, series_color, BAND_OPACITY, FRAME, GRID, MUTED, SERIES_DASH, SHADE,
     SHADE_OPACITY, TEXT,
 };
-use crate::svg::{Area, DrawResult};
 use crate::ticks::{log_ticks, nice_ticks, time_axis_title};
 use crate::{Panel, Series, Style, YScale};
 

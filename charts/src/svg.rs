@@ -6,11 +6,8 @@
 //! `<text>`, at integer pixel coordinates, colours as `#RRGGBB` plus an `opacity`.
 //! Where each thing goes is [`Layout`]'s.
 
-use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
-use plotters::prelude::{
-    DrawingArea, DrawingAreaErrorKind, FontStyle, IntoDrawingArea, SVGBackend, Text, WHITE,
-};
+use plotters::prelude::{FontStyle, IntoDrawingArea, SVGBackend, Text, WHITE};
 use plotters::style::text_anchor::HPos;
 
 use crate::layout::{Layout, TITLE_H};
@@ -18,8 +15,7 @@ use crate::panel::draw_panel;
 use crate::style::{clean, font, MARKER, MARKER_DASH, TEXT};
 use crate::Timeline;
 
-pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
-pub(crate) type DrawResult = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+pub(crate) use crate::area::{Area, DrawResult};
 
 /// Renders the timeline as a standalone SVG document (no XML prolog).
 pub fn render_svg(t: &Timeline) -> String {

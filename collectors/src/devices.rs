@@ -17,36 +17,7 @@ use std::path::{Path, PathBuf};
 use crate::mounts::{self, Mount};
 use crate::sysfs::{read_trim, BlockSysfs};
 
-/// A block device identified by its number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct DevNum {
-    pub major: u32,
-    pub minor: u32,
-}
-
-impl std::fmt::Display for DevNum {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.major, self.minor)
-    }
-}
-
-impl DevNum {
-    pub fn from_dev_t(dev: u64) -> DevNum {
-        DevNum {
-            major: libc::major(dev),
-            minor: libc::minor(dev),
-        }
-    }
-
-    /// Parses `MAJ:MIN`.
-    pub fn parse(s: &str) -> Option<DevNum> {
-        let (a, b) = s.trim().split_once(':')?;
-        Some(DevNum {
-            major: a.parse().ok()?,
-            minor: b.parse().ok()?,
-        })
-    }
-}
+pub use crate::devnum::DevNum;
 
 /// One resolved device and why it is recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,6 @@
 //! spike.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// Reads completed successfully.
@@ -262,26 +261,13 @@ impl DiskstatsReader {
 
     /// Reads the whole file again; returns its bytes.
     pub fn read(&mut self) -> Result<&[u8], DiskstatsError> {
-        let mut off = 0usize;
-        loop {
-            if off == self.buf.len() {
-                // Grows only when the device list outgrows the buffer (rare, not per sample).
-                let n = self.buf.len() * 2;
-                self.buf.resize(n, 0);
+        // The buffer grows only when the device list outgrows it (rare, not per sample).
+        self.len = crate::reread::pread_whole(&self.file, &mut self.buf).map_err(|source| {
+            DiskstatsError::Read {
+                path: self.path.clone(),
+                source,
             }
-            let n = self
-                .file
-                .read_at(&mut self.buf[off..], off as u64)
-                .map_err(|source| DiskstatsError::Read {
-                    path: self.path.clone(),
-                    source,
-                })?;
-            if n == 0 {
-                break;
-            }
-            off += n;
-        }
-        self.len = off;
+        })?;
         Ok(&self.buf[..self.len])
     }
 }

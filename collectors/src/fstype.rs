@@ -70,22 +70,6 @@ pub fn name_of(path: &Path) -> Option<String> {
     of(path).map(|t| t.name())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_known_magics_and_shows_others_in_hex() {
-        assert_eq!(FsType(0xEF53).name(), "ext2/3/4");
-        assert_eq!(FsType(0x0102_1994).to_string(), "tmpfs");
-        assert!(FsType(0x8584_58F6).is_memory());
-        assert!(!FsType(0x5846_5342).is_memory());
-        assert_eq!(name_of(Path::new("/proc")).as_deref(), Some("0x9fa0"));
-        assert_eq!(name_of(Path::new("/dev/shm")).as_deref(), Some("tmpfs"));
-        assert_eq!(of(Path::new("/no/such/path")), None);
-    }
-}
-
 /// Kernel pseudo file systems (statfs magics from include/uapi/linux/magic.h): their
 /// files are views of kernel state, not storage, so nothing may be measured or kept
 /// there (a probe would write into a kernel knob; a lab image could not be kept).
@@ -112,4 +96,20 @@ const PSEUDO: [(u32, &str); 15] = [
 pub fn pseudo_name(path: &Path) -> Option<&'static str> {
     let t = of(path)?;
     PSEUDO.iter().find(|(m, _)| *m == t.0).map(|(_, n)| *n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_known_magics_and_shows_others_in_hex() {
+        assert_eq!(FsType(0xEF53).name(), "ext2/3/4");
+        assert_eq!(FsType(0x0102_1994).to_string(), "tmpfs");
+        assert!(FsType(0x8584_58F6).is_memory());
+        assert!(!FsType(0x5846_5342).is_memory());
+        assert_eq!(name_of(Path::new("/proc")).as_deref(), Some("0x9fa0"));
+        assert_eq!(name_of(Path::new("/dev/shm")).as_deref(), Some("tmpfs"));
+        assert_eq!(of(Path::new("/no/such/path")), None);
+    }
 }

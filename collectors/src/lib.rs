@@ -14,6 +14,7 @@
 pub mod check;
 pub mod clock;
 pub mod devices;
+pub mod devnum;
 pub mod directio;
 pub mod diskstats;
 pub mod durable;
@@ -25,5 +26,6 @@ pub mod periodic;
 pub mod probe;
 pub mod procio;
 pub mod procstat;
+pub mod reread;
 pub mod sysfs;
 pub mod tracefs;

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use procfs_core::process::MountInfo;
 
-use crate::devices::DevNum;
+use crate::devnum::DevNum;
 
 /// One mount, every field diskpulse uses.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,7 +18,6 @@
 //! counters is `None`, never zeros.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// The counters of `/proc/PID/io`, in the kernel's order (and the order of
@@ -99,18 +98,7 @@ impl ProcIoFile {
     /// The counters now. An error when the process is gone (ESRCH) or the text does not
     /// parse (`InvalidData`).
     pub fn read(&mut self) -> std::io::Result<[u64; 7]> {
-        let mut off = 0;
-        loop {
-            if off == self.buf.len() {
-                let n = self.buf.len() * 2;
-                self.buf.resize(n, 0);
-            }
-            let n = self.file.read_at(&mut self.buf[off..], off as u64)?;
-            if n == 0 {
-                break;
-            }
-            off += n;
-        }
+        let off = crate::reread::pread_whole(&self.file, &mut self.buf)?;
         parse(&self.buf[..off]).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,

@@ -12,7 +12,6 @@
 //! ticks (see [`clock_ticks_per_s`]), cumulative since boot.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// A file held open and re-read from offset 0 into a reused buffer.
@@ -37,18 +36,7 @@ impl ProcFile {
 
     /// Reads the whole file; grows the buffer only when it is too small.
     pub fn read(&mut self) -> std::io::Result<&[u8]> {
-        let mut off = 0;
-        loop {
-            if off == self.buf.len() {
-                let n = self.buf.len() * 2;
-                self.buf.resize(n, 0);
-            }
-            let n = self.file.read_at(&mut self.buf[off..], off as u64)?;
-            if n == 0 {
-                break;
-            }
-            off += n;
-        }
+        let off = crate::reread::pread_whole(&self.file, &mut self.buf)?;
         Ok(&self.buf[..off])
     }
 }

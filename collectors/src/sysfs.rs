@@ -13,7 +13,7 @@
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
-use crate::devices::DevNum;
+use crate::devnum::DevNum;
 use crate::diskstats::{self, DiskCounters};
 
 /// `<sysfs>` for block devices.

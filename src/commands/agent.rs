@@ -1,5 +1,5 @@
 //! `diskpulse agent`: sample this host's devices, memory and CPU and publish them over
-//! NATS for a `diskpulse record --agents` elsewhere ([`crate::agent`]).
+//! NATS for a `diskpulse record --agents` elsewhere ([`engines::agent`]).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -8,10 +8,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::record::SamplerArgs;
-use crate::agent::{check_node_name, node, ENV_SKEW};
-use crate::cli::{parse_duration, parse_size};
-use crate::load::connect::ConnectArgs;
-use crate::usage;
+use ::format::cli::{parse_duration, parse_size};
+use ::format::usage;
+use engines::agent::{check_node_name, node, ENV_SKEW};
+use engines::load::connect::ConnectArgs;
 
 #[derive(Args, Debug)]
 pub struct AgentArgs {
@@ -79,12 +79,12 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
         ),
         (m, p) => eprintln!(
             "diskpulse agent: sampling the local nats-server: monitor {}, pid {}",
-            m.as_deref().map(crate::load::connect::redact_url).unwrap_or_else(|| "-".into()),
+            m.as_deref().map(engines::load::connect::redact_url).unwrap_or_else(|| "-".into()),
             p.map(|p| p.to_string()).unwrap_or_else(|| "-".into())
         ),
     }
     let stop = Arc::new(AtomicBool::new(false));
-    super::stop_on_signals(&stop)?;
+    engines::signals::stop_on_signals(&stop)?;
     node::run(
         node::AgentSetup {
             name,
@@ -109,10 +109,10 @@ fn broker_target(
     procfs: &std::path::Path,
 ) -> anyhow::Result<node::BrokerTarget> {
     if let Some(u) = monitor {
-        crate::broker::monitor::check_url(u).map_err(|e| {
+        engines::broker::monitor::check_url(u).map_err(|e| {
             usage!(
                 "--broker-monitor '{}': {e:#}; give the monitoring URL, e.g. http://127.0.0.1:8222",
-                crate::load::connect::redact_url(u)
+                engines::load::connect::redact_url(u)
             )
         })?;
     }
@@ -138,7 +138,7 @@ fn broker_target(
     let answers = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
-        .block_on(crate::broker::monitor::http_get(
+        .block_on(engines::broker::monitor::http_get(
             &url,
             "/varz",
             Duration::from_secs(1),

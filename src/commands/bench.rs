@@ -14,9 +14,9 @@ use clap::Args;
 use collectors::clock::Clock;
 use collectors::periodic::{self, thread_cpu_ns};
 
-use crate::cli::parse_duration;
-use crate::recording::samplers::{DeviceFilter, DiskSampler, DiskSource};
-use crate::recording::EventLog;
+use ::format::cli::parse_duration;
+use engines::recording::samplers::{DeviceFilter, DiskSampler, DiskSource};
+use engines::recording::EventLog;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -41,21 +41,21 @@ const MAX_ITERATIONS: u64 = 10_000_000;
 const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 
 pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
-    use crate::cli::fmt_duration;
+    use ::format::cli::fmt_duration;
     if a.iterations > MAX_ITERATIONS {
-        return Err(crate::usage!(
+        return Err(::format::usage!(
             "--iterations {}: at most {MAX_ITERATIONS} (at about 10 us a sample, more takes hours per stage); the default 20000 is plenty",
             a.iterations
         ));
     }
     if a.duration > MAX_DURATION {
-        return Err(crate::usage!(
+        return Err(::format::usage!(
             "--duration {}: at most 24h (a day of the sampling loop says all a bench can); record a long run with `diskpulse record`",
             fmt_duration(a.duration)
         ));
     }
     if a.duration.is_zero() || a.iterations == 0 || a.devices == 0 {
-        return Err(crate::usage!(
+        return Err(::format::usage!(
             "--duration, --iterations and --devices must be above 0; got --duration {} --iterations {} --devices {}",
             fmt_duration(a.duration),
             a.iterations,
@@ -64,7 +64,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     }
     let min = crate::commands::record::MIN_INTERVAL;
     if a.interval < min || a.interval > a.duration {
-        return Err(crate::usage!(
+        return Err(::format::usage!(
             "--interval {} must be between {} (below it the read itself dominates) and --duration {}",
             fmt_duration(a.interval),
             fmt_duration(min),
@@ -74,7 +74,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     // SIGINT/SIGTERM set `stop`: every loop below looks at it, so the scratch directory
     // is removed on every way out (it was left behind when a signal ended the process).
     let stop = Arc::new(AtomicBool::new(false));
-    super::stop_on_signals(&stop)?;
+    engines::signals::stop_on_signals(&stop)?;
     let tmp = std::env::temp_dir().join(format!("diskpulse-bench-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
     let r = bench(&a, &tmp, &stop);
@@ -86,6 +86,10 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     r
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "natscli's bench output, line for line in its order"
+)]
 fn bench(a: &BenchArgs, tmp: &Path, stopped: &Arc<AtomicBool>) -> anyhow::Result<i32> {
     let interrupted = || stopped.load(Ordering::Relaxed);
     let clock = Clock::start();
@@ -179,7 +183,7 @@ fn bench(a: &BenchArgs, tmp: &Path, stopped: &Arc<AtomicBool>) -> anyhow::Result
     }
     println!(
         "empty loop at {} for {:.1} s (the cost of sleeping and waking alone): {:.2}% of a core, {:.0} ns CPU per wake-up, jitter p99 {:.1} us",
-        crate::cli::fmt_duration(a.interval),
+        ::format::cli::fmt_duration(a.interval),
         (st.ended_ns - st.started_ns) as f64 / 1e9,
         100.0 * st.thread_cpu_ns as f64 / (st.ended_ns - st.started_ns) as f64,
         st.thread_cpu_ns as f64 / st.samples.max(1) as f64,
@@ -222,7 +226,7 @@ fn bench(a: &BenchArgs, tmp: &Path, stopped: &Arc<AtomicBool>) -> anyhow::Result
     let wall = (st.ended_ns - st.started_ns) as f64;
     println!(
         "sampling loop at {} for {:.1} s, {} devices recorded, real-time priority: {}:",
-        crate::cli::fmt_duration(a.interval),
+        ::format::cli::fmt_duration(a.interval),
         wall / 1e9,
         four.len(),
         st.realtime

@@ -14,9 +14,9 @@ use std::time::Duration;
 use clap::Args;
 use collectors::check::flush;
 
-use crate::check::{self, render, rules, Options};
-use crate::cli::parse_duration;
-use crate::usage;
+use ::format::cli::parse_duration;
+use ::format::usage;
+use engines::check::{self, render, rules, Options};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
@@ -24,7 +24,7 @@ pub struct CheckArgs {
     /// (vda, /dev/loop0, 7:0). Repeatable.
     #[arg(value_name = "PATH|DEVICE", required = true)]
     pub targets: Vec<String>,
-    /// Print JSON (fields in the README) instead of the report.
+    /// Print JSON (fields in docs/commands/check.md) instead of the report.
     #[arg(long)]
     pub json: bool,
     /// Exit 1 on any WARN too (any FAIL always exits 1).
@@ -53,7 +53,7 @@ pub(crate) fn check_args(a: &CheckArgs) -> anyhow::Result<()> {
         if v < Duration::from_millis(10) || v > Duration::from_secs(600) {
             return Err(usage!(
                 "check: {flag} takes 10ms to 10m; got {}",
-                crate::cli::fmt_duration(v)
+                ::format::cli::fmt_duration(v)
             ));
         }
     }
@@ -76,19 +76,19 @@ pub fn run(a: CheckArgs) -> anyhow::Result<i32> {
     // All input is checked before anything is measured or written.
     let targets = check::resolve_all(&a.targets, &o)?;
     let stop = Arc::new(AtomicBool::new(false));
-    super::stop_on_signals(&stop)?;
+    engines::signals::stop_on_signals(&stop)?;
     if !a.json && std::io::stderr().is_terminal() {
         let tests = if a.quick {
             String::new()
         } else {
             format!(
                 ", then flush tests ({} per mode)",
-                crate::cli::fmt_duration(a.test_time)
+                ::format::cli::fmt_duration(a.test_time)
             )
         };
         eprintln!(
             "diskpulse check: watching I/O for {}{tests}...",
-            crate::cli::fmt_duration(a.sample)
+            ::format::cli::fmt_duration(a.sample)
         );
     }
     let facts = check::gather(targets, &o, &stop);
@@ -98,7 +98,8 @@ pub fn run(a: CheckArgs) -> anyhow::Result<i32> {
         code = 130;
     }
     let mut text = if a.json {
-        serde_json::to_string_pretty(&render::json(&facts, &found, code))?
+        // Through a Value: every object's keys print sorted, as they always have.
+        serde_json::to_string_pretty(&serde_json::to_value(render::json(&facts, &found, code))?)?
     } else {
         render::human(&facts, &found, code)
     };

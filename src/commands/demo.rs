@@ -12,14 +12,15 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::broker::{self, ClusterOptions, SyncMode};
-use crate::cli::{parse_duration, parse_size};
 use crate::commands::record::SamplerArgs;
-use crate::load::{self, output};
-use crate::recording::session::default_run_dir;
-use crate::report::{self, ReportOptions};
 use crate::session::{BrokerPlan, RecordTo, Session, Threads};
-use crate::usage;
+use ::format::cli::{parse_duration, parse_size};
+use ::format::events::Body;
+use ::format::usage;
+use ::report::{self, ReportOptions};
+use engines::broker::{self, ClusterOptions, SyncMode};
+use engines::load::{self, output};
+use engines::recording::session::default_run_dir;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
@@ -80,8 +81,8 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
     if a.size > load::DEFAULT_MAX_PAYLOAD {
         return Err(usage!(
             "--size {}: the embedded nats-server accepts messages of at most {} (its default max_payload); use --size 1MiB or less",
-            crate::units::bytes_exact(a.size),
-            crate::units::bytes_exact(load::DEFAULT_MAX_PAYLOAD)
+            ::format::units::bytes_exact(a.size),
+            ::format::units::bytes_exact(load::DEFAULT_MAX_PAYLOAD)
         ));
     }
     // The publisher's own checks (--size, --window, --duration bounds), before anything
@@ -90,15 +91,15 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
     if a.interval.is_zero() || a.interval > a.duration {
         return Err(usage!(
             "--interval {} must be more than 0 and at most --duration {} (a sample needs an interval that ends within the run)",
-            crate::cli::fmt_duration(a.interval),
-            crate::cli::fmt_duration(a.duration)
+            ::format::cli::fmt_duration(a.interval),
+            ::format::cli::fmt_duration(a.duration)
         ));
     }
     if a.ui_average < super::report::MIN_UI_AVERAGE {
         return Err(usage!(
             "--ui-average {} is too short: at least {} (it is the window of the report's moving average, like 30s)",
-            crate::cli::fmt_duration(a.ui_average),
-            crate::cli::fmt_duration(super::report::MIN_UI_AVERAGE)
+            ::format::cli::fmt_duration(a.ui_average),
+            ::format::cli::fmt_duration(super::report::MIN_UI_AVERAGE)
         ));
     }
     if let Some(d) = &a.store_dir {
@@ -134,8 +135,8 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
     };
     let setup = match samplers.setup() {
         // The embedded server's pid is handed to the trace once it runs (session.rs).
-        Ok(s) => crate::recording::RecordSetup {
-            trace: a.trace.then(crate::recording::TraceSetup::default),
+        Ok(s) => engines::recording::RecordSetup {
+            trace: a.trace.then(engines::recording::TraceSetup::default),
             chunks,
             ..s
         },
@@ -148,7 +149,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
     };
     let dir = a.out.clone().unwrap_or_else(|| default_run_dir("demo"));
     let stop = Arc::new(AtomicBool::new(false));
-    super::stop_on_signals(&stop)?;
+    engines::signals::stop_on_signals(&stop)?;
     let progress = crate::progress::Progress::start(a.progress.output(), None);
     let result = run_recorded(
         &a,
@@ -215,7 +216,7 @@ const STORE_PREFIX: &str = "diskpulse-demo-";
 fn run_recorded(
     a: &DemoArgs,
     dir: &std::path::Path,
-    setup: &crate::recording::SamplerSetup,
+    setup: &engines::recording::SamplerSetup,
     binary: PathBuf,
     store_dir: &std::path::Path,
     sync: SyncMode,
@@ -228,7 +229,7 @@ fn run_recorded(
         argv: super::argv(),
     };
     // The progress line counts the store devices' write bursts from the sampler's bins.
-    let live = progress.map(|_| crate::live::Live::new(setup.disk_interval.as_nanos() as u64));
+    let live = progress.map(|_| engines::live::Live::new(setup.disk_interval.as_nanos() as u64));
     let mut session = Session::open_with_live(record, Threads::Exactly(2), stop, live.clone())?;
     let mut copts = ClusterOptions::new(1, vec![store_dir.to_path_buf()], sync, dir);
     copts.binary = Some(binary);
@@ -236,11 +237,15 @@ fn run_recorded(
     let live_diskstats = live;
     let ran = session.run(
         BrokerPlan::Embedded(copts),
-        crate::broker::monitor::DEFAULT_INTERVAL,
+        engines::broker::monitor::DEFAULT_INTERVAL,
         true,
         async |live| {
             let events = &live.events;
-            events.event("phase_start", serde_json::json!({"phase": "js-pub"}));
+            let phase = ::format::events::Phase {
+                phase: Some("js-pub".to_string()),
+                ..Default::default()
+            };
+            events.event(Body::PhaseStart(phase.clone()));
             if let Some(p) = progress {
                 p.begin_run(1, "", Some(a.duration.as_secs_f64()), false);
                 let devices = crate::progress::own_devices(&setup.devices);
@@ -250,7 +255,7 @@ fn run_recorded(
             if let Some(p) = progress {
                 p.end_run();
             }
-            events.event("phase_end", serde_json::json!({"phase": "js-pub"}));
+            events.event(Body::PhaseEnd(phase));
             r
         },
     );
@@ -258,20 +263,21 @@ fn run_recorded(
     match ran.result {
         Ok(s) => {
             // The single server's own meta, as `demo` has always recorded it.
-            if let Some(m) = ran.cluster_meta {
-                session.set_meta("broker", m["servers"][0].clone())?;
+            if let Some(::format::meta::BrokerSection::Cluster(c)) = ran.cluster_meta {
+                if let Some(server) = c.servers.into_iter().next() {
+                    session.set(&::format::meta::BrokerSection::Server(server))?;
+                }
             }
-            let roles = output::summarize(&s.clients, s.started_ns);
-            session.set_meta(
-                "load",
-                serde_json::json!({
-                    "mode": "js-pub", "stream": "DEMO", "subject": "demo.events",
-                    "msg_size": a.size, "window": a.window,
-                    "duration_ns": a.duration.as_nanos() as u64,
-                    "js_context": s.js_context,
-                    "roles": roles,
-                }),
-            )?;
+            session.set(&load::output::DemoLoad {
+                mode: "js-pub".into(),
+                stream: "DEMO".into(),
+                subject: "demo.events".into(),
+                msg_size: a.size,
+                window: a.window,
+                duration_ns: a.duration.as_nanos() as u64,
+                js_context: s.js_context,
+                roles: output::summarize(&s.clients, s.started_ns),
+            })?;
         }
         Err(e) => {
             session.events().error("demo", "load", &format!("{e:#}"));
@@ -286,7 +292,7 @@ fn run_recorded(
 fn load_args(a: &DemoArgs) -> anyhow::Result<load::LoadArgs> {
     let size = a.size.to_string();
     let window = a.window.to_string();
-    let duration = crate::cli::fmt_duration(a.duration);
+    let duration = ::format::cli::fmt_duration(a.duration);
     load::args_from([
         "js-pub",
         "--stream",

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use crate::cli::{fmt_duration, parse_duration};
-use crate::export::{self, influx, openmetrics, Options};
-use crate::report::run::Run;
-use crate::usage;
+use ::format::cli::{fmt_duration, parse_duration};
+use ::format::usage;
+use ::report::run::Run;
+use engines::export::{self, influx, openmetrics, Options};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {

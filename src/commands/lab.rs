@@ -1,4 +1,4 @@
-//! `diskpulse lab up|down|list`: lab volumes from the command line (see `crate::lab`).
+//! `diskpulse lab up|down|list`: lab volumes from the command line (see `engines::lab`).
 //!
 //! Exit codes: 0 done; 1 failed (what `up` had created is removed; what `down` could not
 //! remove stays in the state file); 2 bad usage, one line, nothing created; 130 `up`
@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand};
 
-use crate::cli::parse_size;
-use crate::lab::{fmt_bytes, Fs, Interrupted, Lab, Raid, Throttle, VolumeSpec, WriteCache};
+use ::format::cli::parse_size;
+use engines::lab::{fmt_bytes, Fs, Interrupted, Lab, Raid, Throttle, VolumeSpec, WriteCache};
 
 #[derive(Args, Debug)]
 pub struct LabArgs {
@@ -140,7 +140,7 @@ fn up(a: UpArgs) -> anyhow::Result<i32> {
     };
     spec.validate()?;
     let stop = Arc::new(AtomicBool::new(false));
-    super::stop_on_signals(&stop)?;
+    engines::signals::stop_on_signals(&stop)?;
     let lab = Lab::open(&a.root.root).with_stop(stop.clone());
     let t0 = Instant::now();
     let vol = match lab.up(&spec) {
@@ -191,7 +191,7 @@ fn down(a: DownArgs) -> anyhow::Result<i32> {
     // Ctrl-C must not cut a teardown in half: it finishes, then exits 130.
     check_root_to_read(&a.root.root)?;
     let stop = Arc::new(AtomicBool::new(false));
-    super::stop_on_signals(&stop)?;
+    engines::signals::stop_on_signals(&stop)?;
     let lab = Lab::open(&a.root.root);
     let t0 = Instant::now();
     let done = if a.all {
@@ -226,7 +226,7 @@ fn down(a: DownArgs) -> anyhow::Result<i32> {
 /// is not a directory is a slip (it failed with exit 1 reading `FILE/state.json`).
 fn check_root_to_read(root: &std::path::Path) -> anyhow::Result<()> {
     if root.exists() && !root.is_dir() {
-        return Err(crate::usage!(
+        return Err(::format::usage!(
             "--root {} is not a directory; name the lab's directory, like /var/tmp/diskpulse-lab",
             root.display()
         ));
@@ -244,7 +244,7 @@ fn list(a: ListArgs) -> anyhow::Result<i32> {
         struct Listing<'a> {
             format_version: u32,
             root: &'a std::path::Path,
-            volumes: &'a [crate::lab::VolumeStatus],
+            volumes: &'a [engines::lab::VolumeStatus],
         }
         out = serde_json::to_string_pretty(&Listing {
             format_version: 1,

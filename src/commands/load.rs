@@ -10,13 +10,13 @@ use std::sync::Arc;
 use clap::Args;
 use collectors::clock::Clock;
 
-use crate::broker::{self, ClusterOptions, SyncMode};
 use crate::commands::record::SamplerArgs;
-use crate::load::{self, output, LoadArgs};
-use crate::recording::session::default_run_dir;
-use crate::report::{self, ReportOptions};
 use crate::session::{BrokerPlan, RecordTo, Session, Threads};
-use crate::usage;
+use ::format::usage;
+use ::report::{self, ReportOptions};
+use engines::broker::{self, ClusterOptions, SyncMode};
+use engines::load::{self, output, LoadArgs};
+use engines::recording::session::default_run_dir;
 
 #[derive(Args, Debug)]
 pub struct LoadCmdArgs {
@@ -40,7 +40,7 @@ pub struct LoadCmdArgs {
     #[arg(long = "monitor", value_name = "URL")]
     pub monitors: Vec<String>,
     /// How often to poll the servers' /varz and /jsz when recording.
-    #[arg(long, default_value = "250ms", value_parser = crate::cli::parse_duration)]
+    #[arg(long, default_value = "250ms", value_parser = ::format::cli::parse_duration)]
     pub monitor_interval: std::time::Duration,
     /// Record the disks (the store's devices, or --device/--path) beside the load, then report.
     #[arg(long)]
@@ -72,6 +72,10 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
 }
 
 /// Runs the load and prints its results in `style`.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the load command's steps in order (broker, recording, load, summary, print), each next to what it stops on an error"
+)]
 pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
     a.load.validate()?;
     check_record_flags(&a)?;
@@ -169,7 +173,7 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
         }
         let mut setup = s.setup()?;
         // The servers' pids are handed to the trace once they run (session.rs).
-        setup.trace = a.trace.then(crate::recording::TraceSetup::default);
+        setup.trace = a.trace.then(engines::recording::TraceSetup::default);
         let dir = a.out.clone().unwrap_or_else(|| default_run_dir("load"));
         RecordTo::New {
             dir,
@@ -184,7 +188,7 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
     // Every check has passed: now the first file may be written.
     a.load.create_csv()?;
     let stop = Arc::new(AtomicBool::new(false));
-    super::stop_on_signals(&stop)?;
+    engines::signals::stop_on_signals(&stop)?;
     let mut session = Session::open(
         record,
         Threads::Exactly(a.load.runtime_threads()),
@@ -262,7 +266,7 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
             "Saved diskpulse's extra columns in {}",
             x.display()
         ));
-        let mut title = crate::redact::argv(&super::argv());
+        let mut title = ::format::redact::argv(&super::argv());
         if let Some(first) = title.first_mut() {
             *first = "diskpulse".into();
         }
@@ -276,31 +280,41 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
             Err(e) => eprintln!("warning: no per-client chart: {e:#}"),
         }
     }
-    let json = serde_json::json!({
-        "run_id": run_id,
-        "mode": a.load.mode.cli_name(),
-        "servers": a.load.connect.server_list().iter().map(|s| load::connect::redact_url(s)).collect::<Vec<_>>(),
-        "auth": a.load.connect.describe(),
-        "roles": roles,
-        "clients": outcome.clients,
-        "js_context": outcome.js_context,
-        "load_csv_rows": outcome.csv_rows,
-        "stream_check": outcome.stream_check,
-        "proxy": outcome.proxies,
-    });
+    let json = load::output::LoadReport {
+        run_id,
+        mode: a.load.mode.cli_name(),
+        servers: a
+            .load
+            .connect
+            .server_list()
+            .iter()
+            .map(|s| load::connect::redact_url(s))
+            .collect(),
+        auth: a.load.connect.describe(),
+        roles,
+        clients: outcome.clients,
+        js_context: outcome.js_context,
+        load_csv_rows: outcome.csv_rows,
+        stream_check: outcome.stream_check,
+        proxy: outcome.proxies,
+    };
     if a.load.json {
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        // Through a Value: its keys, nested structs' too, print sorted, as they always have.
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::to_value(&json)?)?
+        );
     } else if style == Style::NatsBench {
         println!();
-        print!("{}", load::natscli::report(&outcome.clients));
-        eprint!("{}", output::human(&roles, &outcome.clients));
+        print!("{}", load::natscli::report(&json.clients));
+        eprint!("{}", output::human(&json.roles, &json.clients));
     } else {
-        print!("{}", output::human(&roles, &outcome.clients));
+        print!("{}", output::human(&json.roles, &json.clients));
     }
     if !a.load.json {
         // What --inject-latency asked and what the proxies added, per direction.
-        for p in &outcome.proxies {
-            println!("{}", crate::proxy::human(p));
+        for p in &json.proxy {
+            println!("{}", engines::proxy::human(p));
         }
     }
     if !a.load.json {
@@ -309,7 +323,7 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
         }
     }
     let mut data_loss = None;
-    if let Some(c) = &outcome.stream_check {
+    if let Some(c) = &json.stream_check {
         // The figures are in the --json document; the loss is loud in every mode.
         let (line, loss) = output::stream_check_line(c);
         if !a.load.json {
@@ -322,9 +336,9 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
         }
     }
     if let Some(m) = ran.cluster_meta {
-        session.set_meta("broker", m)?;
+        session.set(&m)?;
     }
-    session.set_meta("load", json)?;
+    session.set(&json)?;
     if let Some((dir, s, warnings)) = session.close(Some(&ReportOptions::default()))? {
         eprint!("{}", report::table(&s));
         println!("{}", dir.display());
@@ -340,10 +354,10 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
     if stop.load(Ordering::Relaxed) {
         return Ok(130);
     }
-    if let Some(line) = output::error_line(&roles) {
+    if let Some(line) = output::error_line(&json.roles) {
         eprintln!("Error: {line}");
         // Failure is loud: the last line says what, when and how many.
-        for f in output::failures(&roles) {
+        for f in output::failures(&json.roles) {
             eprintln!("{}", f.line);
         }
         if let Some(loss) = &data_loss {

@@ -6,11 +6,11 @@ pub mod bench;
 pub mod check;
 pub mod demo;
 pub mod export;
-pub mod fsync;
+pub use engines::fsync;
 pub mod lab;
 pub mod load;
 pub mod nats_bench;
-pub mod probe;
+pub use engines::probe;
 pub mod proxy;
 pub mod record;
 pub mod report;
@@ -195,29 +195,6 @@ impl ProgressArgs {
     }
 }
 
-/// Installs SIGINT/SIGTERM/SIGHUP handlers that set `flag` (the run then ends cleanly:
-/// a closed terminal or ssh session ends a run as Ctrl-C does, with its recording and
-/// report written, instead of killing it midway). A SIGHUP the process was started
-/// ignoring (`nohup diskpulse agent ...`) stays ignored.
-pub fn stop_on_signals(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> anyhow::Result<()> {
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, flag.clone())?;
-    }
-    if !signal_ignored(signal_hook::consts::SIGHUP) {
-        signal_hook::flag::register(signal_hook::consts::SIGHUP, flag.clone())?;
-    }
-    Ok(())
-}
-
-/// Whether `sig`'s disposition is SIG_IGN (as `nohup` leaves SIGHUP).
-fn signal_ignored(sig: libc::c_int) -> bool {
-    // SAFETY: a null new action only reads the current one into `old`.
-    unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
-    }
-}
-
 /// The full argv, for meta.json (secrets are redacted there). An argument that is not
 /// UTF-8 (a path) is kept lossily: `std::env::args` would panic on it.
 pub fn argv() -> Vec<String> {
@@ -235,7 +212,7 @@ pub fn check_store_dir(flag: &str, dir: &std::path::Path) -> anyhow::Result<()> 
     let on = match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => dir.to_path_buf(),
         Ok(_) => {
-            return Err(crate::usage!(
+            return Err(::format::usage!(
                 "{flag} {shown}: exists and is not a directory; name a directory on a disk"
             ))
         }
@@ -245,7 +222,7 @@ pub fn check_store_dir(flag: &str, dir: &std::path::Path) -> anyhow::Result<()> 
                 _ => std::path::Path::new("."),
             };
             if !parent.is_dir() {
-                return Err(crate::usage!(
+                return Err(::format::usage!(
                     "{flag} {shown}: its parent {} is not an existing directory; diskpulse makes only the last directory, never a tree: create the parent first",
                     parent.display()
                 ));
@@ -254,7 +231,7 @@ pub fn check_store_dir(flag: &str, dir: &std::path::Path) -> anyhow::Result<()> 
         }
     };
     if let Some(fs) = collectors::probe::target::pseudo_fs_name(&on) {
-        return Err(crate::usage!(
+        return Err(::format::usage!(
             "{flag} {shown}: is on {fs}, a kernel pseudo file system, not storage; name a directory on a disk-backed file system"
         ));
     }

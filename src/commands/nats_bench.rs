@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::load::{LoadCmdArgs, Style};
-use crate::load::connect::ConnectArgs;
-use crate::usage;
+use ::format::usage;
+use engines::load::connect::ConnectArgs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BenchStorage {
@@ -33,7 +33,7 @@ pub struct NatsBenchArgs {
     #[arg(long, default_value_t = 100_000)]
     pub msgs: u64,
     /// Size of the test messages (128, 1KB, 4KiB, 1MB: K = 1024 as natscli).
-    #[arg(long, default_value = "128", value_parser = crate::cli::parse_size)]
+    #[arg(long, default_value = "128", value_parser = ::format::cli::parse_size)]
     pub size: u64,
     /// Save benchmark data to CSV file (natscli's 7 columns); diskpulse's extra columns
     /// go to FILE.diskpulse.csv, the per-client chart to .png and .svg beside it.
@@ -57,7 +57,7 @@ pub struct NatsBenchArgs {
     #[arg(long)]
     pub pull: bool,
     /// --js: a shared durable consumer (natscli's push consumer with a queue group; here
-    /// it is pulled, see README).
+    /// it is pulled, see docs/commands/nats-bench.md).
     #[arg(long)]
     pub push: bool,
     /// --js: the stream (created on SUBJECT if missing).
@@ -364,7 +364,7 @@ mod tests {
             (&["s", "--pub", "1", "--syncpub"], "--syncpub"),
         ] {
             let e = to_load(&parse(args)).unwrap_err();
-            assert!(e.downcast_ref::<crate::cli::UsageError>().is_some());
+            assert!(e.downcast_ref::<::format::cli::UsageError>().is_some());
             assert!(e.to_string().contains(flag), "{args:?}: {e}");
         }
     }

@@ -1,4 +1,4 @@
-//! `diskpulse proxy`: the latency proxy ([`crate::proxy`]) on its own, for any TCP client
+//! `diskpulse proxy`: the latency proxy ([`engines::proxy`]) on its own, for any TCP client
 //! (NATS, AMQP, ...): `--listen` here, `--upstream` there, each direction delayed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use crate::cli::parse_duration;
-use crate::proxy::{self, Jitter, JitterDist};
-use crate::usage;
+use ::format::cli::parse_duration;
+use ::format::usage;
+use engines::proxy::{self, Jitter, JitterDist};
 
 #[derive(Args, Debug)]
 pub struct ProxyArgs {
@@ -54,17 +54,17 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<i32> {
     if !a.upstream.contains(':') {
         return Err(usage!(
             "--upstream '{}': expected host:port, like 127.0.0.1:4222",
-            crate::redact::text(&a.upstream)
+            ::format::redact::text(&a.upstream)
         ));
     }
     let (local, mut handle) =
         proxy::spawn_on(&a.listen, &a.upstream, a.delay, jitter).map_err(|e| usage!("{e:#}"))?;
     let stop = Arc::new(AtomicBool::new(false));
-    super::stop_on_signals(&stop)?;
+    engines::signals::stop_on_signals(&stop)?;
     eprintln!(
         "diskpulse proxy: listening on {local}, forwarding to {}, +{} each way (Ctrl-C ends)",
-        crate::redact::text(&a.upstream),
-        crate::cli::fmt_duration(a.delay)
+        ::format::redact::text(&a.upstream),
+        ::format::cli::fmt_duration(a.delay)
     );
     let t0 = Instant::now();
     while !stop.load(Ordering::Relaxed) && a.duration.is_none_or(|d| t0.elapsed() < d) {

@@ -10,10 +10,11 @@ use std::time::Duration;
 use clap::Args;
 use collectors::devices::{self, Device, Resolver};
 
-use crate::cli::{fmt_duration, parse_duration};
-use crate::recording::session::{default_run_dir, Recording, SamplerSetup};
-use crate::recording::TraceSetup;
-use crate::usage;
+use ::format::cli::{fmt_duration, parse_duration};
+use ::format::events::{self as ev, Body};
+use ::format::usage;
+use engines::recording::session::{default_run_dir, Recording, SamplerSetup};
+use engines::recording::TraceSetup;
 
 /// Shortest diskstats interval accepted: below 100 us the read itself dominates.
 pub const MIN_INTERVAL: Duration = Duration::from_micros(100);
@@ -134,7 +135,7 @@ pub struct RecordArgs {
     pub agents: Vec<String>,
     /// The NATS connection for --agents.
     #[command(flatten)]
-    pub connect: crate::load::connect::ConnectArgs,
+    pub connect: engines::load::connect::ConnectArgs,
     #[command(flatten)]
     pub flight: FlightArgs,
     /// Command to run while recording; it gets DISKPULSE_RUN_DIR and DISKPULSE_CLOCK_ZERO_NS.
@@ -166,7 +167,7 @@ pub struct TraceArgs {
         value_enum,
         requires = "trace"
     )]
-    pub trace_only: Option<crate::recording::trace::TraceOnly>,
+    pub trace_only: Option<engines::recording::trace::TraceOnly>,
 }
 
 /// `--chunk`, `--keep`, `--trigger`: recording for days (issue 13).
@@ -190,8 +191,8 @@ pub struct FlightArgs {
     /// window's p99 ack latency (js-pub, kv-put, obj-put, amqp-pub; 'kv-put:ack_p99_ms>20'
     /// one role). Repeatable. `kill -USR1 PID` keeps the window around now as well. Each
     /// firing is a `trigger` event.
-    #[arg(long = "trigger", value_name = "COND", value_parser = crate::recording::chunks::parse_trigger)]
-    pub triggers: Vec<crate::recording::chunks::Trigger>,
+    #[arg(long = "trigger", value_name = "COND", value_parser = engines::recording::chunks::parse_trigger)]
+    pub triggers: Vec<engines::recording::chunks::Trigger>,
     /// How much a trigger keeps before and after it fires.
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
     pub trigger_window: Duration,
@@ -203,7 +204,7 @@ pub const MIN_CHUNK_BYTES: u64 = 64 << 10;
 
 impl FlightArgs {
     /// Checks the values before anything is written.
-    pub fn setup(&self) -> anyhow::Result<crate::recording::chunks::ChunkSetup> {
+    pub fn setup(&self) -> anyhow::Result<engines::recording::chunks::ChunkSetup> {
         let (every_ns, every_bytes) = match parse_duration(&self.chunk) {
             Ok(d) if d < MIN_CHUNK => {
                 return Err(usage!(
@@ -213,7 +214,7 @@ impl FlightArgs {
                 ))
             }
             Ok(d) => (Some(d.as_nanos() as u64), None),
-            Err(_) => match crate::cli::parse_size(&self.chunk) {
+            Err(_) => match ::format::cli::parse_size(&self.chunk) {
                 Ok(b) if b >= MIN_CHUNK_BYTES => (None, Some(b)),
                 Ok(_) => {
                     return Err(usage!(
@@ -229,11 +230,11 @@ impl FlightArgs {
                 }
             },
         };
-        if self.triggers.len() > crate::recording::chunks::MAX_TRIGGERS {
+        if self.triggers.len() > engines::recording::chunks::MAX_TRIGGERS {
             return Err(usage!(
                 "--trigger given {} times: at most {} conditions; drop some",
                 self.triggers.len(),
-                crate::recording::chunks::MAX_TRIGGERS
+                engines::recording::chunks::MAX_TRIGGERS
             ));
         }
         if let Some(k) = self.keep {
@@ -251,7 +252,7 @@ impl FlightArgs {
                 ));
             }
         }
-        Ok(crate::recording::chunks::ChunkSetup {
+        Ok(engines::recording::chunks::ChunkSetup {
             every_ns,
             every_bytes,
             keep_ns: self.keep.map(|k| k.as_nanos() as u64),
@@ -272,7 +273,7 @@ impl TraceArgs {
         if !self.trace {
             return Ok(None);
         }
-        crate::recording::trace::buffer_kib_from_env().map_err(|e| usage!("{e}"))?;
+        engines::recording::trace::buffer_kib_from_env().map_err(|e| usage!("{e}"))?;
         for pid in &self.trace_pids {
             if *pid == 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 return Err(usage!(
@@ -287,7 +288,7 @@ impl TraceArgs {
                 ));
             }
         }
-        if self.trace_only == Some(crate::recording::trace::TraceOnly::Block)
+        if self.trace_only == Some(engines::recording::trace::TraceOnly::Block)
             && (!self.trace_pids.is_empty() || !self.trace_comms.is_empty())
         {
             return Err(usage!(
@@ -304,6 +305,10 @@ impl TraceArgs {
     }
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "the record command's steps in order, each next to what it stops on an error"
+)]
 pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     let mut setup = a.samplers.setup()?;
     setup.trace = a.trace.setup(!a.cmd.is_empty())?;
@@ -325,29 +330,29 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     let listener = a
         .listen
         .as_deref()
-        .map(crate::live::http::bind)
+        .map(engines::live::http::bind)
         .transpose()?;
     let agents = connect_agents(&a)?;
     let dir = a.out.clone().unwrap_or_else(|| default_run_dir("record"));
     let stop = Arc::new(AtomicBool::new(false));
-    super::stop_on_signals(&stop)?;
+    engines::signals::stop_on_signals(&stop)?;
     let live = listener
         .as_ref()
-        .map(|_| crate::live::Live::new(setup.disk_interval.as_nanos() as u64));
+        .map(|_| engines::live::Live::new(setup.disk_interval.as_nanos() as u64));
     let mut rec = Recording::start_with_live(&dir, &setup, &super::argv(), live.clone())?;
     // `kill -USR1 PID`: keep the window around now from --keep.
     rec.keep_on_usr1()?;
-    let _server = crate::live::serve_and_say(listener, live)?;
+    let _server = engines::live::serve_and_say(listener, live)?;
     let collector = match agents {
         Some(c) => Some(c.start(
             &rec.files(),
             rec.clock,
-            crate::recording::session::clock_zero_unix_ns(rec.clock.zero_monotonic_ns()),
+            engines::recording::session::clock_zero_unix_ns(rec.clock.zero_monotonic_ns()),
             rec.events.clone(),
         )?),
         None => None,
     };
-    let progress = crate::recording::progress::for_record(
+    let progress = engines::recording::progress::for_record(
         a.progress,
         a.no_progress,
         &setup.devices,
@@ -368,10 +373,10 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         match c {
             Ok(c) => {
                 rec.trace_pid(c.id());
-                events.event(
-                    "command_start",
-                    serde_json::json!({"pid": c.id(), "argv": crate::recording::session::redact_argv(&a.cmd)}),
-                );
+                events.event(Body::CommandStart(ev::CommandStart {
+                    pid: c.id(),
+                    argv: engines::recording::session::redact_argv(&a.cmd),
+                }));
                 child = Some(c);
             }
             Err(e) => {
@@ -389,7 +394,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         std::thread::sleep(Duration::from_millis(5));
         if let Some(c) = child.as_mut() {
             if let Some(st) = c.try_wait()? {
-                events.event("command_exit", serde_json::json!({"status": st.code()}));
+                events.event(Body::CommandExit(ev::CommandExit { status: st.code() }));
                 if !st.success() {
                     child_failed = Some(st);
                 }
@@ -398,7 +403,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
             }
         }
         if stop.load(Ordering::Relaxed) {
-            events.event("interrupted", serde_json::json!({}));
+            events.event(Body::Interrupted(ev::NoDetail {}));
             exit_code = 130;
             break;
         }
@@ -419,7 +424,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        events.event("command_stopped", serde_json::json!({}));
+        events.event(Body::CommandStopped(ev::NoDetail {}));
     }
     drop(progress);
     if let Some(c) = collector {
@@ -435,7 +440,7 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
                         nm.sources.values().map(|s| s.duplicates).sum::<u64>(),
                     );
                 }
-                rec.set_meta("agents", serde_json::to_value(&m)?)?;
+                rec.set(&m)?;
             }
             Err(e) => {
                 events.error("agents", "collector", &format!("{e:#}"));
@@ -443,38 +448,33 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
             }
         }
     }
-    rec.set_meta(
-        "record",
-        serde_json::json!({"duration_limit_ns": duration.map(|d| d.as_nanos() as u64)}),
-    )?;
+    rec.set(&::format::meta::RecordMeta {
+        duration_limit_ns: duration.map(|d| d.as_nanos() as u64),
+    })?;
     let meta = rec.finish()?;
-    let ds = &meta["samplers"]["diskstats"];
+    let ds = meta
+        .samplers
+        .get("diskstats")
+        .and_then(|d| d.stats.as_ref());
+    let or_null = |v: Option<u64>| v.map_or("null".to_string(), |v| v.to_string());
     eprintln!(
         "recorded {:.1} s: {} diskstats samples of {} expected, jitter p99 {:.0} us",
-        meta["duration_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
-        ds["samples"],
-        ds["expected"],
-        ds["jitter_p99_us"].as_f64().unwrap_or(f64::NAN)
+        meta.duration_ns.unwrap_or(0) as f64 / 1e9,
+        or_null(ds.map(|d| d.samples)),
+        or_null(ds.map(|d| d.expected)),
+        ds.map_or(f64::NAN, |d| d.jitter_p99_us)
     );
-    if let Some(t) = meta.get("trace").and_then(|t| t.get("stats")) {
-        let lost = t["lost_events"].as_u64().unwrap_or(0);
-        let on = |group: &str| {
-            meta["trace"]["events"].as_array().is_some_and(|v| {
-                v.iter()
-                    .any(|e| e.as_str().is_some_and(|e| e.starts_with(group)))
-            })
-        };
+    if let Some((trace, t)) = meta.trace().and_then(|m| m.stats.clone().map(|t| (m, t))) {
+        let lost = t.lost_events;
+        let on = |group: &str| trace.events.iter().any(|e| e.starts_with(group));
         let what = match (on("syscalls:"), on("block:")) {
-            (true, true) => format!(
-                "{} sync calls and {} block requests",
-                t["calls"], t["requests"]
-            ),
-            (true, false) => format!("{} sync calls (block requests not traced)", t["calls"]),
-            _ => format!("{} block requests (sync calls not traced)", t["requests"]),
+            (true, true) => format!("{} sync calls and {} block requests", t.calls, t.requests),
+            (true, false) => format!("{} sync calls (block requests not traced)", t.calls),
+            _ => format!("{} block requests (sync calls not traced)", t.requests),
         };
         eprintln!(
             "traced {what} ({} events read, {lost} lost{})",
-            t["events"],
+            t.events,
             if lost > 0 {
                 ": the trace is incomplete, see events.jsonl trace_lost"
             } else {
@@ -494,12 +494,12 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
 }
 
 /// Checks `--agents` and connects before anything is written: `None` without agents.
-fn connect_agents(a: &RecordArgs) -> anyhow::Result<Option<crate::agent::collect::Connected>> {
+fn connect_agents(a: &RecordArgs) -> anyhow::Result<Option<engines::agent::collect::Connected>> {
     if a.agents.is_empty() {
         return Ok(None);
     }
     for n in &a.agents {
-        crate::agent::check_node_name(n).map_err(|e| usage!("--agents: {e}"))?;
+        engines::agent::check_node_name(n).map_err(|e| usage!("--agents: {e}"))?;
     }
     if a.connect.server_list().is_empty() {
         return Err(usage!(
@@ -507,7 +507,7 @@ fn connect_agents(a: &RecordArgs) -> anyhow::Result<Option<crate::agent::collect
         ));
     }
     a.connect.validate()?;
-    crate::agent::collect::connect(&a.connect, a.agents.clone()).map(Some)
+    engines::agent::collect::connect(&a.connect, a.agents.clone()).map(Some)
 }
 
 /// The exit code that passes a command's status on, as a shell does: its own code, or

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::cli::parse_duration;
-use crate::report::{self, ReportOptions};
-use crate::usage;
+use ::format::cli::parse_duration;
+use ::format::usage;
+use ::report::{self, ReportOptions};
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {

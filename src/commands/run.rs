@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::Args;
 
 use crate::scenario::{plan as srun_plan, run as srun, validate};
-use crate::usage;
+use ::format::usage;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -79,7 +79,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                     }
                     if !p.args.is_empty() {
                         s.push(' ');
-                        s.push_str(&crate::redact::argv(&p.args).join(" "));
+                        s.push_str(&::format::redact::argv(&p.args).join(" "));
                     }
                     s
                 })
@@ -114,9 +114,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let out = a
         .out
         .clone()
-        .unwrap_or_else(|| crate::recording::session::default_run_dir(&sc.name));
+        .unwrap_or_else(|| engines::recording::session::default_run_dir(&sc.name));
     let stop = Arc::new(AtomicBool::new(false));
-    super::stop_on_signals(&stop)?;
+    engines::signals::stop_on_signals(&stop)?;
     clean_stale_lab(&a.lab_root)?;
     let o = srun::StudyOptions {
         out,
@@ -136,7 +136,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
 /// Tears down what a killed run left in the lab (its creator is gone and it was not kept
 /// by `lab up`), saying what was cleaned, before this run makes volumes of its own.
 fn clean_stale_lab(root: &std::path::Path) -> anyhow::Result<()> {
-    let lab = crate::lab::Lab::open(root);
+    let lab = engines::lab::Lab::open(root);
     let done = lab.clean_stale().map_err(|e| {
         e.context(format!(
             "cleaning what a killed run left under {} (try `diskpulse lab down --all --root {}`)",

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::live::http;
 use crate::view::{self, View};
+use engines::live::http;
 
 #[derive(Args, Debug)]
 pub struct ViewArgs {
@@ -31,7 +31,7 @@ pub fn run(a: ViewArgs) -> anyhow::Result<i32> {
     let v = Arc::new(View::open(&a.run)?);
     let listener = http::bind(&a.listen)?;
     let stop = Arc::new(AtomicBool::new(false));
-    super::stop_on_signals(&stop)?;
+    engines::signals::stop_on_signals(&stop)?;
     let h = v.clone();
     let server = http::serve_with(
         listener,

@@ -1,5 +1,5 @@
 //! A scenario's `[agents]` (issue 15): each run's recording merges the samples of the
-//! named nodes' `diskpulse agent`s, as `record --agents` does ([`crate::agent::collect`]).
+//! named nodes' `diskpulse agent`s, as `record --agents` does ([`engines::agent::collect`]).
 //!
 //! The agents are the user's to start, as on real hosts; a run starts its collector once
 //! its broker is up, waits up to `wait` for every node's first clock reply (failing with
@@ -8,7 +8,7 @@
 //!
 //! `server = "embedded"`: the agents cannot know the embedded broker's ports (fresh ones
 //! every run), so the run listens on the fixed `listen` address and forwards it to its
-//! first node ([`crate::proxy`] with no delay); between runs that address refuses, and the
+//! first node ([`engines::proxy`] with no delay); between runs that address refuses, and the
 //! agents, which reconnect forever, join the next run's broker on their own.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,12 +18,13 @@ use std::time::{Duration, Instant};
 use collectors::clock::Clock;
 
 use super::spec::{AgentsDecl, AGENTS_EMBEDDED};
-use crate::agent::collect::{self, Collector};
-use crate::broker::Cluster;
-use crate::format::agents::AgentsMeta;
-use crate::load::connect::ConnectArgs;
-use crate::recording::chunks::RunFiles;
-use crate::recording::EventLog;
+use engines::agent::collect::{self, Collector};
+use engines::broker::Cluster;
+use engines::load::connect::ConnectArgs;
+use engines::recording::chunks::RunFiles;
+use engines::recording::EventLog;
+use format::agents::AgentsMeta;
+use format::events::{AgentsReady, Body};
 
 /// `[agents]` checked, for one cell.
 #[derive(Debug, Clone)]
@@ -43,7 +44,7 @@ impl AgentsPlan {
             nodes: d.nodes.iter().map(|n| n.get_ref().clone()).collect(),
             servers: (!embedded).then(|| server.split(',').map(|u| u.trim().to_string()).collect()),
             listen: d.listen.as_ref().map(|l| l.get_ref().clone()),
-            wait: crate::cli::parse_duration(&d.wait)
+            wait: format::cli::parse_duration(&d.wait)
                 .map_err(|e| anyhow::anyhow!("[agents] wait {e}"))?,
         })
     }
@@ -51,7 +52,7 @@ impl AgentsPlan {
     /// What the agents are started with (`--server`), redacted.
     pub fn agent_url(&self) -> String {
         match (&self.servers, &self.listen) {
-            (Some(s), _) => crate::redact::text(&s.join(",")),
+            (Some(s), _) => format::redact::text(&s.join(",")),
             (None, Some(l)) => format!("nats://{l}"),
             (None, None) => "the scenario's broker".into(),
         }
@@ -61,7 +62,7 @@ impl AgentsPlan {
 /// A run's collector (and, for an embedded broker, the agents' way in).
 pub struct AgentsRun {
     collector: Collector,
-    proxy: Option<crate::proxy::ProxyHandle>,
+    proxy: Option<engines::proxy::ProxyHandle>,
 }
 
 /// Starts collecting into `dir` and waits until every node's agent answered a clock
@@ -87,7 +88,7 @@ pub async fn start(
             let urls = c.client_urls();
             let listen = p.listen.as_deref().unwrap_or("127.0.0.1:0");
             let up = urls[0].trim_start_matches("nats://").to_string();
-            let (_, h) = crate::proxy::spawn_on(listen, &up, Duration::ZERO, None).map_err(|e| {
+            let (_, h) = engines::proxy::spawn_on(listen, &up, Duration::ZERO, None).map_err(|e| {
                 e.context(format!(
                     "[agents] listen {listen}: the address the agents connect to (is another run or program on it?)"
                 ))
@@ -100,7 +101,7 @@ pub async fn start(
         ..Default::default()
     };
     let nodes = p.nodes.clone();
-    let zero_unix_ns = crate::recording::session::clock_zero_unix_ns(clock.zero_monotonic_ns());
+    let zero_unix_ns = engines::recording::session::clock_zero_unix_ns(clock.zero_monotonic_ns());
     let (f, ev) = (files.clone(), events.clone());
     let collector = tokio::task::spawn_blocking(move || -> anyhow::Result<Collector> {
         collect::connect(&connect, nodes)
@@ -112,10 +113,10 @@ pub async fn start(
     loop {
         let missing = collector.not_answered();
         if missing.is_empty() {
-            events.event(
-                "agents_ready",
-                serde_json::json!({"nodes": p.nodes, "waited_ms": t0.elapsed().as_secs_f64() * 1e3}),
-            );
+            events.event(Body::AgentsReady(AgentsReady {
+                nodes: p.nodes.clone(),
+                waited_ms: t0.elapsed().as_secs_f64() * 1e3,
+            }));
             return Ok(AgentsRun { collector, proxy });
         }
         let interrupted = stop.load(Ordering::Relaxed);

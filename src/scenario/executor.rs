@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use collectors::clock::Clock;
+use format::events::{self as ev, Body};
 use futures::stream::{FuturesUnordered, StreamExt};
 use serde_json::{json, Value};
 use toml::Spanned;
@@ -77,20 +78,29 @@ pub(super) async fn run_schedule(
             let p = phases[i].get_ref();
             let (label, kind) = (phase_label(p), p.kind.get_ref().clone());
             started[i] = Some(now);
-            events.event(
-                "phase_start",
-                json!({"phase": label, "name": label, "index": i, "kind": kind, "args": crate::redact::argv(&p.args)}),
-            );
+            events.event(Body::PhaseStart(ev::Phase {
+                phase: Some(label.clone()),
+                name: Some(label.clone()),
+                index: Some(i as u64),
+                kind: Some(kind.clone()),
+                args: Some(format::redact::argv(&p.args)),
+                ..Default::default()
+            }));
             if let Some(d) = slot.during.filter(|&d| ended[d].is_some()) {
                 // What it runs during is over already: nothing to run beside.
                 ended[i] = Some(now);
-                events.event(
-                    "phase_end",
-                    json!({"phase": label, "name": label, "index": i, "kind": kind, "ok": true, "stopped": true}),
-                );
+                events.event(Body::PhaseEnd(ev::Phase {
+                    phase: Some(label.clone()),
+                    name: Some(label.clone()),
+                    index: Some(i as u64),
+                    kind: Some(kind.clone()),
+                    ok: Some(true),
+                    stopped: Some(true),
+                    args: None,
+                }));
                 records.push((
                     i,
-                    json!({"index": i, "kind": kind, "name": label, "args": crate::redact::argv(&p.args),
+                    json!({"index": i, "kind": kind, "name": label, "args": format::redact::argv(&p.args),
                            "start_s": now as f64 / 1e9, "elapsed_s": 0.0,
                            "skipped": format!("phase #{d} {} had ended before this one's start", phase_label(phases[d].get_ref())),
                            "result": Value::Null}),
@@ -115,14 +125,19 @@ pub(super) async fn run_schedule(
         let t0 = started[i].expect("a phase that ended started");
         let (start_s, elapsed_s) = (t0 as f64 / 1e9, (t - t0) as f64 / 1e9);
         let stopped = stops[i].load(Ordering::Relaxed);
-        events.event(
-            "phase_end",
-            json!({"phase": label, "name": label, "index": i, "kind": kind, "ok": r.is_ok(), "stopped": stopped}),
-        );
+        events.event(Body::PhaseEnd(ev::Phase {
+            phase: Some(label.clone()),
+            name: Some(label.clone()),
+            index: Some(i as u64),
+            kind: Some(kind.to_string()),
+            ok: Some(r.is_ok()),
+            stopped: Some(stopped),
+            args: None,
+        }));
         match r {
             Ok(v) => records.push((
                 i,
-                json!({"index": i, "kind": kind, "name": label, "args": crate::redact::argv(&p.args),
+                json!({"index": i, "kind": kind, "name": label, "args": format::redact::argv(&p.args),
                        "start_s": start_s, "elapsed_s": elapsed_s, "stopped": stopped, "result": v}),
             )),
             Err(e) => {
@@ -135,7 +150,7 @@ pub(super) async fn run_schedule(
                     .unwrap_or(Value::Null);
                 records.push((
                     i,
-                    json!({"index": i, "kind": kind, "name": label, "args": crate::redact::argv(&p.args),
+                    json!({"index": i, "kind": kind, "name": label, "args": format::redact::argv(&p.args),
                            "start_s": start_s, "elapsed_s": elapsed_s, "stopped": stopped,
                            "error": format!("{e:#}"), "result": result}),
                 ));

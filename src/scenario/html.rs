@@ -7,9 +7,9 @@ use std::path::Path;
 
 use super::study_charts::StudyChart;
 use super::study_page::{Page, Table};
-use crate::format::study::StudyRun;
-use crate::format::summary::Summary;
-use crate::report::html::escape as esc;
+use format::study::StudyRun;
+use format::summary::Summary;
+use report::html::escape as esc;
 
 /// One run on the study page: its status (and why it is invalid), its headline and
 /// interference sentences from its summary.json, and where its own report is. The run's
@@ -171,5 +171,5 @@ pub fn study_page(study: &Path, p: &Page, charts_: &[StudyChart], runs: &[StudyR
     for r in runs {
         body.push_str(&run_fragment(study, r));
     }
-    crate::report::html::page(&format!("diskpulse study: {}", p.title), &[body])
+    report::html::page(&format!("diskpulse study: {}", p.title), &[body])
 }

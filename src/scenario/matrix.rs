@@ -58,17 +58,17 @@ fn id_of(params: &[(String, String)]) -> String {
 }
 
 /// Hides the secrets of a cell's shown values (issue 10 point 2): a value that holds one
-/// of `secrets` (what [`crate::redact::secrets`] finds in the cell's phase arguments,
-/// e.g. `pw` in `--password ${pw}`) becomes [`crate::redact::HIDDEN`], a URL's user info
+/// of `secrets` (what [`format::redact::secrets`] finds in the cell's phase arguments,
+/// e.g. `pw` in `--password ${pw}`) becomes [`format::redact::HIDDEN`], a URL's user info
 /// `nats://***@host`; the id is made again from them. Two cells that then look the same
 /// are refused like any two cells that share a directory.
 pub fn hide_secrets(cell: &mut Cell, secrets: &[String]) {
     let mut changed = false;
     for (_, v) in &mut cell.params {
         let shown = if secrets.iter().any(|s| v.contains(s.as_str())) {
-            crate::redact::HIDDEN.to_string()
+            format::redact::HIDDEN.to_string()
         } else {
-            crate::redact::text(v)
+            format::redact::text(v)
         };
         if shown != *v {
             *v = shown;

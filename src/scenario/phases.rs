@@ -20,10 +20,11 @@ use serde_json::{json, Value};
 
 use super::run::{vol_cgroup, vol_dir};
 use super::spec;
-use crate::broker::{monitor, Cluster, RabbitNode};
-use crate::cli::parse_duration;
-use crate::lab::Volume;
-use crate::recording::EventLog;
+use engines::broker::{monitor, BrokerProcess, Cluster, RabbitNode};
+use engines::lab::Volume;
+use engines::recording::EventLog;
+use format::cli::parse_duration;
+use format::events::{self as ev, Body};
 
 /// How long a stopped phase's child has between SIGINT and SIGKILL (a probe or load
 /// prints what it measured on SIGINT, which takes well under a second).
@@ -120,16 +121,16 @@ fn child(
     phase: usize,
     cgroup: Option<&Path>,
     stop: &AtomicBool,
-    beam_hook: Option<&crate::broker::OnNodeStart>,
+    beam_hook: Option<&engines::broker::OnNodeStart>,
 ) -> anyhow::Result<(i32, String)> {
     let mut c = Command::new(exe);
     // Waited for on this blocking thread, which lives as long as the child.
-    crate::lab::os::die_with_parent(&mut c);
+    engines::lab::os::die_with_parent(&mut c);
     let mut c = c
         .args(args)
         .env(collectors::clock::ENV_ZERO, zero_ns.to_string())
         .env("DISKPULSE_RUN_DIR", run_dir)
-        .env(crate::format::ENV_PHASE, phase.to_string())
+        .env(format::ENV_PHASE, phase.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -199,7 +200,7 @@ fn child(
         return Err(ChildFailed {
             message: format!(
                 "`diskpulse {}` exited with {code}: {last}",
-                crate::redact::argv(args).join(" ")
+                format::redact::argv(args).join(" ")
             ),
             stdout,
         }
@@ -309,10 +310,13 @@ fn log_recovery_events(log: &Path, from_byte: u64, node: &str, events: &EventLog
     for line in tail.lines() {
         let l = line.to_ascii_lowercase();
         if l.contains("recover") || l.contains("rebuild") || l.contains("restor") {
-            let detail = json!({"node": node, "line": line.chars().take(300).collect::<String>()});
+            let body = Body::BrokerLog(ev::BrokerLog {
+                node: node.to_string(),
+                line: line.chars().take(300).collect(),
+            });
             match log_line_t_ns(line, zero_wall) {
-                Some(t) => events.event_at(t, "broker_log", detail),
-                None => events.event("broker_log", detail),
+                Some(t) => events.event_at(t, body),
+                None => events.event(body),
             }
         }
     }
@@ -338,7 +342,7 @@ pub(super) struct PhaseCtx<'a> {
     pub node_cgroups: &'a [Option<PathBuf>],
     /// With a recording: called with each RabbitMQ VM (`beam.smp`) an AMQP load phase's
     /// child starts, so the run samples its `/proc/PID/io` and traces its sync calls.
-    pub process_hook: Option<crate::broker::OnNodeStart>,
+    pub process_hook: Option<engines::broker::OnNodeStart>,
 }
 
 /// Sleeps `d` or until `stop`; returns how long it slept.
@@ -537,7 +541,7 @@ async fn node_phase(
             let mut g = cx.cluster.lock().await;
             let c = g.as_mut().ok_or_else(no_broker)?;
             for (&n, name) in nodes.iter().zip(&names) {
-                events.event("node_stop", json!({"node": name}));
+                events.event(Body::NodeStop(ev::NodeStop { node: name.clone() }));
                 c.stop_node(n).await?;
             }
         }
@@ -545,7 +549,10 @@ async fn node_phase(
             let mut g = cx.cluster.lock().await;
             let c = g.as_mut().ok_or_else(no_broker)?;
             for (&n, name) in nodes.iter().zip(&names) {
-                events.event("node_kill", json!({"node": name, "pid": c.node(n).pid()}));
+                events.event(Body::NodeKill(ev::NodeKill {
+                    node: name.clone(),
+                    pid: c.node(n).pid(),
+                }));
                 c.kill_node(n)?;
             }
         }
@@ -565,10 +572,9 @@ async fn node_phase(
         };
         let t0 = Instant::now();
         tokio::task::spawn_blocking(move || sysctl_drop_caches(&stores)).await??;
-        events.event(
-            "drop_caches",
-            json!({"ms": t0.elapsed().as_secs_f64() * 1e3}),
-        );
+        events.event(Body::DropCaches(ev::DropCaches {
+            ms: t0.elapsed().as_secs_f64() * 1e3,
+        }));
     }
     if kind != "start" {
         if let Some(d) = &p.down_for {
@@ -587,10 +593,11 @@ async fn node_phase(
         for (&n, name) in nodes.iter().zip(&names) {
             let log = c.node(n).log_path().to_path_buf();
             let log_len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
-            events.event(
-                "restart",
-                json!({"node": name, "drop_caches": p.drop_caches, "after": kind}),
-            );
+            events.event(Body::Restart(ev::Restart {
+                node: name.clone(),
+                drop_caches: p.drop_caches,
+                after: kind.to_string(),
+            }));
             logs.push((name.clone(), log, log_len));
         }
         let t0 = Instant::now();
@@ -609,10 +616,11 @@ async fn node_phase(
     for ((name, log, log_len), url) in logs.into_iter().zip(monitors) {
         let healthy = wait_healthy(&url, Duration::from_secs(120)).await;
         let healthy_ms = healthy.map(|_| t0.elapsed().as_secs_f64() * 1e3);
-        events.event(
-            "restart_ready",
-            json!({"node": name, "current_ms": current.as_secs_f64() * 1e3, "healthy_ms": healthy_ms}),
-        );
+        events.event(Body::RestartReady(ev::RestartReady {
+            node: name.clone(),
+            current_ms: current.as_secs_f64() * 1e3,
+            healthy_ms,
+        }));
         log_recovery_events(&log, log_len, &name, events);
         res.push(json!({"node": name, "current_ms": current.as_secs_f64() * 1e3, "healthy_ms": healthy_ms}));
     }
@@ -642,13 +650,16 @@ async fn rabbit_node_phase(
         "restart" | "stop" => {
             let mut g = cx.rabbit.lock().await;
             let n = g.as_mut().ok_or_else(gone)?;
-            events.event("node_stop", json!({"node": name}));
+            events.event(Body::NodeStop(ev::NodeStop { node: name.clone() }));
             n.stop().await?;
         }
         "kill" => {
             let mut g = cx.rabbit.lock().await;
             let n = g.as_mut().ok_or_else(gone)?;
-            events.event("node_kill", json!({"node": name, "pid": n.pid()}));
+            events.event(Body::NodeKill(ev::NodeKill {
+                node: name.clone(),
+                pid: n.pid(),
+            }));
             n.kill();
         }
         _ => {}
@@ -661,10 +672,9 @@ async fn rabbit_node_phase(
         let t0 = Instant::now();
         let stores = vec![store];
         tokio::task::spawn_blocking(move || sysctl_drop_caches(&stores)).await??;
-        events.event(
-            "drop_caches",
-            json!({"ms": t0.elapsed().as_secs_f64() * 1e3}),
-        );
+        events.event(Body::DropCaches(ev::DropCaches {
+            ms: t0.elapsed().as_secs_f64() * 1e3,
+        }));
     }
     if kind != "start" {
         if let Some(d) = &p.down_for {
@@ -676,10 +686,11 @@ async fn rabbit_node_phase(
     }
     let mut g = cx.rabbit.lock().await;
     let n = g.as_mut().ok_or_else(gone)?;
-    events.event(
-        "restart",
-        json!({"node": name, "drop_caches": p.drop_caches, "after": kind}),
-    );
+    events.event(Body::Restart(ev::Restart {
+        node: name.clone(),
+        drop_caches: p.drop_caches,
+        after: kind.to_string(),
+    }));
     let t0 = Instant::now();
     n.start_again().await?;
     let current_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -691,9 +702,10 @@ async fn rabbit_node_phase(
     if let Some(h) = &cx.process_hook {
         h(&name, n.pid());
     }
-    events.event(
-        "restart_ready",
-        json!({"node": name, "current_ms": current_ms, "healthy_ms": current_ms}),
-    );
+    events.event(Body::RestartReady(ev::RestartReady {
+        node: name.clone(),
+        current_ms,
+        healthy_ms: Some(current_ms),
+    }));
     Ok(json!({"nodes": [{"node": name, "current_ms": current_ms, "healthy_ms": current_ms}]}))
 }

@@ -22,9 +22,9 @@ use std::time::Duration;
 use super::schedule::{Anchor, Schedule};
 use super::spec::{PhaseDecl, Scenario};
 use super::validate::{child_command, Checked};
-use crate::cli::parse_duration;
 use crate::commands::Command;
-use crate::units::bytes_exact;
+use format::cli::parse_duration;
+use format::units::bytes_exact;
 
 /// Setup and teardown of one run that no phase accounts for, an estimate: the recording's
 /// start and close and the run's report.
@@ -113,7 +113,7 @@ pub fn phase_time(s: &Scenario, p: &PhaseDecl) -> PhaseTime {
                 (None, None, _) => partly(0.0, "until it is stopped or drained".into()),
             }
         }
-        (_, Some(Command::Probe(a))) => match crate::commands::probe::planned(&a) {
+        (_, Some(Command::Probe(a))) => match engines::probe::planned(&a) {
             Ok(pl) => {
                 let layout = format!("laying out its {} file", bytes_exact(pl.size_bytes));
                 match pl.runtime {
@@ -134,12 +134,12 @@ pub fn phase_time(s: &Scenario, p: &PhaseDecl) -> PhaseTime {
             Err(_) => partly(0.0, "its arguments".into()),
         },
         (_, Some(Command::Fsync(a))) => {
-            let n = crate::commands::fsync::planned_tests(&a).unwrap_or(0);
+            let n = engines::fsync::planned_tests(&a).unwrap_or(0);
             partly(
                 n as f64 * a.secs_per_test.as_secs_f64(),
                 format!(
                     "creating its {} test file",
-                    bytes_exact(crate::commands::fsync::TEST_FILE_BYTES)
+                    bytes_exact(engines::fsync::TEST_FILE_BYTES)
                 ),
             )
         }
@@ -309,6 +309,10 @@ pub enum Out<'a> {
 }
 
 /// The plan of a checked study.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one pass over a phase list, each phase kind's plan next to the others' so their shared checks are seen together"
+)]
 pub fn plan(c: &Checked, out: Out, lab_root: &Path, trace: bool) -> Plan {
     let sc = &c.scenario;
     let repeat = sc.matrix.repeat as usize;
@@ -469,7 +473,7 @@ pub fn plan(c: &Checked, out: Out, lab_root: &Path, trace: bool) -> Plan {
             let target = p.volume.as_ref().and_then(|v| vol_dir(v.get_ref()));
             let file = match (kind, child_command(cs, p)) {
                 (_, Some(Command::Probe(a))) => {
-                    let pl = crate::commands::probe::planned(&a).ok();
+                    let pl = engines::probe::planned(&a).ok();
                     let path = match (&target, &a.filename) {
                         (Some((d, _)), _) => Some(d.join(format!("diskpulse-probe-{i}.dat"))),
                         (None, Some(f)) if !f.starts_with("/diskpulse-dry-run") => {
@@ -502,7 +506,7 @@ pub fn plan(c: &Checked, out: Out, lab_root: &Path, trace: bool) -> Plan {
                 (_, Some(Command::Fsync(_))) => target.as_ref().map(|(d, _)| Space {
                     what: format!("phase #{i} fsync test file (removed after it)"),
                     path: d.join(".diskpulse-fsync.<pid>"),
-                    bytes: crate::commands::fsync::TEST_FILE_BYTES,
+                    bytes: engines::fsync::TEST_FILE_BYTES,
                 }),
                 _ => None,
             };
@@ -546,7 +550,7 @@ pub fn secs_words(s: f64) -> String {
     } else if s < 60.0 {
         format!("{} s", s.round() as u64)
     } else {
-        format!("{} s ({})", s.round() as u64, crate::units::clock(s))
+        format!("{} s ({})", s.round() as u64, format::units::clock(s))
     }
 }
 
@@ -568,8 +572,8 @@ pub fn lines(p: &Plan, lab_root: &Path, euid_root: bool) -> Vec<String> {
     if p.lab_images.is_empty() {
         v.push("space: no lab volume, no image files".into());
     } else {
-        let free = crate::lab::os::free_bytes(lab_root)
-            .or_else(|| lab_root.parent().and_then(crate::lab::os::free_bytes))
+        let free = engines::lab::os::free_bytes(lab_root)
+            .or_else(|| lab_root.parent().and_then(engines::lab::os::free_bytes))
             .map(|f| format!("; {} free there now", bytes_exact(f)))
             .unwrap_or_default();
         v.push(format!(

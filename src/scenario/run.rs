@@ -6,7 +6,7 @@
 //! ```text
 //! STUDY/scenario.toml          the file as given
 //! STUDY/study.json             cells, their runs and status (rewritten after every run)
-//! STUDY/cells/<cell>/r<k>/     one run directory per cell and repeat (see the README)
+//! STUDY/cells/<cell>/r<k>/     one run directory per cell and repeat (see docs/commands/run.md)
 //! STUDY/study.md|csv|json      the study tables (report)
 //! STUDY/report.html            the study report
 //! ```
@@ -26,12 +26,12 @@ use super::executor::run_schedule;
 use super::phases::{PhaseCtx, SharedCluster, SharedRabbit};
 use super::schedule::Schedule;
 use super::spec::{self, Cell, Scenario};
-use crate::broker::ClusterOptions;
-use crate::cli::parse_duration;
-use crate::lab::{Lab, Volume};
-use crate::recording::session::SamplerSetup;
 use crate::session::{BrokerPlan, RecordTo, Session, Threads};
-use crate::usage;
+use engines::broker::{BrokerProcess, ClusterOptions};
+use engines::lab::{Lab, Volume};
+use engines::recording::session::SamplerSetup;
+use format::cli::parse_duration;
+use format::usage;
 
 /// How a study runs.
 pub struct StudyOptions {
@@ -43,7 +43,7 @@ pub struct StudyOptions {
     /// `run --trace`: trace every run (as `[samplers] trace = true`).
     pub trace: bool,
     /// `run --chunk/--keep/--trigger`: every run's recording (default: a chunk an hour).
-    pub chunks: crate::recording::chunks::ChunkSetup,
+    pub chunks: engines::recording::chunks::ChunkSetup,
     /// The progress line (a terminal, or `--progress`), started for this study's runs.
     pub progress: Option<crate::progress::Progress>,
 }
@@ -59,9 +59,9 @@ pub fn cell_text(text: &str, cell: &Cell) -> String {
 }
 
 /// A lab volume as the scenario declares it, checked.
-pub fn lab_spec(name: &str, d: &spec::LabDecl) -> anyhow::Result<crate::lab::VolumeSpec> {
-    use crate::cli::parse_size;
-    use crate::lab::{Fs, Raid, Throttle, VolumeSpec, WriteCache};
+pub fn lab_spec(name: &str, d: &spec::LabDecl) -> anyhow::Result<engines::lab::VolumeSpec> {
+    use engines::lab::{Fs, Raid, Throttle, VolumeSpec, WriteCache};
+    use format::cli::parse_size;
     let size = parse_size(&d.size).map_err(|e| anyhow::anyhow!("volume {name}: size {e}"))?;
     let fs = match d.fs.as_str() {
         "ext4" => Fs::Ext4,
@@ -141,16 +141,16 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
         concrete,
     } = super::validate::check_study(&path.display().to_string(), &text)
         .map_err(|e| usage!("{e}"))?;
-    crate::recording::session::create_run_dir(&o.out)?;
+    engines::recording::session::create_run_dir(&o.out)?;
     // The copy keeps the file as written, without the secrets its load args carry.
     let secrets: Vec<String> = concrete
         .iter()
         .flat_map(|s| &s.phases)
-        .flat_map(|p| crate::redact::secrets(&p.get_ref().args))
+        .flat_map(|p| format::redact::secrets(&p.get_ref().args))
         .collect();
     std::fs::write(
         o.out.join("scenario.toml"),
-        crate::redact::scrub(&text, &secrets),
+        format::redact::scrub(&text, &secrets),
     )?;
     let mut records: Vec<RunRecord> = vec![];
     let write_study = |records: &[RunRecord], status: &str| -> anyhow::Result<()> {
@@ -382,6 +382,10 @@ pub(super) fn vol_cgroup(
         .and_then(|v| v.cgroup.clone())
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one cell's run in order (recording, phases, summary), each next to what it stops on an error"
+)]
 fn run_recorded(
     s: &Scenario,
     dir: &Path,
@@ -401,14 +405,14 @@ fn run_recorded(
         cpu_interval: parse_duration(&s.samplers.cpu_interval).map_err(anyhow::Error::msg)?,
         procfs: PathBuf::from("/proc"),
         // The nodes' pids are handed to the trace once they run (session.rs).
-        trace: (s.samplers.trace || o.trace).then(crate::recording::TraceSetup::default),
+        trace: (s.samplers.trace || o.trace).then(engines::recording::TraceSetup::default),
         chunks: o.chunks.clone(),
     };
     let argv = vec!["diskpulse".to_string(), "run".to_string(), s.name.clone()];
     // The progress line: this run's load.csv/probe.csv, and the write bursts of the
     // volumes' own devices from the sampler's bins.
     let live = o.progress.as_ref().map(|p| {
-        let l = crate::live::Live::new(setup.disk_interval.as_nanos() as u64);
+        let l = engines::live::Live::new(setup.disk_interval.as_nanos() as u64);
         p.watch(
             dir,
             Some((l.clone(), crate::progress::own_devices(&setup.devices))),
@@ -421,10 +425,18 @@ fn run_recorded(
         argv,
     };
     let mut session = Session::open_with_live(record, Threads::All, o.stop.clone(), live)?;
-    session.set_meta(
-        "volumes",
-        json!(vols.iter().map(|(n, p, v)| json!({"name": n, "dir": p, "lab": v.as_ref().map(|v| json!({"loop_devices": v.loop_devices, "cgroup": v.cgroup}))})).collect::<Vec<_>>()),
-    )?;
+    session.set(&format::meta::Volumes(
+        vols.iter()
+            .map(|(n, p, v)| format::meta::VolumeMeta {
+                name: n.clone(),
+                dir: p.clone(),
+                lab: v.as_ref().map(|v| format::meta::VolumeLab {
+                    loop_devices: v.loop_devices.clone(),
+                    cgroup: v.cgroup.clone(),
+                }),
+            })
+            .collect(),
+    ))?;
     let monitor_interval =
         parse_duration(&s.samplers.monitor_interval).map_err(anyhow::Error::msg)?;
     let mut node_devices = vec![];
@@ -447,7 +459,11 @@ fn run_recorded(
                     .filter(|d| d.why.starts_with("holds") || d.why.starts_with("btrfs member"))
                     .map(|d| d.name.clone())
                     .collect();
-                node_devices.push(json!({"node": format!("n{}", i + 1), "volume": v.get_ref(), "devices": holders}));
+                node_devices.push(format::meta::NodeDevices {
+                    node: format!("n{}", i + 1),
+                    volume: Some(v.get_ref().to_string()),
+                    devices: holders,
+                });
                 node_cgroups.push(vol_cgroup(vols, v.get_ref()));
                 stores.push(d);
             }
@@ -456,7 +472,7 @@ fn run_recorded(
                 let store = vol_dir(vols, b.volumes[0].get_ref())?
                     .join("rabbitmq")
                     .join("n1");
-                let mut ro = crate::broker::RabbitOptions::new(store, dir.to_path_buf());
+                let mut ro = engines::broker::RabbitOptions::new(store, dir.to_path_buf());
                 ro.name = "n1".into();
                 ro.binary = b.rabbitmq_server.as_ref().map(PathBuf::from);
                 BrokerPlan::Rabbit(ro)
@@ -495,7 +511,7 @@ fn run_recorded(
                 super::agents::start(
                     p,
                     live.cluster.as_ref(),
-                    &crate::recording::chunks::RunFiles {
+                    &engines::recording::chunks::RunFiles {
                         dir: dir.to_path_buf(),
                         flight: live.flight.clone(),
                     },
@@ -540,7 +556,7 @@ fn run_recorded(
                 nm.sources.values().map(|s| s.duplicates).sum::<u64>(),
             );
         }
-        session.set_meta("agents", serde_json::to_value(&m)?)?;
+        session.set(&m)?;
     }
     // The phases that ran go into meta.json even when one failed.
     let res = match ran.result {
@@ -548,13 +564,13 @@ fn run_recorded(
             if let Some(mut m) = ran.cluster_meta {
                 // The cluster's meta, with the version at the top as for one server
                 // (a RabbitMQ node's meta has it there already).
-                if m.get("version").is_none() {
-                    m["version"] = m["servers"][0]["version"].clone();
+                if let format::meta::BrokerSection::Cluster(c) = &mut m {
+                    c.version = c.servers.first().map(|s| s.version.clone());
                 }
-                session.set_meta("broker", m)?;
-                session.set_meta("broker_nodes", json!(node_devices))?;
+                session.set(&m)?;
+                session.set(&format::meta::BrokerNodes(node_devices))?;
             }
-            session.set_meta("phases", json!(phases))?;
+            session.set(&format::meta::PhasesSection(phases))?;
             match err {
                 Some(e) => Err(e),
                 None => Ok(()),
@@ -562,7 +578,7 @@ fn run_recorded(
         }
         Err(e) => Err(e),
     };
-    if let Some((d, _, w)) = session.close(Some(&crate::report::ReportOptions::default()))? {
+    if let Some((d, _, w)) = session.close(Some(&report::ReportOptions::default()))? {
         warnings.extend(w.into_iter().map(|w| format!("{}: {w}", d.display())));
     }
     res.map_err(|e| with_store_usage(e, dir))
@@ -572,14 +588,16 @@ fn run_recorded(
 /// and how full (the `store_volume` events the session recorded when it stopped them).
 fn with_store_usage(e: anyhow::Error, dir: &Path) -> anyhow::Error {
     let text = format!("{e:#}");
-    if !text.contains(crate::load::output::kind_words("insufficient_resources").0) {
+    if !text.contains(format::summary::kind_words("insufficient_resources").0) {
         return e;
     }
-    let stores: Vec<String> = crate::format::events::read(dir)
+    let stores: Vec<String> = format::events::read(dir)
         .unwrap_or_default()
         .iter()
-        .filter(|ev| ev.kind == "store_volume")
-        .map(|ev| crate::broker::store_usage::line(&ev.detail))
+        .filter_map(|ev| match &ev.body {
+            format::events::Body::StoreVolume(v) => Some(format::events::store_volume_line(v)),
+            _ => None,
+        })
         .collect();
     if stores.is_empty() {
         return e;

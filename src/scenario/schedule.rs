@@ -21,7 +21,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::spec::{err_at, PhaseDecl, SpecError, NODE_KINDS};
-use crate::cli::parse_duration;
+use format::cli::parse_duration;
 
 /// The moment a phase's start is measured from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +74,10 @@ fn overlap(a: &Option<Vec<i64>>, b: &Option<Vec<i64>>) -> bool {
 impl Schedule {
     /// Resolves and checks the timing keys of `phases`; errors carry the place in `text`.
     /// A phase whose timing names a `${..}` is left to the cell's check (`Ok(None)`).
+    #[allow(
+        clippy::too_many_lines,
+        reason = "the schedule of every phase kind in one match, so their overlaps are checked in one place"
+    )]
     pub fn build(
         path: &str,
         text: &str,

@@ -340,6 +340,10 @@ pub fn parse_cell(path: &str, text: &str) -> Result<Scenario, SpecError> {
     parse_inner(path, text, false)
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one pass over the scenario file's keys, each next to the error naming it"
+)]
 fn parse_inner(path: &str, text: &str, check_matrix: bool) -> Result<Scenario, SpecError> {
     let sc: Scenario = toml::from_str(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);

@@ -15,7 +15,7 @@ use charts::{Bar, Bars};
 
 use super::study_page::{self, CellRuns};
 use super::verdict::{self, Scale};
-use crate::format::study::{Figures, Study, StudyRun};
+use format::study::{Figures, Study, StudyRun};
 
 /// The value axis' label: the figure's unit on the page ("ms", "MiB/s"), "per second"
 /// for a rate its title names, "operations" for failed ops.

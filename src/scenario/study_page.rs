@@ -15,7 +15,7 @@
 use serde_json::{json, Value};
 
 use super::verdict::{self, Question, Scale};
-use crate::format::study::{Figures, Study, StudyRun, FIGURES};
+use format::study::{Figures, Study, StudyRun, FIGURES};
 
 /// A table: a header and rows of printed cells.
 #[derive(Debug, Clone, Default, PartialEq)]

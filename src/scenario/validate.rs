@@ -26,9 +26,9 @@ use clap::Parser;
 
 use super::run::{cell_text, lab_spec};
 use super::spec::{self, err_at, key_span, Cell, Scenario, SpecError};
-use crate::broker::SyncMode;
-use crate::cli::{parse_duration, parse_size};
 use crate::commands::{Cli, Command};
+use engines::broker::SyncMode;
+use format::cli::{parse_duration, parse_size};
 
 /// The most runs (cells x repeat) one study may have. A run takes seconds to minutes and
 /// writes a recording of megabytes, so 1000 runs are already days of machine time and
@@ -55,7 +55,7 @@ pub fn check_study(path: &str, text: &str) -> Result<Checked, SpecError> {
         let secrets: Vec<String> = s
             .phases
             .iter()
-            .flat_map(|p| crate::redact::secrets(&p.get_ref().args))
+            .flat_map(|p| format::redact::secrets(&p.get_ref().args))
             .collect();
         super::matrix::hide_secrets(c, &secrets);
         let cx = Cx {
@@ -165,6 +165,10 @@ fn locate(text: &str, key: &str, value: &str) -> Option<usize> {
 
 /// What only a concrete cell can tell: sizes, durations, volume paths, sync modes, node
 /// counts and the phases' arguments.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one cell's checks, each next to the error naming the phase and the key"
+)]
 fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
     for v in &s.volumes {
         let name = v.name.get_ref();
@@ -536,12 +540,8 @@ fn check_args(
             .to_string()),
         Ok(cli) => match cli.command {
             Command::Load(a) => a.load.validate().map_err(|e| format!("{e:#}")),
-            Command::Probe(a) => {
-                crate::commands::probe::check_args(&a).map_err(|e| format!("{e:#}"))
-            }
-            Command::Fsync(a) => {
-                crate::commands::fsync::check_args(&a).map_err(|e| format!("{e:#}"))
-            }
+            Command::Probe(a) => engines::probe::check_args(&a).map_err(|e| format!("{e:#}")),
+            Command::Fsync(a) => engines::fsync::check_args(&a).map_err(|e| format!("{e:#}")),
             Command::Check(a) => {
                 crate::commands::check::check_args(&a).map_err(|e| format!("{e:#}"))
             }
@@ -588,7 +588,7 @@ pub(super) fn check_agents(path: &str, text: &str, sc: &Scenario) -> Result<(), 
         if name.contains("${") {
             continue;
         }
-        crate::agent::check_node_name(name)
+        engines::agent::check_node_name(name)
             .map_err(|e| err_at(path, text, n.span(), format!("[agents] nodes: {e}")))?;
         if a.nodes[..i].iter().any(|m| m.get_ref() == name) {
             return Err(err_at(
@@ -650,15 +650,15 @@ pub(super) fn check_agents(path: &str, text: &str, sc: &Scenario) -> Result<(), 
             ));
         }
         for u in server.split(',') {
-            crate::load::connect::parse_server(u).map_err(|why| {
+            engines::load::connect::parse_server(u).map_err(|why| {
                 err_at(
                     path,
                     text,
                     a.server.span(),
                     format!(
                         "[agents] server '{}': {why}; expected {} or \"embedded\"",
-                        crate::redact::text(u.trim()),
-                        crate::load::connect::SERVER_URL_FORM
+                        format::redact::text(u.trim()),
+                        engines::load::connect::SERVER_URL_FORM
                     ),
                 )
             })?;

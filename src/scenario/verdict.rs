@@ -8,7 +8,7 @@
 //!   compared with the first, **with every other parameter held at one value**: one
 //!   verdict per combination of the others, never an average over another varied
 //!   parameter ("raid 1 vs 0 at sync 5s", "raid 1 vs 0 at sync always").
-//! - Only finished, valid runs count ([`crate::format::study::StudyRun::counts`]).
+//! - Only finished, valid runs count ([`format::study::StudyRun::counts`]).
 //! - The ratio is mean(B) / mean(A) over each side's repeats. Its noise is a **Welch 95%
 //!   interval** of the ratio: log(mean B / mean A) +- t(0.975, Welch-Satterthwaite df) x
 //!   its standard error (the delta method: s^2 / (n mean^2) a side), turned back into a
@@ -17,7 +17,7 @@
 //!   percentile bootstrap: studies run 2-5 repeats, and a bootstrap of 3 values is far too
 //!   narrow (repeats 19.0/21.0/19.7 against 20.5/25.0/22.9 ms, whose ranges overlap, gave
 //!   1.04-1.26x, "distinguishable"); the t quantile carries the small-sample width a
-//!   bootstrap cannot. See docs/ARCHITECTURE.md.
+//!   bootstrap cannot. See docs/decisions/0005-a-study-s-verdict-ratio-of-means-with.md.
 //! - A figure that does not vary (every valid run within 2% of the others: a scenario's
 //!   fixed input, such as msgs/s at a fixed rate) gets no verdict.
 //!
@@ -25,7 +25,7 @@
 
 use serde::Serialize;
 
-use crate::format::study::{Figures, StudyRun};
+use format::study::{Figures, StudyRun};
 
 /// The figures a verdict is given for, in the order a study's questions usually go:
 /// latency first, then throughput, then the interference ratios.
@@ -161,7 +161,7 @@ pub fn value_words(key: &str, v: f64) -> String {
 /// Three significant digits, no exponent, thousands separated ("22.8", "0.153", "1,530").
 pub fn sig3(v: f64) -> String {
     if !v.is_finite() {
-        return crate::units::NONE.into();
+        return format::units::NONE.into();
     }
     // Round to 3 significant digits first: 99.96 is "100", not "100.0".
     let v = if v == 0.0 {
@@ -176,7 +176,7 @@ pub fn sig3(v: f64) -> String {
     } else {
         (2 - a.log10().floor() as i32).max(0) as usize
     };
-    crate::units::num(v, decimals)
+    format::units::num(v, decimals)
 }
 
 fn mean(v: &[f64]) -> f64 {

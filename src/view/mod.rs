@@ -22,9 +22,9 @@
 use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};
 
-use crate::live::http::Response;
-use crate::report::zoom_data;
-use crate::usage;
+use engines::live::http::Response;
+use format::usage;
+use report::zoom_data;
 
 /// The default `--listen`.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9465";
@@ -64,13 +64,13 @@ impl View {
                 "{shown}: not a directory; name a run directory (made by record, demo, load --record or run)"
             ));
         }
-        let meta = crate::format::meta::Meta::read(run).map_err(|e| {
+        let meta = format::meta::Meta::read(run).map_err(|e| {
             usage!("{shown}: not a diskpulse recording ({e}); name a run directory")
         })?;
-        if crate::format::diskstats::files(run).is_empty() {
+        if format::diskstats::files(run).is_empty() {
             return Err(usage!(
                 "{shown}: has no {}; name a run directory that recorded block devices",
-                crate::format::diskstats::FILE
+                format::diskstats::FILE
             ));
         }
         if !run.join("report.html").is_file() {

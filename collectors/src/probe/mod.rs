@@ -344,6 +344,10 @@ impl Ctx<'_> {
 /// Runs the probe on an already laid-out `target`. Returns `Err` only when nothing
 /// could start (open, io_uring setup); errors during the run are in the jobs' results,
 /// with what was measured until then. `stop` ends the run early (Ctrl-C).
+#[allow(
+    clippy::too_many_lines,
+    reason = "the probe's phases in the order they run (lay out, warm up, measure, drain), each next to what it undoes on an error"
+)]
 pub fn run(
     spec: &ProbeSpec,
     target: &Target,
@@ -516,6 +520,10 @@ pub fn run(
 
 /// Merges the jobs' windows: per window over all jobs (for `on_window`, in order, as
 /// soon as every job is past it) and per job over the windows after the ramp.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one merge of the jobs' windows, each figure next to the others it is computed with"
+)]
 fn aggregate(
     spec: &ProbeSpec,
     n: usize,

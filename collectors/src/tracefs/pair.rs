@@ -660,7 +660,7 @@ mod tests {
         assert_eq!(m.pop((1, 0)), Some('c'));
         assert_eq!(m.pop((1, 0)), Some('d'));
         assert_eq!(m.pop((1, 0)), None);
-        assert!(m.is_empty() && m.len() == 0 && m.more.is_empty());
+        assert!(m.is_empty() && m.more.is_empty());
     }
 
     #[test]

@@ -1,0 +1,324 @@
+//! `diskpulse probe`: fio's job vocabulary on diskpulse's clock.
+//!
+//! Flags are fio's where fio has one (`--rw`, `--bs`, `--iodepth`, `--rate_iops`, ...,
+//! in fio's spelling too), or a fio job file (`jobfile.rs`),
+//! resolved in three layers (`args.rs`): an explicit flag beats a `--preset`, which beats the
+//! default. Everything is validated before anything is written (bad input: exit 2, one
+//! line). The engine lives in `collectors::probe`; this module picks the target, lays
+//! the file out, runs, and writes the human summary (`summary.rs`) or fio-shaped JSON
+//! (`output.rs`), plus
+//! `probe.csv` (and `probe.json`) when run inside `diskpulse record -- ...`.
+
+mod args;
+mod csv;
+mod jobfile;
+mod output;
+mod summary;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use collectors::clock::Clock;
+use collectors::probe::target::{self, TargetKind, TargetOptions};
+use collectors::probe::{self as engine, Engine, ProbeError};
+
+use format::usage;
+
+pub use args::ProbeArgs;
+use args::{resolve, Resolved, DEFAULT_SIZE};
+
+/// The run's facts that the outputs show besides the numbers.
+pub(crate) struct RunInfo {
+    pub target_path: PathBuf,
+    pub target_kind: String,
+    pub fstype: String,
+    pub size: u64,
+    pub warnings: Vec<String>,
+    pub clock: Clock,
+    pub recorded_in: Option<PathBuf>,
+    pub start_wall: chrono::DateTime<chrono::Local>,
+    /// Device counters before and after the run, for fio's `disk_util`.
+    pub disks: Vec<DiskDelta>,
+}
+
+/// A device's counters over the run (fio's `disk_util` entry).
+pub(crate) struct DiskDelta {
+    pub name: String,
+    /// Field deltas in /sys/class/block/X/stat order (`collectors::diskstats::F_*`).
+    pub d: Vec<Option<u64>>,
+    pub elapsed_ns: u64,
+}
+
+/// The devices that carry the target's I/O (a file's file system and what is under it,
+/// or the named device and what is under it), as `diskpulse record --path` finds them.
+fn devices_of(t: &target::Target) -> Vec<String> {
+    let r = collectors::devices::Resolver::default();
+    let found = match &t.kind {
+        TargetKind::BlockDevice { .. } => r.for_spec(&t.path.to_string_lossy()),
+        _ => r.for_path(&t.path),
+    };
+    found
+        .map(|v| v.into_iter().map(|d| d.name).collect())
+        .unwrap_or_default()
+}
+
+fn disk_counters(names: &[String]) -> Vec<Option<collectors::diskstats::DiskCounters>> {
+    let sys = collectors::sysfs::BlockSysfs::default();
+    names.iter().map(|n| sys.counters(n)).collect()
+}
+
+/// The checks `run` makes of its arguments before it touches anything: for `diskpulse
+/// run --dry-run`, which checks a scenario's probe phases without running them.
+pub fn check_args(a: &ProbeArgs) -> anyhow::Result<()> {
+    resolve(a).map(|_| ())
+}
+
+/// What `diskpulse run --dry-run` plans from a probe phase's arguments, resolved as the
+/// child resolves them (presets and fio spellings included).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// Measured time (`--runtime`), after `ramp`; `None`: until `size` bytes are done.
+    pub runtime: Option<std::time::Duration>,
+    pub ramp: std::time::Duration,
+    /// Runs for all of `runtime`; without it the job may end earlier, after `size` bytes.
+    pub time_based: bool,
+    /// The file's size: `--size`, or the default for a new file.
+    pub size_bytes: u64,
+    /// Whether `size_bytes` is the default (no `--size`).
+    pub default_size: bool,
+}
+
+pub fn planned(a: &ProbeArgs) -> anyhow::Result<Planned> {
+    let r = resolve(a)?;
+    Ok(Planned {
+        runtime: r.spec.runtime_ns.map(std::time::Duration::from_nanos),
+        ramp: std::time::Duration::from_nanos(r.spec.ramp_ns),
+        time_based: r.spec.time_based,
+        size_bytes: r.size.unwrap_or(DEFAULT_SIZE),
+        default_size: r.size.is_none(),
+    })
+}
+
+/// A file to lay out must fit in its file system's free space: `--size 16383G` wrote
+/// until the disk was full, `--size 18446744073709551615` overflowed rounding up.
+fn check_room(tgt: &target::Target) -> anyhow::Result<()> {
+    let Some((from, to)) = tgt.layout else {
+        return Ok(());
+    };
+    let need = to.saturating_sub(from);
+    let dir = match tgt.path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    // Rounding up to 4 KiB blocks must stay within u64 too.
+    let fits_u64 = to.checked_add(collectors::directio::ALIGN as u64).is_some();
+    match crate::lab::os::free_bytes(dir) {
+        Some(free) if need > free || !fits_u64 => Err(usage!(
+            "--size {}: laying out {} needs {} but {} has {} free; pass a smaller --size",
+            format::units::bytes_exact(to),
+            tgt.path.display(),
+            format::units::bytes_exact(need),
+            dir.display(),
+            format::units::bytes_exact(free)
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[allow(
+    clippy::too_many_lines,
+    reason = "the probe command's steps in order (resolve, lay out, run, write, print), each next to its error"
+)]
+pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
+    let mut r = resolve(&a)?;
+    if a.show_job {
+        print!("{}", jobfile::render(&r));
+        return Ok(0);
+    }
+    for n in &r.notes {
+        eprintln!("note: {n}");
+    }
+    let phase = format::phase_from_env().map_err(|e| usage!("{e:#}"))?;
+    let mut warnings = vec![];
+    if r.spec.engine == Engine::IoUring {
+        if let Err(e) = engine::uring_available() {
+            if r.engine_insisted {
+                return Err(anyhow::Error::new(e));
+            }
+            let w = format!(
+                "{e}; running with --ioengine sync at --iodepth 1 instead (queue depth {} was asked)",
+                r.spec.iodepth
+            );
+            eprintln!("warning: {w}");
+            warnings.push(w);
+            r.spec.engine = Engine::Sync;
+            r.spec.iodepth = 1;
+        }
+    }
+    let writes = r.spec.writes() || r.spec.fsync.is_some();
+    let opts = TargetOptions {
+        size: r.size,
+        default_size: DEFAULT_SIZE,
+        writes,
+        direct: r.spec.direct,
+        allow_destructive: r.allow_destructive,
+        sysfs: "/sys".into(),
+        procfs: "/proc".into(),
+    };
+    let mut tgt = target::inspect(&r.filename, &opts).map_err(refusal_is_usage)?;
+    check_room(&tgt)?;
+    let big = r.spec.bs[0].max(r.spec.bs[1]);
+    if tgt.size < big {
+        return Err(usage!(
+            "{}: {} bytes is smaller than the block size ({big} bytes); pass --size",
+            tgt.path.display(),
+            tgt.size
+        ));
+    }
+    if r.spec.direct && tgt.fstype == "tmpfs" {
+        let w = format!(
+            "{} is on tmpfs: O_DIRECT there copies memory, no disk is measured",
+            tgt.path.display()
+        );
+        eprintln!("warning: {w}");
+        warnings.push(w);
+    }
+
+    // Where per-window rows go, when run inside `diskpulse record -- ...`.
+    let clock = Clock::from_env().unwrap_or_else(Clock::start);
+    let run_dir = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
+    let mut csv = match &run_dir {
+        Some(d) => {
+            // Windows on the recording's grid: probe.csv rows join rates.csv rows.
+            r.spec.grid_zero_ns = Some(clock.zero_monotonic_ns());
+            Some(csv::ProbeCsv::create(d, clock, &r.spec, phase)?)
+        }
+        None => None,
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    // The first Ctrl-C ends the run cleanly (in-flight I/O completes, the summary is
+    // printed); a second one exits at once, for a device that never completes its I/O.
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
+    }
+    crate::signals::stop_on_signals(&stop)?;
+
+    if let Some((from, to)) = tgt.layout {
+        let t = std::time::Instant::now();
+        eprintln!(
+            "laying out {} ({} MiB{})",
+            tgt.path.display(),
+            (to - from) >> 20,
+            if from > 0 { ", extending" } else { "" }
+        );
+        if let Err(e) = tgt.lay_out(r.spec.direct, &stop) {
+            return Err(anyhow::Error::new(e));
+        }
+        if stop.load(Ordering::SeqCst) {
+            eprintln!("interrupted while laying out the file: nothing was measured");
+            return Ok(130);
+        }
+        eprintln!("laid out in {:.1}s", t.elapsed().as_secs_f64());
+    }
+    let disk_names = devices_of(&tgt);
+    let disks_before = disk_counters(&disk_names);
+    let disks_t0 = collectors::clock::monotonic_ns();
+    let mut info = RunInfo {
+        target_path: tgt.path.clone(),
+        target_kind: match &tgt.kind {
+            TargetKind::NewFile => "file (created, removed afterwards)".into(),
+            TargetKind::ExistingFile { .. } => "file (existing, kept)".into(),
+            TargetKind::BlockDevice { name } => format!("block device {name}"),
+        },
+        fstype: tgt.fstype.clone(),
+        size: tgt.size,
+        warnings,
+        clock,
+        recorded_in: run_dir.clone(),
+        start_wall: chrono::Local::now(),
+        disks: vec![],
+    };
+
+    let mut csv_error = None;
+    let result = engine::run(&r.spec, &tgt, &stop, &mut |row| {
+        if let Some(c) = csv.as_mut() {
+            if let Err(e) = c.window(row) {
+                csv_error.get_or_insert(e);
+            }
+        }
+    });
+    if let Some(c) = csv.take() {
+        c.finish()?;
+    }
+    if let Some(e) = csv_error {
+        return Err(e.context("writing probe.hlog"));
+    }
+    let elapsed_ns = collectors::clock::monotonic_ns() - disks_t0;
+    for ((name, a), b) in disk_names
+        .iter()
+        .zip(disks_before)
+        .zip(disk_counters(&disk_names))
+    {
+        if let (Some(a), Some(b)) = (a, b) {
+            let n = a.nfields.min(b.nfields) as usize;
+            info.disks.push(DiskDelta {
+                name: name.clone(),
+                d: (0..n)
+                    .map(|i| collectors::diskstats::counter_delta(i, a.f[i], b.f[i]))
+                    .collect(),
+                elapsed_ns,
+            });
+        }
+    }
+    let mut result = match result {
+        Ok(res) => res,
+        Err(e) => return Err(refusal_is_usage(e)),
+    };
+    if let Some(d) = &run_dir {
+        // Time 0 of --write-lat-log's files, and of the probe, on the run clock.
+        let events = crate::recording::EventLog::append(&d.join("events.jsonl"), clock)?;
+        events.event_at(
+            result.start_ns.saturating_sub(clock.zero_monotonic_ns()),
+            format::events::Body::ProbeStart(format::events::ProbeStart {
+                phase,
+                ramp_ns: r.spec.ramp_ns,
+                lat_log: r.spec.lat_log.as_ref().map(|p| p.display().to_string()),
+            }),
+        );
+    }
+    result.interrupted = stop.load(Ordering::SeqCst) && result.error().is_none();
+    if r.group_reporting {
+        output::group_jobs(&mut result);
+    }
+    let json = output::fio_json(&r, &info, &result);
+    if let Some(d) = &run_dir {
+        let p = d.join("probe.json");
+        std::fs::write(&p, &json)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+    }
+    if r.json {
+        println!("{json}");
+    } else {
+        print!("{}", summary::human(&r, &info, &result));
+    }
+    drop(tgt);
+    if let Some(e) = result.jobs.iter_mut().find_map(|j| j.error.take()) {
+        return Err(anyhow::Error::new(e)
+            .context("the summary above has what was measured before the error"));
+    }
+    if result.interrupted {
+        eprintln!("interrupted: the summary above covers the time until Ctrl-C");
+        return Ok(130);
+    }
+    Ok(0)
+}
+
+fn refusal_is_usage(e: ProbeError) -> anyhow::Error {
+    if e.is_refusal() {
+        usage!("{e}")
+    } else {
+        anyhow::Error::new(e)
+    }
+}
