@@ -14,7 +14,9 @@
 //! - Reading never fails on a kind or a field it does not know: an unknown kind, or a
 //!   known kind whose detail does not match its struct (a field missing, of another
 //!   type, or one more than the struct has: structs deny unknown fields so that nothing
-//!   read is dropped), reads as [`Body::Other`] with the detail as it was.
+//!   read is dropped), reads as [`Body::Other`] with the detail as it was. A known
+//!   kind whose detail only lacks fields (an older or hand-written file) reads as its
+//!   variant with those fields at their defaults (`""`, 0, false, `null`).
 //!
 //! Long because it is the whole vocabulary: one struct per event kind (56), each a few
 //! fields, and its tests (from `mod tests` on) read real lines of every kind back.
@@ -109,6 +111,16 @@ macro_rules! bodies {
         impl Body {
             /// Every kind this version knows, in [`Body`]'s order.
             pub const KINDS: &'static [&'static str] = &[$($kind),*];
+
+            /// A known kind's detail with every field at its default (`""`, 0, false,
+            /// `null`, or left out), as written; `None` for a kind this version does not
+            /// know.
+            fn default_detail(kind: &str) -> Option<Value> {
+                match kind {
+                    $($kind => serde_json::to_value(<$detail as Default>::default()).ok(),)*
+                    _ => None,
+                }
+            }
 
             /// The `kind` written for this body.
             pub fn kind(&self) -> &str {
@@ -253,6 +265,7 @@ impl Body {
             .collect(),
         );
         match Body::deserialize(&line) {
+            Ok(Body::Other { kind, detail }) => Body::lenient(kind, detail),
             Ok(b) => b,
             Err(_) => {
                 // Not reached (Other takes any kind and detail), but never lose a line.
@@ -268,6 +281,25 @@ impl Body {
                     },
                 }
             }
+        }
+    }
+
+    /// A known kind whose detail lacks fields (an older or hand-written file: `restart`
+    /// with only its `node`) as its variant, the missing fields at their defaults; still
+    /// [`Body::Other`] when a field is of another type or one the kind does not have.
+    fn lenient(kind: String, detail: Value) -> Body {
+        let (Some(Value::Object(mut full)), Value::Object(given)) =
+            (Body::default_detail(&kind), &detail)
+        else {
+            return Body::Other { kind, detail };
+        };
+        for (k, v) in given {
+            full.insert(k.clone(), v.clone());
+        }
+        let line = serde_json::json!({"kind": kind, "detail": Value::Object(full)});
+        match Body::deserialize(&line) {
+            Ok(Body::Other { .. }) | Err(_) => Body::Other { kind, detail },
+            Ok(b) => b,
         }
     }
 
@@ -900,6 +932,30 @@ pub fn store_volume_line(v: &StoreVolume) -> String {
 mod tests {
     use super::*;
 
+    fn read(line: &str) -> Body {
+        serde_json::from_str::<Event>(line).unwrap().body
+    }
+
+    #[test]
+    fn a_detail_that_only_lacks_fields_reads_as_its_kind_and_a_wrong_one_does_not() {
+        let b = read(r#"{"t_ns":1,"kind":"restart","detail":{"node":"n1"}}"#);
+        assert_eq!(
+            b,
+            Body::Restart(Restart {
+                node: "n1".into(),
+                ..Default::default()
+            })
+        );
+        assert_eq!(b.node(), Some("n1"));
+        // A field of another type, or one the kind does not have: kept as it was.
+        for line in [
+            r#"{"t_ns":1,"kind":"restart","detail":{"node":1}}"#,
+            r#"{"t_ns":1,"kind":"restart","detail":{"node":"n1","colour":"red"}}"#,
+        ] {
+            assert!(matches!(read(line), Body::Other { .. }), "{line}");
+        }
+    }
+
     #[test]
     fn a_store_volume_reads_as_one_line() {
         let d = StoreVolume {
@@ -1176,7 +1232,6 @@ mod tests {
             r#"{"t_ns":1,"kind":"from_a_newer_version","detail":{"x":1}}"#,
             r#"{"t_ns":1,"kind":"node_stop","detail":{"node":"n1","extra":true}}"#,
             r#"{"t_ns":1,"kind":"node_stop","detail":{"node":7}}"#,
-            r#"{"t_ns":1,"kind":"node_stop","detail":{}}"#,
         ] {
             let e: Event = serde_json::from_str(line).unwrap();
             assert!(matches!(e.body, Body::Other { .. }), "{line}: {e:?}");

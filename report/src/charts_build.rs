@@ -16,24 +16,28 @@ use format::events::{Body, Phase};
 use format::fsync::FsyncRow;
 use format::probe::ProbeRow;
 
-/// Events drawn as markers (the others stay in events.jsonl and summary.json).
-const MARKER_KINDS: [&str; 15] = [
-    "broker_ready",
-    "node_stop",
-    "restart",
-    "restart_ready",
-    "broker_log",
-    "phase_start",
-    "phase_end",
-    "interrupted",
-    "error",
-    "device_gone",
-    "device_back",
-    "device_appeared",
-    "command_exit",
-    "trace_lost",
-    "trigger",
-];
+/// Whether an event is drawn as a marker (the others stay in events.jsonl and
+/// summary.json).
+fn is_marker(b: &Body) -> bool {
+    matches!(
+        b,
+        Body::BrokerReady(_)
+            | Body::NodeStop(_)
+            | Body::Restart(_)
+            | Body::RestartReady(_)
+            | Body::BrokerLog(_)
+            | Body::PhaseStart(_)
+            | Body::PhaseEnd(_)
+            | Body::Interrupted(_)
+            | Body::Error(_)
+            | Body::DeviceGone(_)
+            | Body::DeviceBack(_)
+            | Body::DeviceAppeared(_)
+            | Body::CommandExit(_)
+            | Body::TraceLost(_)
+            | Body::Trigger(_)
+    )
+}
 
 const WRITE: &str = "#d62728";
 const READ: &str = "#1f77b4";
@@ -450,7 +454,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
     let events = run
         .events
         .iter()
-        .filter(|e| MARKER_KINDS.contains(&e.kind()))
+        .filter(|e| is_marker(&e.body))
         .map(|e| Marker {
             t_s: e.t_ns as f64 / 1e9,
             label: match (&e.body, e.body.node()) {

@@ -25,7 +25,7 @@ use format::summary::Fault;
 struct Span {
     start_ns: u64,
     end_ns: Option<u64>,
-    node: Option<(String, &'static str)>,
+    node: Option<(String, String)>,
     client: Option<String>,
 }
 
@@ -35,11 +35,7 @@ pub fn faults(events: &[Event]) -> Vec<Fault> {
     for e in events {
         match &e.body {
             Body::NodeStop(NodeStop { node }) | Body::NodeKill(NodeKill { node, .. }) => {
-                let cause = if matches!(e.body, Body::NodeKill(_)) {
-                    "node_kill"
-                } else {
-                    "node_stop"
-                };
+                let cause = e.body.kind().to_string();
                 spans.push(Span {
                     start_ns: e.t_ns,
                     end_ns: None,
@@ -161,8 +157,7 @@ fn fault_of(g: &[Span]) -> (u64, u64, Fault) {
     let fault = Fault {
         cause: node
             .as_ref()
-            .map(|n| n.1)
-            .unwrap_or("disconnect")
+            .map_or("disconnect", |n| n.1.as_str())
             .to_string(),
         node: node.map(|n| n.0),
         start_s: s(start_ns),

@@ -173,7 +173,11 @@ pub fn analyse(
         cpu,
         load: derive::load_summary(&run),
         samplers: run.meta.samplers.clone(),
-        error_events: run.events.iter().filter(|e| e.kind() == "error").count(),
+        error_events: run
+            .events
+            .iter()
+            .filter(|e| matches!(e.body, format::events::Body::Error(_)))
+            .count(),
         restarts,
         interference,
         failures: failures(&run),

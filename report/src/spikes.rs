@@ -29,7 +29,7 @@
 //!
 //! Units: run clock ns inside; s and µs in the summary.
 
-use format::events::Event;
+use format::events::{Body, Event};
 use format::hist::Interval;
 use format::summary::{DeviceSummary, EpisodeSummary, Spike};
 
@@ -47,14 +47,17 @@ pub use super::episodes::CPU_BUSY_PCT;
 pub const NOTHING: &str =
     "no write burst, device stall, long flush, CPU saturation or fault the run saw overlaps it";
 
-/// The event kinds that are faults the run made at a known moment.
-const FAULT_EVENTS: [&str; 5] = [
-    "node_stop",
-    "node_kill",
-    "restart",
-    "broker_died",
-    "device_gone",
-];
+/// Whether an event is a fault the run made at a known moment.
+fn is_fault(b: &Body) -> bool {
+    matches!(
+        b,
+        Body::NodeStop(_)
+            | Body::NodeKill(_)
+            | Body::Restart(_)
+            | Body::BrokerDied(_)
+            | Body::DeviceGone(_)
+    )
+}
 
 /// An episode: a span and what it was, in words.
 pub struct Episode {
@@ -91,7 +94,7 @@ pub fn cpu_spans(cpu_busy: Option<(Vec<u64>, Vec<f64>)>) -> Vec<Span> {
 pub fn fault_spans(events: &[Event]) -> Vec<(Span, String)> {
     events
         .iter()
-        .filter(|e| FAULT_EVENTS.contains(&e.kind()))
+        .filter(|e| is_fault(&e.body))
         .map(|e| {
             (
                 (e.t_ns, e.t_ns + 1),
