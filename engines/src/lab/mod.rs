@@ -4,7 +4,7 @@
 //! device-mapper.
 //!
 //! ```no_run
-//! use diskpulse::lab::{Fs, Lab, Raid, Throttle, VolumeSpec};
+//! use engines::lab::{Fs, Lab, Raid, Throttle, VolumeSpec};
 //! # fn main() -> anyhow::Result<()> {
 //! let lab = Lab::open(std::path::Path::new(Lab::DEFAULT_ROOT));
 //! let spec = VolumeSpec {
