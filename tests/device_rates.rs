@@ -326,7 +326,10 @@ fn a_backlog_completing_at_once_is_bunching_and_the_named_volume_leads_its_backi
         .as_array()
         .unwrap()
         .iter()
-        .all(|h| h.as_str().unwrap().starts_with(&format!("{iname}: "))));
+        .all(|h| h.as_str().unwrap().starts_with(&format!("{iname}: "))),
+        "{:#}",
+        s1["headline"]
+    );
     let html1 = std::fs::read_to_string(run.join("report.html")).unwrap();
     assert!(!html1.contains(&format!("{oname} throughput MiB/s")));
     let before = std::fs::read(run.join("summary.json")).unwrap();
