@@ -45,6 +45,16 @@ impl Event {
     pub fn detail(&self) -> Value {
         self.body.detail()
     }
+
+    /// The line's `detail` as one line of JSON text, as written (keys sorted), for showing
+    /// it to a reader (report.html's events table); empty when the kind has none (`{}`).
+    pub fn detail_text(&self) -> String {
+        match self.detail() {
+            Value::Object(m) if m.is_empty() => String::new(),
+            Value::Null => String::new(),
+            d => d.to_string(),
+        }
+    }
 }
 
 impl Serialize for Event {
@@ -1187,5 +1197,17 @@ mod tests {
             let back: Value = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
             assert_eq!(back, serde_json::from_str::<Value>(line).unwrap(), "{line}");
         }
+    }
+
+    #[test]
+    fn detail_text_is_the_written_json_or_empty_for_a_kind_without_one() {
+        let e: Event =
+            serde_json::from_str(r#"{"t_ns":1,"kind":"node_stop","detail":{"node":"n1"}}"#)
+                .unwrap();
+        assert_eq!(e.detail_text(), r#"{"node":"n1"}"#);
+        let e: Event =
+            serde_json::from_str(r#"{"t_ns":1,"kind":"from_a_newer_version","detail":{}}"#)
+                .unwrap();
+        assert_eq!(e.detail_text(), "");
     }
 }

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 
-use super::monitor::get_json;
+use super::http::get_doc;
 use super::{
     find_nats_server, free_ports, log_tail, nats_server_version, Broker, BrokerOptions,
     BrokerProcess, Check, ClusterConf, Starting, SyncMode, READY_TIMEOUT, START_ATTEMPTS,
@@ -616,10 +616,9 @@ struct Replica {
 }
 
 async fn get_jsz(url: String) -> Result<Jsz, String> {
-    let v = get_json(&url, "/jsz", Duration::from_secs(1))
+    get_doc(&url, "/jsz", Duration::from_secs(1))
         .await
-        .map_err(|e| format!("{e:#}"))?;
-    serde_json::from_value(v).map_err(|e| format!("/jsz does not parse: {e}"))
+        .map_err(|e| format!("{e:#}"))
 }
 
 #[cfg(test)]

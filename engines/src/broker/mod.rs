@@ -350,12 +350,14 @@ impl Broker {
             // A cluster node's JetStream answers only once the meta group has a leader;
             // until then a JetStream request waits out its whole timeout. The monitoring
             // port says at once whether there is a leader.
-            let jsz = monitor::get_json(&self.monitor_url(), "/jsz", Duration::from_secs(1)).await;
+            let jsz = http::get_doc::<format::monitor::Jsz>(
+                &self.monitor_url(),
+                "/jsz",
+                Duration::from_secs(1),
+            )
+            .await;
             match jsz {
-                Ok(v)
-                    if v["meta_cluster"]["leader"]
-                        .as_str()
-                        .is_some_and(|l| !l.is_empty()) => {}
+                Ok(v) if v.meta_leader().is_some() => {}
                 Ok(_) => return Ok(Check::NotYet("no JetStream meta leader yet".into())),
                 Err(e) => return Ok(Check::NotYet(format!("{e:#}"))),
             }
