@@ -150,7 +150,7 @@ impl Clock {
 
     /// Converts a run-relative time to a raw `CLOCK_MONOTONIC` value.
     #[inline]
-    fn to_monotonic_ns(&self, t_ns: u64) -> u64 {
+    fn to_monotonic_ns(self, t_ns: u64) -> u64 {
         self.zero_ns + t_ns
     }
 

@@ -55,6 +55,11 @@ impl AlignedBuf {
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
+    #[cfg(test)]
+    fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: ptr is valid for len bytes and uniquely borrowed.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
