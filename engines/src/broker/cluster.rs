@@ -41,7 +41,7 @@ use crate::recording::EventLog;
 use format::events::{self as ev, Body};
 
 /// The `cluster { name }` unless told otherwise.
-pub const DEFAULT_CLUSTER_NAME: &str = "diskpulse";
+pub(crate) const DEFAULT_CLUSTER_NAME: &str = "diskpulse";
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -362,11 +362,6 @@ impl Cluster {
     /// `nats://127.0.0.1:PORT` of every node, n1 first.
     pub fn client_urls(&self) -> Vec<String> {
         self.nodes.iter().map(Broker::client_url).collect()
-    }
-
-    /// `http://127.0.0.1:PORT` of every node, n1 first.
-    pub fn monitor_urls(&self) -> Vec<String> {
-        self.nodes.iter().map(Broker::monitor_url).collect()
     }
 
     /// `(name, monitor URL)` of every node: what [`super::start_monitor`] takes.

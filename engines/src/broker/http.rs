@@ -90,7 +90,7 @@ pub async fn http_get(url: &str, path: &str, timeout: Duration) -> anyhow::Resul
 
 /// [`http_get`] asking for `accept` (RabbitMQ's Prometheus endpoint answers 406 to
 /// `application/json`).
-pub async fn http_get_accept(
+pub(crate) async fn http_get_accept(
     url: &str,
     path: &str,
     accept: &str,

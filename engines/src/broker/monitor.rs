@@ -137,7 +137,7 @@ pub async fn start_monitor(
 
 /// As [`start_monitor`], the rows going to `varz` and `jsz` (files, or channels: the
 /// agent's batches, [`crate::agent::node`]). Needs a tokio runtime.
-pub fn start_monitor_to(
+pub(crate) fn start_monitor_to(
     urls: Vec<(String, String)>,
     clock: Clock,
     varz: ChunkSink,
