@@ -9,7 +9,7 @@
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Column {
     /// Time at the middle of the column.
-    pub t_mid: f64,
+    pub(crate) t_mid: f64,
     pub min: f64,
     pub max: f64,
     pub mean: f64,

@@ -26,9 +26,9 @@ const MIN_PANEL_H: u32 = 60;
 pub(crate) struct Layout<'a> {
     pub width: u32,
     pub height: u32,
-    pub panel_h: u32,
+    pub(crate) panel_h: u32,
     /// Where the first panel starts (below the title and the event labels).
-    pub panels_top: u32,
+    pub(crate) panels_top: u32,
     /// The plot's width in pixels: one envelope column per pixel.
     pub plot_w: u32,
     /// The shared time range in seconds.
@@ -162,7 +162,7 @@ pub(crate) struct PlacedMarker<'a> {
     /// The line's x pixel.
     pub x: i32,
     /// The label's centre, kept inside the image.
-    pub label_x: f64,
+    pub(crate) label_x: f64,
     /// 0 is the row just under the title.
     pub row: usize,
     pub label: &'a str,
@@ -170,7 +170,7 @@ pub(crate) struct PlacedMarker<'a> {
 
 impl PlacedMarker<'_> {
     /// The vertical middle of the label's row.
-    pub fn label_y(&self) -> f64 {
+    pub(crate) fn label_y(&self) -> f64 {
         (TITLE_H + self.row as u32 * MARKER_ROW_H) as f64 + MARKER_ROW_H as f64 / 2.0
     }
 }

@@ -76,7 +76,7 @@ pub use bars::{render_bars_svg, Bar, Bars};
 pub use envelope::{envelope, Column};
 pub use png::{render_png, svg_to_png};
 pub use svg::render_svg;
-pub use ticks::{format_compact, format_time_s, log_ticks, nice_ticks, time_ticks, Ticks};
+pub use ticks::{format_compact, nice_ticks};
 
 /// A multi-panel chart whose panels share one time axis.
 #[derive(Debug, Clone)]

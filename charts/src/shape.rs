@@ -57,7 +57,7 @@ impl Shape {
     }
 
     /// The smallest and largest value drawn, if any.
-    pub fn value_range(&self) -> Option<(f64, f64)> {
+    pub(crate) fn value_range(&self) -> Option<(f64, f64)> {
         let mut lo = f64::INFINITY;
         let mut hi = f64::NEG_INFINITY;
         match self {
@@ -157,7 +157,7 @@ impl Shape {
 impl Shape {
     /// [`Style::Stems`]: one vertical mark per point (per column when downsampled, to the
     /// column's max) from `floor` (a pixel row) up to the value, at least 2 px tall.
-    pub fn stems(
+    pub(crate) fn stems(
         &self,
         left: i32,
         floor: i32,

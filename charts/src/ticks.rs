@@ -65,7 +65,7 @@ pub fn nice_ticks(lo: f64, hi: f64) -> Ticks {
 /// Ticks of a logarithmic axis: powers of ten from `floor`'s decade (rounded down) to
 /// the first at or above `hi`, every decade while there are at most 6, else every second
 /// or more. `step` is left NaN: a log axis labels each tick by itself.
-pub fn log_ticks(floor: f64, hi: f64) -> Ticks {
+pub(crate) fn log_ticks(floor: f64, hi: f64) -> Ticks {
     let floor = if floor.is_finite() && floor > 0.0 {
         floor
     } else {
@@ -153,7 +153,7 @@ fn time_steps() -> impl Iterator<Item = f64> {
 
 /// Ticks for the time axis: multiples of a human step inside `[t0, t1]`, at most
 /// `max_ticks` of them (at least 2 is used). Returns the step and the ticks.
-pub fn time_ticks(t0: f64, t1: f64, max_ticks: usize) -> (f64, Vec<f64>) {
+pub(crate) fn time_ticks(t0: f64, t1: f64, max_ticks: usize) -> (f64, Vec<f64>) {
     if !(t0.is_finite() && t1.is_finite() && t1 > t0) {
         return (1.0, Vec::new());
     }
@@ -174,7 +174,7 @@ pub fn time_ticks(t0: f64, t1: f64, max_ticks: usize) -> (f64, Vec<f64>) {
 /// Labels a time tick (seconds since run start) given the tick step: plain seconds
 /// for steps under a minute (`0.25`, `15`, `90`), else `m:ss`, or `h:mm:ss` once the
 /// range passes an hour.
-pub fn format_time_s(t: f64, step: f64) -> String {
+pub(crate) fn format_time_s(t: f64, step: f64) -> String {
     if !t.is_finite() {
         return String::new();
     }

@@ -55,7 +55,7 @@ pub const COARSE_SOURCES: [&str; 2] = ["jiffies", "refined-jiffies"];
 
 /// A step of `CLOCK_MONOTONIC` above this (1% of a 1 ms sample period) makes 1 ms
 /// timestamps unreliable.
-pub const MAX_FINE_STEP_NS: u64 = 10_000;
+const MAX_FINE_STEP_NS: u64 = 10_000;
 
 impl ClockFacts {
     /// Reads the clocksource from `sys` (`/sys`) and reads the clock back to back for
@@ -125,7 +125,7 @@ impl Clock {
     }
 
     /// A clock with a given zero (a raw `CLOCK_MONOTONIC` value in ns).
-    pub fn from_zero(zero_monotonic_ns: u64) -> Clock {
+    fn from_zero(zero_monotonic_ns: u64) -> Clock {
         Clock {
             zero_ns: zero_monotonic_ns,
         }
@@ -150,13 +150,13 @@ impl Clock {
 
     /// Converts a run-relative time to a raw `CLOCK_MONOTONIC` value.
     #[inline]
-    pub fn to_monotonic_ns(&self, t_ns: u64) -> u64 {
+    fn to_monotonic_ns(self, t_ns: u64) -> u64 {
         self.zero_ns + t_ns
     }
 
     /// Sleeps until run-relative time `t_ns` with an absolute deadline
     /// (`clock_nanosleep(TIMER_ABSTIME)`), so sleeps never accumulate drift.
-    pub fn sleep_until_ns(&self, t_ns: u64) {
+    pub(crate) fn sleep_until_ns(&self, t_ns: u64) {
         sleep_until_monotonic_ns(self.to_monotonic_ns(t_ns));
     }
 
@@ -167,7 +167,7 @@ impl Clock {
 }
 
 /// Sleeps until an absolute `CLOCK_MONOTONIC` time, retrying on EINTR.
-pub fn sleep_until_monotonic_ns(deadline_ns: u64) {
+pub(crate) fn sleep_until_monotonic_ns(deadline_ns: u64) {
     let ts = libc::timespec {
         tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,

@@ -299,7 +299,7 @@ impl Resolver {
 }
 
 /// The sysfs `queue/` attributes [`Resolver::queue_info`] reads (of the whole disk).
-pub const QUEUE_ATTRS: [&str; 10] = [
+const QUEUE_ATTRS: [&str; 10] = [
     "write_cache",
     "fua",
     "rotational",
@@ -313,14 +313,14 @@ pub const QUEUE_ATTRS: [&str; 10] = [
 ];
 
 /// Identity attributes: the key [`QueueInfo`] gives them and their path under the disk.
-pub const DEVICE_ATTRS: [(&str, &str); 3] = [
+const DEVICE_ATTRS: [(&str, &str); 3] = [
     ("model", "device/model"),
     ("vendor", "device/vendor"),
     ("loop_backing_file", "loop/backing_file"),
 ];
 
 /// The key of the device's own size, in 512-byte sectors.
-pub const SIZE_KEY: &str = "size_sectors";
+const SIZE_KEY: &str = "size_sectors";
 
 /// Every key a [`QueueInfo`] may hold, in the order it is filled (an attribute the kernel
 /// lacks is absent).

@@ -15,7 +15,7 @@ pub const ALIGN: usize = 4096;
 
 /// A heap buffer aligned to [`ALIGN`], as O_DIRECT needs, filled with a non-repeating
 /// pattern (not zeros: some devices and file systems treat zero blocks specially).
-pub struct AlignedBuf {
+pub(crate) struct AlignedBuf {
     ptr: *mut u8,
     len: usize,
 }
@@ -50,25 +50,22 @@ impl AlignedBuf {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: ptr is valid for len bytes for the life of self.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    #[cfg(test)]
+    fn as_ptr(&self) -> *const u8 {
+        self.ptr
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: ptr is valid for len bytes and uniquely borrowed.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 
-    pub fn as_ptr(&self) -> *const u8 {
-        self.ptr
-    }
-
-    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
         self.ptr
     }
 }

@@ -75,7 +75,7 @@ pub const FIELD_NAMES: [&str; MAX_FIELDS] = [
 ];
 
 /// True for the fields the kernel keeps as 32-bit milliseconds (they wrap after 49.7 days).
-pub const fn is_ms_field(i: usize) -> bool {
+const fn is_ms_field(i: usize) -> bool {
     matches!(
         i,
         F_READ_MS | F_WRITE_MS | F_IO_MS | F_WEIGHTED_MS | F_DISCARD_MS | F_FLUSH_MS
@@ -83,7 +83,7 @@ pub const fn is_ms_field(i: usize) -> bool {
 }
 
 /// True for gauges (values, not counters): in-flight.
-pub const fn is_gauge(i: usize) -> bool {
+const fn is_gauge(i: usize) -> bool {
     i == F_IN_FLIGHT
 }
 
@@ -198,7 +198,7 @@ pub fn parse_counters(rest: &[u8]) -> Option<DiskCounters> {
 }
 
 /// Parses one whole line.
-pub fn parse_line(line: &[u8]) -> Option<Line<'_>> {
+fn parse_line(line: &[u8]) -> Option<Line<'_>> {
     let (major, minor, name, rest) = parse_head(line)?;
     Some(Line {
         major,

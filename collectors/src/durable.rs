@@ -45,9 +45,9 @@ pub struct Limits {
     /// Measured time, from the end of the warm-up.
     pub duration: Duration,
     /// Ops run first and not recorded.
-    pub warmup_ops: u64,
+    pub(crate) warmup_ops: u64,
     /// Recorded ops at most.
-    pub max_ops: u64,
+    pub(crate) max_ops: u64,
 }
 
 /// What a loop recorded.
@@ -100,7 +100,7 @@ impl Timed {
         LatencyNs::from_histogram(&self.lat)
     }
 
-    pub fn sync_latency(&self) -> Option<LatencyNs> {
+    pub(crate) fn sync_latency(&self) -> Option<LatencyNs> {
         self.sync_lat.as_ref().map(LatencyNs::from_histogram)
     }
 }
@@ -150,7 +150,7 @@ pub fn run<E>(
 
 /// Calls `sync` on `f`, returning its (start, end) monotonic ns.
 #[inline]
-pub fn timed_call(
+pub(crate) fn timed_call(
     f: &File,
     sync: impl FnOnce(&File) -> std::io::Result<()>,
 ) -> std::io::Result<(u64, u64)> {

@@ -41,7 +41,8 @@ impl FsType {
     }
 
     /// Whether the page cache is the storage: no block device under it at all.
-    pub fn is_memory(&self) -> bool {
+    #[cfg(test)]
+    fn is_memory(&self) -> bool {
         matches!(self.known(), Some("tmpfs" | "ramfs"))
     }
 }

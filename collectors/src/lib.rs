@@ -26,6 +26,6 @@ pub mod periodic;
 pub mod probe;
 pub mod procio;
 pub mod procstat;
-pub mod reread;
+pub(crate) mod reread;
 pub mod sysfs;
 pub mod tracefs;

@@ -40,7 +40,7 @@ pub struct Mount {
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for a space, `\134` for a backslash).
-pub fn unescape(s: &str) -> Vec<u8> {
+fn unescape(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -66,7 +66,7 @@ pub fn thread_cpu_ns() -> u64 {
 
 /// The longest a sampler sleeps without looking at its stop flag: a long interval
 /// (`record --interval 1h`) still ends within this of Ctrl-C (it used to sleep the hour).
-pub const STOP_POLL_NS: u64 = 50_000_000;
+const STOP_POLL_NS: u64 = 50_000_000;
 
 /// Sleeps until `deadline` (run-relative ns), in slices of at most [`STOP_POLL_NS`];
 /// false when `stop` was set before the deadline.

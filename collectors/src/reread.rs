@@ -11,7 +11,7 @@ use std::os::unix::fs::FileExt;
 /// Reads all of `file` from offset 0 into `buf` and returns the number of bytes read
 /// (the file's bytes are `buf[..n]`). `buf` must not be empty; it is grown only when
 /// the file fills it.
-pub fn pread_whole(file: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+pub(crate) fn pread_whole(file: &File, buf: &mut Vec<u8>) -> std::io::Result<usize> {
     debug_assert!(!buf.is_empty(), "a zero-length buffer would never read");
     let mut off = 0;
     loop {

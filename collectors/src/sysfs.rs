@@ -29,7 +29,7 @@ impl Default for BlockSysfs {
 }
 
 /// Reads a small sysfs file, trimmed; `None` when missing or unreadable.
-pub fn read_trim(p: &Path) -> Option<String> {
+pub(crate) fn read_trim(p: &Path) -> Option<String> {
     fs::read_to_string(p).ok().map(|s| s.trim().to_string())
 }
 
@@ -87,12 +87,12 @@ impl BlockSysfs {
     }
 
     /// Whether `name` is a partition (it has a `partition` file).
-    pub fn is_partition(&self, name: &str) -> bool {
+    fn is_partition(&self, name: &str) -> bool {
         self.dir(name).join("partition").exists()
     }
 
     /// The whole disk a partition belongs to (its parent directory in sysfs).
-    pub fn whole_disk_of(&self, name: &str) -> Option<String> {
+    pub(crate) fn whole_disk_of(&self, name: &str) -> Option<String> {
         if !self.is_partition(name) {
             return None;
         }
@@ -103,7 +103,7 @@ impl BlockSysfs {
     }
 
     /// A queue attribute of `disk` (`write_cache`, `rotational`, ...).
-    pub fn queue_attr(&self, disk: &str, attr: &str) -> Option<String> {
+    pub(crate) fn queue_attr(&self, disk: &str, attr: &str) -> Option<String> {
         self.attr(disk, &format!("queue/{attr}"))
     }
 

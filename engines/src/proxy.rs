@@ -32,7 +32,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 /// Bytes a direction holds in flight before its reader waits (back pressure to the sender).
-pub const MAX_IN_FLIGHT: usize = 64 << 20;
+const MAX_IN_FLIGHT: usize = 64 << 20;
 /// Chunks a direction holds in flight (each read is one chunk).
 const MAX_CHUNKS: usize = 1 << 16;
 /// The least a direction's queue may hold (1 MiB: 100 MB/s through 10 ms before the
@@ -47,7 +47,7 @@ const STACK: usize = 128 << 10;
 /// Connecting to the upstream.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest delay or jitter: an hour (the histograms' range).
-pub const MAX_DELAY: Duration = Duration::from_secs(3600);
+const MAX_DELAY: Duration = Duration::from_secs(3600);
 
 /// How jitter is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -176,10 +176,10 @@ pub struct DirReport {
     pub added_p50_ms: f64,
     pub added_p99_ms: f64,
     pub added_max_ms: f64,
-    pub added_mean_ms: f64,
+    added_mean_ms: f64,
     /// Time the writes took in all, ms: the receiver not reading as fast as the sender
     /// sent. Chunks behind a blocked write wait for it, and that wait is in `added_*`.
-    pub write_blocked_ms: f64,
+    write_blocked_ms: f64,
 }
 
 /// A proxy's settings and what it measured.
@@ -197,7 +197,7 @@ pub struct ProxyReport {
     /// Client connections accepted.
     pub connections: u64,
     /// Connections whose upstream could not be reached (closed at once).
-    pub upstream_failures: u64,
+    upstream_failures: u64,
     pub directions: Vec<DirReport>,
 }
 

@@ -25,10 +25,10 @@ pub const HEADER: &str =
     "t_ns,device,major,minor,op,flags,sector,bytes,queue_ns,service_ns,error,comm";
 
 /// The ops a row may have.
-pub const OPS: [&str; 6] = ["read", "write", "flush", "discard", "write_zeroes", "other"];
+const OPS: [&str; 6] = ["read", "write", "flush", "discard", "write_zeroes", "other"];
 
 /// The longest queue or service time a reader accepts (a day): past it the row is damaged.
-pub const MAX_DUR_NS: u64 = 24 * 3600 * 1_000_000_000;
+pub(crate) const MAX_DUR_NS: u64 = 24 * 3600 * 1_000_000_000;
 
 /// One completed block request.
 #[derive(Debug, Clone, PartialEq, Eq)]

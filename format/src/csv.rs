@@ -99,7 +99,7 @@ pub fn chunk_name_of(file: &str, seq: u64) -> String {
 }
 
 /// The number of `name` if it is a closed chunk of `file` ([`chunk_name_of`]).
-pub fn chunk_seq_of(file: &str, name: &str) -> Option<u64> {
+fn chunk_seq_of(file: &str, name: &str) -> Option<u64> {
     let (stem, ext) = file.split_once('.').unwrap_or((file, ""));
     let n = name.strip_prefix(stem)?.strip_prefix('.')?;
     let n = if ext.is_empty() {
@@ -137,7 +137,7 @@ pub fn chunked_files(run_dir: &Path, file: &str) -> Vec<std::path::PathBuf> {
 
 /// [`read_rows`] over a run's `file` and its closed chunks ([`chunked_files`]) as one
 /// file; `None` when the run has none of them.
-pub fn read_rows_chunked(
+pub(crate) fn read_rows_chunked(
     run_dir: &Path,
     file: &str,
     needed: &[&str],
@@ -201,7 +201,7 @@ pub enum Flow {
 
 /// [`for_each_line`] whose callback may end the reading early with [`Flow::Stop`] (no
 /// warning: what was not read was not wanted).
-pub fn for_each_line_until(
+pub(crate) fn for_each_line_until(
     p: &Path,
     mut f: impl FnMut(usize, &str) -> Result<Flow, Bad>,
 ) -> anyhow::Result<Vec<String>> {
@@ -339,7 +339,7 @@ pub fn t_ns_cell(cell: &str) -> Result<u64, String> {
 /// Reads a CSV by its header, which must hold the columns `needed`, and hands each whole
 /// row to `f` (which may reject it: a warning naming file:line). `Ok(None)` when the
 /// file does not exist; otherwise the warnings (see [`for_each_line`]).
-pub fn read_rows(
+pub(crate) fn read_rows(
     p: &Path,
     needed: &[&str],
     mut f: impl FnMut(&Cells) -> Result<(), String>,
@@ -416,7 +416,7 @@ impl Table {
 
 /// Reads a `t_ns,...` CSV of numbers whose header holds `needed`; rows with a bad
 /// `t_ns` or another number of cells are skipped (warnings, see [`for_each_line`]).
-pub fn read_table(p: &Path, needed: &[&str]) -> anyhow::Result<(Table, Vec<String>)> {
+pub(crate) fn read_table(p: &Path, needed: &[&str]) -> anyhow::Result<(Table, Vec<String>)> {
     let mut t = Table::default();
     let warnings = for_each_line(p, |n, line| {
         if n == 1 {
@@ -447,7 +447,7 @@ pub fn read_table(p: &Path, needed: &[&str]) -> anyhow::Result<(Table, Vec<Strin
 
 /// Reads a `t_ns,...` CSV with one text column `key` (`monitor.csv`'s `server`), split
 /// into one numeric [`Table`] per key value; damaged rows are skipped.
-pub fn read_table_by(p: &Path, key: &str) -> anyhow::Result<BTreeMap<String, Table>> {
+pub(crate) fn read_table_by(p: &Path, key: &str) -> anyhow::Result<BTreeMap<String, Table>> {
     let mut out: BTreeMap<String, Table> = BTreeMap::new();
     let mut cols: Vec<String> = vec![];
     let mut key_i = usize::MAX;
@@ -492,7 +492,7 @@ pub fn read_table_by(p: &Path, key: &str) -> anyhow::Result<BTreeMap<String, Tab
 
 /// Appends a cell as CSV (quoted when it holds `,`, `"` or a line break, as [`quote`])
 /// to a row being built, without allocating: the writers of the trace's hot path.
-pub fn push_cell(buf: &mut Vec<u8>, s: &str) {
+pub(crate) fn push_cell(buf: &mut Vec<u8>, s: &str) {
     if s.contains([',', '"', '\n', '\r']) {
         buf.push(b'"');
         for b in s.bytes() {
@@ -509,12 +509,12 @@ pub fn push_cell(buf: &mut Vec<u8>, s: &str) {
 
 /// Appends `v` in decimal without allocating: `itoa` (two digits a step from a table,
 /// ~3x the speed of a division per digit: the trace writes seven numbers a request).
-pub fn push_u64(buf: &mut Vec<u8>, v: u64) {
+pub(crate) fn push_u64(buf: &mut Vec<u8>, v: u64) {
     buf.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
 /// Appends `v` in decimal without allocating.
-pub fn push_i64(buf: &mut Vec<u8>, v: i64) {
+pub(crate) fn push_i64(buf: &mut Vec<u8>, v: i64) {
     buf.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 

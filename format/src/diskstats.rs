@@ -24,7 +24,7 @@ use super::csv::{for_each_line_until, t_ns_cell, Bad, Flow};
 pub const FILE: &str = "diskstats.csv.gz";
 
 /// The columns before the counters.
-pub const KEY_COLUMNS: [&str; 4] = ["t_ns", "device", "major", "minor"];
+const KEY_COLUMNS: [&str; 4] = ["t_ns", "device", "major", "minor"];
 
 /// Every column, in file order.
 pub fn columns() -> Vec<&'static str> {
@@ -81,7 +81,8 @@ impl Row {
     }
 
     /// A row from the fields as `Option`s.
-    pub fn from_options(f: [Option<u64>; MAX_FIELDS]) -> Row {
+    #[cfg(test)]
+    fn from_options(f: [Option<u64>; MAX_FIELDS]) -> Row {
         Row(f.map(|v| v.unwrap_or(Row::NONE)))
     }
 }
@@ -99,7 +100,7 @@ pub fn chunk_name(seq: u64) -> String {
 }
 
 /// The number of a closed chunk's file name (`diskstats.000042.csv.gz` -> 42).
-pub fn chunk_seq(name: &str) -> Option<u64> {
+fn chunk_seq(name: &str) -> Option<u64> {
     let n = name.strip_prefix("diskstats.")?.strip_suffix(".csv.gz")?;
     (n.len() >= 6 && n.bytes().all(|b| b.is_ascii_digit()))
         .then(|| n.parse().ok())
@@ -349,7 +350,7 @@ pub fn for_each_row(
 /// [`for_each_row`] for the rows at or after `from_ns`: earlier rows are skipped after
 /// reading their `t_ns` (their counters are not parsed), so a reader of a span late in
 /// the file spends its time decompressing, not parsing.
-pub fn for_each_row_from(
+fn for_each_row_from(
     p: &Path,
     from_ns: u64,
     mut f: impl FnMut(RowRef<'_>) -> Flow,

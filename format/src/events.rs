@@ -47,6 +47,16 @@ impl Event {
     pub fn detail(&self) -> Value {
         self.body.detail()
     }
+
+    /// The line's `detail` as one line of JSON text, as written (keys sorted), for showing
+    /// it to a reader (report.html's events table); empty when the kind has none (`{}`).
+    pub fn detail_text(&self) -> String {
+        match self.detail() {
+            Value::Object(m) if m.is_empty() => String::new(),
+            Value::Null => String::new(),
+            d => d.to_string(),
+        }
+    }
 }
 
 impl Serialize for Event {
@@ -110,7 +120,8 @@ macro_rules! bodies {
 
         impl Body {
             /// Every kind this version knows, in [`Body`]'s order.
-            pub const KINDS: &'static [&'static str] = &[$($kind),*];
+            #[cfg(test)]
+            const KINDS: &'static [&'static str] = &[$($kind),*];
 
             /// A known kind's detail with every field at its default (`""`, 0, false,
             /// `null`, or left out), as written; `None` for a kind this version does not
@@ -1242,5 +1253,17 @@ mod tests {
             let back: Value = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
             assert_eq!(back, serde_json::from_str::<Value>(line).unwrap(), "{line}");
         }
+    }
+
+    #[test]
+    fn detail_text_is_the_written_json_or_empty_for_a_kind_without_one() {
+        let e: Event =
+            serde_json::from_str(r#"{"t_ns":1,"kind":"node_stop","detail":{"node":"n1"}}"#)
+                .unwrap();
+        assert_eq!(e.detail_text(), r#"{"node":"n1"}"#);
+        let e: Event =
+            serde_json::from_str(r#"{"t_ns":1,"kind":"from_a_newer_version","detail":{}}"#)
+                .unwrap();
+        assert_eq!(e.detail_text(), "");
     }
 }

@@ -23,7 +23,7 @@ pub const FILE: &str = "fsync_calls.csv.gz";
 pub const HEADER: &str = "t_ns,dur_ns,pid,tid,comm,call,fd,file,ret";
 
 /// The longest call a reader accepts: a row claiming more is damaged (a day).
-pub const MAX_DUR_NS: u64 = 24 * 3600 * 1_000_000_000;
+pub(crate) const MAX_DUR_NS: u64 = 24 * 3600 * 1_000_000_000;
 
 /// The calls recorded.
 pub const CALLS: [&str; 5] = [

@@ -118,7 +118,7 @@ impl Sparse {
     }
 
     /// Adds its values into `h` (auto-resizing, or of a range that holds them).
-    pub fn add_to(&self, h: &mut Histogram<u64>) {
+    fn add_to(&self, h: &mut Histogram<u64>) {
         for (v, n) in self.buckets() {
             h.record_n(v, n)
                 .expect("an auto-resizing histogram takes any value");

@@ -78,10 +78,10 @@ pub fn phase_from_env() -> anyhow::Result<Option<u32>> {
 pub const FORMAT_VERSION: u32 = 3;
 
 /// The oldest version this diskpulse still reads.
-pub const OLDEST_READABLE_VERSION: u32 = 2;
+const OLDEST_READABLE_VERSION: u32 = 2;
 
 /// `Ok` for a recording this diskpulse reads; otherwise an error that names both versions.
-pub fn check_version(found: u64) -> anyhow::Result<()> {
+fn check_version(found: u64) -> anyhow::Result<()> {
     if (OLDEST_READABLE_VERSION as u64..=FORMAT_VERSION as u64).contains(&found) {
         return Ok(());
     }

@@ -180,9 +180,9 @@ pub struct ProbeRow {
     pub clat_p99_us: Option<f64>,
     pub clat_p999_us: Option<f64>,
     pub clat_max_us: Option<f64>,
-    pub lat_co_p50_us: Option<f64>,
-    pub lat_co_p99_us: Option<f64>,
-    pub lat_co_p999_us: Option<f64>,
+    lat_co_p50_us: Option<f64>,
+    lat_co_p99_us: Option<f64>,
+    lat_co_p999_us: Option<f64>,
     pub lat_co_max_us: Option<f64>,
     pub ramp: bool,
     pub active_ns: u64,
@@ -202,7 +202,7 @@ pub fn read(dir: &Path) -> anyhow::Result<Option<BTreeMap<String, Vec<ProbeRow>>
 }
 
 /// The rows of probe.csv by direction.
-pub type ByDirection = BTreeMap<String, Vec<ProbeRow>>;
+type ByDirection = BTreeMap<String, Vec<ProbeRow>>;
 
 /// [`read`] with the reading's warnings: a damaged row is skipped, naming file:line; a
 /// header without `t_ns`, `window_ns` and `direction` refuses the file.

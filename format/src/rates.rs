@@ -32,7 +32,8 @@ pub const FILE: &str = "rates.csv";
 pub const HEADER: &str = "t_ns,unix_ms,window_ns,device,read_mib_s,write_mib_s,read_iops,write_iops,flushes_per_s,util_pct,r_await_ms,w_await_ms,in_flight_max,r/s,rkB/s,rrqm/s,%rrqm,r_await,rareq-sz,w/s,wkB/s,wrqm/s,%wrqm,w_await,wareq-sz,d/s,dkB/s,drqm/s,%drqm,d_await,dareq-sz,f/s,f_await,aqu-sz,%util";
 
 /// `iostat -x`'s columns, in iostat's order: the tail of [`HEADER`].
-pub const IOSTAT_COLUMNS: [&str; 22] = [
+#[cfg(test)]
+const IOSTAT_COLUMNS: [&str; 22] = [
     "r/s", "rkB/s", "rrqm/s", "%rrqm", "r_await", "rareq-sz", "w/s", "wkB/s", "wrqm/s", "%wrqm",
     "w_await", "wareq-sz", "d/s", "dkB/s", "drqm/s", "%drqm", "d_await", "dareq-sz", "f/s",
     "f_await", "aqu-sz", "%util",

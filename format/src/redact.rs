@@ -18,7 +18,7 @@
 pub const HIDDEN: &str = "***";
 
 /// Flags whose value is a secret (or names a file holding one).
-pub const SECRET_FLAGS: [&str; 5] = ["--password", "--token", "--creds", "--nkey", "--tls-key"];
+const SECRET_FLAGS: [&str; 5] = ["--password", "--token", "--creds", "--nkey", "--tls-key"];
 
 /// Hides the user info of every `scheme://userinfo@host` in `s`:
 /// `nats://a:b@h:4222` -> `nats://***@h:4222`. The user info ends at the first `@` before

@@ -65,38 +65,6 @@ pub fn intervals(d: &DiskRows, field: usize, scale: f64) -> Vec<Interval> {
     out
 }
 
-/// Per-interval rates (value per second) for charts: the finest series the recording
-/// holds. Each interval contributes its rate at both its start and its end, so a long
-/// quiet interval (rows are only written when counters change) draws as a flat step,
-/// never as a slope from the last busy sample.
-pub fn rate_series(iv: &[Interval]) -> (Vec<f64>, Vec<f64>) {
-    let mut t = Vec::with_capacity(iv.len() * 2);
-    let mut v = Vec::with_capacity(iv.len() * 2);
-    for i in iv {
-        let dt = (i.t1_ns - i.t0_ns) as f64 / 1e9;
-        let r = match i.v {
-            Some(x) if dt > 0.0 => x / dt,
-            _ => f64::NAN,
-        };
-        // 1 ns after the start, so the previous interval's end point keeps its own value.
-        t.push((i.t0_ns + 1) as f64 / 1e9);
-        v.push(r);
-        t.push(i.t1_ns as f64 / 1e9);
-        v.push(r);
-    }
-    (t, v)
-}
-
-/// Gauge values (e.g. in-flight) at each row.
-pub fn gauge_series(d: &DiskRows, field: usize) -> (Vec<f64>, Vec<f64>) {
-    let t = d.t_ns.iter().map(|&t| t as f64 / 1e9).collect();
-    let v =
-        d.f.iter()
-            .map(|r| r.get(field).map(|x| x as f64).unwrap_or(f64::NAN))
-            .collect();
-    (t, v)
-}
-
 /// Sums interval values into windows `[k*w, (k+1)*w)` for `k < n`, spreading each
 /// interval over the windows it overlaps in proportion to the overlap.
 pub fn window_sums(iv: &[Interval], width_ns: u64, n: usize) -> Vec<f64> {
@@ -125,23 +93,9 @@ pub fn window_sums(iv: &[Interval], width_ns: u64, n: usize) -> Vec<f64> {
     out
 }
 
-/// Mean rate (per second) in each window `[k*w, (k+1)*w)` for `k < ceil(duration / w)`:
-/// [`window_sums`] divided by the part of the window inside the recording (the last window
-/// may be cut by the end). What report.html's zoomable timeline shows per window.
-pub fn window_rates(iv: &[Interval], width_ns: u64, duration_ns: u64) -> Vec<f64> {
-    let n = duration_ns.div_ceil(width_ns) as usize;
-    let mut sums = window_sums(iv, width_ns, n);
-    for (k, s) in sums.iter_mut().enumerate() {
-        let w0 = k as u64 * width_ns;
-        let len = (w0 + width_ns).min(duration_ns) - w0;
-        *s /= len as f64 / 1e9;
-    }
-    sums
-}
-
 /// Highest rate (per second) over windows of `width_ns`, among windows that lie wholly
 /// inside the recording.
-pub fn peak_rate(iv: &[Interval], width_ns: u64, duration_ns: u64) -> f64 {
+pub(crate) fn peak_rate(iv: &[Interval], width_ns: u64, duration_ns: u64) -> f64 {
     let n = (duration_ns / width_ns) as usize;
     if n == 0 {
         return f64::NAN;
@@ -157,7 +111,7 @@ pub struct UiAverage {
     /// Whole windows in the run (0: the run is shorter, `max_bytes_per_s` is the run mean).
     pub windows: usize,
     /// The highest window average: the highest point the UI graph would show.
-    pub max_bytes_per_s: f64,
+    pub(crate) max_bytes_per_s: f64,
     /// Per window (start_s, bytes/s), for the overlay line.
     pub series: Vec<(f64, f64)>,
 }
@@ -174,7 +128,7 @@ pub fn ui_average(iv: &[Interval], width_ns: u64, duration_ns: u64) -> UiAverage
 
 /// [`ui_average`] from the window sums of whole windows (`duration_ns / width_ns` of
 /// them) and the total (the run mean when the run is shorter than one window).
-pub fn ui_from_sums(sums: &[f64], width_ns: u64, duration_ns: u64, total: f64) -> UiAverage {
+pub(crate) fn ui_from_sums(sums: &[f64], width_ns: u64, duration_ns: u64, total: f64) -> UiAverage {
     let n = (duration_ns / width_ns) as usize;
     let w_s = width_ns as f64 / 1e9;
     if n == 0 {
@@ -208,16 +162,16 @@ pub use format::summary::{Burst, Bursts};
 pub struct BurstParams {
     pub bin_ns: u64,
     /// Busy runs separated by a quiet gap shorter than this are one burst.
-    pub merge_gap_ns: u64,
+    merge_gap_ns: u64,
     /// A bin is busy above max(peak * this, 4 * p25 of bins, floor).
-    pub peak_fraction: f64,
-    pub floor_bytes_per_s: f64,
+    peak_fraction: f64,
+    floor_bytes_per_s: f64,
     /// The baseline is the median rate over whole windows of this width.
-    pub baseline_ns: u64,
+    baseline_ns: u64,
     /// A burst's bytes above the baseline must exceed this many baseline windows' bytes.
-    pub baseline_excess: f64,
+    baseline_excess: f64,
     /// Bursts covering more than this share of the run are a steady writer: none.
-    pub max_cover_fraction: f64,
+    max_cover_fraction: f64,
 }
 
 impl Default for BurstParams {
@@ -362,7 +316,7 @@ fn select_total_order<I: Iterator<Item = f64>>(values: impl Fn() -> I, i: usize)
 /// again): memory does not grow with the number of bins (the radix selection's counts and
 /// the bursts found). The same arithmetic in the same order, so the same figures to the
 /// bit (tested against [`find_bursts`]).
-pub fn find_bursts_streamed<I: Iterator<Item = f64>>(
+pub(crate) fn find_bursts_streamed<I: Iterator<Item = f64>>(
     bins: impl Fn() -> I,
     p: &BurstParams,
 ) -> Bursts {
@@ -492,9 +446,9 @@ fn finish_bursts(
 }
 
 /// Fewer bursts than this have no period (`period_s` None).
-pub const MIN_BURSTS_FOR_PERIOD: usize = 3;
+const MIN_BURSTS_FOR_PERIOD: usize = 3;
 /// Fewer bursts than this have no regularity figure (`period_cv` None, not `regular`).
-pub const MIN_BURSTS_FOR_REGULARITY: usize = 4;
+pub(crate) const MIN_BURSTS_FOR_REGULARITY: usize = 4;
 
 /// Times between consecutive burst starts, s.
 fn start_gaps(list: &[Burst]) -> Vec<f64> {
@@ -537,7 +491,7 @@ fn merge_close(list: &[Burst], gap_s: f64) -> Vec<Burst> {
 }
 
 /// Sector fields -> bytes.
-pub const SECTOR_BYTES: f64 = 512.0;
+pub(crate) const SECTOR_BYTES: f64 = 512.0;
 
 /// The fields a device report derives, with their scale.
 pub fn write_bytes(d: &DiskRows) -> Vec<Interval> {

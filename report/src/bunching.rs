@@ -46,13 +46,13 @@ use std::collections::VecDeque;
 use format::summary::Peaks;
 
 /// The longest service time an interval's bytes are spread back over, ns.
-pub const LAG_MAX_NS: u64 = 10_000_000_000;
+const LAG_MAX_NS: u64 = 10_000_000_000;
 /// A completion peak more than this many times the service-time peak is bunching.
-pub const RATIO: f64 = 2.0;
+const RATIO: f64 = 2.0;
 /// Above this a peak carries a caveat (see the module doc), MiB/s.
-pub const PLAUSIBLE_MIB_S: f64 = 16.0 * 1024.0;
+pub(crate) const PLAUSIBLE_MIB_S: f64 = 16.0 * 1024.0;
 /// The window widths of [`Peaks`], ns, with their summary.json names.
-pub const WIDTHS: [(u64, &str); 4] = [
+const WIDTHS: [(u64, &str); 4] = [
     (1_000_000, "1ms"),
     (10_000_000, "10ms"),
     (100_000_000, "100ms"),
@@ -65,7 +65,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// spent `ms` in service in all are counted from, ns (the module's rule): the interval's
 /// own length, or the I/Os' mean service time when that is longer (at most
 /// [`LAG_MAX_NS`]).
-pub fn service_span_ns(t0: u64, t1: u64, ios: Option<f64>, ms: Option<f64>) -> u64 {
+fn service_span_ns(t0: u64, t1: u64, ios: Option<f64>, ms: Option<f64>) -> u64 {
     let lag_ns = match (ios, ms) {
         (Some(n), Some(m)) if n > 0.0 && m > 0.0 => (m / n * 1e6).min(LAG_MAX_NS as f64) as u64,
         _ => 0,
@@ -78,7 +78,7 @@ pub fn service_span_ns(t0: u64, t1: u64, ios: Option<f64>, ms: Option<f64>) -> u
 /// that a later span can still touch are held (a window's full share goes through a
 /// difference list, so a span costs O(1) whatever its length).
 #[derive(Debug, Clone)]
-pub struct ServiceMax {
+struct ServiceMax {
     width: u64,
     n: usize,
     /// The first window held.
@@ -179,7 +179,7 @@ impl ServiceMax {
     }
 
     /// The highest window's rate, per second (NaN when no window fits the run).
-    pub fn peak_rate(&self) -> f64 {
+    pub(crate) fn peak_rate(&self) -> f64 {
         if self.n == 0 {
             return f64::NAN;
         }

@@ -174,7 +174,7 @@ const WIDTH_PX: u32 = 1600;
 /// How the pass over the rows of a run ending at `duration_ns` builds the devices' chart
 /// series for [`timeline`]: folded into the plot's pixel columns (every point for a run
 /// without a time axis).
-pub fn fold_mode(duration_ns: u64) -> stream::ChartMode {
+pub(crate) fn fold_mode(duration_ns: u64) -> stream::ChartMode {
     let end_s = duration_ns as f64 / 1e9;
     if end_s > 0.0 {
         let (range, columns) = charts::plot_geometry(&Timeline {
@@ -493,7 +493,7 @@ fn build(run: &Run, analyses: &[DeviceAnalysis], o: &ReportOptions, fold: bool) 
 /// or, when a 1 ms or 10 ms completion peak is bunching ([`super::bunching`]), stopped at
 /// the highest 1 ms rate the device moved counted over its I/Os' service time, the title
 /// saying what it clipped (a spike that is not a rate must not flatten every burst).
-pub fn throughput_axis(s: &format::summary::DeviceSummary) -> (String, charts::YScale) {
+fn throughput_axis(s: &format::summary::DeviceSummary) -> (String, charts::YScale) {
     let mut title = format!("{} throughput MiB/s", s.name);
     if let Some(l) = super::order::label_of(s) {
         title.push_str(&format!(" ({l})"));
@@ -530,7 +530,7 @@ pub fn throughput_axis(s: &format::summary::DeviceSummary) -> (String, charts::Y
 }
 
 /// The title of a device's panel of the UI average against the burst finder's bins.
-pub fn ui_view_title(name: &str, ui_label: &str, bin_ms: f64) -> String {
+fn ui_view_title(name: &str, ui_label: &str, bin_ms: f64) -> String {
     format!("{name} write: the {ui_label} against {bin_ms:.0} ms windows (log axis)")
 }
 
@@ -573,7 +573,7 @@ fn ui_view_panel(a: &DeviceAnalysis, ui_label: &str, end_s: f64) -> Option<Panel
 /// ([`super::interference::broker_devices`]; every device's when the run does not say),
 /// shaded on every panel: what the interference sentences call "inside a burst". A loop
 /// device's backing disk is left out: it also carries the rest of the machine's writes.
-pub fn burst_shades(run: &Run, analyses: &[DeviceAnalysis]) -> Vec<Shade> {
+fn burst_shades(run: &Run, analyses: &[DeviceAnalysis]) -> Vec<Shade> {
     let summaries: Vec<_> = analyses.iter().map(|a| a.summary.clone()).collect();
     let broker = super::interference::broker_devices(&run.meta, &summaries);
     analyses
@@ -589,7 +589,7 @@ pub fn burst_shades(run: &Run, analyses: &[DeviceAnalysis]) -> Vec<Shade> {
 
 /// A probe latency quantile of a row: `p50`, `p90`, `p99`, `p999`, `max`, `mean`
 /// (completion latency, fio's clat), µs; NaN where the window had no completion.
-pub fn probe_lat(r: &ProbeRow, q: &str) -> f64 {
+pub(crate) fn probe_lat(r: &ProbeRow, q: &str) -> f64 {
     match q {
         "mean" => r.clat_mean_us,
         "p50" => r.clat_p50_us,

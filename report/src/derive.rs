@@ -68,7 +68,7 @@ fn restart_spans(run: &Run, duration_ns: u64) -> Vec<RestartSpan<'_>> {
 }
 
 /// What the pass over the rows sums for each restart ([`restarts`]).
-pub fn restart_windows(run: &Run, duration_ns: u64) -> Vec<stream::RestartWindow> {
+pub(crate) fn restart_windows(run: &Run, duration_ns: u64) -> Vec<stream::RestartWindow> {
     restart_spans(run, duration_ns)
         .into_iter()
         .map(|(t_ns, end_ns, _, _, devices)| stream::RestartWindow {
@@ -262,14 +262,14 @@ pub struct DeviceAnalysis {
     pub harm: super::episodes::DiskHarm,
     /// The burst finder's write bins as MiB/s, for the chart of the UI average against
     /// them (issue 23 item 8): [`BinRates`].
-    pub write_bins: BinRates,
+    pub(crate) write_bins: BinRates,
 }
 
 /// A direction's burst-finder bins (10 ms by default) as MiB/s at each bin's middle, at
 /// most [`BinRates::MAX_POINTS`]: a longer run keeps the highest bin of each group of
 /// `group` bins (so every burst keeps its top).
 #[derive(Debug, Clone, Default)]
-pub struct BinRates {
+pub(crate) struct BinRates {
     pub bin_ns: u64,
     /// Bins per point (1: every bin).
     pub group: usize,
@@ -279,7 +279,7 @@ pub struct BinRates {
 
 impl BinRates {
     /// About the timeline plot's width in pixels: more points than columns draw nothing more.
-    pub const MAX_POINTS: usize = 1000;
+    const MAX_POINTS: usize = 1000;
 
     /// From `n` bin sums (bytes) of `bin_ns`.
     pub fn of(bins: impl Iterator<Item = f64>, n: usize, bin_ns: u64) -> BinRates {
@@ -561,7 +561,7 @@ fn plausible_caveat(quoted: &[f64]) -> String {
     }
 }
 
-pub fn memory_summary(run: &Run) -> Option<MemorySummary> {
+pub(crate) fn memory_summary(run: &Run) -> Option<MemorySummary> {
     let m = run.mem.as_ref()?;
     // As before the fold: a column that is there but never above 0 says 0.
     let max = |c: &str| {
@@ -577,7 +577,7 @@ pub fn memory_summary(run: &Run) -> Option<MemorySummary> {
     })
 }
 
-pub fn cpu_summary(run: &Run) -> Option<CpuSummary> {
+pub(crate) fn cpu_summary(run: &Run) -> Option<CpuSummary> {
     let c = run.cpu.as_ref()?;
     if c.rows < 2 {
         return None;
@@ -602,7 +602,7 @@ fn max_of(it: impl Iterator<Item = Option<f64>>) -> Option<f64> {
 }
 
 /// Per role of load.csv: ops, rate over the time the role ran, errors, worst window p99.
-pub fn load_summary(run: &Run) -> BTreeMap<String, LoadRoleSummary> {
+pub(crate) fn load_summary(run: &Run) -> BTreeMap<String, LoadRoleSummary> {
     run.load
         .iter()
         .map(|(role, rows)| {
@@ -643,7 +643,7 @@ pub fn load_summary(run: &Run) -> BTreeMap<String, LoadRoleSummary> {
 /// bursts are mostly someone else's bytes (the broker wrote under half of what it wrote,
 /// summary.json `broker_io`), and a CPU saturated over the run (busy, all but idle and
 /// iowait, at [`super::spikes::CPU_BUSY_PCT`]% or more on average).
-pub fn headline_notes(
+pub(crate) fn headline_notes(
     headline: &mut Vec<String>,
     devices: &[DeviceSummary],
     broker_io: Option<&format::summary::BrokerIo>,

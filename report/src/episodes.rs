@@ -51,7 +51,7 @@
 use std::collections::BTreeMap;
 
 /// CPU busy (all but idle and iowait) over this is a saturation episode, %.
-pub const CPU_BUSY_PCT: f64 = 90.0;
+pub(crate) const CPU_BUSY_PCT: f64 = 90.0;
 
 use hdrhistogram::Histogram;
 
@@ -63,17 +63,17 @@ use format::summary::EpisodeSummary;
 use super::analysis::Span;
 
 /// A span and what it was, in words (a sync call) or where (a flush request's device).
-pub type Named = (Span, String);
+pub(crate) type Named = (Span, String);
 
 /// Requests in flight and nothing completing for this long is a device stall, ms.
-pub const DEVICE_STALL_MIN_MS: f64 = 50.0;
+const DEVICE_STALL_MIN_MS: f64 = 50.0;
 /// A flush whose time is at least this is an episode of its own, ms.
-pub const FLUSH_MIN_MS: f64 = 20.0;
+pub(crate) const FLUSH_MIN_MS: f64 = 20.0;
 /// Episodes kept per device and kind (a device stalled every second of a day is still
 /// reported, its first ones).
 const MAX_PER_DEVICE: usize = 10_000;
 /// Weights are counted in thousandths of an operation.
-pub const WEIGHT: f64 = 1000.0;
+pub(crate) const WEIGHT: f64 = 1000.0;
 
 /// A device's stall: requests in flight, none completing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,7 +197,7 @@ struct Win {
 }
 
 /// Every victim's stalls: load roles first, then probe directions.
-pub fn victim_stalls(
+pub(crate) fn victim_stalls(
     load: &BTreeMap<String, Vec<LoadRow>>,
     probe: Option<&BTreeMap<String, Vec<ProbeRow>>>,
 ) -> Vec<VictimStall> {
@@ -314,7 +314,7 @@ pub fn union(spans: impl IntoIterator<Item = Span>) -> Vec<Span> {
 
 /// The part of window `[a, b)` outside `own` (sorted, disjoint): where the series could
 /// have completed something.
-pub fn live_part(a: u64, b: u64, own: &[Span]) -> Vec<Span> {
+fn live_part(a: u64, b: u64, own: &[Span]) -> Vec<Span> {
     let mut out = vec![];
     let mut at = a;
     for &(s, e) in own {
@@ -341,7 +341,7 @@ pub fn live_part(a: u64, b: u64, own: &[Span]) -> Vec<Span> {
 /// The share of `live` (completion uniform over it) in which an operation of latency
 /// `l_ns` would have overlapped one of `spans` (sorted, disjoint): completed in
 /// `(s, e + l)`.
-pub fn overlap_share(live: &[Span], l_ns: u64, spans: &[Span]) -> f64 {
+fn overlap_share(live: &[Span], l_ns: u64, spans: &[Span]) -> f64 {
     let total: u64 = live.iter().map(|(a, b)| b - a).sum();
     if total == 0 || spans.is_empty() {
         return 0.0;
@@ -433,7 +433,7 @@ fn groups<T: Clone>(mut items: Vec<(Span, T)>) -> Vec<(Span, Vec<T>)> {
 }
 
 /// Names, each once, in first-seen order, joined: `loop11 and loop12`, `a, b and c`.
-pub fn and_list(names: &[String]) -> String {
+fn and_list(names: &[String]) -> String {
     let mut v: Vec<&str> = vec![];
     for n in names {
         if !v.contains(&n.as_str()) {
@@ -487,7 +487,7 @@ struct Context {
     clippy::too_many_lines,
     reason = "every kind of harm episode gathered in one place, in the order they are ranked"
 )]
-pub fn assemble(
+pub(crate) fn assemble(
     disks: &[(String, &DiskHarm)],
     stalls: &[VictimStall],
     cpu: &[Span],
@@ -719,14 +719,14 @@ fn dedup(v: Vec<String>) -> Vec<String> {
 }
 
 /// The episode kinds, as summary.json spells them.
-pub const STALL: &str = "stall";
-pub const DEVICE_STALL: &str = "device stall";
-pub const FLUSH: &str = "flush";
+pub(crate) const STALL: &str = "stall";
+pub(crate) const DEVICE_STALL: &str = "device stall";
+pub(crate) const FLUSH: &str = "flush";
 pub const CPU: &str = "cpu";
-pub const SYNC_CALL: &str = "sync call";
+pub(crate) const SYNC_CALL: &str = "sync call";
 
 /// A kind in a sentence: "outside stalls", "outside long flushes".
-pub fn kind_plural(kind: &str) -> &'static str {
+pub(crate) fn kind_plural(kind: &str) -> &'static str {
     match kind {
         STALL => "stalls",
         DEVICE_STALL => "device stalls",

@@ -172,7 +172,7 @@ fn fault_of(g: &[Span]) -> (u64, u64, Fault) {
 /// Adds what every client lost to each fault from load.csv's windows (all roles summed):
 /// the errors from the window holding the fault's start to the first window after the
 /// broker was back with operations and no errors (the load recovered).
-pub fn add_window_losses(faults: &mut [Fault], load: &BTreeMap<String, Vec<LoadRow>>) {
+pub(crate) fn add_window_losses(faults: &mut [Fault], load: &BTreeMap<String, Vec<LoadRow>>) {
     let mut windows: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
     for r in load.values().flatten() {
         let w = windows.entry(r.t_ns).or_insert((0, 0, r.window_ns));

@@ -14,7 +14,7 @@ use format::csv::{self, Bad};
 use format::procfs;
 
 /// The most windows a column keeps before they double in width.
-pub const MAX_WINDOWS: usize = 50_000;
+pub(crate) const MAX_WINDOWS: usize = 50_000;
 
 /// The narrowest window (the rows of a 1 ms sampler each have their own).
 const FIRST_WIDTH_NS: u64 = 1_000_000;
@@ -66,7 +66,7 @@ pub struct Folded {
     /// Each column's largest value (NaN never counts); `None` when it had none.
     pub max: Vec<Option<f64>>,
     /// The windows' width in the end (ns).
-    pub width_ns: u64,
+    pub(crate) width_ns: u64,
     windows: Vec<Window>,
 }
 
@@ -136,7 +136,7 @@ impl Folded {
     /// rows skipped with warnings; chunks whose header differs are refused), folded as
     /// it goes with at most `cap` windows per column. `None` when the run has no such
     /// file.
-    pub fn read_chunked(
+    pub(crate) fn read_chunked(
         run_dir: &Path,
         file: &str,
         needed: &[&str],
@@ -175,7 +175,7 @@ impl Folded {
     }
 
     /// Column `name`'s largest value.
-    pub fn max_of(&self, name: &str) -> Option<f64> {
+    pub(crate) fn max_of(&self, name: &str) -> Option<f64> {
         let i = self.columns.iter().position(|c| c == name)?;
         self.max[i]
     }
@@ -253,12 +253,12 @@ pub struct CpuFolded {
 
 impl CpuFolded {
     /// The percentages' columns in [`CpuFolded::pct`].
-    pub const BUSY: &'static str = "busy_pct";
-    pub const IOWAIT: &'static str = "iowait_pct";
+    pub(crate) const BUSY: &'static str = "busy_pct";
+    pub(crate) const IOWAIT: &'static str = "iowait_pct";
 
     /// Reads cpu.csv of a run and its chunks ([`procfs::CPU_FILE`], with every column
     /// of [`procfs::cpu_columns`]); `None` without one.
-    pub fn read_chunked(
+    pub(crate) fn read_chunked(
         run_dir: &Path,
         cap: usize,
     ) -> anyhow::Result<Option<(CpuFolded, Vec<String>)>> {

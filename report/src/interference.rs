@@ -36,8 +36,9 @@ use format::summary::{
 };
 use format::units::{num, sig};
 
+pub(crate) use super::series::burst_spans;
 use super::series::short;
-pub use super::series::{burst_spans, lat, overlaps, series, Series, Span};
+pub use super::series::{lat, overlaps, series, Series, Span};
 
 /// Percentiles of a merged histogram (ns) in µs.
 pub fn percentiles(h: Option<&Histogram<u64>>) -> Percentiles {
@@ -68,7 +69,7 @@ fn times(r: Option<f64>) -> String {
 
 /// Percentiles of a weighted histogram ([`super::episodes::WEIGHT`] per operation), µs;
 /// `count` in operations (rounded).
-pub fn weighted_percentiles(h: &Histogram<u64>) -> Percentiles {
+fn weighted_percentiles(h: &Histogram<u64>) -> Percentiles {
     let mut p = percentiles(Some(h));
     p.count = (h.len() as f64 / super::episodes::WEIGHT).round() as u64;
     p
@@ -93,7 +94,7 @@ fn sides(
 
 /// One series inside versus outside one device's write bursts, by the operations' lives
 /// ([`super::episodes::split`]); `own`: the series' own stalls (sorted, disjoint).
-pub fn against_bursts(s: &Series, device: &str, spans: &[Span], own: &[Span]) -> BurstInterference {
+fn against_bursts(s: &Series, device: &str, spans: &[Span], own: &[Span]) -> BurstInterference {
     let spans = super::episodes::union(spans.iter().copied());
     let (hin, hout, touched) = super::episodes::split(&s.windows, &spans, own);
     let (pin, pout, share, p99_ratio) = sides(&hin, &hout);
@@ -125,7 +126,7 @@ pub fn against_bursts(s: &Series, device: &str, spans: &[Span], own: &[Span]) ->
 }
 
 /// The span a restart's re-read covers: its read burst, or the restart to healthy.
-pub fn reread_span(r: &RestartSummary) -> Span {
+fn reread_span(r: &RestartSummary) -> Span {
     let ns = |s: f64| (s * 1e9).round().max(0.0) as u64;
     match r.read_burst_start_s {
         Some(a) => (ns(a), ns(a + r.read_burst_s.max(0.01))),
@@ -139,7 +140,7 @@ pub fn reread_span(r: &RestartSummary) -> Span {
 /// When the restarted node went down: its last `node_stop` or `node_kill` event at or
 /// before the `restart` event (a scenario's restart stops the node, may drop the page
 /// cache, then starts it); the restart itself when there is none.
-pub fn went_down_ns(events: &[Event], r: &RestartSummary) -> u64 {
+fn went_down_ns(events: &[Event], r: &RestartSummary) -> u64 {
     let restart_ns = (r.t_s * 1e9).round() as u64;
     events
         .iter()
@@ -155,7 +156,7 @@ pub fn went_down_ns(events: &[Event], r: &RestartSummary) -> u64 {
 
 /// One load series during a restart's re-read versus before the node went down
 /// (`down_ns`, see [`went_down_ns`]).
-pub fn against_restart(s: &Series, r: &RestartSummary, down_ns: u64) -> RestartInterference {
+fn against_restart(s: &Series, r: &RestartSummary, down_ns: u64) -> RestartInterference {
     let restart_ns = down_ns;
     let during_span = reread_span(r);
     let before: Vec<&Interval> = s
@@ -229,7 +230,7 @@ fn rule(series: &[Series]) -> String {
 /// those the user named or that hold a volume (`why` "named", "holds ..." or "btrfs
 /// member ...": `report::order`'s first two ranks). A loop device's backing disk also
 /// carries everything else on the machine, so it is not one of them.
-pub fn broker_devices(meta: &format::meta::Meta, devices: &[DeviceSummary]) -> Vec<String> {
+pub(crate) fn broker_devices(meta: &format::meta::Meta, devices: &[DeviceSummary]) -> Vec<String> {
     let nodes: Vec<String> = meta
         .broker_nodes()
         .unwrap_or_default()
@@ -258,11 +259,11 @@ pub struct HarmInputs<'a> {
     /// Each load role's and probe direction's stalls (load.csv, probe.csv).
     pub stalls: Vec<super::episodes::VictimStall>,
     /// cpu.csv's folded `busy_pct` points.
-    pub cpu_busy: Option<(Vec<u64>, Vec<f64>)>,
+    pub(crate) cpu_busy: Option<(Vec<u64>, Vec<f64>)>,
     /// With `--trace`: sync calls of 20 ms or more (span, words) and flush, PREFLUSH and
     /// FUA requests served that long (span, device).
     pub sync_calls: Vec<(Span, String)>,
-    pub flush_requests: Vec<(Span, String)>,
+    pub(crate) flush_requests: Vec<(Span, String)>,
 }
 
 /// The most lines of one episode kind in `lines` (all are in `episodes`).

@@ -22,16 +22,16 @@ pub mod spill;
 pub mod stream;
 pub mod table;
 pub mod trace;
-pub mod trace_charts;
-pub mod trace_context;
-pub mod trace_summary;
+pub(crate) mod trace_charts;
+pub(crate) mod trace_context;
+pub(crate) mod trace_summary;
 pub mod zoom_data;
 
 use std::path::Path;
 
 use analysis::BurstParams;
-pub use derive::{analyse_device, headline, restarts, DeviceAnalysis};
-pub use run::Disk;
+pub(crate) use derive::DeviceAnalysis;
+pub use derive::{analyse_device, headline, restarts};
 pub use run::Run;
 pub use table::table;
 
@@ -195,7 +195,7 @@ pub fn analyse(
 /// The pass over a run's rows for its report: laid out for meta.json's end, made again
 /// for the end the rows give when that differs. `charts`: fold the devices' chart series.
 /// Returns the pass and the run's end.
-pub fn analysis_pass(
+fn analysis_pass(
     run: &Run,
     o: &ReportOptions,
     charts: bool,

@@ -49,7 +49,7 @@ pub fn rank(name: &str, why: Option<&str>, broker_nodes: &[String]) -> Rank {
 /// How a device under another one is called in the report: "backing disk of loop12"
 /// (from "backing file of loop12"), "whole disk of vda1", "under dm-0" (from "slave of
 /// dm-0"); None for a device the user asked about.
-pub fn lower_label(why: &str) -> Option<String> {
+pub(crate) fn lower_label(why: &str) -> Option<String> {
     if let Some(top) = why.strip_prefix("backing file of ") {
         return Some(format!("backing disk of {top}"));
     }
@@ -61,7 +61,7 @@ pub fn lower_label(why: &str) -> Option<String> {
 }
 
 /// The label of a device's summary, when it is a lower device.
-pub fn label_of(d: &DeviceSummary) -> Option<String> {
+pub(crate) fn label_of(d: &DeviceSummary) -> Option<String> {
     d.why.as_deref().and_then(lower_label)
 }
 
@@ -96,7 +96,7 @@ pub fn order(meta: &Meta, devices: &[DeviceSummary]) -> Vec<usize> {
 }
 
 /// Puts `items` (each with its summary) in the report's order, in place.
-pub fn arrange<T>(meta: &Meta, items: &mut Vec<T>, summary: impl Fn(&T) -> &DeviceSummary) {
+pub(crate) fn arrange<T>(meta: &Meta, items: &mut Vec<T>, summary: impl Fn(&T) -> &DeviceSummary) {
     let summaries: Vec<DeviceSummary> = items.iter().map(|x| summary(x).clone()).collect();
     let idx = order(meta, &summaries);
     let mut slots: Vec<Option<T>> = items.drain(..).map(Some).collect();
@@ -110,7 +110,7 @@ pub fn arrange<T>(meta: &Meta, items: &mut Vec<T>, summary: impl Fn(&T) -> &Devi
 /// `report --device`: keeps the devices named in `keep` (all when it is empty), in the
 /// report's order. A name the run does not hold is a usage error that names it and the
 /// devices the run has.
-pub fn keep_only<T>(
+pub(crate) fn keep_only<T>(
     items: &mut Vec<T>,
     keep: &[String],
     name: impl Fn(&T) -> &str,

@@ -62,7 +62,7 @@ fn sampled(run: &Run) -> Option<Vec<&ProcRows>> {
 
 /// The span proc_io.csv sampled the broker over (first to last sample of any process):
 /// the devices' bytes inside it are what the broker's share is taken of.
-pub fn sampled_span(run: &Run) -> Option<(u64, u64)> {
+pub(crate) fn sampled_span(run: &Run) -> Option<(u64, u64)> {
     let procs = sampled(run)?;
     let t0 = procs
         .iter()
@@ -177,7 +177,7 @@ pub fn broker_io(
 
 /// The broker processes' write rate, MiB/s, summed over 10 ms bins (their sampling
 /// interval), for the write panel of a broker device; None without proc_io.csv.
-pub fn write_series(run: &Run, color: &str) -> Option<Series> {
+pub(crate) fn write_series(run: &Run, color: &str) -> Option<Series> {
     let procs = run.proc_io.as_ref()?;
     let bin = 10_000_000u64;
     let n = (run.duration_ns / bin + 1) as usize;

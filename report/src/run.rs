@@ -52,8 +52,8 @@ pub struct Run {
     /// rabbitmq_metrics.csv by node (an embedded RabbitMQ's own counters); empty without.
     pub rabbit: BTreeMap<String, Table>,
     /// probe.hlog and load.hlog: every window's latency histogram; empty without them.
-    pub probe_hist: Vec<hist::Interval>,
-    pub load_hist: Vec<hist::Interval>,
+    pub(crate) probe_hist: Vec<hist::Interval>,
+    pub(crate) load_hist: Vec<hist::Interval>,
     pub events: Vec<Event>,
     /// The diskstats files, in order ([`diskstats::files`]: the closed chunks, then the
     /// current one).
@@ -247,7 +247,7 @@ impl Run {
     /// The run's end once the last row is known ([`Run::duration_ns`]): meta's duration,
     /// as far as a second past the last row (diskstats are written at least once a
     /// second), or the last row when meta.json has none or claims more.
-    pub fn duration_with(&self, last_disk_row: Option<u64>) -> u64 {
+    pub(crate) fn duration_with(&self, last_disk_row: Option<u64>) -> u64 {
         self.duration_and_warning(last_disk_row).0
     }
 
@@ -273,7 +273,7 @@ impl Run {
 
     /// Sets the devices and the run's end from a pass over the rows ([`stream::pass`] or
     /// [`stream::count`]) and adds its warnings (the rows' first, as they are read first).
-    pub fn set_disks(&mut self, p: &stream::Pass) {
+    pub(crate) fn set_disks(&mut self, p: &stream::Pass) {
         self.disks = p
             .devices
             .iter()
@@ -335,7 +335,7 @@ impl Run {
     }
 
     /// The diskstats files of the run, in order ([`diskstats::files`]).
-    pub fn diskstats_files(&self) -> &[PathBuf] {
+    pub(crate) fn diskstats_files(&self) -> &[PathBuf] {
         &self.diskstats_files
     }
 

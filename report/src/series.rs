@@ -85,7 +85,7 @@ pub fn overlaps(w: &Interval, spans: &[Span]) -> bool {
 }
 
 /// A device's write bursts as spans.
-pub fn burst_spans(d: &DeviceSummary) -> Vec<Span> {
+pub(crate) fn burst_spans(d: &DeviceSummary) -> Vec<Span> {
     d.write
         .bursts
         .list

@@ -36,15 +36,15 @@ use format::summary::{DeviceSummary, EpisodeSummary, Spike};
 use super::series::{burst_spans, lat, Series, Span};
 
 /// A window's p99 over the series' median window p99 that makes it a spike.
-pub const SPIKE_FACTOR: f64 = 5.0;
+const SPIKE_FACTOR: f64 = 5.0;
 /// ... and at least this, µs (a 40 µs p99 five times a 8 µs median is no spike).
-pub const SPIKE_MIN_US: f64 = 1000.0;
+const SPIKE_MIN_US: f64 = 1000.0;
 /// Spikes listed per series, highest first.
-pub const MAX_SPIKES: usize = 3;
-pub use super::episodes::CPU_BUSY_PCT;
+const MAX_SPIKES: usize = 3;
+pub(crate) use super::episodes::CPU_BUSY_PCT;
 
 /// The sentence of a spike nothing the run saw overlaps.
-pub const NOTHING: &str =
+const NOTHING: &str =
     "no write burst, device stall, long flush, CPU saturation or fault the run saw overlaps it";
 
 /// Whether an event is a fault the run made at a known moment.
@@ -67,7 +67,7 @@ pub struct Episode {
 
 /// The CPU's saturation spans: busy at or over [`CPU_BUSY_PCT`]%, from cpu.csv's folded
 /// `busy_pct` points (each point's span from the point before).
-pub fn cpu_spans(cpu_busy: Option<(Vec<u64>, Vec<f64>)>) -> Vec<Span> {
+pub(crate) fn cpu_spans(cpu_busy: Option<(Vec<u64>, Vec<f64>)>) -> Vec<Span> {
     let mut out = vec![];
     if let Some((t, v)) = cpu_busy {
         let mut start: Option<u64> = None;
@@ -91,7 +91,7 @@ pub fn cpu_spans(cpu_busy: Option<(Vec<u64>, Vec<f64>)>) -> Vec<Span> {
 }
 
 /// The faults the run made itself, each a 1 ns span and its words.
-pub fn fault_spans(events: &[Event]) -> Vec<(Span, String)> {
+pub(crate) fn fault_spans(events: &[Event]) -> Vec<(Span, String)> {
     events
         .iter()
         .filter(|e| is_fault(&e.body))

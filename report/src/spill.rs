@@ -15,7 +15,7 @@ const BLOCK: usize = 64 * 1024;
 
 /// A sequence of 8-byte words appended in order, then read back any number of times.
 #[derive(Debug)]
-pub enum Words {
+pub(crate) enum Words {
     Mem(Vec<u64>),
     File {
         f: File,
@@ -105,7 +105,7 @@ impl Words {
     }
 
     #[inline]
-    pub fn push_f64(&mut self, x: f64) {
+    pub(crate) fn push_f64(&mut self, x: f64) {
         self.push(x.to_bits());
     }
 
@@ -118,15 +118,12 @@ impl Words {
         Ok(())
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         match self {
             Words::Mem(v) => v.len(),
             Words::File { len, .. } => *len,
         }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// The words in order (after [`Words::finish`]; a file not finished reads as empty).
@@ -144,13 +141,13 @@ impl Words {
     }
 
     /// The words as f64.
-    pub fn iter_f64(&self) -> impl Iterator<Item = f64> + '_ {
+    pub(crate) fn iter_f64(&self) -> impl Iterator<Item = f64> + '_ {
         self.iter().map(f64::from_bits)
     }
 }
 
 /// [`Words::iter`].
-pub enum WordIter<'a> {
+pub(crate) enum WordIter<'a> {
     Mem(std::slice::Iter<'a, u64>),
     File {
         f: Option<&'a File>,

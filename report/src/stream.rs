@@ -121,7 +121,7 @@ impl MaxSum {
         });
     }
     /// [`super::analysis::peak_rate`]: per second, NaN when no window fits the run.
-    pub fn peak_rate(&self) -> f64 {
+    pub(crate) fn peak_rate(&self) -> f64 {
         if self.n == 0 {
             return f64::NAN;
         }
@@ -379,7 +379,9 @@ impl SeriesAcc {
             }
         }
     }
-    /// [`super::analysis::rate_series`]' two points of one interval, the rate times `k`.
+    /// One interval's rate times `k` as two points: at its start (+1 ns, so the previous
+    /// interval's end keeps its own value) and at its end, so a long quiet interval draws
+    /// as a flat step, never as a slope from the last busy sample.
     #[inline]
     fn push_rate(&mut self, t0: u64, t1: u64, v: Option<f64>, k: Option<f64>) {
         if matches!(self, SeriesAcc::Off) {
@@ -444,7 +446,7 @@ pub struct Plan {
 impl Plan {
     /// A pass that only counts (devices, rows, first and last row): what
     /// [`super::run::Run::read`] needs.
-    pub fn count_only() -> Plan {
+    pub(crate) fn count_only() -> Plan {
         Plan {
             duration_ns: 0,
             ui_window_ns: u64::MAX,
@@ -463,13 +465,13 @@ impl Plan {
 pub struct DirAcc {
     /// Bytes at 1 ms, 10 ms, 100 ms, 1 s.
     pub peaks: [MaxSum; 4],
-    pub ios_10ms: MaxSum,
+    pub(crate) ios_10ms: MaxSum,
     pub ui: Sums,
     /// The burst finder's bins: bytes per `bin_ns`, handed on as they settle.
     pub bins: Settled,
     pub bytes: f64,
     pub ios: f64,
-    pub busy_ms: f64,
+    pub(crate) busy_ms: f64,
     /// The peaks with bytes counted over their I/Os' service time ([`super::bunching`]).
     pub service: super::bunching::Service,
 }
@@ -544,7 +546,7 @@ pub struct DevAcc {
     pub write: DirAcc,
     pub read: DirAcc,
     pub flushes: f64,
-    pub flush_peak_100ms: MaxSum,
+    pub(crate) flush_peak_100ms: MaxSum,
     pub io_ms: f64,
     /// rates.csv: per window each field's sum (sectors as bytes) and the in-flight maximum.
     pub rates: Option<Rates>,
@@ -552,7 +554,7 @@ pub struct DevAcc {
     /// the node's devices).
     pub restarts: Vec<Option<(TailSums, TailSums)>>,
     /// Bytes written and read inside the plan's broker span.
-    pub broker_bytes: (f64, f64),
+    pub(crate) broker_bytes: (f64, f64),
     pub charts: DeviceCharts,
     /// Device stalls and long flushes ([`super::episodes`]).
     pub harm: super::episodes::DiskHarm,

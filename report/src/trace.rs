@@ -19,11 +19,11 @@ use format::fsync_calls::FsyncCall;
 use format::summary::{FsyncProcess, Log2Bucket, RequestGroup};
 
 /// How many of the slowest calls and requests summary.json lists.
-pub const SLOWEST: usize = 10;
+pub(crate) const SLOWEST: usize = 10;
 
 /// A sync call counts as starting a burst when it begins up to this long before it: the
 /// device sees the writes a sync call causes after the call started.
-pub const LEAD_NS: u64 = 20_000_000;
+pub(crate) const LEAD_NS: u64 = 20_000_000;
 
 fn hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 24 * 3_600_000_000_000, 3)
@@ -51,7 +51,8 @@ fn log2_index(v: u64) -> usize {
 
 /// Log2 buckets of `values` (any unit): bucket `[0, 1)`, then `[2^k, 2^(k+1))`, from the
 /// first non-empty bucket to the last.
-pub fn log2_buckets(values: impl Iterator<Item = u64>) -> Vec<Log2Bucket> {
+#[cfg(test)]
+fn log2_buckets(values: impl Iterator<Item = u64>) -> Vec<Log2Bucket> {
     let mut counts = [0u64; 65];
     for v in values {
         counts[log2_index(v)] += 1;
@@ -160,13 +161,13 @@ pub struct TraceFold {
     pub requests: u64,
     /// Sync calls of [`super::episodes::FLUSH_MIN_MS`] or more: span and words (the first
     /// [`LONG_KEPT`]), harm episodes of their own.
-    pub long_calls: Vec<((u64, u64), String)>,
+    pub(crate) long_calls: Vec<((u64, u64), String)>,
     /// Flush, PREFLUSH and FUA requests served in that long or longer: span and device.
-    pub long_flushes: Vec<((u64, u64), String)>,
+    pub(crate) long_flushes: Vec<((u64, u64), String)>,
 }
 
 /// The long sync calls and flush requests kept for the harm episodes.
-pub const LONG_KEPT: usize = 10_000;
+const LONG_KEPT: usize = 10_000;
 
 impl TraceFold {
     pub fn call(&mut self, c: FsyncCall) {
@@ -311,7 +312,7 @@ impl TraceFold {
     }
 
     /// Each process's pid and comm with its number of calls.
-    pub fn process_counts(&self) -> Vec<(u32, String, u64)> {
+    pub(crate) fn process_counts(&self) -> Vec<(u32, String, u64)> {
         self.procs
             .iter()
             .map(|(&pid, p)| (pid, p.comm.clone(), p.latency.len()))

@@ -26,7 +26,12 @@ fn num(x: f64) -> String {
 }
 
 /// [`AtThatMs`] at `t_ns`.
-pub fn at_that_ms(run: &Run, devices: &[DeviceSummary], broker: &[String], t_ns: u64) -> AtThatMs {
+pub(crate) fn at_that_ms(
+    run: &Run,
+    devices: &[DeviceSummary],
+    broker: &[String],
+    t_ns: u64,
+) -> AtThatMs {
     let in_write_burst = devices
         .iter()
         .filter(|d| broker.is_empty() || broker.contains(&d.name))

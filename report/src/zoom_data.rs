@@ -1,7 +1,7 @@
 //! The zoomable timeline's device data for a time span, at the best level for it: the
 //! raw 1 ms windows (MiB/s written and read in each `[k ms, (k+1) ms)`, every interval
 //! between two consecutive diskstats rows spread over the windows it overlaps, as
-//! [`super::analysis::window_rates`] does) or an envelope level of `envelopes.csv.gz`
+//! [`super::analysis::window_sums`] does) or an envelope level of `envelopes.csv.gz`
 //! (10 ms .. 10 s: mean, min and max MiB/s per window, as the recorder wrote them).
 //! report.html embeds spans of it (`html::zoom`); `diskpulse view` serves any span the
 //! page asks for (`crate::view`).
@@ -21,7 +21,7 @@ use format::csv::Flow;
 use format::envelopes::{self as env, LEVELS_NS};
 
 /// The raw level: 1 ms windows.
-pub const RAW_NS: u64 = 1_000_000;
+pub(crate) const RAW_NS: u64 = 1_000_000;
 
 const MIB: f64 = 1024.0 * 1024.0;
 const SECTOR_BYTES: f64 = 512.0;
@@ -45,10 +45,10 @@ pub struct DevSpan {
     pub write: Vec<f64>,
     pub read: Vec<f64>,
     /// Envelopes only (empty for raw; NaN where the window has no value of that measure).
-    pub write_min: Vec<f64>,
-    pub write_max: Vec<f64>,
-    pub read_min: Vec<f64>,
-    pub read_max: Vec<f64>,
+    pub(crate) write_min: Vec<f64>,
+    pub(crate) write_max: Vec<f64>,
+    pub(crate) read_min: Vec<f64>,
+    pub(crate) read_max: Vec<f64>,
 }
 
 impl DevSpan {
@@ -75,7 +75,7 @@ impl DevSpan {
 pub struct Span {
     pub t0_ns: u64,
     pub t1_ns: u64,
-    pub level_ns: u64,
+    pub(crate) level_ns: u64,
     pub source: Source,
     pub devices: Vec<DevSpan>,
 }
@@ -89,7 +89,7 @@ impl Span {
 /// The level for `[t0, t1)` drawn `px` points wide: raw 1 ms when the span holds at most
 /// `px` ms, else the finest envelope level holding at most `px` windows (the coarsest if
 /// none does).
-pub fn level_for(t0_ns: u64, t1_ns: u64, px: u64) -> u64 {
+fn level_for(t0_ns: u64, t1_ns: u64, px: u64) -> u64 {
     let len = t1_ns.saturating_sub(t0_ns).max(1);
     std::iter::once(RAW_NS)
         .chain(LEVELS_NS)
@@ -100,7 +100,7 @@ pub fn level_for(t0_ns: u64, t1_ns: u64, px: u64) -> u64 {
 /// Per-window MiB/s of several spans at once from raw rows handed over one at a time
 /// (each device's rows in time order; devices may interleave). Windows lie on the grid of
 /// `width_ns` from the run's zero; the last one is cut by `duration_ns`.
-pub struct RawWindows {
+pub(crate) struct RawWindows {
     spans: Vec<(u64, u64)>,
     width_ns: u64,
     duration_ns: u64,
@@ -254,7 +254,7 @@ impl RawWindows {
 /// Raw windows of `width_ns` for `spans`, streamed from the run's diskstats.csv.gz (rows
 /// from 2 s before the first span to 2 s past the last: every device has a row at least
 /// once a second).
-pub fn raw_spans(
+fn raw_spans(
     run_dir: &Path,
     spans: &[(u64, u64)],
     width_ns: u64,
@@ -285,7 +285,12 @@ pub fn raw_spans(
 }
 
 /// Level `level_ns` of envelopes.csv.gz over `[t0, t1)` (windows overlapping it).
-pub fn envelope_span(path: &Path, level_ns: u64, t0_ns: u64, t1_ns: u64) -> anyhow::Result<Span> {
+pub(crate) fn envelope_span(
+    path: &Path,
+    level_ns: u64,
+    t0_ns: u64,
+    t1_ns: u64,
+) -> anyhow::Result<Span> {
     let (mr, mw) = (
         env::MEASURES
             .iter()

@@ -24,24 +24,24 @@ use std::path::Path;
 /// `struct nvme_passthru_cmd` (alias `nvme_admin_cmd`) from `<linux/nvme_ioctl.h>`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PassthruCmd {
+struct PassthruCmd {
     pub opcode: u8,
     pub flags: u8,
-    pub rsvd1: u16,
-    pub nsid: u32,
-    pub cdw2: u32,
-    pub cdw3: u32,
+    rsvd1: u16,
+    nsid: u32,
+    cdw2: u32,
+    cdw3: u32,
     pub metadata: u64,
     pub addr: u64,
-    pub metadata_len: u32,
-    pub data_len: u32,
-    pub cdw10: u32,
-    pub cdw11: u32,
-    pub cdw12: u32,
-    pub cdw13: u32,
-    pub cdw14: u32,
-    pub cdw15: u32,
-    pub timeout_ms: u32,
+    metadata_len: u32,
+    data_len: u32,
+    cdw10: u32,
+    cdw11: u32,
+    cdw12: u32,
+    cdw13: u32,
+    cdw14: u32,
+    cdw15: u32,
+    timeout_ms: u32,
     /// Completion dword 0, filled in by the kernel.
     pub result: u32,
 }
@@ -52,30 +52,29 @@ const fn iowr(ty: u8, nr: u8, size: usize) -> u32 {
 }
 
 /// `NVME_IOCTL_ADMIN_CMD = _IOWR('N', 0x41, struct nvme_admin_cmd)` = 0xC0484E41.
-pub const NVME_IOCTL_ADMIN_CMD: u32 = iowr(b'N', 0x41, std::mem::size_of::<PassthruCmd>());
+pub(crate) const NVME_IOCTL_ADMIN_CMD: u32 = iowr(b'N', 0x41, std::mem::size_of::<PassthruCmd>());
 
-pub const OPC_IDENTIFY: u8 = 0x06;
-pub const OPC_GET_FEATURES: u8 = 0x0A;
+const OPC_IDENTIFY: u8 = 0x06;
+const OPC_GET_FEATURES: u8 = 0x0A;
 /// Identify CNS 01h: the controller data structure.
-pub const CNS_CONTROLLER: u32 = 0x01;
+const CNS_CONTROLLER: u32 = 0x01;
 /// Feature Identifier 06h: Volatile Write Cache.
-pub const FID_VOLATILE_WRITE_CACHE: u8 = 0x06;
+const FID_VOLATILE_WRITE_CACHE: u8 = 0x06;
 /// Bytes an Identify returns.
-pub const IDENTIFY_LEN: usize = 4096;
+const IDENTIFY_LEN: usize = 4096;
 /// Offset of VWC in the Identify Controller data structure.
-pub const IDENTIFY_VWC_OFFSET: usize = 525;
+const IDENTIFY_VWC_OFFSET: usize = 525;
 
-/// Get Features SEL: which value to return.
+/// Get Features SEL: which value to return (1, default, and 2, saved, are not asked for).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Select {
+enum Select {
     Current = 0,
-    Default = 1,
-    Saved = 2,
+    #[cfg(test)]
     SupportedCapabilities = 3,
 }
 
 /// Get Features for `fid` (controller scope: NSID 0).
-pub fn get_features_cmd(fid: u8, sel: Select) -> PassthruCmd {
+fn get_features_cmd(fid: u8, sel: Select) -> PassthruCmd {
     PassthruCmd {
         opcode: OPC_GET_FEATURES,
         cdw10: fid as u32 | (sel as u32) << 8,
@@ -85,7 +84,7 @@ pub fn get_features_cmd(fid: u8, sel: Select) -> PassthruCmd {
 }
 
 /// Identify Controller into a buffer at `addr` of [`IDENTIFY_LEN`] bytes.
-pub fn identify_controller_cmd(addr: u64) -> PassthruCmd {
+fn identify_controller_cmd(addr: u64) -> PassthruCmd {
     PassthruCmd {
         opcode: OPC_IDENTIFY,
         addr,
@@ -98,7 +97,7 @@ pub fn identify_controller_cmd(addr: u64) -> PassthruCmd {
 
 /// Whether Flush with NSID FFFFFFFFh (all namespaces) is supported (VWC bits 2:1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FlushAllNamespaces {
+enum FlushAllNamespaces {
     NotReported,
     NotSupported,
     Supported,
@@ -107,13 +106,13 @@ pub enum FlushAllNamespaces {
 
 /// VWC from Identify Controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VwcSupport {
+struct VwcSupport {
     pub present: bool,
-    pub flush_all_namespaces: FlushAllNamespaces,
+    flush_all_namespaces: FlushAllNamespaces,
 }
 
 /// Decodes VWC (byte 525) of an Identify Controller buffer; `None` if it is too short.
-pub fn decode_identify_vwc(id: &[u8]) -> Option<VwcSupport> {
+fn decode_identify_vwc(id: &[u8]) -> Option<VwcSupport> {
     let b = *id.get(IDENTIFY_VWC_OFFSET)?;
     Some(VwcSupport {
         present: b & 1 == 1,
@@ -127,13 +126,13 @@ pub fn decode_identify_vwc(id: &[u8]) -> Option<VwcSupport> {
 }
 
 /// Model number (bytes 24..63, ASCII padded with spaces) of Identify Controller.
-pub fn decode_identify_model(id: &[u8]) -> Option<String> {
+fn decode_identify_model(id: &[u8]) -> Option<String> {
     let mn = id.get(24..64)?;
     Some(String::from_utf8_lossy(mn).trim().to_string())
 }
 
 /// WCE (bit 0) from Get Features 06h's completion dword 0.
-pub fn decode_vwc_feature(dw0: u32) -> bool {
+fn decode_vwc_feature(dw0: u32) -> bool {
     dw0 & 1 == 1
 }
 
@@ -141,15 +140,15 @@ pub fn decode_vwc_feature(dw0: u32) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Status {
     /// Status Code Type (0 generic, 1 command specific, 2 media, 3 path, 7 vendor).
-    pub sct: u8,
+    sct: u8,
     /// Status Code.
     pub sc: u8,
     /// Do Not Retry.
-    pub dnr: bool,
+    dnr: bool,
 }
 
 impl Status {
-    pub fn from_ioctl(ret: i32) -> Status {
+    fn from_ioctl(ret: i32) -> Status {
         let s = ret as u32;
         Status {
             sct: ((s >> 8) & 0x7) as u8,

@@ -27,7 +27,7 @@ pub struct ProcIo {
 }
 
 /// Parses `/proc/PID/io` text (procfs-core's `Io`): `(read_bytes, write_bytes)`.
-pub fn parse_io(text: &str) -> Option<(u64, u64)> {
+fn parse_io(text: &str) -> Option<(u64, u64)> {
     let io = Io::from_buf_read(text.as_bytes()).ok()?;
     Some((io.read_bytes, io.write_bytes))
 }

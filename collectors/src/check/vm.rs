@@ -59,7 +59,7 @@ pub struct DirtyMemory {
 }
 
 /// Parses `/proc/meminfo` text.
-pub fn parse_dirty_memory(text: &str) -> DirtyMemory {
+fn parse_dirty_memory(text: &str) -> DirtyMemory {
     let mut m = DirtyMemory::default();
     let mut free = 0;
     let mut file = 0;

@@ -213,7 +213,7 @@ pub enum Outcome {
 }
 
 /// `EINVAL (Invalid argument)` for an errno, or the error's text.
-pub fn errno_text(e: &std::io::Error) -> String {
+fn errno_text(e: &std::io::Error) -> String {
     let name = match e.raw_os_error() {
         Some(libc::EINVAL) => "EINVAL",
         Some(libc::ENOSPC) => "ENOSPC",

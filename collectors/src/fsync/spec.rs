@@ -11,7 +11,7 @@ pub const XLOG_BLCKSZ: usize = 8192;
 /// The test file's size: one WAL segment (`XLOG_SEG_SIZE`, 16 MiB).
 pub const FILE_BYTES: usize = 16 << 20;
 /// Bytes written per op in the open_sync size comparison.
-pub const SIZES_OP_BYTES: usize = 16 << 10;
+pub(crate) const SIZES_OP_BYTES: usize = 16 << 10;
 
 /// Where an op's writes go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -74,7 +74,7 @@ pub enum Kind {
 
 impl Kind {
     /// Whether the op has a separate sync call whose latency is timed alone.
-    pub fn has_sync_call(self) -> bool {
+    pub(crate) fn has_sync_call(self) -> bool {
         matches!(
             self,
             Kind::ThenSync { .. } | Kind::WriteFsyncClose | Kind::WriteCloseFsync
@@ -157,7 +157,7 @@ impl TestSpec {
         format!("{}.{}", self.group.id(), self.id)
     }
 
-    pub fn op_bytes(&self) -> usize {
+    pub(crate) fn op_bytes(&self) -> usize {
         self.writes_per_op * self.write_bytes
     }
 }

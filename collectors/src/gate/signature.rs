@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::Path;
 
 /// Bytes [`detect`] needs from the start of a device (btrfs's superblock is at 64 KiB).
-pub const HEAD_BYTES: usize = 128 * 1024;
+const HEAD_BYTES: usize = 128 * 1024;
 
 /// What the start of a device holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +71,7 @@ const CHECKS: [(Signature, usize, &[u8]); 15] = [
 
 /// Every signature found in `head` (bytes from offset 0 of the device), each once, with
 /// the byte offset it was found at, most specific first.
-pub fn detect_all(head: &[u8]) -> Vec<(Signature, usize)> {
+pub(crate) fn detect_all(head: &[u8]) -> Vec<(Signature, usize)> {
     let mut out: Vec<(Signature, usize)> = vec![];
     for (sig, off, magic) in CHECKS {
         if at(head, off, magic) && !out.iter().any(|(s, _)| *s == sig) {

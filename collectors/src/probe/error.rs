@@ -55,7 +55,7 @@ impl ProbeError {
 }
 
 /// Why io_uring_setup may have failed, from its errno.
-pub fn uring_hint(e: &std::io::Error) -> &'static str {
+pub(crate) fn uring_hint(e: &std::io::Error) -> &'static str {
     match e.raw_os_error() {
         Some(libc::EPERM) => {
             "kernel.io_uring_disabled is 1 or 2, or a seccomp filter (container runtime) blocks it"

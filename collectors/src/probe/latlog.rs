@@ -34,14 +34,14 @@ const BUF_BYTES: usize = 1 << 20;
 const LINE_MAX: usize = 160;
 
 /// The path of job `job`'s (from 0) completion-latency log for `prefix`.
-pub fn clat_path(prefix: &Path, job: u32) -> PathBuf {
+fn clat_path(prefix: &Path, job: u32) -> PathBuf {
     let mut s = prefix.as_os_str().to_os_string();
     s.push(format!("_clat.{}.log", job + 1));
     PathBuf::from(s)
 }
 
 /// One job's log.
-pub struct LatLog {
+pub(crate) struct LatLog {
     file: File,
     path: PathBuf,
     buf: Vec<u8>,
@@ -73,7 +73,7 @@ impl LatLog {
 
     /// The probe's start (time 0 of the log) and the end of its ramp (I/Os that
     /// complete before it are not logged), both `CLOCK_MONOTONIC` ns.
-    pub fn set_start(&mut self, start_ns: u64, meas_ns: u64) {
+    pub(crate) fn set_start(&mut self, start_ns: u64, meas_ns: u64) {
         self.start_ns = start_ns;
         self.meas_ns = meas_ns;
     }

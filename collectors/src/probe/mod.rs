@@ -17,7 +17,7 @@
 //! interleaved), and latency is also recorded from the intended start (`lat_co`).
 
 pub mod error;
-pub mod latlog;
+pub(crate) mod latlog;
 pub mod pace;
 pub mod rng;
 pub mod spec;

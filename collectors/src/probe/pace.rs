@@ -17,7 +17,7 @@ use super::rng::SplitMix64;
 use crate::clock::{monotonic_ns, sleep_until_monotonic_ns};
 
 /// Below this, waiting is a spin on the clock rather than a sleep.
-pub const SPIN_NS: u64 = 20_000;
+const SPIN_NS: u64 = 20_000;
 
 /// fio's `rate_process`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,13 +56,13 @@ impl Schedule {
 
     /// The next intended start (ns, `CLOCK_MONOTONIC`).
     #[inline]
-    pub fn next_ns(&self) -> u64 {
+    pub(crate) fn next_ns(&self) -> u64 {
         self.next_ns
     }
 
     /// Moves to the following intended start.
     #[inline]
-    pub fn advance(&mut self, rng: &mut SplitMix64) {
+    pub(crate) fn advance(&mut self, rng: &mut SplitMix64) {
         self.k += 1;
         if self.poisson {
             self.acc_ns += -rng.unit_open().ln() * self.gap_ns;
@@ -76,7 +76,7 @@ impl Schedule {
 /// Returns once `CLOCK_MONOTONIC` has reached `deadline_ns`: sleeps with an absolute
 /// deadline when far, spins when near.
 #[inline]
-pub fn wait_until(deadline_ns: u64) {
+pub(crate) fn wait_until(deadline_ns: u64) {
     loop {
         let now = monotonic_ns();
         if now >= deadline_ns {
@@ -92,7 +92,7 @@ pub fn wait_until(deadline_ns: u64) {
 
 /// Sets the calling thread's timer slack to 1 ns (`PR_SET_TIMERSLACK`), so sleeps and
 /// io_uring wait timeouts end at their deadline instead of up to 50 us later.
-pub fn tight_timer_slack() {
+pub(crate) fn tight_timer_slack() {
     // SAFETY: prctl with PR_SET_TIMERSLACK takes an unsigned long value; no pointers.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
 }

@@ -7,7 +7,7 @@
 
 /// SplitMix64 state.
 #[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
+pub(crate) struct SplitMix64(u64);
 
 impl SplitMix64 {
     pub fn new(seed: u64) -> SplitMix64 {
@@ -32,7 +32,7 @@ impl SplitMix64 {
 
     /// A uniform float in (0, 1]: never 0, so `-ln(u)` is finite.
     #[inline]
-    pub fn unit_open(&mut self) -> f64 {
+    pub(crate) fn unit_open(&mut self) -> f64 {
         ((self.next_u64() >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 }

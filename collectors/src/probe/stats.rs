@@ -30,7 +30,7 @@ pub const WRITE: usize = 1;
 pub struct Moments {
     pub n: u64,
     pub sum: u64,
-    pub sumsq: u128,
+    sumsq: u128,
     pub min: u64,
     pub max: u64,
 }
@@ -217,7 +217,7 @@ impl WindowStats {
 
     /// Records one fsync/fdatasync.
     #[inline]
-    pub fn record_sync(&mut self, ns: u64) {
+    pub(crate) fn record_sync(&mut self, ns: u64) {
         self.sync_ios += 1;
         self.sync_m.add(ns);
         record_ns(&mut self.sync, ns);

@@ -59,7 +59,7 @@ pub struct Target {
     /// File-system type holding a file ("ext4", "tmpfs", ...), "block device" for a device.
     pub fstype: String,
     /// Logical block size of the device under the target and the sysfs file it came from.
-    pub logical_block: Option<(u32, PathBuf)>,
+    logical_block: Option<(u32, PathBuf)>,
     /// Bytes still to write before the measurement (`from..to`), if any.
     pub layout: Option<(u64, u64)>,
     created: bool,
@@ -208,7 +208,12 @@ impl Target {
     }
 
     /// The flags to open the target with for the jobs.
-    pub fn open_flags(&self, writes: bool, direct: bool, sync: directio::SyncFlag) -> OpenFlags {
+    pub(crate) fn open_flags(
+        &self,
+        writes: bool,
+        direct: bool,
+        sync: directio::SyncFlag,
+    ) -> OpenFlags {
         OpenFlags {
             read: true,
             write: writes,
@@ -255,7 +260,7 @@ impl Target {
     }
 
     /// The ", 512 bytes here (/sys/...)" part of a direct-I/O error.
-    pub fn lbs_note(&self) -> String {
+    fn lbs_note(&self) -> String {
         match &self.logical_block {
             Some((v, p)) => format!(", {v} bytes here ({})", p.display()),
             None => String::new(),
@@ -312,7 +317,7 @@ impl Target {
     }
 
     /// Turns an I/O error into the one-line error for it.
-    pub fn write_error(
+    fn write_error(
         &self,
         e: std::io::Error,
         during: &'static str,
@@ -324,7 +329,7 @@ impl Target {
     }
 
     /// Turns an errno from a read, write or sync into the one-line error for it.
-    pub fn io_error(
+    pub(crate) fn io_error(
         &self,
         e: std::io::Error,
         during: &'static str,

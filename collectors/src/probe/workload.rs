@@ -11,17 +11,17 @@ use super::stats::{READ, WRITE};
 
 /// One I/O to issue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Op {
+pub(crate) struct Op {
     pub dir: usize,
     pub offset: u64,
     pub len: u64,
     /// Sync after this write completes.
-    pub sync_after: bool,
+    pub(crate) sync_after: bool,
 }
 
 /// The I/O generator of one job.
 #[derive(Debug, Clone)]
-pub struct Gen {
+pub(crate) struct Gen {
     random: bool,
     /// Reads out of 10,000 (rwmixread 70 -> 7000); 10,000 = reads only, 0 = writes only.
     read_per_10k: u64,
@@ -62,12 +62,12 @@ impl Gen {
     }
 
     /// The largest block size (buffer size).
-    pub fn max_bs(&self) -> u64 {
+    pub(crate) fn max_bs(&self) -> u64 {
         self.bs[READ].max(self.bs[WRITE])
     }
 
     #[inline]
-    pub fn next_op(&mut self) -> Option<Op> {
+    pub(crate) fn next_op(&mut self) -> Option<Op> {
         let dir = match self.read_per_10k {
             10_000 => READ,
             0 => WRITE,

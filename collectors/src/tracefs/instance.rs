@@ -12,7 +12,7 @@ pub const PREFIX: &str = "diskpulse-";
 
 /// Where tracefs is, mounting it at `/sys/kernel/tracing` when it is not mounted.
 /// Errors say why (not root, no tracefs in this kernel) in a way a user can act on.
-pub fn find_or_mount(preferred: &Path) -> Result<PathBuf, String> {
+pub(crate) fn find_or_mount(preferred: &Path) -> Result<PathBuf, String> {
     if preferred.join("instances").is_dir() {
         return Ok(preferred.to_path_buf());
     }
@@ -62,7 +62,7 @@ fn live_diskpulse(procfs: &Path, pid: u32) -> bool {
 
 /// Removes `instances/diskpulse-PID` of processes that are gone (or are no diskpulse
 /// any more): what a `kill -9` left. Returns the names removed.
-pub fn remove_stale(tracefs: &Path, procfs: &Path, own_pid: u32) -> Vec<String> {
+pub(crate) fn remove_stale(tracefs: &Path, procfs: &Path, own_pid: u32) -> Vec<String> {
     let mut removed = vec![];
     let Ok(rd) = fs::read_dir(tracefs.join("instances")) else {
         return removed;
@@ -84,7 +84,7 @@ pub fn remove_stale(tracefs: &Path, procfs: &Path, own_pid: u32) -> Vec<String> 
 
 /// A trace instance; removed on drop.
 #[derive(Debug)]
-pub struct Instance {
+pub(crate) struct Instance {
     pub dir: PathBuf,
     pub name: String,
     removed: bool,
@@ -115,7 +115,7 @@ impl Instance {
     }
 
     /// The CPUs with a ring buffer (`per_cpu/cpuN`).
-    pub fn cpus(&self) -> Vec<u32> {
+    pub(crate) fn cpus(&self) -> Vec<u32> {
         let mut v: Vec<u32> = fs::read_dir(self.dir.join("per_cpu"))
             .map(|rd| {
                 rd.flatten()
@@ -134,7 +134,7 @@ impl Instance {
 
     /// Events the kernel lost on one CPU: `overrun` (overwritten before read) plus
     /// `dropped events` (refused, buffer full) of `per_cpu/cpuN/stats`.
-    pub fn lost_on(&self, cpu: u32) -> u64 {
+    pub(crate) fn lost_on(&self, cpu: u32) -> u64 {
         let text = self
             .read(&format!("per_cpu/cpu{cpu}/stats"))
             .unwrap_or_default();

@@ -40,13 +40,13 @@ pub struct BlockReq {
     pub issue_ns: u64,
     pub major: u32,
     pub minor: u32,
-    pub rwbs_raw: [u8; 10],
+    rwbs_raw: [u8; 10],
     pub sector: u64,
     pub bytes: u64,
     pub queue_ns: Option<u64>,
     pub service_ns: u64,
     pub error: i32,
-    pub comm_raw: [u8; 16],
+    comm_raw: [u8; 16],
 }
 
 /// The text before the first NUL (empty when it is not UTF-8: the kernel writes ASCII).
@@ -68,7 +68,7 @@ impl BlockReq {
 
 /// What the reader decoded from one event (no allocation: fixed arrays for strings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ev {
+pub(crate) enum Ev {
     Enter {
         tid: u32,
         call: u8,
@@ -128,7 +128,7 @@ pub struct Who {
 
 /// Counters of the pairing.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct PairStats {
+pub(crate) struct PairStats {
     pub calls: u64,
     pub requests: u64,
     /// Exits and completions without their start (begun before the trace), starts left
@@ -140,7 +140,7 @@ pub struct PairStats {
 type Issued = (u64, Option<u64>, u64, [u8; 10], [u8; 16]);
 
 /// Pairs events into calls and requests.
-pub struct Pairer {
+pub(crate) struct Pairer {
     who: Who,
     pub procs: Procs,
     enters: HashMap<u32, (u64, u8, Option<i64>)>,
@@ -156,11 +156,11 @@ pub struct Pairer {
 /// SipHash, which was the pairing's largest cost after the maps themselves at 100,000
 /// requests a second (perf). The keys are the kernel's, not an attacker's.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct ByDevSector;
+struct ByDevSector;
 
 /// [`ByDevSector`]'s hasher.
 #[derive(Debug, Default)]
-pub struct DevSectorHasher(u64);
+struct DevSectorHasher(u64);
 
 impl std::hash::Hasher for DevSectorHasher {
     fn finish(&self) -> u64 {
@@ -195,7 +195,7 @@ const PENDING_MAX: usize = 1 << 20;
 /// insert and one remove in one table, and no allocation (a `VecDeque` per key cost an
 /// allocation and a free per request: 100,000 and more a second).
 #[derive(Debug)]
-pub struct FifoMap<T> {
+struct FifoMap<T> {
     first: HashMap<(u32, u64), T, ByDevSector>,
     more: HashMap<(u32, u64), VecDeque<T>, ByDevSector>,
 }

@@ -103,7 +103,7 @@ impl Procs {
         &self.procfs
     }
 
-    pub fn learn(&mut self, tid: u32, children: bool) {
+    pub(crate) fn learn(&mut self, tid: u32, children: bool) {
         self.thread(tid, children);
     }
 

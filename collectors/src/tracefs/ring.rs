@@ -19,12 +19,12 @@ pub struct Field {
     pub offset: usize,
     pub size: usize,
     /// `__data_loc`: the field holds a u32 (offset | length << 16) pointing at the data.
-    pub data_loc: bool,
+    data_loc: bool,
 }
 
 /// An event's id and fields, from its `format` file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EventFormat {
+pub(crate) struct EventFormat {
     pub id: u16,
     pub fields: HashMap<String, Field>,
 }
@@ -78,7 +78,7 @@ impl EventFormat {
 }
 
 /// Reads an unsigned little-endian field of up to 8 bytes (0 when the data is short).
-pub fn read_u(data: &[u8], f: Field) -> u64 {
+pub(crate) fn read_u(data: &[u8], f: Field) -> u64 {
     let Some(b) = data.get(f.offset..f.offset + f.size) else {
         return 0;
     };
@@ -89,7 +89,7 @@ pub fn read_u(data: &[u8], f: Field) -> u64 {
 }
 
 /// Reads a signed field (sign-extended from its size).
-pub fn read_i(data: &[u8], f: Field) -> i64 {
+pub(crate) fn read_i(data: &[u8], f: Field) -> i64 {
     let u = read_u(data, f);
     match f.size {
         1 => u as u8 as i8 as i64,
@@ -101,7 +101,7 @@ pub fn read_i(data: &[u8], f: Field) -> i64 {
 
 /// Reads a string field up to its NUL: a fixed char array (`char comm[16]`) or a
 /// `__data_loc char[]`.
-pub fn read_str(data: &[u8], f: Field) -> &str {
+pub(crate) fn read_str(data: &[u8], f: Field) -> &str {
     let (start, len) = if f.data_loc {
         let v = read_u(data, f);
         ((v & 0xffff) as usize, ((v >> 16) & 0xffff) as usize)
@@ -117,13 +117,13 @@ pub fn read_str(data: &[u8], f: Field) -> &str {
 
 /// The common header every event starts with: `common_type` (u16 at 0) and
 /// `common_pid` (i32 at 4: the thread id).
-pub fn common_type(data: &[u8]) -> u16 {
+pub(crate) fn common_type(data: &[u8]) -> u16 {
     data.get(0..2)
         .map(|b| u16::from_le_bytes([b[0], b[1]]))
         .unwrap_or(0)
 }
 
-pub fn common_pid(data: &[u8]) -> u32 {
+pub(crate) fn common_pid(data: &[u8]) -> u32 {
     data.get(4..8)
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .unwrap_or(0)
@@ -136,14 +136,14 @@ const PAGE_HEADER: usize = 16;
 
 /// What a page said besides its events.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct PageInfo {
+pub(crate) struct PageInfo {
     /// Events lost before this page: `None` when none were; `Some(n)` when the kernel
     /// counted them, `Some(u64::MAX)` when it only flagged the loss.
     pub missed: Option<u64>,
 }
 
 /// Calls `f(timestamp_ns, payload)` for every data event of one page.
-pub fn parse_page(page: &[u8], mut f: impl FnMut(u64, &[u8])) -> PageInfo {
+pub(crate) fn parse_page(page: &[u8], mut f: impl FnMut(u64, &[u8])) -> PageInfo {
     let mut info = PageInfo::default();
     if page.len() < PAGE_HEADER {
         return info;

@@ -27,12 +27,12 @@ use format::csv::put_u64;
 use format::events::{self as ev, Body};
 
 /// How long a gap is asked for again before its batches are counted lost.
-pub const GIVE_UP: Duration = Duration::from_secs(10);
+const GIVE_UP: Duration = Duration::from_secs(10);
 /// Probes at the start (50 ms apart), then one every [`PROBE_EVERY`].
-pub const FIRST_PROBES: u32 = 10;
-pub const PROBE_EVERY: Duration = Duration::from_secs(2);
+const FIRST_PROBES: u32 = 10;
+const PROBE_EVERY: Duration = Duration::from_secs(2);
 /// The probes the estimate chooses from: those of the last 30 s.
-pub const PROBE_WINDOW_NS: i128 = 30_000_000_000;
+const PROBE_WINDOW_NS: i128 = 30_000_000_000;
 
 /// A connection made before the run directory exists (a bad server fails with nothing
 /// written).

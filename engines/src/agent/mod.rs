@@ -63,7 +63,7 @@ pub fn check_node_name(n: &str) -> Result<(), String> {
 
 /// A batch's first line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BatchHead {
+struct BatchHead {
     pub source: String,
     pub seq: u64,
     pub base_ns: u64,
@@ -78,7 +78,7 @@ pub fn encode_batch(source: &str, seq: u64, base_ns: u64, rows: &[u8]) -> Vec<u8
 }
 
 /// Splits a batch into its head and its rows; `None` when it is not one.
-pub fn decode_batch(b: &[u8]) -> Option<(BatchHead, &[u8])> {
+fn decode_batch(b: &[u8]) -> Option<(BatchHead, &[u8])> {
     let nl = b.iter().position(|&c| c == b'\n')?;
     let head = std::str::from_utf8(&b[..nl]).ok()?;
     let mut it = head.split(' ');
@@ -159,9 +159,9 @@ pub struct Status {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Probe {
     pub t1: i128,
-    pub t2: i128,
-    pub t3: i128,
-    pub t4: i128,
+    t2: i128,
+    t3: i128,
+    t4: i128,
 }
 
 impl Probe {
@@ -178,7 +178,7 @@ impl Probe {
 
 /// The probe with the lowest round trip among `probes` whose `t4` is at most `window_ns`
 /// before the latest: the one the offset and its bound come from.
-pub fn best_probe(probes: &[Probe], window_ns: i128) -> Option<Probe> {
+fn best_probe(probes: &[Probe], window_ns: i128) -> Option<Probe> {
     let latest = probes.iter().map(|p| p.t4).max()?;
     probes
         .iter()
@@ -188,7 +188,7 @@ pub fn best_probe(probes: &[Probe], window_ns: i128) -> Option<Probe> {
 }
 
 /// The process's CPU time (user + system) so far, ns: `getrusage(RUSAGE_SELF)`.
-pub fn process_cpu_ns() -> u64 {
+fn process_cpu_ns() -> u64 {
     // SAFETY: getrusage fills the struct we own.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {

@@ -64,7 +64,7 @@ struct Held {
 
 /// Batches waiting to be sent, and sent ones kept for a resend, bounded in bytes.
 #[derive(Default)]
-pub struct Outbox {
+struct Outbox {
     held: VecDeque<Held>,
     bytes: u64,
     limit: u64,
@@ -129,7 +129,7 @@ impl Outbox {
 
 /// Connects to `servers` for good: retries the first connection and every reconnection
 /// without end (an agent outlives broker restarts), every 250 ms at most.
-pub async fn connect_forever(
+pub(crate) async fn connect_forever(
     c: &ConnectArgs,
     name: &str,
     wait_first: bool,
@@ -506,7 +506,7 @@ async fn publish_loop(
 /// Test-only: `DISKPULSE_AGENT_TEST_WITHHOLD=cpu:20,meminfo:30` skips the first send of
 /// those batches (a send lost to a dying broker, on demand), so a test sees the recorder
 /// ask for them again.
-pub const ENV_WITHHOLD: &str = "DISKPULSE_AGENT_TEST_WITHHOLD";
+const ENV_WITHHOLD: &str = "DISKPULSE_AGENT_TEST_WITHHOLD";
 
 fn withheld_from_env() -> Vec<(usize, u64)> {
     std::env::var(ENV_WITHHOLD)

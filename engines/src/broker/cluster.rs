@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 
-use super::monitor::get_json;
+use super::http::get_doc;
 use super::{
     find_nats_server, free_ports, log_tail, nats_server_version, Broker, BrokerOptions,
     BrokerProcess, Check, ClusterConf, Starting, SyncMode, READY_TIMEOUT, START_ATTEMPTS,
@@ -41,7 +41,7 @@ use crate::recording::EventLog;
 use format::events::{self as ev, Body};
 
 /// The `cluster { name }` unless told otherwise.
-pub const DEFAULT_CLUSTER_NAME: &str = "diskpulse";
+pub(crate) const DEFAULT_CLUSTER_NAME: &str = "diskpulse";
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -364,11 +364,6 @@ impl Cluster {
         self.nodes.iter().map(Broker::client_url).collect()
     }
 
-    /// `http://127.0.0.1:PORT` of every node, n1 first.
-    pub fn monitor_urls(&self) -> Vec<String> {
-        self.nodes.iter().map(Broker::monitor_url).collect()
-    }
-
     /// `(name, monitor URL)` of every node: what [`super::start_monitor`] takes.
     pub fn monitor_targets(&self) -> Vec<(String, String)> {
         self.nodes
@@ -616,10 +611,9 @@ struct Replica {
 }
 
 async fn get_jsz(url: String) -> Result<Jsz, String> {
-    let v = get_json(&url, "/jsz", Duration::from_secs(1))
+    get_doc(&url, "/jsz", Duration::from_secs(1))
         .await
-        .map_err(|e| format!("{e:#}"))?;
-    serde_json::from_value(v).map_err(|e| format!("/jsz does not parse: {e}"))
+        .map_err(|e| format!("{e:#}"))
 }
 
 #[cfg(test)]

@@ -108,7 +108,7 @@ fn search_path(name: &std::ffi::OsStr) -> Option<PathBuf> {
 }
 
 /// Runs `BINARY --version` and returns the version (`2.15.1` from `nats-server: v2.15.1`).
-pub fn nats_server_version(binary: &Path) -> anyhow::Result<String> {
+pub(crate) fn nats_server_version(binary: &Path) -> anyhow::Result<String> {
     let out = Command::new(binary)
         .arg("--version")
         .stdin(Stdio::null())
@@ -207,7 +207,7 @@ pub(super) fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
 }
 
 /// The last `lines` lines of a log file (at most its last 8 KiB), for error messages.
-pub fn log_tail(path: &Path, lines: usize) -> String {
+pub(crate) fn log_tail(path: &Path, lines: usize) -> String {
     let Ok(mut f) = File::open(path) else {
         return format!("(no log at {})", path.display());
     };

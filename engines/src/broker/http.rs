@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -63,6 +64,16 @@ pub(super) fn parse_http_url(url: &str) -> anyhow::Result<HttpUrl> {
 
 /// GET `url` + `path` and parse the body as JSON; an error for anything but 200.
 pub async fn get_json(url: &str, path: &str, timeout: Duration) -> anyhow::Result<Value> {
+    get_doc(url, path, timeout).await
+}
+
+/// GET `url` + `path` and read the body as the JSON document `T` (`format::monitor`'s
+/// `Varz`, `Jsz`); an error for anything but 200 or a body that is not that document.
+pub(crate) async fn get_doc<T: DeserializeOwned>(
+    url: &str,
+    path: &str,
+    timeout: Duration,
+) -> anyhow::Result<T> {
     let body = http_get(url, path, timeout).await?;
     serde_json::from_slice(&body).with_context(|| {
         format!(
@@ -79,7 +90,7 @@ pub async fn http_get(url: &str, path: &str, timeout: Duration) -> anyhow::Resul
 
 /// [`http_get`] asking for `accept` (RabbitMQ's Prometheus endpoint answers 406 to
 /// `application/json`).
-pub async fn http_get_accept(
+pub(crate) async fn http_get_accept(
     url: &str,
     path: &str,
     accept: &str,

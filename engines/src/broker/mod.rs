@@ -37,12 +37,14 @@ pub mod monitor;
 mod process;
 pub mod rabbit_metrics;
 pub mod rabbitmq;
-pub mod store_usage;
+pub(crate) mod store_usage;
 
-pub use cluster::{Cluster, ClusterOptions, OnNodeStart, DEFAULT_CLUSTER_NAME};
+pub use cluster::{Cluster, ClusterOptions, OnNodeStart};
 use config::{config_text, free_ports, ClusterConf};
-pub use config::{find_nats_server, log_tail, nats_server_version, SyncMode};
-pub use monitor::{start_monitor, start_monitor_to, MonitorStats, ServerPollStats};
+pub use config::{find_nats_server, SyncMode};
+pub(crate) use config::{log_tail, nats_server_version};
+pub use monitor::start_monitor;
+pub(crate) use monitor::start_monitor_to;
 pub use process::BrokerProcess;
 use process::{kill_and_reap, running, terminate, ChildGuard};
 pub use rabbitmq::{RabbitNode, RabbitOptions, RabbitTls};
@@ -59,11 +61,11 @@ use crate::recording::EventLog;
 use format::events::{self as ev, Body};
 
 /// How long `start` waits for JetStream to answer.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `stop` waits after SIGTERM before SIGKILL.
-pub const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many times `start` tries fresh ports when a port was taken.
-pub const START_ATTEMPTS: u32 = 5;
+const START_ATTEMPTS: u32 = 5;
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -350,12 +352,14 @@ impl Broker {
             // A cluster node's JetStream answers only once the meta group has a leader;
             // until then a JetStream request waits out its whole timeout. The monitoring
             // port says at once whether there is a leader.
-            let jsz = monitor::get_json(&self.monitor_url(), "/jsz", Duration::from_secs(1)).await;
+            let jsz = http::get_doc::<format::monitor::Jsz>(
+                &self.monitor_url(),
+                "/jsz",
+                Duration::from_secs(1),
+            )
+            .await;
             match jsz {
-                Ok(v)
-                    if v["meta_cluster"]["leader"]
-                        .as_str()
-                        .is_some_and(|l| !l.is_empty()) => {}
+                Ok(v) if v.meta_leader().is_some() => {}
                 Ok(_) => return Ok(Check::NotYet("no JetStream meta leader yet".into())),
                 Err(e) => return Ok(Check::NotYet(format!("{e:#}"))),
             }

@@ -18,14 +18,15 @@
 //! - A field the server does not report (`disk_io_wait_stats` before 2.14.4, the meta
 //!   group of a server outside a cluster) is an empty cell, never 0.
 //! - A poll that fails (connection refused while a node restarts, a timeout, an HTTP
-//!   error, a body that is not JSON) is counted; the first failure of an outage writes
+//!   error, a body that is not the JSON document expected) is counted; the first failure of an outage writes
 //!   one `error` event (`source` `monitor`, `kind` `monitor_unreachable`) and the first
 //!   good poll after it one `monitor_back` event: never one event per poll. The poller
 //!   never ends the run; only a file that cannot be written is an error, at the end.
 //! - Rows of one server are in time order; rows of different servers interleave in the
 //!   order their polls finished.
 //!
-//! HTTP is [`super::http`]'s plain HTTP/1.1 GET.
+//! HTTP is [`super::http`]'s plain HTTP/1.1 GET; the documents' fields and the rows
+//! they make are [`format::monitor`]'s (`Varz`, `Jsz`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,18 +34,18 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
 use collectors::clock::Clock;
+use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use super::http::parse_http_url;
+use super::http::{get_doc, parse_http_url};
 pub use super::http::{get_json, http_get};
 use crate::recording::chunks::RunFiles;
 use crate::recording::writer::ChunkSink;
 use crate::recording::EventLog;
 use format::events::{self as ev, Body};
+use format::monitor::{put_jsz_row, put_varz_row, Jsz, Varz, JSZ_FILE, VARZ_FILE};
 pub use format::monitor::{JSZ_CSV_HEADER, VARZ_CSV_HEADER};
-use format::monitor::{JSZ_FILE, VARZ_FILE};
 
 /// How often each server is polled unless told otherwise (`--monitor-interval`).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(250);
@@ -52,41 +53,6 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(250);
 /// The longest a poll may take before it counts as failed: the interval, but at least
 /// this (a busy server answering in 300 ms is slow, not gone).
 const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// The `/varz` fields behind `VARZ_CSV_HEADER`'s columns after `poll_us`, in order.
-const VARZ_FIELDS: &[&[&str]] = &[
-    &["cpu"],
-    &["mem"],
-    &["connections"],
-    &["total_connections"],
-    &["routes"],
-    &["subscriptions"],
-    &["in_msgs"],
-    &["out_msgs"],
-    &["in_bytes"],
-    &["out_bytes"],
-    &["slow_consumers"],
-    &["stalled_clients"],
-    &["disk_io_wait_stats", "waiters"],
-    &["disk_io_wait_stats", "waits"],
-    &["disk_io_wait_stats", "wait_time"],
-    &["disk_io_wait_stats", "max_wait_time"],
-];
-
-/// The `/jsz` fields behind `JSZ_CSV_HEADER`'s numeric columns before `meta_leader`.
-const JSZ_FIELDS: &[&[&str]] = &[
-    &["streams"],
-    &["consumers"],
-    &["messages"],
-    &["bytes"],
-    &["memory"],
-    &["storage"],
-    &["reserved_memory"],
-    &["reserved_storage"],
-    &["ha_assets"],
-    &["api", "total"],
-    &["api", "errors"],
-];
 
 /// What the poller did, per server (for `meta.json`).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -171,7 +137,7 @@ pub async fn start_monitor(
 
 /// As [`start_monitor`], the rows going to `varz` and `jsz` (files, or channels: the
 /// agent's batches, [`crate::agent::node`]). Needs a tokio runtime.
-pub fn start_monitor_to(
+pub(crate) fn start_monitor_to(
     urls: Vec<(String, String)>,
     clock: Clock,
     varz: ChunkSink,
@@ -294,13 +260,13 @@ impl Poller {
     async fn poll_once(&mut self, timeout: Duration) {
         self.stats.polls += 1;
         let mut failure: Option<String> = None;
-        match self.get("/varz", timeout).await {
+        match self.get::<Varz>("/varz", timeout).await {
             Ok((t_ns, poll_us, v)) => {
-                if let Some(n) = v.get("server_name").and_then(Value::as_str) {
+                if let Some(n) = &v.server_name {
                     if self.stats.server.is_empty() {
-                        self.stats.server = n.to_string();
+                        self.stats.server = n.clone();
                     }
-                    self.server_name = Some(n.to_string());
+                    self.server_name = Some(n.clone());
                 }
                 self.write_varz(t_ns, poll_us, &v);
             }
@@ -309,7 +275,7 @@ impl Poller {
         // After a failed /varz the server is most likely gone: do not wait out a second
         // timeout for /jsz.
         if failure.is_none() {
-            match self.get("/jsz", timeout).await {
+            match self.get::<Jsz>("/jsz", timeout).await {
                 Ok((t_ns, poll_us, v)) => self.write_jsz(t_ns, poll_us, &v),
                 Err(e) => failure = Some(format!("/jsz: {e:#}")),
             }
@@ -347,122 +313,36 @@ impl Poller {
         }
     }
 
-    /// GETs `path`; returns the run-clock midpoint, the round trip in µs and the JSON.
-    async fn get(&mut self, path: &str, timeout: Duration) -> anyhow::Result<(u64, u64, Value)> {
+    /// GETs `path`; returns the run-clock midpoint, the round trip in µs and the document.
+    async fn get<T: DeserializeOwned>(
+        &mut self,
+        path: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<(u64, u64, T)> {
         let t0 = self.clock.now_ns();
-        let v = get_json(&self.stats.url, path, timeout).await?;
+        let v = get_doc(&self.stats.url, path, timeout).await?;
         let t1 = self.clock.now_ns();
         let poll_us = (t1 - t0) / 1000;
         self.stats.poll_us_max = self.stats.poll_us_max.max(poll_us);
         Ok((t0 + (t1 - t0) / 2, poll_us, v))
     }
 
-    fn start_row(&mut self, t_ns: u64, poll_us: u64) {
+    fn write_varz(&mut self, t_ns: u64, poll_us: u64, v: &Varz) {
         self.row.clear();
-        format::csv::put_u64(&mut self.row, t_ns);
-        self.row.push(b',');
-        put_csv_str(&mut self.row, &self.stats.server);
-        self.row.push(b',');
-        format::csv::put_u64(&mut self.row, poll_us);
-    }
-
-    fn write_varz(&mut self, t_ns: u64, poll_us: u64, v: &Value) {
-        self.start_row(t_ns, poll_us);
-        for path in VARZ_FIELDS {
-            self.row.push(b',');
-            put_number(&mut self.row, lookup(v, path));
-        }
-        self.row.push(b'\n');
+        put_varz_row(&mut self.row, t_ns, &self.stats.server, poll_us, v);
         self.stats.varz_rows += 1;
         let mut s = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
         s.varz.buf().extend_from_slice(&self.row);
         s.varz.row_done(t_ns);
     }
 
-    fn write_jsz(&mut self, t_ns: u64, poll_us: u64, v: &Value) {
-        self.start_row(t_ns, poll_us);
-        for path in JSZ_FIELDS {
-            self.row.push(b',');
-            put_number(&mut self.row, lookup(v, path));
-        }
-        let meta = v.get("meta_cluster");
-        let leader = meta
-            .and_then(|m| m.get("leader"))
-            .and_then(Value::as_str)
-            .filter(|l| !l.is_empty());
-        self.row.push(b',');
-        if let Some(l) = leader {
-            put_csv_str(&mut self.row, l);
-        }
-        self.row.push(b',');
-        if let (Some(l), Some(me)) = (leader, self.server_name.as_deref()) {
-            self.row.push(if l == me { b'1' } else { b'0' });
-        }
-        self.row.push(b',');
-        put_number(&mut self.row, meta.and_then(|m| m.get("cluster_size")));
-        self.row.push(b',');
-        put_number(&mut self.row, meta.and_then(|m| m.get("pending")));
-        self.row.push(b'\n');
+    fn write_jsz(&mut self, t_ns: u64, poll_us: u64, v: &Jsz) {
+        self.row.clear();
+        let me = self.server_name.as_deref();
+        put_jsz_row(&mut self.row, t_ns, &self.stats.server, poll_us, me, v);
         self.stats.jsz_rows += 1;
         let mut s = self.sinks.lock().unwrap_or_else(|p| p.into_inner());
         s.jsz.buf().extend_from_slice(&self.row);
         s.jsz.row_done(t_ns);
-    }
-}
-
-fn lookup<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    path.iter().try_fold(v, |v, k| v.get(*k))
-}
-
-/// A JSON number as the server wrote it (integers stay integers); anything else is an
-/// empty cell.
-fn put_number(buf: &mut Vec<u8>, v: Option<&Value>) {
-    if let Some(Value::Number(n)) = v {
-        buf.extend_from_slice(n.to_string().as_bytes());
-    }
-}
-
-/// A CSV field, quoted when it holds a comma, quote or line break (RFC 4180).
-fn put_csv_str(buf: &mut Vec<u8>, s: &str) {
-    if s.contains([',', '"', '\n', '\r']) {
-        buf.push(b'"');
-        buf.extend_from_slice(s.replace('"', "\"\"").as_bytes());
-        buf.push(b'"');
-    } else {
-        buf.extend_from_slice(s.as_bytes());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cells_keep_integers_and_leave_missing_fields_empty() {
-        let v: Value = serde_json::from_str(
-            r#"{"cpu": 12.5, "mem": 1024, "disk_io_wait_stats": {"waits": 3}}"#,
-        )
-        .unwrap();
-        let mut b = Vec::new();
-        for p in [
-            &["cpu"][..],
-            &["mem"],
-            &["disk_io_wait_stats", "waits"],
-            &["nope"],
-            &["disk_io_wait_stats", "x"],
-        ] {
-            put_number(&mut b, lookup(&v, p));
-            b.push(b',');
-        }
-        assert_eq!(String::from_utf8(b).unwrap(), "12.5,1024,3,,,");
-        let mut b = Vec::new();
-        put_csv_str(&mut b, "a,\"b\"");
-        assert_eq!(b, b"\"a,\"\"b\"\"\"");
-    }
-
-    #[test]
-    fn headers_have_one_column_per_field() {
-        assert_eq!(VARZ_CSV_HEADER.split(',').count(), 3 + VARZ_FIELDS.len());
-        assert_eq!(JSZ_CSV_HEADER.split(',').count(), 3 + JSZ_FIELDS.len() + 4);
     }
 }

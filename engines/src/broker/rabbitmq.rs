@@ -54,13 +54,13 @@ use format::events::{self as ev, Body};
 const KIND: &str = "rabbitmq";
 
 /// How long `start` waits for the node.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long `stop` waits after SIGTERM before SIGKILL (a clean stop flushes queues).
-pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How many times `start` tries fresh ports when a port was taken.
-pub const START_ATTEMPTS: u32 = 5;
+pub(crate) const START_ATTEMPTS: u32 = 5;
 /// The start script of Debian's package (the one in /usr/sbin switches users first).
-pub const DEFAULT_SERVER: &str = "/usr/lib/rabbitmq/bin/rabbitmq-server";
+const DEFAULT_SERVER: &str = "/usr/lib/rabbitmq/bin/rabbitmq-server";
 /// The pid file in the store directory that the next start reads (see the module doc).
 const PIDS_FILE: &str = "diskpulse-rabbitmq.pids";
 
@@ -155,7 +155,7 @@ fn find_epmd() -> anyhow::Result<PathBuf> {
 
 /// The version from the installation (`/usr/lib/rabbitmq/lib/rabbitmq_server-3.10.8`),
 /// without starting anything; "unknown" if it cannot be told.
-pub fn rabbitmq_version(binary: &Path) -> String {
+fn rabbitmq_version(binary: &Path) -> String {
     let lib = binary
         .parent()
         .and_then(Path::parent)

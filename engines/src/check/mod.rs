@@ -107,10 +107,10 @@ pub struct DeviceFacts {
     pub io: Option<IoDelta>,
     /// Processes with files open on it that did I/O during the sample (indices into
     /// [`SystemFacts::processes`]).
-    pub busy_procs: Vec<usize>,
+    busy_procs: Vec<usize>,
     /// dev_t values that mean "a file on this device" (its own number; for btrfs members
     /// also the file system's anonymous number).
-    pub match_devs: Vec<u64>,
+    match_devs: Vec<u64>,
 }
 
 impl DeviceFacts {
@@ -121,7 +121,7 @@ impl DeviceFacts {
             .map(|(_, v)| v.as_str())
     }
     /// sysfs `write_cache`: Some(true) for "write back".
-    pub fn write_back(&self) -> Option<bool> {
+    fn write_back(&self) -> Option<bool> {
         self.attr("write_cache").map(|v| v == "write back")
     }
     pub fn rotational(&self) -> Option<bool> {
@@ -186,7 +186,7 @@ pub struct TargetFacts {
 impl TargetFacts {
     /// The devices that hold the path directly (not reached through loop backing files or
     /// partitions' whole disks).
-    pub fn top_devices(&self) -> Vec<&DeviceFacts> {
+    fn top_devices(&self) -> Vec<&DeviceFacts> {
         self.devices
             .iter()
             .filter(|d| {
@@ -199,7 +199,7 @@ impl TargetFacts {
 
     /// The devices at the bottom of the stack (the disks that finally take the writes),
     /// one per whole disk.
-    pub fn bottom_devices(&self) -> Vec<&DeviceFacts> {
+    fn bottom_devices(&self) -> Vec<&DeviceFacts> {
         let mut seen = BTreeSet::new();
         self.devices
             .iter()
@@ -216,7 +216,7 @@ pub struct ProcFacts {
     pub read_bytes: u64,
     pub write_bytes: u64,
     /// Names of checked devices it has files open on.
-    pub on_devices: Vec<String>,
+    on_devices: Vec<String>,
 }
 
 /// Machine-wide facts.
@@ -224,7 +224,7 @@ pub struct ProcFacts {
 pub struct SystemFacts {
     pub dirty: DirtySettings,
     pub memory: Option<DirtyMemory>,
-    pub sample_ns: u64,
+    sample_ns: u64,
     /// Busiest first; excludes diskpulse itself.
     pub processes: Vec<ProcFacts>,
     /// Processes whose /proc/PID/io could not be read.

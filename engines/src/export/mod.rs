@@ -58,7 +58,7 @@ pub struct Options {
 /// The times a sampled series is exported at: its first row, the grid points after
 /// it, and its last row; one per millisecond of the wall clock (`zero` + t: the
 /// OpenMetrics timestamp), the later kept.
-pub fn sample_times(first: u64, last: u64, step: u64, zero: u64) -> Vec<u64> {
+fn sample_times(first: u64, last: u64, step: u64, zero: u64) -> Vec<u64> {
     let mut out = vec![first];
     let mut k = first / step + 1;
     while k * step < last {

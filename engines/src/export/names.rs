@@ -6,7 +6,7 @@ use collectors::diskstats as ds;
 
 /// A diskstats field under its node_exporter name.
 #[derive(Debug, Clone, Copy)]
-pub struct DiskMetric {
+pub(crate) struct DiskMetric {
     /// The full sample name (counters end in `_total`).
     pub name: &'static str,
     /// Index into the diskstats counters ([`collectors::diskstats`] `F_*`).
@@ -28,7 +28,7 @@ const fn c(name: &'static str, field: usize, scale: f64, help: &'static str) -> 
 }
 
 /// node_exporter's diskstats metrics (its `diskstats_linux.go`), same names, same units.
-pub const DISK_METRICS: [DiskMetric; 17] = [
+pub(crate) const DISK_METRICS: [DiskMetric; 17] = [
     c(
         "node_disk_reads_completed_total",
         ds::F_READS,
@@ -135,15 +135,15 @@ pub const DISK_METRICS: [DiskMetric; 17] = [
 ];
 
 /// Highest rate over aligned windows (labels `device`, `direction`, `window`).
-pub const PEAK: &str = "diskpulse_disk_peak_bytes_per_second";
+pub(crate) const PEAK: &str = "diskpulse_disk_peak_bytes_per_second";
 /// Bursts in the live history (labels `device`, `direction`).
-pub const BURSTS: &str = "diskpulse_disk_bursts";
+pub(crate) const BURSTS: &str = "diskpulse_disk_bursts";
 /// Median time between burst starts in the live history, s.
-pub const BURST_PERIOD: &str = "diskpulse_disk_burst_period_seconds";
+pub(crate) const BURST_PERIOD: &str = "diskpulse_disk_burst_period_seconds";
 /// 10 ms peak over the UI average.
 pub const HIDDEN: &str = "diskpulse_disk_hidden_factor";
 /// The UI average the hidden factor divides by.
-pub const UI_AVERAGE: &str = "diskpulse_disk_ui_average_bytes_per_second";
+pub(crate) const UI_AVERAGE: &str = "diskpulse_disk_ui_average_bytes_per_second";
 
 /// A sample value as the text formats write it: integers without a fraction, NaN and
 /// infinities as Prometheus spells them.
@@ -174,9 +174,9 @@ pub fn label(v: &str) -> String {
 }
 
 /// Widths of the peak windows, ns: 1, 10, 100 ms.
-pub const WINDOWS_NS: [u64; 3] = [1_000_000, 10_000_000, 100_000_000];
+pub(crate) const WINDOWS_NS: [u64; 3] = [1_000_000, 10_000_000, 100_000_000];
 /// The `window` label of each of [`WINDOWS_NS`].
-pub const WINDOW_LABELS: [&str; 3] = ["1ms", "10ms", "100ms"];
+pub(crate) const WINDOW_LABELS: [&str; 3] = ["1ms", "10ms", "100ms"];
 
 #[cfg(test)]
 mod tests {

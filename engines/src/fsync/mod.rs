@@ -34,7 +34,7 @@ mod table;
 use table::{after_row, footer, ours_heading, row_label, row_rest, section_line, Header};
 
 /// Environment variable naming the run directory of an enclosing `diskpulse record`.
-pub const ENV_RUN_DIR: &str = "DISKPULSE_RUN_DIR";
+const ENV_RUN_DIR: &str = "DISKPULSE_RUN_DIR";
 
 #[derive(Args, Debug)]
 pub struct FsyncArgs {
@@ -431,7 +431,7 @@ fn r3(x: f64) -> f64 {
 
 /// One entry of the JSON `tests` array (the same field names as fsync.csv, plus what the
 /// test does).
-pub fn json_row(r: &Row) -> FsyncTest {
+fn json_row(r: &Row) -> FsyncTest {
     let m = measured(&r.outcome);
     let reason = reason(r);
     // `lat_*` and `sync_lat_*` in [`lat_values`] order.

@@ -203,7 +203,7 @@ fn label(name: &str) -> String {
 
 /// pg's row name (our name for a row pg has not) in pg's label column, printed before
 /// the test runs.
-pub fn row_label(spec: &TestSpec) -> String {
+pub(crate) fn row_label(spec: &TestSpec) -> String {
     label(spec.pg_label.unwrap_or(spec.name))
 }
 
@@ -239,7 +239,7 @@ fn measured_cols(m: &Measured) -> String {
 }
 
 /// The rest of a row after its label: numbers (and the sync call's line), or why not.
-pub fn row_rest(r: &Row) -> String {
+pub(crate) fn row_rest(r: &Row) -> String {
     let sync_line = |m: &Measured, spec: &TestSpec| -> String {
         match &m.sync_lat {
             Some(s) => format!(

@@ -32,7 +32,7 @@ use super::{os, Throttle};
 use format::usage;
 
 /// The environment variable naming the cgroup directory to make volume cgroups under.
-pub const ROOT_ENV: &str = "DISKPULSE_CGROUP_ROOT";
+const ROOT_ENV: &str = "DISKPULSE_CGROUP_ROOT";
 
 /// Which cgroup version holds the block I/O controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -153,7 +153,7 @@ impl Hierarchy {
 /// Whether `cg` may be removed as volume `name`'s cgroup: it is called
 /// `diskpulse-<name>` and sits in a cgroup file system (v1 or v2), so a state file
 /// naming anything else never makes teardown rmdir it.
-pub fn is_volume_group(cg: &Path, name: &str) -> bool {
+pub(crate) fn is_volume_group(cg: &Path, name: &str) -> bool {
     let named = cg.file_name().and_then(|f| f.to_str()) == Some(&format!("diskpulse-{name}"));
     let parent_is_cgroup = cg
         .parent()

@@ -98,7 +98,8 @@ use anyhow::{anyhow, bail, Context};
 use state::{Entry, Locked};
 
 pub use down::Teardown;
-pub use spec::{fmt_bytes, validate_name, Fs, Raid, Throttle, VolumeSpec, WriteCache};
+pub(crate) use spec::validate_name;
+pub use spec::{fmt_bytes, Fs, Raid, Throttle, VolumeSpec, WriteCache};
 pub use status::{VolumeState, VolumeStatus};
 pub use up::Interrupted;
 
@@ -244,9 +245,6 @@ fn save(l: &Locked, e: &Entry) -> anyhow::Result<()> {
 
 impl Lab {
     pub const DEFAULT_ROOT: &'static str = "/var/tmp/diskpulse-lab";
-    /// Where hybrid hosts (Debian's layout) mount cgroup v1 blkio. The lab does not assume
-    /// it: throttles go wherever [`cgroup::Hierarchy::find`] finds the controller.
-    pub const BLKIO: &'static str = "/sys/fs/cgroup/blkio";
 
     /// A lab under `root` (made absolute; nothing is created until `up`).
     pub fn open(root: &Path) -> Lab {

@@ -40,7 +40,7 @@ fn package_of(tool: &str) -> &'static str {
 /// the call returns [`Interrupted`]; tools that are not killable (umount, losetup -d:
 /// short, and better finished) are waited for. Returns stdout on success; on failure an
 /// error with the command line and its stderr.
-pub fn run_tool(
+pub(crate) fn run_tool(
     argv: &[&str],
     killable: bool,
     stop: Option<&Arc<AtomicBool>>,
@@ -128,7 +128,7 @@ pub fn die_with_parent(cmd: &mut Command) {
 
 /// `/dev/loop12` -> `loop12`; `None` for anything that is not a loop device path.
 /// State files are input: a name that is not exactly this shape is never acted on.
-pub fn loop_name(dev: &str) -> Option<&str> {
+pub(crate) fn loop_name(dev: &str) -> Option<&str> {
     let n = dev.strip_prefix("/dev/")?;
     let digits = n.strip_prefix("loop")?;
     (!digits.is_empty() && digits.len() <= 7 && digits.bytes().all(|b| b.is_ascii_digit()))
@@ -136,7 +136,7 @@ pub fn loop_name(dev: &str) -> Option<&str> {
 }
 
 /// `(major, minor)` of a block device from `/sys/block/<name>/dev`.
-pub fn dev_numbers(name: &str) -> anyhow::Result<(u32, u32)> {
+pub(crate) fn dev_numbers(name: &str) -> anyhow::Result<(u32, u32)> {
     let n = collectors::sysfs::BlockSysfs::default()
         .dev_num(name)
         .ok_or_else(|| anyhow!("/sys/class/block/{name}/dev: missing or not MAJ:MIN"))?;
@@ -145,7 +145,7 @@ pub fn dev_numbers(name: &str) -> anyhow::Result<(u32, u32)> {
 
 /// What backs a loop device now: `None` when it is not attached.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Backing {
+pub(crate) struct Backing {
     /// `/sys/block/loopN/loop/backing_file`: the path at attach time; the kernel appends
     /// " (deleted)" once that file is unlinked.
     pub path: String,
@@ -177,7 +177,7 @@ const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
 
 /// Reads what backs `/dev/loopN` (sysfs, then the read-only LOOP_GET_STATUS64 ioctl
 /// for the inode). `dev` must pass [`loop_name`].
-pub fn loop_backing(dev: &str) -> Option<Backing> {
+pub(crate) fn loop_backing(dev: &str) -> Option<Backing> {
     let name = loop_name(dev)?;
     let path = fs::read_to_string(format!("/sys/block/{name}/loop/backing_file")).ok()?;
     let path = path.trim_end_matches('\n').to_string();
@@ -201,7 +201,7 @@ pub fn loop_backing(dev: &str) -> Option<Backing> {
 
 /// Whether `b` is the file `image`: the same path (or that path, deleted) and, when both
 /// are known, the same inode.
-pub fn backed_by(b: &Backing, image: &Path) -> bool {
+pub(crate) fn backed_by(b: &Backing, image: &Path) -> bool {
     let img = image.as_os_str().as_bytes();
     let p = b.path.as_bytes();
     let deleted = p.strip_suffix(b" (deleted)") == Some(img);
@@ -224,7 +224,7 @@ pub fn mounts() -> anyhow::Result<Vec<Mount>> {
 }
 
 /// The mount on top at `point`, if any.
-pub fn top_mount_at(point: &Path) -> anyhow::Result<Option<Mount>> {
+pub(crate) fn top_mount_at(point: &Path) -> anyhow::Result<Option<Mount>> {
     Ok(collectors::mounts::top_at(&mounts()?, point).cloned())
 }
 
@@ -259,7 +259,7 @@ pub fn process_alive(pid: u32, start_ticks: u64) -> bool {
 
 /// Waits until `dev` is no longer attached (a detach of a device someone still holds
 /// open completes when they close it); true when it is gone within `timeout`.
-pub fn wait_detached(dev: &str, timeout: Duration) -> bool {
+pub(crate) fn wait_detached(dev: &str, timeout: Duration) -> bool {
     let t0 = Instant::now();
     loop {
         if loop_backing(dev).is_none() {
@@ -273,7 +273,7 @@ pub fn wait_detached(dev: &str, timeout: Duration) -> bool {
 }
 
 /// The pids in a cgroup v1 directory.
-pub fn cgroup_pids(cg: &Path) -> Vec<u32> {
+fn cgroup_pids(cg: &Path) -> Vec<u32> {
     fs::read_to_string(cg.join("cgroup.procs"))
         .unwrap_or_default()
         .lines()
@@ -319,7 +319,7 @@ pub fn free_bytes(p: &Path) -> Option<u64> {
 
 /// The name of the kernel pseudo file system holding `p` (proc, sysfs, cgroup, ...),
 /// where no image can be kept; `None` for file systems that hold files.
-pub fn pseudo_fs(p: &Path) -> Option<&'static str> {
+pub(crate) fn pseudo_fs(p: &Path) -> Option<&'static str> {
     collectors::fstype::pseudo_name(p)
 }
 

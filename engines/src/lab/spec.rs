@@ -31,7 +31,7 @@ impl Fs {
     /// file systems under 300 MiB; mkfs.btrfs 6.2 wants 131072000 bytes (125 MiB) per
     /// member for RAID profiles (we use that for every profile); ext4 works far lower,
     /// 16 MiB leaves room for a journal and a little data.
-    pub fn min_device_bytes(self) -> u64 {
+    fn min_device_bytes(self) -> u64 {
         match self {
             Fs::Ext4 => 16 * MIB,
             Fs::Xfs => 300 * MIB,
@@ -74,7 +74,7 @@ impl Raid {
     }
 
     /// Devices needed: one for single, two for RAID 0 and 1, four for RAID 10.
-    pub fn min_devices(self) -> usize {
+    fn min_devices(self) -> usize {
         match self {
             Raid::Single => 1,
             Raid::Raid0 | Raid::Raid1 => 2,
@@ -295,7 +295,7 @@ impl VolumeSpec {
 }
 
 /// Checks a volume name (usage error if bad).
-pub fn validate_name(name: &str) -> anyhow::Result<()> {
+pub(crate) fn validate_name(name: &str) -> anyhow::Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 48
         && !name.starts_with(['.', '-'])

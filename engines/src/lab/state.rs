@@ -75,14 +75,14 @@ pub struct LoopRecord {
 }
 
 /// An exclusive lock on `ROOT/state.lock`; the state is read and written through it.
-pub struct Locked {
+pub(crate) struct Locked {
     _file: fs::File,
     path: PathBuf,
 }
 
 impl Locked {
     /// Locks `root` (which must exist), waiting for other diskpulse processes.
-    pub fn acquire(root: &Path) -> anyhow::Result<Locked> {
+    pub(crate) fn acquire(root: &Path) -> anyhow::Result<Locked> {
         let lock = root.join("state.lock");
         let f = fs::OpenOptions::new()
             .create(true)

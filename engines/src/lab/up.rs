@@ -32,7 +32,7 @@ impl Lab {
     /// that holds files (not /proc, /sys, a cgroup or another kernel pseudo file system),
     /// with room for every image. Images are sparse, but a full disk would fail the
     /// volume's writes in the middle of a benchmark.
-    pub fn check_root(&self, spec: &VolumeSpec) -> anyhow::Result<()> {
+    fn check_root(&self, spec: &VolumeSpec) -> anyhow::Result<()> {
         let n = &spec.name;
         let root = &self.root;
         if root.exists() && !root.is_dir() {

@@ -74,7 +74,7 @@ impl Response {
 }
 
 /// What answers a request: `(method, target)` (target with its query) to a response.
-pub type Handler = dyn Fn(&str, &str) -> Response + Send + Sync;
+type Handler = dyn Fn(&str, &str) -> Response + Send + Sync;
 
 /// Serves `live` on `listener` until the [`Server`] is dropped.
 pub fn serve(listener: TcpListener, live: Arc<Live>) -> anyhow::Result<Server> {

@@ -22,16 +22,16 @@ use std::sync::{Arc, Mutex};
 
 use collectors::diskstats::{counter_delta, DiskCounters, F_SECTORS_READ, F_SECTORS_WRITTEN};
 
-pub use crate::export::names::{WINDOWS_NS, WINDOW_LABELS};
+pub(crate) use crate::export::names::{WINDOWS_NS, WINDOW_LABELS};
 /// Which of [`WINDOWS_NS`] is the 10 ms bin of the burst finder (as `report`'s).
 const BIN_WINDOW: usize = 1;
 /// 10 ms bins kept per device and direction: 60 s.
-pub const HISTORY_BINS: usize = 6000;
+const HISTORY_BINS: usize = 6000;
 /// The UI average the live hidden factor divides by: the last 30 s (`report`'s
 /// `--ui-average` default).
-pub const UI_WINDOW_BINS: usize = 3000;
+const UI_WINDOW_BINS: usize = 3000;
 /// Directions, in the order of every `[_; 2]` here.
-pub const DIRECTIONS: [&str; 2] = ["read", "write"];
+const DIRECTIONS: [&str; 2] = ["read", "write"];
 const SECTOR: f64 = 512.0;
 
 /// One aligned window grid (`[k*w, (k+1)*w)` on the run clock) being filled.

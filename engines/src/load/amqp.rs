@@ -101,7 +101,7 @@ use format::usage;
 /// The reply queue of direct reply-to.
 const REPLY_TO: &str = "amq.rabbitmq.reply-to";
 /// The largest message RabbitMQ 3.10 accepts by default (`max_message_size`, 128 MiB).
-pub const MAX_AMQP_MESSAGE: u64 = 128 << 20;
+const MAX_AMQP_MESSAGE: u64 = 128 << 20;
 /// An AMQP URL cut around its host:port (default port 5672, amqps 5671): `amqp://u:p@h:5672/vh` ->
 /// (`amqp://u:p@`, `h:5672`, `/vh`), so a proxy's address can take the host's place.
 fn split_amqp_url(url: &str) -> (String, String, String) {
@@ -135,11 +135,11 @@ fn amqp_through(url: &str, addr: std::net::SocketAddr) -> String {
 }
 
 /// How `--server` takes an AMQP URL.
-pub const AMQP_URL_FORM: &str =
+const AMQP_URL_FORM: &str =
     "amqp://[user:password@]host[:port][/vhost] (port default 5672), or amqps:// for TLS (5671)";
 
 /// Checks an AMQP server URL; the error says what is wrong, without the URL.
-pub fn parse_amqp_url(input: &str) -> Result<(), String> {
+fn parse_amqp_url(input: &str) -> Result<(), String> {
     let t = input.trim();
     let Some((scheme, rest)) = t.split_once("://") else {
         return Err(format!("no scheme: an AMQP URL is {AMQP_URL_FORM}"));

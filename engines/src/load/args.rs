@@ -16,7 +16,7 @@ use format::usage;
 pub const DEFAULT_WINDOW: usize = 256;
 
 /// The largest `max_payload` a nats-server accepts (64 MiB): no message can be larger.
-pub const MAX_NATS_PAYLOAD: u64 = 64 << 20;
+const MAX_NATS_PAYLOAD: u64 = 64 << 20;
 /// nats-server's default `max_payload` (1 MiB), what an embedded server allows.
 pub const DEFAULT_MAX_PAYLOAD: u64 = 1 << 20;
 /// --rate above this: operations closer than 10 ns apart, which no client sends.
@@ -134,7 +134,7 @@ pub enum Discard {
 }
 
 /// The JetStream storage type of a [`Storage`].
-pub fn storage_type(s: Storage) -> jetstream::stream::StorageType {
+pub(crate) fn storage_type(s: Storage) -> jetstream::stream::StorageType {
     match s {
         Storage::File => jetstream::stream::StorageType::File,
         Storage::Memory => jetstream::stream::StorageType::Memory,
@@ -253,7 +253,7 @@ pub struct LoadArgs {
     pub purge: bool,
     /// Max bytes of a stream/bucket diskpulse creates (discard new when full).
     #[arg(long, value_parser = parse_size)]
-    pub max_bytes: Option<u64>,
+    pub(crate) max_bytes: Option<u64>,
     /// js-pub with --max-bytes: what the full stream does, `new` (publishes fail) or
     /// `old` (the oldest messages make room: for a load left running for hours).
     #[arg(long, value_enum, default_value_t = Discard::New, requires = "max_bytes")]
@@ -285,12 +285,12 @@ pub struct LoadArgs {
     /// Core publish and subscribe (and a cast's responders) through async-nats even where
     /// the raw protocol writer and reader could be used.
     #[arg(long)]
-    pub no_raw: bool,
+    pub(crate) no_raw: bool,
     /// pub --sub M: flow control, messages the publishers may be ahead of the slowest
     /// subscriber (default: 16 MiB of messages; 0 = off, publishers run free and what the
     /// subscribers cannot take is dropped by the server and counted `missing`).
     #[arg(long, value_name = "MSGS")]
-    pub flow_window: Option<u64>,
+    pub(crate) flow_window: Option<u64>,
     /// Stamp core publishes with their send time even without subscribers in this run
     /// (for `diskpulse load sub` elsewhere to measure end to end).
     #[arg(long)]
@@ -303,7 +303,7 @@ pub struct LoadArgs {
     /// (tc netem's delay, through a proxy of our own per server; responders, subscribers
     /// and consumers started beside them connect directly, as a service next to its broker).
     #[arg(long, value_parser = parse_duration, value_name = "DELAY")]
-    pub inject_latency: Option<Duration>,
+    pub(crate) inject_latency: Option<Duration>,
     /// With --inject-latency: jitter around the delay, ± this (uniform) or its standard
     /// deviation (normal).
     #[arg(long, value_parser = parse_duration)]
@@ -313,7 +313,7 @@ pub struct LoadArgs {
     pub jitter_dist: crate::proxy::JitterDist,
     /// Statistics window of load.csv.
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
-    pub stats_window: Duration,
+    pub(crate) stats_window: Duration,
     /// Write natscli's CSV (7 columns, one row per client) to FILE; diskpulse's extra
     /// columns and per-role rows go to FILE.diskpulse.csv beside it (results.csv ->
     /// results.diskpulse.csv), the per-client rates chart to results.png and .svg.
@@ -374,7 +374,7 @@ impl LoadArgs {
     }
 
     /// `pub --sub M`'s flow-control window in messages (None: off); see [`super::flow`].
-    pub fn flow_window(&self) -> Option<u64> {
+    pub(crate) fn flow_window(&self) -> Option<u64> {
         match self.flow_window {
             Some(0) => None,
             Some(w) => Some(w),
@@ -383,7 +383,7 @@ impl LoadArgs {
     }
 
     /// The main role of the mode.
-    pub fn main_role(&self) -> Role {
+    pub(crate) fn main_role(&self) -> Role {
         match self.mode {
             Mode::Pub | Mode::Cast => Role::Pub,
             Mode::Sub => Role::Sub,
@@ -402,7 +402,7 @@ impl LoadArgs {
         }
     }
 
-    pub fn main_clients(&self) -> usize {
+    pub(crate) fn main_clients(&self) -> usize {
         match self.mode {
             Mode::ObjPut => self.workers.unwrap_or(self.clients),
             Mode::ObjGet if self.consumers > 0 => self.consumers,
@@ -596,7 +596,7 @@ impl LoadArgs {
 
     /// The payload bytes of each message the main role sends, for modes whose messages
     /// carry `--size` (object modes send chunks, receivers send nothing).
-    pub fn payload_bytes(&self) -> Option<u64> {
+    fn payload_bytes(&self) -> Option<u64> {
         matches!(
             self.mode,
             Mode::Pub
@@ -630,7 +630,7 @@ impl LoadArgs {
     /// that writes the protocol itself (its own socket beside the async-nats client), and
     /// the setup connection.
     /// The jitter of `--inject-latency` (none when absent or 0).
-    pub fn latency_jitter(&self) -> Option<crate::proxy::Jitter> {
+    pub(crate) fn latency_jitter(&self) -> Option<crate::proxy::Jitter> {
         self.jitter
             .filter(|j| !j.is_zero())
             .map(|amount| crate::proxy::Jitter {
@@ -697,7 +697,7 @@ impl LoadArgs {
     /// Every connection is a file descriptor: more clients than RLIMIT_NOFILE allows
     /// would fail with "Too many open files" after all the others had connected. Raises
     /// the soft limit to the hard one when that is enough; refuses otherwise.
-    pub fn check_fd_limit(&self) -> anyhow::Result<()> {
+    fn check_fd_limit(&self) -> anyhow::Result<()> {
         let need = self.connections().saturating_add(FD_RESERVE);
         let (soft, hard) = nofile_limit()?;
         if need <= soft {

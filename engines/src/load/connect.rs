@@ -127,7 +127,7 @@ impl ConnectArgs {
     }
 
     /// `--tls-cert` with `--tls-key`, and each `--tls-*` file there (NATS and AMQP).
-    pub fn check_tls_files(&self) -> anyhow::Result<()> {
+    pub(crate) fn check_tls_files(&self) -> anyhow::Result<()> {
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err(usage!("--tls-cert and --tls-key go together"));
         }
@@ -146,12 +146,12 @@ impl ConnectArgs {
     }
 
     /// Whether any `--tls-*` flag is given.
-    pub fn has_tls_files(&self) -> bool {
+    pub(crate) fn has_tls_files(&self) -> bool {
         self.tls_ca.is_some() || self.tls_cert.is_some() || self.tls_key.is_some()
     }
 
     /// No credentials and no TLS: a plain connection the raw publisher can make.
-    pub fn is_plain(&self) -> bool {
+    pub(crate) fn is_plain(&self) -> bool {
         self.user.is_none()
             && self.token.is_none()
             && self.creds.is_none()
@@ -191,7 +191,7 @@ impl ConnectArgs {
 
     /// Connects client `name` to `url`; `sub_capacity`: messages each of its subscriptions
     /// holds before async-nats drops (a slow-consumer event; default 65,536).
-    pub async fn connect_sub(
+    pub(crate) async fn connect_sub(
         &self,
         url: &str,
         name: &str,
@@ -297,7 +297,7 @@ const RECONNECT_MAX_MS: u64 = 250;
 /// nobody serves comes back as "no responders" only after the server processed every
 /// earlier operation of this connection (it handles a connection's protocol in order): a
 /// round trip, like the PING/PONG of the Go client's `Flush`.
-pub async fn round_trip(client: &async_nats::Client) -> anyhow::Result<()> {
+pub(crate) async fn round_trip(client: &async_nats::Client) -> anyhow::Result<()> {
     let subject = format!("_DISKPULSE.RTT.{}", std::process::id());
     let r = tokio::time::timeout(
         Duration::from_secs(10),

@@ -113,7 +113,7 @@ pub fn object_name(i: u64) -> String {
 }
 
 /// The index of a name diskpulse wrote (`k0000001` -> 0 with prefix `k`), if it is one.
-pub fn name_index(name: &str, prefix: char) -> Option<u64> {
+pub(crate) fn name_index(name: &str, prefix: char) -> Option<u64> {
     let digits = name.strip_prefix(prefix)?;
     if digits.len() < 7 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -122,7 +122,7 @@ pub fn name_index(name: &str, prefix: char) -> Option<u64> {
 }
 
 /// The object store's digest text of a finished hash: `SHA-256=<base64url>`.
-pub fn digest_text(h: Sha256) -> String {
+pub(crate) fn digest_text(h: Sha256) -> String {
     format!("SHA-256={}", URL_SAFE.encode(h.finalize()))
 }
 
@@ -135,7 +135,7 @@ pub fn digest_of(data: &[u8]) -> String {
 
 /// Carves subjects `<prefix><name>` out of a shared buffer: one allocation per 64 KiB of
 /// subjects, not one per operation (an `async_nats::Subject` is a `Bytes`).
-pub struct SubjectArena {
+pub(crate) struct SubjectArena {
     arena: bytes::BytesMut,
     prefix: String,
 }
@@ -169,7 +169,7 @@ impl SubjectArena {
 }
 
 /// Values carved out of a shared buffer, like [`SubjectArena`].
-pub struct ValueArena {
+pub(crate) struct ValueArena {
     arena: bytes::BytesMut,
 }
 

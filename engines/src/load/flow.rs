@@ -32,7 +32,7 @@ use super::workers::Ctx;
 
 /// How long publishers wait for a subscriber that makes no progress before they leave it
 /// behind.
-pub const STALL_NS: u64 = 2_000_000_000;
+const STALL_NS: u64 = 2_000_000_000;
 
 /// A subscriber's count that no longer holds anyone back.
 const GONE: u64 = u64::MAX;
@@ -66,7 +66,7 @@ impl Flow {
     /// The default window for messages of `size` bytes: 16 MiB of them (with ~64 bytes of
     /// protocol per message), at least 1,000 messages: a quarter of the server's default
     /// `max_pending` (64 MiB), and enough to keep every socket buffer on the way full.
-    pub fn default_window(size: usize) -> u64 {
+    pub(crate) fn default_window(size: usize) -> u64 {
         ((16u64 << 20) / (size as u64 + 64)).max(1000)
     }
 
@@ -123,7 +123,7 @@ impl Flow {
     /// Waits until no subscriber is more than the window behind (or the run is over).
     /// Returns at once, without touching the waiter machinery, when there is room.
     #[inline]
-    pub async fn wait_room(&self, ctx: &Ctx) {
+    pub(crate) async fn wait_room(&self, ctx: &Ctx) {
         if self.room().is_ok() {
             return;
         }

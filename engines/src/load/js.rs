@@ -31,7 +31,7 @@ use super::{AckMode, LoadArgs};
 use async_nats::jetstream::{self, consumer};
 
 /// The shared pull consumer's name for a stream.
-pub fn durable_name(stream: &str) -> String {
+fn durable_name(stream: &str) -> String {
     format!("diskpulse-{stream}")
 }
 
@@ -43,7 +43,7 @@ pub fn stream_not_found(stream: &str, url: &str) -> anyhow::Error {
 }
 
 /// Whether a stream exists (other failures are errors).
-pub async fn stream_exists(js: &jetstream::Context, name: &str) -> anyhow::Result<bool> {
+pub(crate) async fn stream_exists(js: &jetstream::Context, name: &str) -> anyhow::Result<bool> {
     match js.get_stream(name).await {
         Ok(_) => Ok(true),
         Err(e) => match e.kind() {
@@ -59,7 +59,7 @@ pub async fn stream_exists(js: &jetstream::Context, name: &str) -> anyhow::Resul
 
 /// Creates the shared durable pull consumer (fresh) before any client starts. `new_only`:
 /// deliver only messages published from now on (beside this run's publishers).
-pub async fn prepare_pull(
+pub(crate) async fn prepare_pull(
     a: &LoadArgs,
     js: &jetstream::Context,
     clients: usize,
@@ -96,7 +96,7 @@ pub async fn prepare_pull(
 }
 
 /// Deletes the shared durable at the end (best effort: the run's figures do not depend on it).
-pub async fn cleanup_pull(stream: &str, js: &jetstream::Context) {
+pub(crate) async fn cleanup_pull(stream: &str, js: &jetstream::Context) {
     if let Ok(s) = js.get_stream(stream).await {
         let _ = s.delete_consumer(&durable_name(stream)).await;
     }

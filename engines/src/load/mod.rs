@@ -25,17 +25,15 @@ pub mod pace;
 pub mod raw;
 pub mod rawsub;
 pub mod receive;
-pub mod reconcile;
+pub(crate) mod reconcile;
 pub mod record;
 mod roles;
 pub mod send;
 pub mod workers;
 
-pub use args::{
-    args_from, storage_type, AckMode, LoadArgs, Mode, QueueType, Storage, DEFAULT_MAX_PAYLOAD,
-    DEFAULT_WINDOW,
-};
-pub use reconcile::StreamCheck;
+pub use args::{args_from, LoadArgs, Mode, DEFAULT_MAX_PAYLOAD, DEFAULT_WINDOW};
+pub(crate) use args::{storage_type, AckMode};
+pub(crate) use reconcile::StreamCheck;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64};

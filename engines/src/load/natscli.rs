@@ -114,7 +114,7 @@ pub fn extras_path(p: &Path) -> PathBuf {
 }
 
 /// `p` with its extension (if any) replaced by `ext`; never `p` itself.
-pub fn sibling(p: &Path, ext: &str) -> PathBuf {
+pub(crate) fn sibling(p: &Path, ext: &str) -> PathBuf {
     let stem = match p.extension() {
         Some(e) if e == "csv" => p.with_extension(""),
         _ => p.to_path_buf(),

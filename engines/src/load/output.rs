@@ -30,7 +30,7 @@ pub struct LatUs {
 }
 
 impl LatUs {
-    pub fn from_hist(h: &Histogram<u64>) -> Option<LatUs> {
+    fn from_hist(h: &Histogram<u64>) -> Option<LatUs> {
         if h.is_empty() {
             return None;
         }
@@ -87,7 +87,7 @@ pub struct RoleSummary {
     pub duration_s: f64,
     pub msgs_per_s: f64,
     pub mib_per_s: f64,
-    pub per_client_msgs_per_s: Spread,
+    per_client_msgs_per_s: Spread,
     /// From the actual send (end to end for receivers).
     pub lat_us: Option<LatUs>,
     /// From the intended start (equals lat_us without --rate).
@@ -139,7 +139,7 @@ impl format::meta::Section for DemoLoad {
     const KEY: &'static str = format::meta::LOAD_KEY;
 }
 
-pub fn client_rate(c: &ClientTotals) -> f64 {
+fn client_rate(c: &ClientTotals) -> f64 {
     let d = c.duration_s();
     if d > 0.0 {
         c.ops as f64 / d
@@ -301,7 +301,7 @@ pub fn human(roles: &[RoleSummary], clients: &[ClientTotals]) -> String {
 }
 
 /// What an error kind means and what to do about it (the end of the one error line).
-pub fn error_hint(kind: &str) -> Option<&'static str> {
+fn error_hint(kind: &str) -> Option<&'static str> {
     Some(match kind {
         "stream_full" => "the stream or bucket is at its limits (max bytes or messages, discard new); empty it with --purge or raise --max-bytes (or, for js-pub, --discard old to drop the oldest)",
         "storage_full" | "memory_full" | "insufficient_resources" | "account_limits" => {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use collectors::clock::Clock;
 
-pub struct Pacer {
+pub(crate) struct Pacer {
     clock: Clock,
     start_ns: u64,
     interval_ns: f64,
@@ -50,7 +50,7 @@ impl Pacer {
     /// the run): operations that were due but never started, because the sender was held
     /// (a full window of acks from a server that is gone, a send stage that could not
     /// finish) until it stopped. Counted so an outage is never nothing (issue 23).
-    pub fn due_before(&self, t_ns: u64) -> u64 {
+    pub(crate) fn due_before(&self, t_ns: u64) -> u64 {
         let until = self.end_ns.map_or(t_ns, |e| e.min(t_ns));
         if until <= self.start_ns {
             return 0;
@@ -61,7 +61,7 @@ impl Pacer {
     }
 
     /// Undoes the last [`Pacer::next`]: its start was not issued.
-    pub fn give_back(&mut self) {
+    pub(crate) fn give_back(&mut self) {
         self.k = self.k.saturating_sub(1);
     }
 

@@ -33,7 +33,7 @@ use super::workers::{Ctx, SendPlan};
 const BUF: usize = 64 * 1024;
 
 /// A connected raw publisher.
-pub struct RawConn {
+pub(crate) struct RawConn {
     write: tokio::net::tcp::OwnedWriteHalf,
     pongs: tokio::sync::mpsc::UnboundedReceiver<()>,
     need_pong: Arc<AtomicBool>,
@@ -162,7 +162,7 @@ impl RawConn {
 /// the module); [`Operation::finish`]
 /// sends `PING` and waits for the `PONG`, so every counted message was read by the
 /// server, and records what failed.
-pub struct RawPublish {
+pub(crate) struct RawPublish {
     conn: RawConn,
     ctx: Ctx,
     /// Connections made (1 until a reconnect).

@@ -44,7 +44,7 @@ const BUF: usize = 1 << 20;
 pub const STALL_ENV: &str = "DISKPULSE_TEST_SUB_STALL_MS";
 
 /// A connected, subscribed raw subscriber.
-pub struct RawSubConn {
+pub(crate) struct RawSubConn {
     r: OwnedReadHalf,
     w: OwnedWriteHalf,
     /// Bytes read after the handshake's PONG (the first messages may come with it).

@@ -24,10 +24,10 @@ use super::send::{Connects, FaultWatch};
 use super::workers::{Ctx, FLOW_EVERY};
 
 /// How long a receiver waits without a message before it calls its source drained.
-pub const IDLE_NS: u64 = 1_000_000_000;
+pub(crate) const IDLE_NS: u64 = 1_000_000_000;
 
 /// What [`Inbox::take`] made of one item.
-pub enum Taken {
+pub(crate) enum Taken {
     /// A message received (and recorded).
     Counted,
     /// Not a message (an error, recorded as one).
@@ -100,7 +100,7 @@ where
 /// Whether a receiver should stop. `reached`: its count is done. With senders in the run,
 /// it waits while they run, then allows [`IDLE_NS`] without messages. Alone, it ends at
 /// --duration, or after [`IDLE_NS`] without messages when `idle_ends` (a drained stream).
-pub fn receiver_should_end(
+pub(crate) fn receiver_should_end(
     ctx: &Ctx,
     reached: bool,
     idle_since_ns: u64,
@@ -127,7 +127,7 @@ pub fn receiver_should_end(
 
 /// Records one received message: end to end from its stamp when it has one.
 #[inline]
-pub fn record_receipt(rec: &mut Recorder, now: u64, payload: &[u8]) {
+pub(crate) fn record_receipt(rec: &mut Recorder, now: u64, payload: &[u8]) {
     match read_stamp(payload) {
         Some(sent_rt) => {
             let e2e = realtime_ns().saturating_sub(sent_rt);
@@ -141,7 +141,7 @@ pub fn record_receipt(rec: &mut Recorder, now: u64, payload: &[u8]) {
 /// Alone, it waits for its first message, then ends 1 s after the last one (unless
 /// --duration says how long to listen). Messages it expected but never got (core NATS
 /// drops what a slow subscriber cannot take) are counted as `missing`.
-pub struct CoreSub {
+pub(crate) struct CoreSub {
     pub connects: Connects,
     /// `pub --sub M`: the run's flow control, told every [`FLOW_EVERY`] messages.
     pub flow: Option<std::sync::Arc<super::flow::Flow>>,
@@ -193,7 +193,7 @@ impl Inbox for CoreSub {
 /// reply subject (request/"call"), counts it either way ("cast"). Beside requesters of
 /// this run it ends 1 s after they finish; alone (`reply`) it serves until `limit`
 /// requests, --duration or Ctrl-C.
-pub struct Responder {
+pub(crate) struct Responder {
     pub client: async_nats::Client,
     pub connects: Connects,
     pub payload: Bytes,

@@ -82,7 +82,7 @@ impl StreamCheck {
 /// whose full stream drops its oldest messages as it stores new ones): its last sequence
 /// instead, which grows by one per message stored and never shrinks, so "stored during
 /// the run" stays the difference of two readings.
-pub async fn stream_msgs(
+pub(crate) async fn stream_msgs(
     client: &async_nats::Client,
     stream: &str,
     by_sequence: bool,
@@ -104,7 +104,7 @@ pub async fn stream_msgs(
 /// The message ids of a run's js-pub publishes whose ack has not come (yet); shared by
 /// every publisher of the run.
 #[derive(Clone)]
-pub struct MsgIds {
+pub(crate) struct MsgIds {
     run: Arc<str>,
     unacked: Arc<Mutex<BTreeSet<(usize, u64)>>>,
 }
@@ -151,7 +151,7 @@ impl Default for MsgIds {
 
 /// Publishes every lost message again with its id (see the module), `size` bytes each,
 /// 256 in flight. `msgs_final` is left for the caller to fill.
-pub async fn retry_lost(
+pub(crate) async fn retry_lost(
     client: &async_nats::Client,
     subject: &str,
     ids: &MsgIds,

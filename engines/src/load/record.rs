@@ -127,7 +127,7 @@ impl Role {
 
 /// Client `index` of `role`'s connection name (what the server and `nats_client` events
 /// call it).
-pub fn client_name(role: Role, index: usize) -> String {
+pub(crate) fn client_name(role: Role, index: usize) -> String {
     format!("diskpulse-{}-{index}", role.name())
 }
 
@@ -154,7 +154,7 @@ pub struct ClientTotals {
     pub errors_by_kind: BTreeMap<&'static str, u64>,
     /// Per error kind, its first and last failure on the run clock, ns.
     #[serde(skip)]
-    pub error_times_ns: BTreeMap<&'static str, [u64; 2]>,
+    pub(crate) error_times_ns: BTreeMap<&'static str, [u64; 2]>,
     /// First and last operation on the run clock, ns.
     pub first_ns: u64,
     pub last_ns: u64,
@@ -273,7 +273,7 @@ impl Recorder {
 
     /// This worker keeps account of its operations in flight and reports the oldest at
     /// each window's end ([`Recorder::outstanding`]).
-    pub fn tracks_outstanding(&mut self) {
+    pub(crate) fn tracks_outstanding(&mut self) {
         let _ = self.tx.send(Msg::Tracks(self.role));
         self.next_sample_ns = (self.cur + 1) * self.window_ns;
     }
@@ -282,7 +282,7 @@ impl Recorder {
     /// sender asks on every completion, the scan over what is in flight happens once a
     /// window).
     #[inline]
-    pub fn outstanding_due(&self, now: u64) -> bool {
+    pub(crate) fn outstanding_due(&self, now: u64) -> bool {
         now >= self.next_sample_ns
     }
 
@@ -324,7 +324,7 @@ impl Recorder {
     }
 
     /// The client's connection name, as in `nats_client` events: `diskpulse-<role>-<index>`.
-    pub fn client_name(&self) -> String {
+    pub(crate) fn client_name(&self) -> String {
         client_name(self.role, self.totals.index)
     }
 
@@ -351,7 +351,7 @@ impl Recorder {
 
     /// Sends the current window if it has ended by `now` (a worker that waits, e.g. on
     /// acks through a stall, calls this from its timer so its rows are not held back).
-    pub fn close_ended(&mut self, now: u64) {
+    pub(crate) fn close_ended(&mut self, now: u64) {
         let w = now / self.window_ns;
         if w > self.cur {
             self.flush_window();
@@ -410,7 +410,7 @@ impl Recorder {
 
     /// An operation that completed at `now`, sent at `sent`, intended at `intended`.
     #[inline]
-    pub fn op_lat(&mut self, now: u64, bytes: u64, sent: u64, intended: u64) {
+    pub(crate) fn op_lat(&mut self, now: u64, bytes: u64, sent: u64, intended: u64) {
         self.count(now, bytes);
         record_ns(&mut self.lat, now.saturating_sub(sent));
         record_ns(&mut self.co, now.saturating_sub(intended.min(sent)));
@@ -419,7 +419,7 @@ impl Recorder {
     /// A received message whose end-to-end latency `e2e_ns` is known (from a stamp on
     /// another clock): it may be older than the run itself.
     #[inline]
-    pub fn op_e2e(&mut self, now: u64, bytes: u64, e2e_ns: u64) {
+    pub(crate) fn op_e2e(&mut self, now: u64, bytes: u64, e2e_ns: u64) {
         self.count(now, bytes);
         record_ns(&mut self.lat, e2e_ns);
         record_ns(&mut self.co, e2e_ns);
@@ -446,7 +446,7 @@ impl Recorder {
     /// `n` operations in flight since `since_ns` that failed at once at `now` (acks lost
     /// at a reconnect): their first failure time is `since_ns` (the last success before
     /// the fault: when the server stopped answering), so failure lines say when it began.
-    pub fn error_n_since(
+    pub(crate) fn error_n_since(
         &mut self,
         now: u64,
         since_ns: u64,
@@ -464,7 +464,7 @@ impl Recorder {
     }
 
     /// `n` failures of one kind at once (messages that never arrived, acks lost at stop).
-    pub fn error_n(
+    pub(crate) fn error_n(
         &mut self,
         now: u64,
         kind: &'static str,
@@ -525,11 +525,11 @@ impl Recorder {
 /// so it works across processes on hosts with synchronised clocks. Payloads shorter than
 /// 16 bytes carry no stamp. A stamp in the payload, not a header, keeps publishing free
 /// of per-message allocation (an async-nats HeaderMap costs three).
-pub const STAMP_MAGIC: &[u8; 8] = b"DPSTAMP1";
+const STAMP_MAGIC: &[u8; 8] = b"DPSTAMP1";
 
 /// CLOCK_REALTIME in ns (for stamps that cross processes).
 #[inline]
-pub fn realtime_ns() -> u64 {
+pub(crate) fn realtime_ns() -> u64 {
     collectors::clock::read_clock_ns(libc::CLOCK_REALTIME)
 }
 
@@ -542,7 +542,7 @@ pub fn stamp(buf: &mut [u8], realtime_ns: u64) {
 
 /// Reads a stamp, if the payload has one.
 #[inline]
-pub fn read_stamp(payload: &[u8]) -> Option<u64> {
+pub(crate) fn read_stamp(payload: &[u8]) -> Option<u64> {
     if payload.len() >= 16 && &payload[..8] == STAMP_MAGIC {
         Some(u64::from_le_bytes(payload[8..16].try_into().ok()?))
     } else {
@@ -552,7 +552,7 @@ pub fn read_stamp(payload: &[u8]) -> Option<u64> {
 
 /// Builds stamped payloads without a per-message allocation: payloads are carved out of
 /// a large buffer (`split_to().freeze()`), one allocation per `ARENA` bytes.
-pub struct StampedPayloads {
+pub(crate) struct StampedPayloads {
     arena: bytes::BytesMut,
     template: Vec<u8>,
 }
@@ -569,7 +569,7 @@ impl StampedPayloads {
 
     /// The next payload, stamped now when it is long enough.
     #[inline]
-    pub fn next_payload(&mut self) -> bytes::Bytes {
+    pub(crate) fn next_payload(&mut self) -> bytes::Bytes {
         let n = self.template.len();
         if self.arena.capacity() < n {
             self.arena = bytes::BytesMut::with_capacity(ARENA.max(n));

@@ -38,7 +38,7 @@ pub(crate) struct Conn {
     pub raw: Option<RawConn>,
     /// A raw protocol subscriber (subscribed already) for core subscribers on a plain
     /// connection.
-    pub raw_sub: Option<RawSubConn>,
+    pub(crate) raw_sub: Option<RawSubConn>,
 }
 
 /// What every client of a run shares, found or made before any client opens.
@@ -46,13 +46,13 @@ pub(crate) struct RunShared {
     pub a: Arc<LoadArgs>,
     pub subject: Subject,
     /// kv-get: the bucket serves direct gets.
-    pub kv_direct: bool,
+    pub(crate) kv_direct: bool,
     /// obj modes: the objects getters may read.
-    pub catalog: Arc<Catalog>,
+    pub(crate) catalog: Arc<Catalog>,
     /// js-consume: how many messages each consumer takes.
-    pub consume_limit: Limit,
+    pub(crate) consume_limit: Limit,
     /// js-pub --msg-id: the ids of publishes whose ack has not come.
-    pub msg_ids: Option<super::reconcile::MsgIds>,
+    pub(crate) msg_ids: Option<super::reconcile::MsgIds>,
     /// `pub --sub M`: publishers wait for the subscribers (see [`super::flow`]).
     pub flow: Option<Arc<Flow>>,
 }
@@ -196,7 +196,7 @@ impl RoleWorker for Requester {
 }
 
 /// The queue group of the responders.
-pub const REPLY_QUEUE: &str = "diskpulse";
+pub(crate) const REPLY_QUEUE: &str = "diskpulse";
 
 /// Responders in queue group [`REPLY_QUEUE`]; a cast's (which only count) read the
 /// protocol themselves when they can (see rawsub).

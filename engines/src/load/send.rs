@@ -64,7 +64,7 @@ use super::record::Recorder;
 use super::workers::{Ctx, SendPlan};
 
 /// What one operation's completion reports: the bytes it moved, or why it failed.
-pub type OpResult = Result<u64, OpError>;
+pub(crate) type OpResult = Result<u64, OpError>;
 
 /// A failed operation: its kind (a column of the summary, an event) and a detail for the
 /// first event of that kind.
@@ -84,7 +84,7 @@ impl OpError {
 }
 
 /// What the send stage of one operation did.
-pub enum Sent<P> {
+pub(crate) enum Sent<P> {
     /// Done at the send (fire and forget): this many bytes, no latency.
     Done(u64),
     /// Sent; the future completes it (an ack, a reply, a value, a whole object).
@@ -192,7 +192,7 @@ pub(crate) struct FaultWatch {
     /// When the loop saw the new connection (run clock), while no operation succeeded since.
     pub reconnect_ns: Option<u64>,
     /// The last operation that succeeded (run clock; the loop's start before any).
-    pub last_ok_ns: u64,
+    pub(crate) last_ok_ns: u64,
     /// When the loop first saw the client disconnected, while waiting (run clock).
     pub down_ns: Option<u64>,
     /// Operations failed since the last success, and how many of them were timeouts.

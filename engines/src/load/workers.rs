@@ -33,17 +33,17 @@ pub struct Ctx {
     /// `--duration` end on the run clock.
     pub end_ns: Option<u64>,
     /// Senders still running (receivers wait for them, then drain).
-    pub senders_left: Arc<AtomicU64>,
+    pub(crate) senders_left: Arc<AtomicU64>,
     /// When the last sender finished, on the run clock (0: not yet). Receivers drain for
     /// [`IDLE_NS`] from the later of this and their last message: a receiver whose last
     /// message came long before a slow sender finished still waits for the rest.
-    pub senders_done_ns: Arc<AtomicU64>,
+    pub(crate) senders_done_ns: Arc<AtomicU64>,
     /// Total messages the senders will send (receivers' target), if known.
     pub expected: Option<u64>,
     /// Whether this run has senders of its own (`pub --sub`, `js-pub --consume`): then
     /// receivers drain for 1 s after the senders finish. Without (`sub`, `reply`,
     /// `js-consume` alone) they end at --msgs, --duration, Ctrl-C or their own idle rule.
-    pub with_senders: bool,
+    pub(crate) with_senders: bool,
 }
 
 impl Ctx {
@@ -62,7 +62,7 @@ pub fn share(total: u64, i: usize, n: usize) -> u64 {
 /// A sender's plan: how many ops (None = until the duration ends) and its pacer.
 pub struct SendPlan {
     pub count: Option<u64>,
-    pub pacer: Option<Pacer>,
+    pub(crate) pacer: Option<Pacer>,
     /// Stamp payloads with the send time (for receivers' end-to-end latency).
     pub stamp: bool,
     pub size: usize,
@@ -74,7 +74,7 @@ impl SendPlan {
     /// getters beside it go as fast as they can) a pacer of `rate / n_role` from the run's
     /// start to its `--duration` end, phase-shifted by `index / n_role` so clients
     /// interleave. `stamp` and `size` are the role's.
-    pub fn for_client(
+    pub(crate) fn for_client(
         a: &LoadArgs,
         ctx: &Ctx,
         index: usize,
@@ -126,7 +126,7 @@ impl SendPlan {
 }
 
 /// Marks a sender finished when dropped (so receivers know when to drain).
-pub struct SenderGuard(Ctx);
+pub(crate) struct SenderGuard(Ctx);
 
 impl SenderGuard {
     pub fn new(ctx: &Ctx) -> SenderGuard {
@@ -146,7 +146,7 @@ impl Drop for SenderGuard {
 
 /// Awaits every worker task of a run: the first that panicked, if one did (the run's
 /// other workers still end first, so their figures are kept).
-pub async fn join_workers<T>(
+pub(crate) async fn join_workers<T>(
     tasks: Vec<tokio::task::JoinHandle<T>>,
 ) -> Option<tokio::task::JoinError> {
     let mut panicked = None;
@@ -159,7 +159,9 @@ pub async fn join_workers<T>(
 }
 
 /// Closes a run's `--inject-latency` proxies: what each measured.
-pub fn close_proxies(proxies: Vec<crate::proxy::ProxyHandle>) -> Vec<crate::proxy::ProxyReport> {
+pub(crate) fn close_proxies(
+    proxies: Vec<crate::proxy::ProxyHandle>,
+) -> Vec<crate::proxy::ProxyReport> {
     proxies
         .into_iter()
         .map(|mut p| {
@@ -170,7 +172,7 @@ pub fn close_proxies(proxies: Vec<crate::proxy::ProxyHandle>) -> Vec<crate::prox
 }
 
 /// A sender's payloads: one shared `Bytes`, or stamped copies carved from an arena.
-pub struct Payloads {
+pub(crate) struct Payloads {
     fixed: Bytes,
     stamped: Option<StampedPayloads>,
 }
@@ -184,7 +186,7 @@ impl Payloads {
     }
 
     #[inline]
-    pub fn next_payload(&mut self) -> Bytes {
+    pub(crate) fn next_payload(&mut self) -> Bytes {
         match &mut self.stamped {
             Some(s) => s.next_payload(),
             None => self.fixed.clone(),
@@ -193,7 +195,7 @@ impl Payloads {
 }
 
 /// Core publish through async-nats: fire and forget, counted when handed to the client.
-pub struct CorePublish {
+pub(crate) struct CorePublish {
     pub client: async_nats::Client,
     pub connects: Connects,
     pub subject: async_nats::Subject,
@@ -205,7 +207,7 @@ pub struct CorePublish {
 }
 
 /// How often an async-nats core publisher looks at the flow control (publishes).
-pub const FLOW_EVERY: u64 = 256;
+pub(crate) const FLOW_EVERY: u64 = 256;
 
 impl Operation for CorePublish {
     type Pending = std::future::Ready<OpResult>;
@@ -242,7 +244,7 @@ impl Operation for CorePublish {
 }
 
 /// The kind of a failed request, for counting and events.
-pub fn request_error_kind(e: &async_nats::RequestError) -> &'static str {
+pub(crate) fn request_error_kind(e: &async_nats::RequestError) -> &'static str {
     match e.kind() {
         async_nats::RequestErrorKind::NoResponders => "no_responders",
         async_nats::RequestErrorKind::TimedOut => "timeout",
@@ -271,7 +273,7 @@ pub fn request(
 }
 
 /// The kind of a JetStream publish error, for counting and events.
-pub fn publish_error_kind(e: &jetstream::context::PublishError) -> &'static str {
+pub(crate) fn publish_error_kind(e: &jetstream::context::PublishError) -> &'static str {
     use jetstream::context::PublishErrorKind as K;
     match e.kind() {
         K::StreamNotFound => "stream_not_found",
@@ -313,13 +315,13 @@ pub fn publish_error_kind(e: &jetstream::context::PublishError) -> &'static str 
 /// JetStream publish: the send stage hands the message to the client, the completion
 /// stage is its ack. With `--msg-id` each publish carries its `Nats-Msg-Id` and is
 /// remembered until its ack (or a definite error) comes ([`super::reconcile`]).
-pub struct JsPublish {
+pub(crate) struct JsPublish {
     pub js: jetstream::Context,
     pub subject: async_nats::Subject,
     pub payloads: Payloads,
     pub size: u64,
     /// `--msg-id`: the run's ids and this client's index.
-    pub msg_ids: Option<(MsgIds, usize)>,
+    pub(crate) msg_ids: Option<(MsgIds, usize)>,
     pub connects: Connects,
 }
 

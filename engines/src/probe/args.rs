@@ -46,7 +46,7 @@ refused target (nothing written), 130 interrupted (what was measured is printed)
 pub struct ProbeArgs {
     /// A fio job file ([global] and one job section, the options below in fio's spelling).
     #[arg(value_name = "JOB.fio")]
-    pub job_file: Option<PathBuf>,
+    pub(crate) job_file: Option<PathBuf>,
     /// File or block device to probe. A file that does not exist is created, laid out and
     /// removed afterwards; an existing file is used and kept. A block device: read-only jobs
     /// run as they are, jobs that write need --allow-destructive. Default:
@@ -109,7 +109,7 @@ pub struct ProbeArgs {
     pub rate_iops_total: Option<f64>,
     /// The old name of --rate-iops-total: refused, naming the two flags that replace it.
     #[arg(long = "rate-iops", hide = true, value_name = "IOPS")]
-    pub rate_iops_old: Option<String>,
+    pub(crate) rate_iops_old: Option<String>,
     /// linear (even gaps) or poisson (exponential gaps, same mean). Default linear.
     #[arg(long, alias = "rate_process", value_name = "PROCESS")]
     pub rate_process: Option<String>,
@@ -132,7 +132,7 @@ pub struct ProbeArgs {
     /// Print the resolved job as a fio job file (every option, defaults filled in) and
     /// exit without touching the target.
     #[arg(long)]
-    pub show_job: bool,
+    pub(crate) show_job: bool,
     /// Window of the per-window rows in probe.csv. Default 100ms.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub window: Option<Duration>,
@@ -142,7 +142,7 @@ pub struct ProbeArgs {
     /// normal (a summary, the default) or json (fio's --output-format=json shape, plus
     /// lat_co_ns).
     #[arg(long, alias = "output_format", value_name = "FORMAT")]
-    pub output_format: Option<String>,
+    pub(crate) output_format: Option<String>,
     /// Allow writing to a block device (it is still refused while mounted, held, or
     /// carrying a file-system signature).
     #[arg(long)]
@@ -220,7 +220,7 @@ pub(crate) struct Resolved {
     pub size: Option<u64>,
     pub json: bool,
     /// The user named the engine (no silent fallback).
-    pub engine_insisted: bool,
+    pub(crate) engine_insisted: bool,
     pub preset: Option<String>,
     pub name: String,
     pub allow_destructive: bool,

@@ -16,7 +16,7 @@ use crate::recording::writer::ChunkSink;
 use format::hist::{self, LineWriter};
 use format::probe::{format_row, Kind, Window, HEADER};
 
-pub struct ProbeCsv {
+pub(crate) struct ProbeCsv {
     sink: ChunkSink,
     hlog: ChunkSink,
     lines: LineWriter,

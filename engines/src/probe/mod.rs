@@ -30,13 +30,13 @@ use args::{resolve, Resolved, DEFAULT_SIZE};
 
 /// The run's facts that the outputs show besides the numbers.
 pub(crate) struct RunInfo {
-    pub target_path: PathBuf,
-    pub target_kind: String,
+    target_path: PathBuf,
+    target_kind: String,
     pub fstype: String,
     pub size: u64,
     pub warnings: Vec<String>,
     pub clock: Clock,
-    pub recorded_in: Option<PathBuf>,
+    recorded_in: Option<PathBuf>,
     pub start_wall: chrono::DateTime<chrono::Local>,
     /// Device counters before and after the run, for fio's `disk_util`.
     pub disks: Vec<DiskDelta>,

@@ -27,7 +27,7 @@ use super::{Resolved, RunInfo};
 
 /// A JSON value printed the way fio prints it.
 #[derive(Debug, Clone)]
-pub enum J {
+pub(crate) enum J {
     Obj(Vec<(String, J)>),
     Arr(Vec<J>),
     Str(String),
@@ -424,7 +424,7 @@ pub(super) fn group_jobs(res: &mut ProbeResult) {
 }
 
 /// The fio-shaped JSON document.
-pub fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
+pub(crate) fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
     let group_bw: f64 = res
         .jobs
         .iter()

@@ -37,7 +37,7 @@ fn lat_line(label: &str, m_min: u64, mean: f64, h: &Histogram<u64>, max: u64) ->
 
 /// Below this measured time the summary says the rates are not steady figures (a 4k
 /// file at bs 4k is one I/O: its "IOPS" are one latency inverted).
-pub const TOO_SHORT_NS: u64 = 100_000_000;
+const TOO_SHORT_NS: u64 = 100_000_000;
 
 /// The human summary: all jobs merged.
 #[allow(

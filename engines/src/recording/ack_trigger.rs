@@ -35,14 +35,14 @@ use super::EventLog;
 use format::events::{self as ev, Body};
 
 /// How often load.csv is read.
-pub const POLL: Duration = Duration::from_millis(50);
+pub(crate) const POLL: Duration = Duration::from_millis(50);
 
 /// The load.csv roles whose latency ends in a broker's ack or confirm: what a bare
 /// `ack_p99_ms` watches.
-pub const ACKED_ROLES: [&str; 4] = ["js-pub", "kv-put", "obj-put", "amqp-pub"];
+pub(crate) const ACKED_ROLES: [&str; 4] = ["js-pub", "kv-put", "obj-put", "amqp-pub"];
 
 /// The tailing thread; stopped by the recording's stop flag, after one last read.
-pub struct LoadWatch {
+pub(crate) struct LoadWatch {
     handle: std::thread::JoinHandle<()>,
 }
 
@@ -99,7 +99,7 @@ impl Cols {
 
 /// One row's fields the triggers read.
 #[derive(Debug, PartialEq)]
-pub struct AckRow<'a> {
+struct AckRow<'a> {
     pub t_ns: u64,
     pub window_ns: u64,
     pub role: &'a str,
@@ -107,7 +107,7 @@ pub struct AckRow<'a> {
 }
 
 /// The watcher's state: where it is in load.csv and which trigger is quiet until when.
-pub struct Watcher {
+struct Watcher {
     flight: Arc<Flight>,
     triggers: Vec<Trigger>,
     events: EventLog,

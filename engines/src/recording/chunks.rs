@@ -31,12 +31,12 @@ use format::events::{self as ev, Body};
 use format::meta::{ChunkFile, ChunksMeta, KeptWindow, Meta};
 
 /// The default `--chunk`: an hour of rows per chunk.
-pub const DEFAULT_CHUNK_NS: u64 = 3_600_000_000_000;
+const DEFAULT_CHUNK_NS: u64 = 3_600_000_000_000;
 /// The default `--trigger-window`: 2 minutes before and after.
-pub const DEFAULT_WINDOW_NS: u64 = 120_000_000_000;
+const DEFAULT_WINDOW_NS: u64 = 120_000_000_000;
 /// The span a rate or await trigger is measured over (at least; the sample that ends it
 /// is the first at or past it).
-pub const TRIGGER_SPAN_NS: u64 = 10_000_000;
+const TRIGGER_SPAN_NS: u64 = 10_000_000;
 
 /// The most `--trigger`s a recording takes.
 pub const MAX_TRIGGERS: usize = 8;
@@ -75,7 +75,7 @@ pub enum Measure {
 }
 
 impl Measure {
-    pub const NAMES: [&'static str; 4] = ["write_mibps", "read_mibps", "await_ms", "ack_p99_ms"];
+    const NAMES: [&'static str; 4] = ["write_mibps", "read_mibps", "await_ms", "ack_p99_ms"];
 }
 
 /// `[DEVICE:]MEASURE>VALUE`, e.g. `write_mibps>400` (any recorded device) or
@@ -170,7 +170,7 @@ impl RunFiles {
     }
 
     /// [`Flight::sink_at`] for `file` of this run (`t_ns` in cell `t_cell`).
-    pub fn sink_at(
+    pub(crate) fn sink_at(
         &self,
         file: &'static str,
         header: &str,
@@ -223,13 +223,13 @@ impl Flight {
     /// The writer's rotation for `file` of the run directory (diskstats.csv.gz,
     /// meminfo.csv, ...): the same `--chunk`, its closed chunks
     /// `chunks/<stem>.NNNNNN.<ext>`, the same `--keep` and kept windows.
-    pub fn rotate_file(self: &Arc<Self>, file: &'static str) -> Rotate {
+    fn rotate_file(self: &Arc<Self>, file: &'static str) -> Rotate {
         self.rotate_file_at(file, 0)
     }
 
     /// As [`Flight::rotate_file`] for a file whose rows hold `t_ns` in cell `t_cell`
     /// (the agents' files: `node,t_ns,...`).
-    pub fn rotate_file_at(self: &Arc<Self>, file: &'static str, t_cell: usize) -> Rotate {
+    fn rotate_file_at(self: &Arc<Self>, file: &'static str, t_cell: usize) -> Rotate {
         let me = self.clone();
         Rotate {
             every_ns: self.setup.every_ns,
@@ -254,7 +254,7 @@ impl Flight {
     }
 
     /// As [`Flight::sink`] for rows holding `t_ns` in cell `t_cell`.
-    pub fn sink_at(
+    pub(crate) fn sink_at(
         flight: Option<&Arc<Self>>,
         dir: &Path,
         file: &'static str,
@@ -373,7 +373,8 @@ impl Flight {
     }
 
     /// The chunk list and kept windows as they stand, rotated or not.
-    pub fn snapshot_state(&self) -> ChunksMeta {
+    #[cfg(test)]
+    pub(crate) fn snapshot_state(&self) -> ChunksMeta {
         self.state.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
@@ -386,7 +387,7 @@ impl Flight {
 
 /// The files of the run directory other processes append to while the recorder runs
 /// (`record -- diskpulse load`, `run` phases), cut by [`SharedRotator`].
-pub const SHARED_FILES: [&str; 2] = [format::load::FILE, format::hist::LOAD_FILE];
+const SHARED_FILES: [&str; 2] = [format::load::FILE, format::hist::LOAD_FILE];
 
 /// How long past a chunk boundary the rotator waits before cutting load.csv/load.hlog:
 /// a load window is written when it closes plus the collector's ~0.1-0.4 s, so most
@@ -402,7 +403,7 @@ const SHARED_GRACE_NS: u64 = 500_000_000;
 /// [`super::writer::SharedAppend`]); each closed chunk goes through
 /// [`Flight::closed`], so `--keep`, kept windows and meta.json `chunks.files` treat
 /// them as every other file's.
-pub struct SharedRotator {
+pub(crate) struct SharedRotator {
     handle: std::thread::JoinHandle<()>,
 }
 
@@ -537,12 +538,13 @@ impl Flight {
 /// The closed chunks retention deletes now: every closed chunk, not already dropped and
 /// not the newest, whose last row is more than `keep` before `newest` and that no kept
 /// window overlaps; each with its `why`.
-pub fn drop_list(s: &ChunksMeta, keep: u64, newest: u64) -> Vec<ChunkFile> {
+#[cfg(test)]
+fn drop_list(s: &ChunksMeta, keep: u64, newest: u64) -> Vec<ChunkFile> {
     drop_list_of(&s.closed, &s.dropped, &s.kept_windows, keep, newest)
 }
 
 /// [`drop_list`] of one file's chunks (diskstats.csv.gz's, or one in `chunks.files`).
-pub fn drop_list_of(
+fn drop_list_of(
     closed: &[ChunkFile],
     dropped: &[ChunkFile],
     kept_windows: &[KeptWindow],
@@ -584,7 +586,7 @@ struct Anchor {
 }
 
 /// The triggers, fed every sample of every device by the diskstats sampler.
-pub struct TriggerFeed {
+pub(crate) struct TriggerFeed {
     triggers: Vec<Trigger>,
     flight: Arc<Flight>,
     events: EventLog,

@@ -53,7 +53,7 @@ impl EnvelopeFeed {
 
     /// Starts the envelope thread writing into `sink` (its header written: a rotating
     /// one, `record --chunk`).
-    pub fn with_sink(mut sink: ChunkSink) -> anyhow::Result<EnvelopeFeed> {
+    pub(crate) fn with_sink(mut sink: ChunkSink) -> anyhow::Result<EnvelopeFeed> {
         let (tx, rx) = mpsc::sync_channel::<Msg>(64);
         let (free_tx, free) = mpsc::sync_channel::<Vec<Sample>>(8);
         for _ in 0..4 {
@@ -156,7 +156,7 @@ impl Drop for EnvelopeFeed {
 }
 
 /// The rate measures: (index in [`MEASURES`], diskstats field, scale to the unit).
-pub const RATES: [(usize, usize, f64); 5] = [
+pub(crate) const RATES: [(usize, usize, f64); 5] = [
     (0, ds::F_SECTORS_READ, 512.0 / 1_048_576.0),
     (1, ds::F_SECTORS_WRITTEN, 512.0 / 1_048_576.0),
     (2, ds::F_READS, 1.0),
@@ -193,7 +193,7 @@ struct Dev {
 /// Folds rows into windows of every level; writes a window's rows once a row of the
 /// device lands past it.
 #[derive(Default)]
-pub struct Aggregator {
+struct Aggregator {
     devs: Vec<Option<Dev>>,
 }
 

@@ -1,7 +1,7 @@
 //! The recording: a run directory with `meta.json`, `events.jsonl` and one CSV per source.
 //! File formats are documented in the modules that write them and in docs/files.md.
 
-pub mod ack_trigger;
+pub(crate) mod ack_trigger;
 pub mod chunks;
 pub mod envelopes;
 pub mod events;

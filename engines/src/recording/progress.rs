@@ -26,10 +26,10 @@ const HEADER_EVERY: usize = 24;
 /// One device's figures over one second, iostat's way.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Second {
-    pub r_s: f64,
+    r_s: f64,
     pub w_s: f64,
-    pub rkb_s: f64,
-    pub wkb_s: f64,
+    rkb_s: f64,
+    wkb_s: f64,
     pub aqu_sz: f64,
     pub util_pct: f64,
     /// Highest read+write MiB/s over one step of the second.

@@ -516,16 +516,8 @@ impl Recording {
         self.meta.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Keeps the window around now from retention (`kill -USR1`, or any caller): a
-    /// `trigger` event says what; does nothing when the run is not chunked.
-    pub fn keep_now(&self, what: &str) {
-        if let Some(f) = &self.flight {
-            keep_at(f, &self.events, self.clock.now_ns(), what);
-        }
-    }
-
     /// From now until the recording finishes, `kill -USR1 PID` keeps the window around
-    /// the signal ([`Recording::keep_now`], `signal USR1`): a flag the signal sets, read
+    /// the signal (`keep_at`, a `trigger` event `signal USR1`): a flag the signal sets, read
     /// every 20 ms by a thread of its own. Does nothing when the run is not chunked.
     pub fn keep_on_usr1(&mut self) -> anyhow::Result<()> {
         let Some(f) = self.flight.clone() else {
@@ -647,9 +639,9 @@ fn keep_at(f: &super::chunks::Flight, events: &EventLog, t: u64, what: &str) {
 /// `meta.json` cannot be written for want of space: a full `--out` left only
 /// `meta.json.tmp` and a meta.json from the start. Much more than a meta.json needs
 /// (a few KiB, ~1 KiB per device).
-pub const RESERVE_BYTES: u64 = 128 << 10;
+const RESERVE_BYTES: u64 = 128 << 10;
 /// The reserve's file name; removed at the end of every recording.
-pub const RESERVE_FILE: &str = ".diskpulse-reserve";
+const RESERVE_FILE: &str = ".diskpulse-reserve";
 
 fn reserve_space(path: &Path, bytes: u64) -> std::io::Result<()> {
     use std::os::unix::io::AsRawFd;
@@ -696,7 +688,7 @@ fn last_row_t_ns(dir: &Path, file: &str) -> Option<u64> {
 }
 
 /// A sampler loop's statistics as they go into `meta.json`.
-pub fn loop_stats(s: &LoopStats) -> SamplerStats {
+fn loop_stats(s: &LoopStats) -> SamplerStats {
     let wall = (s.ended_ns - s.started_ns).max(1) as f64;
     SamplerStats {
         samples: s.samples,

@@ -68,7 +68,7 @@ impl TracedPids {
 }
 
 /// How often the ring buffers are read.
-pub const POLL: Duration = Duration::from_millis(10);
+pub(crate) const POLL: Duration = Duration::from_millis(10);
 /// How often the kernel's lost-event counters are looked at.
 const LOST_EVERY_NS: u64 = 1_000_000_000;
 
@@ -90,7 +90,7 @@ impl TraceThread {
 /// The environment variable that sets the ring buffer per CPU (KiB; default
 /// [`tracefs::BUFFER_KIB_PER_CPU`]): smaller to check what a run that loses events says,
 /// larger for a machine with bursts past 50,000 events a second.
-pub const ENV_BUFFER_KIB: &str = "DISKPULSE_TRACE_BUFFER_KIB";
+const ENV_BUFFER_KIB: &str = "DISKPULSE_TRACE_BUFFER_KIB";
 
 /// The buffer size from [`ENV_BUFFER_KIB`]; an error naming the variable, the limits and
 /// the fix. `record --trace` checks it before anything is written.

@@ -14,7 +14,7 @@
 //! (which `zcat` and Python reject). Starting a member costs ~20 bytes and the
 //! compressor's history; at 5 members a second that is a few percent of a 1 ms recording.
 //!
-//! ## Append mode ([`ChunkSink::append`], [`open_append`], [`append_locked`])
+//! ## Append mode ([`ChunkSink::append`], [`open_append`])
 //! Files that several processes of one run write at once (`load.csv`, `probe.csv` and
 //! their `.hlog` files when scenario phases overlap): the file is opened with `O_APPEND`;
 //! whoever finds it empty writes the header, under an exclusive `flock` held while
@@ -40,7 +40,7 @@ const FLUSH_EVERY: Duration = Duration::from_millis(200);
 const CHUNK_BYTES: usize = 256 * 1024;
 
 /// The gzip level of the recording's `.csv.gz` files (1 fastest, 9 smallest).
-pub const GZIP_LEVEL: u32 = 3;
+pub(crate) const GZIP_LEVEL: u32 = 3;
 
 /// The sampler-side end: format rows into `buf()`, then call [`ChunkSink::row_done`].
 pub struct ChunkSink {
@@ -78,7 +78,7 @@ impl ChunkSink {
     /// As [`ChunkSink::create_at`] (gzip at `level`, plain with `None`), the file cut
     /// into chunks by `rotate` (see [`Rotate`]): rows whose `t_ns` (each row's first
     /// cell) passes the chunk's end go to the next chunk.
-    pub fn create_rotating(
+    pub(crate) fn create_rotating(
         path: &Path,
         header: &str,
         level: Option<u32>,
@@ -134,7 +134,7 @@ impl ChunkSink {
     /// 50 ms of them) is copied into a new buffer on the writer thread and sent, so the
     /// sampler side stays as allocation-free as with a file. `label` names it in errors.
     /// The agent ([`crate::agent`]) batches these for the wire.
-    pub fn to_channel(label: &str, tx: mpsc::Sender<Vec<u8>>) -> anyhow::Result<ChunkSink> {
+    pub(crate) fn to_channel(label: &str, tx: mpsc::Sender<Vec<u8>>) -> anyhow::Result<ChunkSink> {
         Self::start(Path::new(label), Out::Channel(tx))
     }
 
@@ -229,7 +229,7 @@ impl Drop for Locked<'_> {
 /// Opens `path` for appending (created when missing); writes `header` and a newline
 /// when the file is empty, under an exclusive lock, so of several writers starting
 /// together exactly one writes it.
-pub fn open_append(path: &Path, header: &str) -> anyhow::Result<File> {
+fn open_append(path: &Path, header: &str) -> anyhow::Result<File> {
     let f = File::options()
         .create(true)
         .append(true)
@@ -273,7 +273,7 @@ fn is_at(f: &File, path: &Path) -> std::io::Result<bool> {
 /// tries again. A write therefore lands either in the file the rotation closed (it
 /// came before the rename) or in the new one (after), never in a chunk after it was
 /// closed, and each file has its header once.
-pub struct SharedAppend {
+pub(crate) struct SharedAppend {
     file: File,
     path: PathBuf,
     header: String,
@@ -312,7 +312,8 @@ impl SharedAppend {
     }
 
     /// How many times a rotation made this appender reopen the path.
-    pub fn reopened(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn reopened(&self) -> u64 {
         self.reopened
     }
 
@@ -327,7 +328,7 @@ impl SharedAppend {
 /// appender to write recreates `path` with its header. `Ok(false)` and nothing moved
 /// when `path` is missing or holds no row past `header_bytes` (a chunk of a header
 /// alone is not worth a file).
-pub fn rotate_shared(path: &Path, to: &Path, header_bytes: u64) -> std::io::Result<bool> {
+pub(crate) fn rotate_shared(path: &Path, to: &Path, header_bytes: u64) -> std::io::Result<bool> {
     loop {
         let f = match File::open(path) {
             Ok(f) => f,
@@ -345,16 +346,6 @@ pub fn rotate_shared(path: &Path, to: &Path, header_bytes: u64) -> std::io::Resu
         std::fs::rename(path, to)?;
         return Ok(true);
     }
-}
-
-/// Appends `bytes` (whole rows) to a file from [`open_append`] in one locked write.
-pub fn append_locked(f: &File, bytes: &[u8]) -> std::io::Result<()> {
-    if bytes.is_empty() {
-        return Ok(());
-    }
-    let _lock = Locked::new(f)?;
-    let mut w = f;
-    w.write_all(bytes)
 }
 
 /// Where the writer thread puts rows: a plain file, a file shared with other writers
@@ -505,10 +496,10 @@ pub struct Rotate {
     pub name: Box<dyn Fn(u64) -> String + Send>,
     /// Called on the writer thread with each chunk as it closes, and with the last one
     /// (still at the sink's path) when the sink finishes.
-    pub on_close: Box<dyn FnMut(&Closed) + Send>,
+    pub(crate) on_close: Box<dyn FnMut(&Closed) + Send>,
     /// Which cell of a row holds its `t_ns` (0: the first; the agents' files, which
     /// begin with `node`, 1). The cell must come before any quoted one.
-    pub t_cell: usize,
+    pub(crate) t_cell: usize,
 }
 
 /// A chunk that was closed: fsynced, renamed into [`Rotate::dir`] (or, the last one,

@@ -1,7 +1,5 @@
 //! The bottom of a run section: the events and the samplers' health.
 
-use serde_json::Value;
-
 use crate::run::Run;
 use crate::Summary;
 use std::fmt::Write as _;
@@ -34,11 +32,7 @@ pub(super) fn events(s: &mut String, run: &Run) {
         .iter()
         .take(MAX_EVENT_ROWS)
         .map(|e| {
-            let detail = match e.detail() {
-                Value::Object(m) if m.is_empty() => String::new(),
-                Value::Null => String::new(),
-                d => d.to_string(),
-            };
+            let detail = e.detail_text();
             (
                 (e.kind() == "error").then_some("lvl-fail"),
                 vec![

@@ -112,7 +112,7 @@ pub fn page(title: &str, body_fragments: &[String]) -> String {
 }
 
 /// The run's name: its directory's last component.
-pub fn run_name(run: &Run) -> String {
+fn run_name(run: &Run) -> String {
     run.dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -122,7 +122,7 @@ pub fn run_name(run: &Run) -> String {
 /// The `id` of a run's `<section>` (`run-` and the run name with anything but
 /// `[A-Za-z0-9_-]` replaced by `-`), for links from a study table. Unique as long as the
 /// run names are.
-pub fn section_id(run: &Run) -> String {
+fn section_id(run: &Run) -> String {
     let n: String = run_name(run)
         .chars()
         .map(|c| {

@@ -17,13 +17,13 @@ use format::agents::{self, AgentsMeta, NodeDisk, NodeSeries};
 /// The nodes' broker samples: varz (`in_msgs`, `in_bytes`, `cpu_pct`, `mem_bytes`) and
 /// proc_io (`write_bytes`, `read_bytes`) per node.
 #[derive(Debug, Clone, Default)]
-pub struct Brokers {
+pub(crate) struct Brokers {
     pub varz: BTreeMap<String, NodeSeries>,
     pub proc_io: BTreeMap<String, NodeSeries>,
 }
 
-pub const VARZ_COLUMNS: [&str; 4] = ["in_msgs", "in_bytes", "cpu_pct", "mem_bytes"];
-pub const PROC_IO_COLUMNS: [&str; 2] = ["write_bytes", "read_bytes"];
+const VARZ_COLUMNS: [&str; 4] = ["in_msgs", "in_bytes", "cpu_pct", "mem_bytes"];
+const PROC_IO_COLUMNS: [&str; 2] = ["write_bytes", "read_bytes"];
 
 impl Brokers {
     pub fn read(dir: &std::path::Path) -> anyhow::Result<Brokers> {

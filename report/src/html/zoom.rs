@@ -7,7 +7,7 @@
 //! hands the x range of the chart that moved to every other one); the legend shows the
 //! values under the cursor; events are dashed lines, the write bursts shaded spans.
 //!
-//! Data: per device, write and read MiB/s per window (`analysis::window_rates`, the same
+//! Data: per device, write and read MiB/s per window (`analysis::window_sums` over the window, the same
 //! intervals the static timeline draws) at 1 ms while the page's points stay within
 //! [`POINT_BUDGET`]; above it, at the finest of 10 ms, 100 ms, 1 s, 10 s that fits, and
 //! the page says so. Then the load's rate and latency panels, page cache and CPU as the
@@ -35,10 +35,10 @@ use super::escape;
 use ::format::envelopes::LEVELS_NS;
 
 /// At most this many values in the page (all devices' series together).
-pub const POINT_BUDGET: usize = 2_000_000;
+const POINT_BUDGET: usize = 2_000_000;
 
 /// Window widths the device series may use, finest first.
-pub const WIDTHS_NS: [u64; 5] = [
+const WIDTHS_NS: [u64; 5] = [
     1_000_000,
     10_000_000,
     100_000_000,
@@ -47,11 +47,11 @@ pub const WIDTHS_NS: [u64; 5] = [
 ];
 
 /// The two files the page inlines.
-pub const JS_FILE: &str = "uPlot.iife.min.js";
-pub const CSS_FILE: &str = "uPlot.min.css";
+const JS_FILE: &str = "uPlot.iife.min.js";
+const CSS_FILE: &str = "uPlot.min.css";
 
 /// Where `scripts/setup` installs uPlot (`npm install --prefix /usr/local/share/diskpulse`).
-pub const SETUP_DIR: &str = "/usr/local/share/diskpulse/node_modules/uplot/dist";
+const SETUP_DIR: &str = "/usr/local/share/diskpulse/node_modules/uplot/dist";
 
 /// uPlot's script and stylesheet, read from disk.
 pub struct Uplot {
@@ -103,7 +103,7 @@ pub fn find_uplot() -> Result<Uplot, String> {
 
 /// The window width for the device series: the finest in [`WIDTHS_NS`] whose points
 /// (`series` series over the run) fit [`POINT_BUDGET`] beside `other_points`.
-pub fn resolution_ns(duration_ns: u64, series: usize, other_points: usize) -> u64 {
+fn resolution_ns(duration_ns: u64, series: usize, other_points: usize) -> u64 {
     let left = POINT_BUDGET.saturating_sub(other_points);
     for w in WIDTHS_NS {
         if series * duration_ns.div_ceil(w) as usize <= left {
@@ -122,9 +122,9 @@ fn taken(title: &str) -> bool {
 }
 
 /// How far around a write burst its 1 ms windows are embedded in a long run's page.
-pub const BURST_MARGIN_NS: u64 = 1_000_000_000;
+const BURST_MARGIN_NS: u64 = 1_000_000_000;
 /// A burst longer than this gets 1 ms windows for its first this-long only.
-pub const BURST_MAX_NS: u64 = 20_000_000_000;
+const BURST_MAX_NS: u64 = 20_000_000_000;
 
 /// What the page embeds for the device charts: `layers[0]` covers the whole run, the
 /// rest (long runs only) are 1 ms windows around bursts.
@@ -132,7 +132,7 @@ pub struct Embedded {
     pub layers: Vec<Span>,
     /// The bursts (`[t0, t1)` ns) whose neighbourhood holds 1 ms windows, and how many
     /// bursts the run has.
-    pub bursts_at_1ms: Vec<(u64, u64)>,
+    bursts_at_1ms: Vec<(u64, u64)>,
     pub bursts: usize,
 }
 
@@ -265,7 +265,7 @@ fn in_order(sp: &mut Span, busy: &[&crate::run::Disk]) {
 
 /// The page data (JSON): the device layers ([`embedded`]) of `devices` (the report's, in
 /// its order), the taken panels, events and bursts; with what was embedded.
-pub fn data_json(run: &Run, timeline: &Timeline, devices: &[String]) -> (String, Embedded) {
+fn data_json(run: &Run, timeline: &Timeline, devices: &[String]) -> (String, Embedded) {
     let duration = run.duration_ns.max(1);
     let panels: Vec<_> = timeline.panels.iter().filter(|p| taken(&p.title)).collect();
     let other: usize = panels

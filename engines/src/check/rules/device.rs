@@ -16,7 +16,7 @@ pub struct DeviceCtx<'a> {
 
 impl DeviceCtx<'_> {
     /// A partition whose whole disk is also listed (that disk's cache is judged there).
-    pub fn disk_listed(&self) -> bool {
+    pub(crate) fn disk_listed(&self) -> bool {
         self.dev
             .dev
             .parent
@@ -73,7 +73,7 @@ impl DeviceCtx<'_> {
     }
 }
 
-pub type DeviceRule = Rule<fn(&DeviceCtx<'_>) -> Option<Said>>;
+type DeviceRule = Rule<fn(&DeviceCtx<'_>) -> Option<Said>>;
 
 /// Advice for a cache that is off where an array's cache should be on.
 const CHECK_ARRAY_CACHE: &str = "on an array LUN or RAID controller, check that its cache is \
@@ -81,7 +81,7 @@ const CHECK_ARRAY_CACHE: &str = "on an array LUN or RAID controller, check that 
      the array cache forcibly off";
 
 /// The cache and identity of a device, in report order.
-pub const CACHE: &[DeviceRule] = &[
+pub(crate) const CACHE: &[DeviceRule] = &[
     Rule {
         code: "write-cache-on",
         levels: &[Pass],

@@ -8,24 +8,24 @@ use collectors::check::kind::DeviceKind;
 
 /// The p50 latencies of a measured run and what the devices on top say about caching.
 pub struct Measured {
-    pub direct_p50_us: f64,
-    pub dsync_p50_us: f64,
-    pub fdatasync_p50_us: f64,
+    direct_p50_us: f64,
+    dsync_p50_us: f64,
+    fdatasync_p50_us: f64,
     /// The devices that hold the path, comma-separated.
     pub devs: String,
     /// Some of them say "write back" / "write through".
-    pub any_write_back: bool,
-    pub any_write_through: bool,
+    any_write_back: bool,
+    any_write_through: bool,
     /// All of them take FUA writes.
     pub fua: bool,
     /// Durable writes within [`SAME_COST_RATIO`] of plain ones.
-    pub same_cost: bool,
+    same_cost: bool,
     /// The most durable writes per second of the two durable modes.
-    pub durable_per_s: f64,
+    durable_per_s: f64,
 }
 
 /// A target's flush tests: their outcome and, when measured with every mode, the figures.
-pub struct TestsCtx<'a> {
+pub(crate) struct TestsCtx<'a> {
     pub target: &'a TargetFacts,
     pub outcome: &'a FlushOutcome,
     pub measured: Option<Measured>,
@@ -76,10 +76,10 @@ impl<'a> TestsCtx<'a> {
     }
 }
 
-pub type TestsRule = Rule<fn(&TestsCtx<'_>) -> Option<Said>>;
+type TestsRule = Rule<fn(&TestsCtx<'_>) -> Option<Said>>;
 
 /// The flush tests of a target, in report order (at most one applies).
-pub const TESTS: &[TestsRule] = &[
+pub(crate) const TESTS: &[TestsRule] = &[
     Rule {
         code: "flush-cost",
         levels: &[Pass],
@@ -242,11 +242,11 @@ pub const TESTS: &[TestsRule] = &[
 
 /// A spinning disk at the bottom of a measured target's stack, with the durable write
 /// rate the tests reached.
-pub struct RateCtx<'a> {
+pub(crate) struct RateCtx<'a> {
     pub disk: &'a DeviceFacts,
-    pub durable_per_s: f64,
+    durable_per_s: f64,
     /// Some device on top says "write through" (no flushes are sent).
-    pub any_write_through: bool,
+    any_write_through: bool,
 }
 
 impl<'a> RateCtx<'a> {
@@ -269,10 +269,10 @@ impl<'a> RateCtx<'a> {
     }
 }
 
-pub type RateRule = Rule<fn(&RateCtx<'_>) -> Option<Said>>;
+type RateRule = Rule<fn(&RateCtx<'_>) -> Option<Said>>;
 
 /// Durable writes per second against the physical limit of a spinning disk (one applies).
-pub const RATES: &[RateRule] = &[
+pub(crate) const RATES: &[RateRule] = &[
     Rule {
         code: "flush-rate-impossible",
         levels: &[Fail, Warn],

@@ -23,7 +23,7 @@ impl<'a> MountCtx<'a> {
     }
 }
 
-pub type MountRule = Rule<fn(&MountCtx<'_>) -> Option<Said>>;
+type MountRule = Rule<fn(&MountCtx<'_>) -> Option<Said>>;
 
 /// A target's mount options, in report order.
 pub const MOUNT: &[MountRule] = &[

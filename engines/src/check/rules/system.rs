@@ -4,7 +4,7 @@
 use super::{said, Level::*, Rule, Said, DIRTY_PENDING_MIB};
 use crate::check::Facts;
 
-pub type SystemRule = Rule<fn(&Facts) -> Option<Said>>;
+type SystemRule = Rule<fn(&Facts) -> Option<Said>>;
 
 /// A `vm.dirty_*` threshold as printed, and in MiB when known: `*_bytes` wins when set,
 /// else `*_ratio` of the dirtyable memory.
@@ -25,7 +25,7 @@ fn threshold(f: &Facts, bytes: Option<u64>, ratio: Option<u64>) -> (String, Opti
 }
 
 /// A clock read above this is not a vDSO read (a system call or a hypervisor exit).
-pub const SLOW_CLOCK_READ_NS: f64 = 500.0;
+const SLOW_CLOCK_READ_NS: f64 = 500.0;
 
 /// A clock step as the finding prints it.
 fn step(ns: u64) -> String {
@@ -37,7 +37,7 @@ fn step(ns: u64) -> String {
 }
 
 /// The machine, in report order.
-pub const SYSTEM: &[SystemRule] = &[
+pub(crate) const SYSTEM: &[SystemRule] = &[
     Rule {
         code: "dirty-settings",
         levels: &[Info],

@@ -211,7 +211,7 @@ impl DiskSampler {
 
     /// [`DiskSampler::new`], the file and envelopes.csv.gz cut into chunks by `flight`
     /// (`record --chunk`).
-    pub fn new_chunked(
+    pub(crate) fn new_chunked(
         source: DiskSource,
         filter: DeviceFilter,
         names: &[(u32, u32, String)],
@@ -241,7 +241,7 @@ impl DiskSampler {
 
     /// A sampler writing its rows (the `diskstats.csv.gz` rows, no header) into `sink`,
     /// with or without envelopes: the agent's, whose sink is a channel to the wire.
-    pub fn with_sink(
+    pub(crate) fn with_sink(
         source: DiskSource,
         filter: DeviceFilter,
         names: &[(u32, u32, String)],
@@ -305,12 +305,12 @@ impl DiskSampler {
     }
 
     /// Feeds every sample to `tap` too (`record --listen`).
-    pub fn set_live(&mut self, tap: crate::live::Tap) {
+    pub(crate) fn set_live(&mut self, tap: crate::live::Tap) {
         self.live = Some(tap);
     }
 
     /// Feeds every sample to the triggers too (`record --trigger`).
-    pub fn set_triggers(&mut self, feed: crate::recording::chunks::TriggerFeed) {
+    pub(crate) fn set_triggers(&mut self, feed: crate::recording::chunks::TriggerFeed) {
         self.triggers = Some(feed);
     }
 
@@ -491,7 +491,7 @@ impl DiskSampler {
 }
 
 /// Starts the diskstats sampler thread.
-pub fn spawn_disk(
+pub(crate) fn spawn_disk(
     mut s: DiskSampler,
     interval_ns: u64,
     stop: Arc<AtomicBool>,

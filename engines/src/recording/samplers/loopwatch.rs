@@ -11,11 +11,11 @@
 use std::path::{Path, PathBuf};
 
 /// How often a loop device's binding is looked at.
-pub const CHECK_NS: u64 = 100_000_000;
+const CHECK_NS: u64 = 100_000_000;
 
 /// One loop device's binding, as last seen.
 #[derive(Debug)]
-pub struct LoopWatch {
+pub(crate) struct LoopWatch {
     backing_file: PathBuf,
     /// The file it was bound to when last seen bound (for the event).
     pub backing: String,
@@ -25,7 +25,7 @@ pub struct LoopWatch {
 
 /// What changed since the last look.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Change {
+pub(crate) enum Change {
     Detached,
     Attached,
 }
@@ -33,7 +33,7 @@ pub enum Change {
 impl LoopWatch {
     /// A watch for `name` when it is a loop device bound to a file now; `None` otherwise
     /// (not a loop device, or not bound: nothing to lose).
-    pub fn for_device(sysfs: &Path, name: &str) -> Option<LoopWatch> {
+    pub(crate) fn for_device(sysfs: &Path, name: &str) -> Option<LoopWatch> {
         let rest = name.strip_prefix("loop")?;
         if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
             return None;

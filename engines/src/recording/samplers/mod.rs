@@ -32,9 +32,10 @@ use crate::recording::session::SamplerSetup;
 use crate::recording::writer::ChunkSink;
 use crate::recording::EventLog;
 
-pub use disk::{diskstats_header, spawn_disk, DeviceFilter, DiskSampler, DiskSource};
-pub use proc::{cpu_row, mem_row, spawn_proc, spawn_proc_to, ProcSource};
-pub use procio::{spawn_procio, spawn_procio_to, DEFAULT_INTERVAL_NS as PROC_IO_INTERVAL_NS};
+pub(crate) use disk::spawn_disk;
+pub use disk::{diskstats_header, DeviceFilter, DiskSampler, DiskSource};
+pub(crate) use proc::{cpu_row, mem_row, spawn_proc_to, ProcSource};
+pub(crate) use procio::{spawn_procio_to, DEFAULT_INTERVAL_NS as PROC_IO_INTERVAL_NS};
 
 /// A running sampler thread.
 pub struct SamplerThread {
@@ -55,7 +56,7 @@ impl SamplerThread {
 
 /// What the diskstats sampler of a [`SamplerSetup`] reads: which devices, their names,
 /// and from where (`/proc/diskstats` or the devices' sysfs `stat` files).
-pub struct DiskPlan {
+pub(crate) struct DiskPlan {
     pub filter: DeviceFilter,
     /// `(major, minor, name)` of each listed device; empty = every device.
     pub names: Vec<(u32, u32, String)>,

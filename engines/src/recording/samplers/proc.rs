@@ -1,7 +1,6 @@
 //! The meminfo and cpu samplers: a small `/proc` file re-read into a reused buffer every
 //! interval and parsed into a fixed row of numbers (format in `super`).
 
-use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -15,31 +14,17 @@ use crate::recording::EventLog;
 use format::csv::put_u64;
 
 /// A small `/proc` file parsed into a fixed row of numbers.
-pub struct ProcSource<const N: usize> {
+pub(crate) struct ProcSource<const N: usize> {
     pub name: &'static str,
     /// Output file name in the run directory.
     pub file: &'static str,
-    pub proc_path: std::path::PathBuf,
+    pub(crate) proc_path: std::path::PathBuf,
     pub columns: [&'static str; N],
     pub parse: fn(&[u8]) -> [u64; N],
 }
 
-/// Starts a sampler thread for a [`ProcSource`].
-pub fn spawn_proc<const N: usize>(
-    src: ProcSource<N>,
-    out_dir: &Path,
-    clock: Clock,
-    interval_ns: u64,
-    stop: Arc<AtomicBool>,
-    events: EventLog,
-) -> anyhow::Result<SamplerThread> {
-    let header = format::procfs::header(&src.columns);
-    let sink = ChunkSink::create(&out_dir.join(src.file), &header, false)?;
-    spawn_proc_to(src, sink, clock, interval_ns, stop, events)
-}
-
-/// [`spawn_proc`] writing its rows (no header) into `sink`: the agent's channel.
-pub fn spawn_proc_to<const N: usize>(
+/// Starts a sampler thread for a [`ProcSource`], writing its rows (no header) into `sink`.
+pub(crate) fn spawn_proc_to<const N: usize>(
     src: ProcSource<N>,
     mut sink: ChunkSink,
     clock: Clock,
@@ -93,12 +78,12 @@ pub fn spawn_proc_to<const N: usize>(
     Ok(SamplerThread { name, file, handle })
 }
 
-/// meminfo parse adapter for [`spawn_proc`].
-pub fn mem_row(b: &[u8]) -> [u64; 4] {
+/// meminfo parse adapter for [`spawn_proc_to`].
+pub(crate) fn mem_row(b: &[u8]) -> [u64; 4] {
     procstat::parse_meminfo(b).values()
 }
 
-/// /proc/stat parse adapter for [`spawn_proc`].
-pub fn cpu_row(b: &[u8]) -> [u64; 10] {
+/// /proc/stat parse adapter for [`spawn_proc_to`].
+pub(crate) fn cpu_row(b: &[u8]) -> [u64; 10] {
     procstat::parse_stat(b).values()
 }

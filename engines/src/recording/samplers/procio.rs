@@ -22,31 +22,15 @@ use super::SamplerThread;
 use crate::recording::writer::ChunkSink;
 use crate::recording::EventLog;
 use format::events::{Body, ProcIoGone};
-use format::proc_io::{ProcIoRow, FILE, HEADER};
+use format::proc_io::{ProcIoRow, FILE};
 
 /// The default interval: 10 ms.
-pub const DEFAULT_INTERVAL_NS: u64 = 10_000_000;
+pub(crate) const DEFAULT_INTERVAL_NS: u64 = 10_000_000;
 
 /// Opens every pid's `io` (an error naming the first that cannot be opened) and starts
-/// the sampler thread writing `out_dir/proc_io.csv`.
-pub fn spawn_procio(
-    procfs: &Path,
-    pids: Arc<std::sync::Mutex<Vec<u32>>>,
-    out_dir: &Path,
-    clock: Clock,
-    interval_ns: u64,
-    stop: Arc<AtomicBool>,
-    events: EventLog,
-) -> anyhow::Result<SamplerThread> {
-    // The pids there now are opened here (an error names the first that cannot be);
-    // those added later (a node started again) by the thread as they come.
-    let sink = ChunkSink::create(&out_dir.join(FILE), HEADER, false)?;
-    spawn_procio_to(procfs, pids, sink, clock, interval_ns, stop, events)
-}
-
-/// As [`spawn_procio`], the rows going to `sink` (a file, or a channel: the agent's
+/// the sampler thread, the rows going to `sink` (a file, or a channel: the agent's
 /// batches, [`crate::agent::node`]).
-pub fn spawn_procio_to(
+pub(crate) fn spawn_procio_to(
     procfs: &Path,
     pids: Arc<std::sync::Mutex<Vec<u32>>>,
     mut sink: ChunkSink,
