@@ -322,11 +322,12 @@ fn a_backlog_completing_at_once_is_bunching_and_the_named_volume_leads_its_backi
         .map(|d| d["name"].as_str().unwrap())
         .collect();
     assert_eq!(kept, [iname.as_str()]);
-    assert!(s1["headline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|h| h.as_str().unwrap().starts_with(&format!("{iname}: "))),
+    assert!(
+        s1["headline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|h| h.as_str().unwrap().starts_with(&format!("{iname}: "))),
         "{:#}",
         s1["headline"]
     );
