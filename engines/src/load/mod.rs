@@ -12,6 +12,7 @@
 pub mod amqp;
 mod args;
 pub mod client_chart;
+mod cmd_args;
 pub mod collect;
 pub mod connect;
 pub mod content;
@@ -35,6 +36,7 @@ pub use args::{
     args_from, storage_type, AckMode, LoadArgs, Mode, QueueType, Storage, DEFAULT_MAX_PAYLOAD,
     DEFAULT_WINDOW,
 };
+pub use cmd_args::LoadCmdArgs;
 pub use reconcile::StreamCheck;
 
 use std::path::PathBuf;
