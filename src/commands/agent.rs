@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::record::SamplerArgs;
 use ::format::cli::{parse_duration, parse_size};
 use ::format::usage;
 use engines::agent::{check_node_name, node, ENV_SKEW};
 use engines::load::connect::ConnectArgs;
+use engines::recording::SamplerArgs;
 
 #[derive(Args, Debug)]
 pub struct AgentArgs {

@@ -62,7 +62,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
             a.devices
         ));
     }
-    let min = crate::commands::record::MIN_INTERVAL;
+    let min = engines::recording::MIN_INTERVAL;
     if a.interval < min || a.interval > a.duration {
         return Err(::format::usage!(
             "--interval {} must be between {} (below it the read itself dominates) and --duration {}",

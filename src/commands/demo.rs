@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::commands::record::SamplerArgs;
 use crate::session::{BrokerPlan, RecordTo, Session, Threads};
 use ::format::cli::{parse_duration, parse_size};
 use ::format::events::Body;
@@ -21,6 +20,7 @@ use ::report::{self, ReportOptions};
 use engines::broker::{self, ClusterOptions, SyncMode};
 use engines::load::{self, output};
 use engines::recording::session::default_run_dir;
+use engines::recording::SamplerArgs;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {

@@ -7,55 +7,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use clap::Args;
 use collectors::clock::Clock;
 
-use crate::commands::record::SamplerArgs;
 use crate::session::{BrokerPlan, RecordTo, Session, Threads};
 use ::format::usage;
 use ::report::{self, ReportOptions};
 use engines::broker::{self, ClusterOptions, SyncMode};
 use engines::load::{self, output, LoadArgs};
 use engines::recording::session::default_run_dir;
+use engines::recording::SamplerArgs;
 
-#[derive(Args, Debug)]
-pub struct LoadCmdArgs {
-    #[command(flatten)]
-    pub load: LoadArgs,
-    /// Embedded broker: nodes on loopback (1, 3 or 5) when no --server is given.
-    #[arg(long, default_value_t = 1)]
-    pub cluster: usize,
-    /// Embedded broker: JetStream store directory per node (comma-separated; default: fresh
-    /// directories under /var/tmp, removed afterwards).
-    #[arg(long, value_delimiter = ',', value_name = "DIR,..")]
-    pub store_dir: Vec<PathBuf>,
-    /// Embedded broker: JetStream sync_interval, `always` or a duration.
-    #[arg(long, default_value = "5s")]
-    pub sync_interval: String,
-    /// Embedded broker: the nats-server binary (default: found on PATH).
-    #[arg(long, value_name = "PATH")]
-    pub nats_server: Option<PathBuf>,
-    /// Monitoring URL of a server to poll (/varz, /jsz) into the recording; repeatable.
-    /// Embedded servers are polled without it.
-    #[arg(long = "monitor", value_name = "URL")]
-    pub monitors: Vec<String>,
-    /// How often to poll the servers' /varz and /jsz when recording.
-    #[arg(long, default_value = "250ms", value_parser = ::format::cli::parse_duration)]
-    pub monitor_interval: std::time::Duration,
-    /// Record the disks (the store's devices, or --device/--path) beside the load, then report.
-    #[arg(long)]
-    pub record: bool,
-    /// With --record and the embedded broker: trace the servers' sync calls (fsync,
-    /// fdatasync, ...) and every block request of the recorded devices through tracefs
-    /// (root). Without root or tracefs: one line, and the load runs without it.
-    #[arg(long)]
-    pub trace: bool,
-    /// Run directory for --record. Default: diskpulse-runs/<time>-load.
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    #[command(flatten)]
-    pub samplers: SamplerArgs,
-}
+pub use engines::load::LoadCmdArgs;
 
 /// How a run's results are printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -77,7 +77,7 @@ Examples:
   diskpulse check /var/lib/nats
   diskpulse check /mnt/vol0 --quick --json
   diskpulse check /dev/vdb --strict")]
-    Check(check::CheckArgs),
+    Check(engines::check::CheckArgs),
     /// The load generator: core pub/sub, request/reply, JetStream, KV, object store.
     #[command(after_help = "\
 Examples:

@@ -8,100 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use collectors::devices::{self, Device, Resolver};
 
 use ::format::cli::{fmt_duration, parse_duration};
 use ::format::events::{self as ev, Body};
 use ::format::usage;
-use engines::recording::session::{default_run_dir, Recording, SamplerSetup};
-use engines::recording::TraceSetup;
-
-/// Shortest diskstats interval accepted: below 100 us the read itself dominates.
-pub const MIN_INTERVAL: Duration = Duration::from_micros(100);
-
-#[derive(Args, Debug, Clone)]
-pub struct SamplerArgs {
-    /// Device to record: a name (vda, /dev/loop0) or MAJ:MIN (7:0). Repeatable.
-    #[arg(long = "device", value_name = "D")]
-    pub devices: Vec<String>,
-    /// Record the block devices that really hold this path (through partitions, loop
-    /// devices and btrfs members). Repeatable.
-    #[arg(long = "path", value_name = "P")]
-    pub paths: Vec<PathBuf>,
-    /// diskstats sampling interval (at least 100us).
-    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
-    pub interval: Duration,
-    /// /proc/meminfo (Dirty, Writeback) sampling interval.
-    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
-    pub mem_interval: Duration,
-    /// /proc/stat (CPU, iowait) sampling interval.
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
-    pub cpu_interval: Duration,
-}
-
-impl SamplerArgs {
-    /// Refuses an interval longer than the run: its sampler would keep the run going
-    /// past `--duration` (`--duration 300ms --cpu-interval 12s` recorded 12 s) or give
-    /// one sample, which is no rate.
-    pub fn check_within(&self, duration: Duration) -> anyhow::Result<()> {
-        for (flag, v) in [
-            ("--interval", self.interval),
-            ("--mem-interval", self.mem_interval),
-            ("--cpu-interval", self.cpu_interval),
-        ] {
-            if v > duration {
-                return Err(usage!(
-                    "{flag} {} is longer than --duration {}: a sampler needs at least two samples in the run for a rate; the limit is the duration: shorten {flag} or lengthen --duration",
-                    fmt_duration(v),
-                    fmt_duration(duration)
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Validates intervals and resolves devices; touches nothing on disk.
-    pub fn setup(&self) -> anyhow::Result<SamplerSetup> {
-        for (flag, v, min) in [
-            ("--interval", self.interval, MIN_INTERVAL),
-            (
-                "--mem-interval",
-                self.mem_interval,
-                Duration::from_millis(1),
-            ),
-            (
-                "--cpu-interval",
-                self.cpu_interval,
-                Duration::from_millis(1),
-            ),
-        ] {
-            if v < min {
-                return Err(usage!(
-                    "{flag} {} is too short: the shortest is {}",
-                    fmt_duration(v),
-                    fmt_duration(min)
-                ));
-            }
-        }
-        let r = Resolver::default();
-        let mut lists: Vec<Vec<Device>> = vec![];
-        for d in &self.devices {
-            lists.push(r.for_spec(d).map_err(|e| usage!("--device: {e}"))?);
-        }
-        for p in &self.paths {
-            lists.push(r.for_path(p).map_err(|e| usage!("--path: {e}"))?);
-        }
-        Ok(SamplerSetup {
-            devices: devices::merge(lists),
-            disk_interval: self.interval,
-            mem_interval: self.mem_interval,
-            cpu_interval: self.cpu_interval,
-            procfs: PathBuf::from("/proc"),
-            trace: None,
-            chunks: Default::default(),
-        })
-    }
-}
+use engines::recording::session::{default_run_dir, Recording};
+use engines::recording::{SamplerArgs, TraceSetup};
 
 #[derive(Args, Debug)]
 pub struct RecordArgs {

@@ -21,8 +21,7 @@ use std::time::Duration;
 
 use super::schedule::{Anchor, Schedule};
 use super::spec::{PhaseDecl, Scenario};
-use super::validate::{child_command, Checked};
-use crate::commands::Command;
+use super::validate::{child_command, Checked, ChildCommand};
 use format::cli::parse_duration;
 use format::units::bytes_exact;
 
@@ -92,7 +91,7 @@ pub fn phase_time(s: &Scenario, p: &PhaseDecl) -> PhaseTime {
             "the nodes' start and store recovery".into(),
         ),
         ("stop", _) | ("kill", _) => known(0.0),
-        (_, Some(Command::Load(a))) => {
+        (_, Some(ChildCommand::Load(a))) => {
             let l = &a.load;
             match (l.duration, l.total_ops(), l.rate) {
                 (Some(d), None, _) => known(d.as_secs_f64()),
@@ -113,7 +112,7 @@ pub fn phase_time(s: &Scenario, p: &PhaseDecl) -> PhaseTime {
                 (None, None, _) => partly(0.0, "until it is stopped or drained".into()),
             }
         }
-        (_, Some(Command::Probe(a))) => match engines::probe::planned(&a) {
+        (_, Some(ChildCommand::Probe(a))) => match engines::probe::planned(&a) {
             Ok(pl) => {
                 let layout = format!("laying out its {} file", bytes_exact(pl.size_bytes));
                 match pl.runtime {
@@ -133,7 +132,7 @@ pub fn phase_time(s: &Scenario, p: &PhaseDecl) -> PhaseTime {
             }
             Err(_) => partly(0.0, "its arguments".into()),
         },
-        (_, Some(Command::Fsync(a))) => {
+        (_, Some(ChildCommand::Fsync(a))) => {
             let n = engines::fsync::planned_tests(&a).unwrap_or(0);
             partly(
                 n as f64 * a.secs_per_test.as_secs_f64(),
@@ -143,7 +142,7 @@ pub fn phase_time(s: &Scenario, p: &PhaseDecl) -> PhaseTime {
                 ),
             )
         }
-        (_, Some(Command::Check(a))) => {
+        (_, Some(ChildCommand::Check(a))) => {
             let modes = collectors::check::flush::Mode::ALL.len() as f64;
             let tests = if a.quick {
                 Duration::ZERO
@@ -472,7 +471,7 @@ pub fn plan(c: &Checked, out: Out, lab_root: &Path, trace: bool) -> Plan {
             }
             let target = p.volume.as_ref().and_then(|v| vol_dir(v.get_ref()));
             let file = match (kind, child_command(cs, p)) {
-                (_, Some(Command::Probe(a))) => {
+                (_, Some(ChildCommand::Probe(a))) => {
                     let pl = engines::probe::planned(&a).ok();
                     let path = match (&target, &a.filename) {
                         (Some((d, _)), _) => Some(d.join(format!("diskpulse-probe-{i}.dat"))),
@@ -503,7 +502,7 @@ pub fn plan(c: &Checked, out: Out, lab_root: &Path, trace: bool) -> Plan {
                         _ => None,
                     }
                 }
-                (_, Some(Command::Fsync(_))) => target.as_ref().map(|(d, _)| Space {
+                (_, Some(ChildCommand::Fsync(_))) => target.as_ref().map(|(d, _)| Space {
                     what: format!("phase #{i} fsync test file (removed after it)"),
                     path: d.join(".diskpulse-fsync.<pid>"),
                     bytes: engines::fsync::TEST_FILE_BYTES,

@@ -22,12 +22,15 @@
 use std::ops::Range;
 use std::path::Path;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 use super::run::{cell_text, lab_spec};
 use super::spec::{self, err_at, key_span, Cell, Scenario, SpecError};
-use crate::commands::{Cli, Command};
 use engines::broker::SyncMode;
+use engines::check::CheckArgs;
+use engines::fsync::FsyncArgs;
+use engines::load::LoadCmdArgs;
+use engines::probe::ProbeArgs;
 use format::cli::{parse_duration, parse_size};
 
 /// The most runs (cells x repeat) one study may have. A run takes seconds to minutes and
@@ -420,6 +423,26 @@ fn check_path(name: &str, p: &str, create: bool) -> Option<String> {
     }
 }
 
+/// A phase's child command line (`diskpulse load|probe|fsync|check ...`), parsed with
+/// the argument types the commands themselves flatten (engines' [`LoadCmdArgs`],
+/// [`ProbeArgs`], [`FsyncArgs`], [`CheckArgs`]), so a phase's arguments are read exactly
+/// as the child will read them. Only the kinds a phase runs as a child.
+#[derive(Parser, Debug)]
+#[command(name = "diskpulse")]
+struct ChildCli {
+    #[command(subcommand)]
+    command: ChildCommand,
+}
+
+/// The parsed arguments of a phase's child, one variant per kind that runs one.
+#[derive(Subcommand, Debug)]
+pub(super) enum ChildCommand {
+    Load(Box<LoadCmdArgs>),
+    Probe(Box<ProbeArgs>),
+    Fsync(FsyncArgs),
+    Check(CheckArgs),
+}
+
 /// The command line of the child a phase runs (`diskpulse load|probe|fsync|check ...`),
 /// with the arguments the phase adds (target, output format, server) filled in as
 /// [`super::phases`] does, placeholders where only the run knows the value; `None` for
@@ -472,8 +495,8 @@ fn child_argv(s: &Scenario, p: &spec::PhaseDecl) -> Option<Vec<String>> {
 /// The parsed command of a phase's child, for a phase of a checked scenario
 /// ([`check_study`] passed): what `run --dry-run` reads durations and sizes from. `None`
 /// for a phase that runs no child.
-pub(super) fn child_command(s: &Scenario, p: &spec::PhaseDecl) -> Option<Command> {
-    Cli::try_parse_from(child_argv(s, p)?)
+pub(super) fn child_command(s: &Scenario, p: &spec::PhaseDecl) -> Option<ChildCommand> {
+    ChildCli::try_parse_from(child_argv(s, p)?)
         .ok()
         .map(|c| c.command)
 }
@@ -526,7 +549,12 @@ fn check_args(
         }
         return Ok(());
     };
-    let checked = match Cli::try_parse_from(&argv) {
+    let checked = match ChildCli::try_parse_from(&argv) {
+        // `--help` parses as a request to print the help, which a phase cannot do.
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => Err(
+            "--help prints the command's help and runs nothing; remove it from the phase's args (`diskpulse KIND --help` shows it)"
+                .replace("KIND", kind),
+        ),
         // clap's message on one line: the error and its hints, not its usage block.
         Err(e) => Err(e
             .to_string()
@@ -539,13 +567,10 @@ fn check_args(
             .trim_start_matches("error: ")
             .to_string()),
         Ok(cli) => match cli.command {
-            Command::Load(a) => a.load.validate().map_err(|e| format!("{e:#}")),
-            Command::Probe(a) => engines::probe::check_args(&a).map_err(|e| format!("{e:#}")),
-            Command::Fsync(a) => engines::fsync::check_args(&a).map_err(|e| format!("{e:#}")),
-            Command::Check(a) => {
-                crate::commands::check::check_args(&a).map_err(|e| format!("{e:#}"))
-            }
-            _ => Ok(()),
+            ChildCommand::Load(a) => a.load.validate().map_err(|e| format!("{e:#}")),
+            ChildCommand::Probe(a) => engines::probe::check_args(&a).map_err(|e| format!("{e:#}")),
+            ChildCommand::Fsync(a) => engines::fsync::check_args(&a).map_err(|e| format!("{e:#}")),
+            ChildCommand::Check(a) => engines::check::check_args(&a).map_err(|e| format!("{e:#}")),
         },
     };
     checked.map_err(|e| {

@@ -15,6 +15,7 @@
 //! Order matters: the I/O sample runs before our own test writes, so the devices'
 //! counters show other people's I/O only.
 
+mod args;
 pub mod render;
 pub mod rules;
 
@@ -34,6 +35,7 @@ use collectors::check::vm::{DirtyMemory, DirtySettings};
 use collectors::devices::Device;
 use collectors::mounts::Mount;
 
+pub use args::{check_args, CheckArgs};
 pub use gather::gather;
 pub use resolve::resolve_all;
 

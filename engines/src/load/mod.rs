@@ -12,6 +12,7 @@
 pub mod amqp;
 mod args;
 pub mod client_chart;
+mod cmd_args;
 pub mod collect;
 pub mod connect;
 pub mod content;
@@ -31,9 +32,12 @@ mod roles;
 pub mod send;
 pub mod workers;
 
-pub use args::{args_from, LoadArgs, Mode, DEFAULT_MAX_PAYLOAD, DEFAULT_WINDOW};
-pub(crate) use args::{storage_type, AckMode};
-pub(crate) use reconcile::StreamCheck;
+pub(crate) use args::storage_type;
+pub use args::{
+    args_from, AckMode, LoadArgs, Mode, QueueType, Storage, DEFAULT_MAX_PAYLOAD, DEFAULT_WINDOW,
+};
+pub use cmd_args::LoadCmdArgs;
+pub use reconcile::StreamCheck;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64};

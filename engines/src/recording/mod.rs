@@ -6,12 +6,14 @@ pub mod chunks;
 pub mod envelopes;
 pub mod events;
 pub mod progress;
+mod sampler_args;
 pub mod samplers;
 pub mod session;
 pub mod trace;
 pub mod writer;
 
 pub use events::EventLog;
+pub use sampler_args::{SamplerArgs, MIN_INTERVAL};
 pub use session::{RecordSetup, Recording, SamplerSetup};
 pub use trace::TraceSetup;
 
