@@ -570,7 +570,7 @@ fn run_recorded(
                 session.set(&m)?;
                 session.set(&format::meta::BrokerNodes(node_devices))?;
             }
-            session.set(&format::meta::PhasesSection(phases))?;
+            session.set(&format::phases::PhasesSection(phases))?;
             match err {
                 Some(e) => Err(e),
                 None => Ok(()),

@@ -184,7 +184,7 @@ pub fn invalid_reason(run_dir: &Path) -> Option<String> {
                     ));
                 }
             }
-            "load" if ph.result["failures_expected"] != Value::Bool(true) => {
+            "load" if !ph.failures_expected() => {
                 let failed: Vec<String> = ph
                     .load()
                     .map(|l| l.roles)
