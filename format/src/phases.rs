@@ -29,6 +29,7 @@
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
+use super::load::StreamCheck;
 use super::meta::{LoadMeta, Meta, Section};
 
 /// meta.json `phases`: each phase's record as the scenario executor builds it.
@@ -258,33 +259,11 @@ impl LoadDocument {
     }
 
     /// The JetStream stream's count before and after the load (`None`: the document has
-    /// none, a core or AMQP load).
-    pub fn stream_check(&self) -> Option<StreamCheckMeta> {
+    /// none, a core or AMQP load, or it does not read).
+    pub fn stream_check(&self) -> Option<StreamCheck> {
         self.doc
             .get("stream_check")
-            .and_then(|v| StreamCheckMeta::deserialize(v).ok())
-    }
-}
-
-/// A load's `stream_check` (the load engine's `StreamCheck`), the parts a scenario reads:
-/// the stream's messages before and after the run and the publishes acked.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(default)]
-pub struct StreamCheckMeta {
-    pub acked: Option<u64>,
-    /// `None`: the server did not answer stream info after the run.
-    pub msgs_after: Option<u64>,
-    pub msgs_before: Option<u64>,
-}
-
-impl StreamCheckMeta {
-    /// Fewer messages stored during the run than were acked: an acked message is missing
-    /// from the stream (data loss). False when a count is not known.
-    pub fn lost_acked(&self) -> bool {
-        match (self.msgs_after, self.msgs_before, self.acked) {
-            (Some(after), Some(before), Some(acked)) => after.saturating_sub(before) < acked,
-            _ => false,
-        }
+            .and_then(|v| StreamCheck::deserialize(v).ok())
     }
 }
 
@@ -363,7 +342,7 @@ mod tests {
         };
         let load = d.load().unwrap();
         assert_eq!(load.roles[0].failures[0].kind, "timeout");
-        assert!(d.stream_check().unwrap().lost_acked());
+        assert_eq!(d.stream_check().unwrap().missing(), Some(2));
         d.failures_expected = true;
         let v: Value = serde_json::from_str(out).unwrap();
         let mut want = v.as_object().unwrap().clone();
