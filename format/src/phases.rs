@@ -72,9 +72,8 @@ pub struct PhaseRecord {
 }
 
 /// A record as read: its result still JSON until the kind says what it is.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(default)]
-#[derive(Default)]
 struct RawRecord {
     args: Vec<String>,
     elapsed_s: f64,

@@ -9,6 +9,9 @@
 //! then sent SIGINT, and SIGKILL after [`STOP_GRACE`]; a sleep ends. The cluster is shared:
 //! a node phase locks it only while it stops, kills or starts nodes, a load phase only to
 //! read the client URLs.
+//!
+//! Each phase gives a typed result for meta.json (`format::phases::PhaseResult`): a child's
+//! stdout goes there whole through `PhaseResult::of_stdout`, never read by key here.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
