@@ -42,6 +42,7 @@ pub mod hist;
 pub mod load;
 pub mod meta;
 pub mod monitor;
+pub mod phases;
 pub mod probe;
 pub mod proc_io;
 pub mod procfs;

@@ -25,6 +25,10 @@
 //! Loads of overlapping scenario phases append to one `load.csv` (one header, whole
 //! rows), so rows are not in time order: [`read`] sorts each role's rows by `t_ns`, then
 //! `phase`. Each window's latency histograms also go to `load.hlog` ([`super::hist`]).
+//!
+//! Also here: [`StreamCheck`], the `stream_check` of `diskpulse load --json`'s document
+//! (js-pub's reconciliation), which the load engine writes and a scenario's load phase
+//! reads back from the child's document ([`super::phases::LoadDocument::stream_check`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -173,6 +177,59 @@ pub const ROLE_NAMES: [&str; 15] = [
     "amqp-cast",
     "amqp-serve",
 ];
+
+/// `load --json`'s `stream_check` (js-pub): the stream's messages before and after the
+/// run beside the publishes acked; the load engine's reconciliation (`load::reconcile`)
+/// makes it, a scenario's load phase reads it back (an acked message missing is data
+/// loss, never an expected failure).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StreamCheck {
+    pub stream: String,
+    pub msgs_before: u64,
+    /// `None`: the server did not answer stream info after the run.
+    pub msgs_after: Option<u64>,
+    pub acked: u64,
+    /// `--msg-id` only: what the retry of the publishes whose ack was lost found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub msg_id: Option<Retried>,
+}
+
+/// What the retry of the lost publishes found (`--msg-id`).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct Retried {
+    /// Publishes whose ack never came (timeouts at a reconnect, unacked at the stop).
+    pub lost: u64,
+    /// Of those, the ones the stream already held (the retry's ack said duplicate).
+    pub lost_stored: u64,
+    /// The ones it did not hold, stored now by the retry.
+    pub republished: u64,
+    /// Retries that got no ack either (the server gone again): not reconciled.
+    pub retry_failed: u64,
+    /// The stream's messages after the retry.
+    pub msgs_final: Option<u64>,
+}
+
+impl StreamCheck {
+    /// Messages stored during the run.
+    pub fn stored(&self) -> Option<u64> {
+        self.msgs_after.map(|a| a.saturating_sub(self.msgs_before))
+    }
+
+    /// Acked messages the stream does not hold (possible data loss), if known.
+    pub fn missing(&self) -> Option<u64> {
+        self.stored().map(|s| self.acked.saturating_sub(s))
+    }
+
+    /// `--msg-id`: whether `stored == acked + lost_stored` holds (`None`: not known, or
+    /// some retries were not acked).
+    pub fn exact(&self) -> Option<bool> {
+        let r = self.msg_id.as_ref()?;
+        if r.retry_failed > 0 {
+            return None;
+        }
+        Some(self.stored()? == self.acked + r.lost_stored)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -163,8 +163,9 @@ pub struct Meta {
     pub chunks: Option<ChunksMeta>,
     /// The sections other parts add (`broker`, `broker_nodes`, `load`, `phases`...), set
     /// by type through [`Meta::set`] and read by type through [`Meta::load`],
-    /// [`Meta::broker`], [`Meta::broker_nodes`], [`Meta::phases`]. A section that does
-    /// not parse reads as absent (a run of an older diskpulse still reports).
+    /// [`Meta::broker`], [`Meta::broker_nodes`] and `Meta::phases` (beside its type in
+    /// `phases.rs`). A section that does not parse reads as absent (a run of an older
+    /// diskpulse still reports).
     #[serde(flatten)]
     pub sections: BTreeMap<String, Value>,
 }
@@ -446,16 +447,6 @@ impl Section for Volumes {
     const KEY: &'static str = "volumes";
 }
 
-/// meta.json `phases`, as written: each phase's record as the scenario executor builds
-/// it (index, kind, times, the child's JSON result). Read back as [`Phase`].
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-#[serde(transparent)]
-pub struct PhasesSection(pub Vec<Value>);
-
-impl Section for PhasesSection {
-    const KEY: &'static str = "phases";
-}
-
 impl Section for TraceMeta {
     const KEY: &'static str = "trace";
 }
@@ -543,36 +534,6 @@ impl Section for BrokerNodes {
     const KEY: &'static str = "broker_nodes";
 }
 
-/// meta.json `phases[]`: a scenario phase that ran and its result (the child's JSON).
-/// Phases may overlap: `start_s` is on the run clock (s since the zero).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(default)]
-pub struct Phase {
-    pub index: usize,
-    pub kind: String,
-    pub name: Option<String>,
-    pub args: Vec<String>,
-    pub start_s: Option<f64>,
-    pub elapsed_s: Option<f64>,
-    /// Stopped before it ended on its own (Ctrl-C, the end of the phase it ran `during`,
-    /// another phase failing).
-    pub stopped: bool,
-    /// Why it failed.
-    pub error: Option<String>,
-    /// Why it did not run (what it was to run `during` had ended).
-    pub skipped: Option<String>,
-    pub result: Value,
-}
-
-impl Phase {
-    /// A load phase's result, typed.
-    pub fn load(&self) -> Option<LoadMeta> {
-        (self.kind == "load")
-            .then(|| serde_json::from_value(self.result.clone()).ok())
-            .flatten()
-    }
-}
-
 impl BrokerMeta {
     /// The broker's program as the report names it: `rabbitmq` or `nats-server`.
     pub fn program(&self) -> &'static str {
@@ -592,7 +553,7 @@ impl Meta {
     }
 
     /// Section `key` read as `T`: `None` when absent or when it does not parse.
-    fn section<T: serde::de::DeserializeOwned>(&self, key: &str) -> Option<T> {
+    pub(crate) fn section<T: serde::de::DeserializeOwned>(&self, key: &str) -> Option<T> {
         self.sections
             .get(key)
             .and_then(|v| serde_json::from_value(v.clone()).ok())
@@ -608,9 +569,6 @@ impl Meta {
     }
     pub fn trace(&self) -> Option<TraceMeta> {
         self.section(TraceMeta::KEY)
-    }
-    pub fn phases(&self) -> Vec<Phase> {
-        self.section(PhasesSection::KEY).unwrap_or_default()
     }
     pub fn record(&self) -> Option<RecordMeta> {
         self.section(RecordMeta::KEY)

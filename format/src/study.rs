@@ -4,7 +4,8 @@
 //! `study.json`: `scenario`, `description`, `file`, `repeat`, `cells[]` (`id`,
 //! `params` as `[name, value]` pairs), `runs[]` (`cell`, `params`, `repeat`, `dir`
 //! relative to the study, `status` ok/failed/interrupted, `error`, `elapsed_s`),
-//! `status`; after the report also `figures_per_run[]`, `cells_summary[]` and `axes`.
+//! `status`, `format_version`; after the report also `figures_per_run[]`,
+//! `cells_summary[]`, `axes`, `verdicts[]` and `unanswered[]` (see [`Study`]).
 //!
 //! `study.csv`: `cell,repeat,status,invalid`, one column per matrix parameter, then the
 //! [`FIGURES`] in order, then with agents (a scenario's `[agents]`) for each node any run
@@ -14,7 +15,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::csv::line;
@@ -67,7 +69,16 @@ impl StudyRun {
     }
 }
 
-/// `study.json`. Keys this type does not name are kept as they are in `rest`.
+/// `study.json`. The runner writes the first fields and the header (`file`,
+/// `format_version`, `repeat`) as runs go ([`Study::write_running`]); the study report
+/// adds `axes`, `cells_summary`, `figures_per_run`, `unanswered` and `verdicts`
+/// ([`Study::write`]). A report section that does not read (a hand-edited file) reads as
+/// absent: the report writes every one again.
+///
+/// Byte for byte: the runner's file goes through a `serde_json::Value`, so all its keys
+/// come out sorted; the report's keeps the declared order of the first five fields, then
+/// the rest, declared in sorted order, each section written through a `Value` (its keys
+/// sorted at every depth) by [`sorted`].
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Study {
     #[serde(default)]
@@ -80,11 +91,157 @@ pub struct Study {
     pub runs: Vec<StudyRun>,
     #[serde(default)]
     pub status: String,
-    #[serde(flatten)]
-    pub rest: serde_json::Map<String, Value>,
+    /// Per matrix parameter: one row per cell, grouped as its "by X" table groups them.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "sorted",
+        deserialize_with = "lenient"
+    )]
+    pub axes: Option<BTreeMap<String, Vec<AxisRow>>>,
+    /// Per cell with a valid run: its figures' mean, min, max and n.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "sorted",
+        deserialize_with = "lenient"
+    )]
+    pub cells_summary: Option<Vec<CellSummary>>,
+    /// Every run's figures, in `runs`' order.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "sorted",
+        deserialize_with = "lenient"
+    )]
+    pub figures_per_run: Option<Vec<RunFigures>>,
+    /// The scenario file as given to `run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format_version: Option<u32>,
+    /// The matrix's `repeat`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    /// The comparisons that could not be made, and why.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "sorted",
+        deserialize_with = "lenient"
+    )]
+    pub unanswered: Option<Vec<String>>,
+    /// Every verdict of every question, in the questions' order.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "sorted",
+        deserialize_with = "lenient"
+    )]
+    pub verdicts: Option<Vec<Verdict>>,
+}
+
+/// The version of study.json the runner writes.
+pub const STUDY_FORMAT_VERSION: u32 = 1;
+
+/// Writes `t` through a `serde_json::Value`: its keys sorted at every depth, whatever the
+/// order its types declare them in.
+fn sorted<T: Serialize, S: Serializer>(t: &T, s: S) -> Result<S::Ok, S::Error> {
+    serde_json::to_value(t)
+        .map_err(serde::ser::Error::custom)?
+        .serialize(s)
+}
+
+/// Reads a report section, or `None` when it does not read as its type.
+fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Option<T>, D::Error> {
+    Ok(serde_json::from_value(Value::deserialize(d)?).ok())
+}
+
+/// A figure over a cell's valid runs that have it.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct FigureStats {
+    pub max: f64,
+    pub mean: f64,
+    pub min: f64,
+    pub n: usize,
+}
+
+/// Per figure (its key in [`FIGURES`] or a node's column): its stats, `None` when no
+/// valid run of the cell has it.
+pub type CellFigures = BTreeMap<String, Option<FigureStats>>;
+
+/// study.json `axes.PARAM[]`: one cell in its "by PARAM" table: the parameter's
+/// `value`, the `others` held, the valid `runs` and the figures.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct AxisRow {
+    pub figures: CellFigures,
+    pub others: Vec<(String, String)>,
+    pub runs: usize,
+    pub value: String,
+}
+
+/// study.json `cells_summary[]`: a cell with valid runs and its figures.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CellSummary {
+    pub cell: String,
+    pub figures: CellFigures,
+    pub params: Vec<(String, String)>,
+    pub runs: usize,
+}
+
+/// study.json `figures_per_run[]`: one run (as in `runs`) and its figures; `invalid`
+/// is `null` when the run stands.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RunFigures {
+    pub cell: String,
+    pub figures: Figures,
+    pub invalid: Option<String>,
+    pub repeat: u32,
+    pub status: String,
+}
+
+/// One answer: `param = b` against `param = a` with `others` held, for one figure
+/// (study.json `verdicts[]`; made by the scenario's `verdict.rs`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Verdict {
+    pub param: String,
+    pub a: String,
+    pub b: String,
+    /// The other parameters and the value each was held at.
+    pub others: Vec<(String, String)>,
+    pub figure: String,
+    pub mean_a: f64,
+    pub mean_b: f64,
+    /// Valid repeats on each side (the ones the means are of).
+    pub n_a: usize,
+    pub n_b: usize,
+    /// Finished runs of the two sides left out as invalid.
+    pub invalid_a: usize,
+    pub invalid_b: usize,
+    /// mean_b / mean_a.
+    pub ratio: f64,
+    /// The Welch 95% interval of the ratio (None with fewer than 2 repeats a side).
+    pub interval: Option<(f64, f64)>,
+    /// The interval excludes 1.0 (None without an interval).
+    pub distinguishable: Option<bool>,
+    /// The sentence on the page.
+    pub line: String,
 }
 
 impl Study {
+    /// The runner's study.json, as runs go (every key sorted, see [`Study`]).
+    pub fn write_running(&self, dir: &Path) -> anyhow::Result<()> {
+        let v = serde_json::to_value(self)?;
+        std::fs::write(dir.join(JSON_FILE), serde_json::to_vec_pretty(&v)?)?;
+        Ok(())
+    }
+
+    /// The report's study.json (see [`Study`] for the order).
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        std::fs::write(dir.join(JSON_FILE), serde_json::to_vec_pretty(self)?)?;
+        Ok(())
+    }
+
     pub fn read(dir: &Path) -> anyhow::Result<Study> {
         let p = dir.join(JSON_FILE);
         let text = std::fs::read_to_string(&p)

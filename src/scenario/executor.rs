@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use collectors::clock::Clock;
 use format::events::{self as ev, Body};
+use format::phases::{PhaseRecord, PhaseResult};
 use futures::stream::{FuturesUnordered, StreamExt};
-use serde_json::{json, Value};
 use toml::Spanned;
 
 use super::phases::{phase_label, run_phase, ChildFailed, PhaseCtx};
@@ -39,13 +39,13 @@ pub(super) async fn run_schedule(
     cx: &PhaseCtx<'_>,
     clock: Clock,
     user_stop: &AtomicBool,
-) -> (Vec<Value>, Option<anyhow::Error>) {
+) -> (Vec<PhaseRecord>, Option<anyhow::Error>) {
     let n = phases.len();
     let events = cx.events;
     let stops: Vec<Arc<AtomicBool>> = (0..n).map(|_| Arc::new(AtomicBool::new(false))).collect();
     let mut started: Vec<Option<u64>> = vec![None; n];
     let mut ended: Vec<Option<u64>> = vec![None; n];
-    let mut records: Vec<(usize, Value)> = vec![];
+    let mut records: Vec<(usize, PhaseRecord)> = vec![];
     let mut err: Option<anyhow::Error> = None;
     let mut halted = false;
     let mut running = FuturesUnordered::new();
@@ -100,10 +100,21 @@ pub(super) async fn run_schedule(
                 }));
                 records.push((
                     i,
-                    json!({"index": i, "kind": kind, "name": label, "args": format::redact::argv(&p.args),
-                           "start_s": now as f64 / 1e9, "elapsed_s": 0.0,
-                           "skipped": format!("phase #{d} {} had ended before this one's start", phase_label(phases[d].get_ref())),
-                           "result": Value::Null}),
+                    PhaseRecord {
+                        args: format::redact::argv(&p.args),
+                        elapsed_s: 0.0,
+                        error: None,
+                        index: i,
+                        kind,
+                        name: label,
+                        result: PhaseResult::None,
+                        skipped: Some(format!(
+                            "phase #{d} {} had ended before this one's start",
+                            phase_label(phases[d].get_ref())
+                        )),
+                        start_s: now as f64 / 1e9,
+                        stopped: None,
+                    },
                 ));
                 continue;
             }
@@ -134,26 +145,29 @@ pub(super) async fn run_schedule(
             stopped: Some(stopped),
             args: None,
         }));
+        let record = |result: PhaseResult, error: Option<String>| PhaseRecord {
+            args: format::redact::argv(&p.args),
+            elapsed_s,
+            error,
+            index: i,
+            kind: kind.to_string(),
+            name: label.clone(),
+            result,
+            skipped: None,
+            start_s,
+            stopped: Some(stopped),
+        };
         match r {
-            Ok(v) => records.push((
-                i,
-                json!({"index": i, "kind": kind, "name": label, "args": format::redact::argv(&p.args),
-                       "start_s": start_s, "elapsed_s": elapsed_s, "stopped": stopped, "result": v}),
-            )),
+            Ok(v) => records.push((i, record(v, None))),
             Err(e) => {
                 events.error("scenario", kind, &format!("{e:#}"));
                 // A child that printed its result before failing (a load whose operations
                 // failed) keeps it: the report reads its failures.
                 let result = e
                     .downcast_ref::<ChildFailed>()
-                    .and_then(|c| serde_json::from_str::<Value>(&c.stdout).ok())
-                    .unwrap_or(Value::Null);
-                records.push((
-                    i,
-                    json!({"index": i, "kind": kind, "name": label, "args": format::redact::argv(&p.args),
-                           "start_s": start_s, "elapsed_s": elapsed_s, "stopped": stopped,
-                           "error": format!("{e:#}"), "result": result}),
-                ));
+                    .map(|c| PhaseResult::of_failed_stdout(kind, &c.stdout))
+                    .unwrap_or_default();
+                records.push((i, record(result, Some(format!("{e:#}")))));
                 // A phase that fails because it was stopped is not the run's cause.
                 if err.is_none() && !(halted && stopped) {
                     err = Some(e);

@@ -9,14 +9,15 @@
 //! then sent SIGINT, and SIGKILL after [`STOP_GRACE`]; a sleep ends. The cluster is shared:
 //! a node phase locks it only while it stops, kills or starts nodes, a load phase only to
 //! read the client URLs.
+//!
+//! Each phase gives a typed result for meta.json (`format::phases::PhaseResult`): a child's
+//! stdout goes there whole through `PhaseResult::of_stdout`, never read by key here.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use serde_json::{json, Value};
 
 use super::run::{vol_cgroup, vol_dir};
 use super::spec;
@@ -25,6 +26,7 @@ use engines::lab::Volume;
 use engines::recording::EventLog;
 use format::cli::parse_duration;
 use format::events::{self as ev, Body};
+use format::phases::{NodeOutcome, NodeStarted, NodesResult, PhaseResult};
 
 /// How long a stopped phase's child has between SIGINT and SIGKILL (a probe or load
 /// prints what it measured on SIGINT, which takes well under a second).
@@ -60,37 +62,25 @@ fn sysctl_drop_caches(dirs: &[PathBuf]) -> anyhow::Result<()> {
 
 /// A load child that failed only with the error kinds its phase expects (`expect_failures`,
 /// e.g. timeouts beside a `kill`): its result, marked `failures_expected`, else None.
-fn expected_failures(e: &anyhow::Error, expected: &[toml::Spanned<String>]) -> Option<Value> {
+fn expected_failures(e: &anyhow::Error, expected: &[toml::Spanned<String>]) -> Option<PhaseResult> {
     let c = e.downcast_ref::<ChildFailed>()?;
-    let mut v: Value = serde_json::from_str(&c.stdout).ok()?;
-    let failures: Vec<&Value> = v
-        .get("roles")?
-        .as_array()?
-        .iter()
-        .filter_map(|r| r["failures"].as_array())
-        .flatten()
-        .collect();
-    let all_expected = !failures.is_empty()
-        && failures.iter().all(|f| {
-            f["kind"]
-                .as_str()
-                .is_some_and(|k| expected.iter().any(|x| x.get_ref() == k))
-        });
-    // Never an acked message missing from the stream: that is data loss, not the fault.
-    let sc = &v["stream_check"];
-    let lost_acked = match (
-        sc["msgs_after"].as_u64(),
-        sc["msgs_before"].as_u64(),
-        sc["acked"].as_u64(),
-    ) {
-        (Some(after), Some(before), Some(acked)) => after.saturating_sub(before) < acked,
-        _ => false,
+    let PhaseResult::Load(mut doc) = PhaseResult::of_failed_stdout("load", &c.stdout) else {
+        return None;
     };
+    let load = doc.load()?;
+    let mut failures = load.roles.iter().flat_map(|r| &r.failures).peekable();
+    let all_expected = failures.peek().is_some()
+        && failures.all(|f| expected.iter().any(|x| *x.get_ref() == f.kind));
+    // Never an acked message missing from the stream: that is data loss, not the fault.
+    let lost_acked = doc
+        .stream_check()
+        .and_then(|sc| sc.missing())
+        .is_some_and(|m| m > 0);
     if !all_expected || lost_acked {
         return None;
     }
-    v["failures_expected"] = Value::Bool(true);
-    Some(v)
+    doc.failures_expected = true;
+    Some(PhaseResult::Load(doc))
 }
 
 /// A child that exited with a failure. It may still have printed its result (a load whose
@@ -360,7 +350,7 @@ pub(super) async fn run_phase(
     index: usize,
     cx: &PhaseCtx<'_>,
     stop: Arc<AtomicBool>,
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<PhaseResult> {
     let kind = p.kind.get_ref().as_str();
     let (dir, vols) = (cx.dir, cx.vols);
     let target = p.volume.as_ref().map(|v| v.get_ref().as_str());
@@ -389,14 +379,14 @@ pub(super) async fn run_phase(
             .await?
         }
     };
-    let json_or_text =
-        |s: &str| serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_string()));
     match kind {
         "sleep" => {
             let d = parse_duration(p.duration.as_deref().unwrap_or("0s"))
                 .map_err(anyhow::Error::msg)?;
             let slept = sleep_unless(d, &stop).await;
-            Ok(json!({"slept_s": slept.as_secs_f64()}))
+            Ok(PhaseResult::Slept {
+                slept_s: slept.as_secs_f64(),
+            })
         }
         "load" => {
             let mut args = vec!["load".to_string()];
@@ -446,7 +436,7 @@ pub(super) async fn run_phase(
             }
             args.extend(["--quiet".into(), "--json".into()]);
             match run_child(args, None).await {
-                Ok((_, out)) => Ok(json_or_text(&out)),
+                Ok((_, out)) => Ok(PhaseResult::of_stdout(kind, &out)),
                 Err(e) => match expected_failures(&e, &p.expect_failures) {
                     Some(v) => Ok(v),
                     None => Err(e),
@@ -468,7 +458,7 @@ pub(super) async fn run_phase(
             args.extend(["--output-format".into(), "json".into()]);
             let (_, out) = run_child(args, cg).await?;
             std::fs::write(dir.join(format!("probe-{index}.json")), &out)?;
-            Ok(json_or_text(&out))
+            Ok(PhaseResult::of_stdout(kind, &out))
         }
         "fsync" => {
             let mut args = vec!["fsync".to_string()];
@@ -480,7 +470,7 @@ pub(super) async fn run_phase(
             args.push("--json".into());
             let (_, out) = run_child(args, cg).await?;
             std::fs::write(dir.join(format!("fsync-{index}.json")), &out)?;
-            Ok(json_or_text(&out))
+            Ok(PhaseResult::of_stdout(kind, &out))
         }
         "check" => {
             let mut args = vec!["check".to_string()];
@@ -505,11 +495,20 @@ pub(super) async fn run_phase(
             .await??;
             let text = String::from_utf8_lossy(&out.stdout).to_string();
             std::fs::write(dir.join("check.json"), &text)?;
-            Ok(json_or_text(&text))
+            Ok(PhaseResult::of_stdout(kind, &text))
         }
         "restart" | "stop" | "start" | "kill" => node_phase(p, kind, cx, &stop).await,
         other => anyhow::bail!("unknown phase kind {other}"),
     }
+}
+
+/// A node phase's result that names its nodes (stopped, killed, or the run ended while
+/// they were down: `interrupted`).
+fn named(names: Vec<String>, interrupted: bool) -> PhaseResult {
+    PhaseResult::Nodes(NodesResult {
+        interrupted,
+        nodes: names.into_iter().map(NodeOutcome::Name).collect(),
+    })
 }
 
 /// `restart`, `stop`, `start` and `kill`: the cluster is locked only while nodes stop,
@@ -520,7 +519,7 @@ async fn node_phase(
     kind: &str,
     cx: &PhaseCtx<'_>,
     stop: &AtomicBool,
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<PhaseResult> {
     let events = cx.events;
     if cx.rabbit.lock().await.is_some() {
         return rabbit_node_phase(p, kind, cx, stop).await;
@@ -559,7 +558,7 @@ async fn node_phase(
         _ => {}
     }
     if kind == "stop" || (kind == "kill" && p.down_for.is_none()) {
-        return Ok(json!({"nodes": names}));
+        return Ok(named(names, false));
     }
     if kind == "restart" && p.drop_caches {
         let stores: Vec<PathBuf> = {
@@ -582,7 +581,7 @@ async fn node_phase(
             if sleep_unless(d, stop).await < d {
                 // Stopped while the nodes were down: the run is ending, the session stops
                 // the rest.
-                return Ok(json!({"nodes": names, "interrupted": true}));
+                return Ok(named(names, true));
             }
         }
     }
@@ -622,9 +621,16 @@ async fn node_phase(
             healthy_ms,
         }));
         log_recovery_events(&log, log_len, &name, events);
-        res.push(json!({"node": name, "current_ms": current.as_secs_f64() * 1e3, "healthy_ms": healthy_ms}));
+        res.push(NodeOutcome::Started(NodeStarted {
+            current_ms: current.as_secs_f64() * 1e3,
+            healthy_ms,
+            node: name,
+        }));
     }
-    Ok(json!({"nodes": res}))
+    Ok(PhaseResult::Nodes(NodesResult {
+        interrupted: false,
+        nodes: res,
+    }))
 }
 
 /// `restart`, `stop`, `start` and `kill` on the scenario's RabbitMQ node: the same events
@@ -637,7 +643,7 @@ async fn rabbit_node_phase(
     kind: &str,
     cx: &PhaseCtx<'_>,
     stop: &AtomicBool,
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<PhaseResult> {
     let events = cx.events;
     let gone = || anyhow::anyhow!("a {kind} phase: the RabbitMQ node is gone");
     let (name, store) = {
@@ -666,7 +672,7 @@ async fn rabbit_node_phase(
     }
     let names = vec![name.clone()];
     if kind == "stop" || (kind == "kill" && p.down_for.is_none()) {
-        return Ok(json!({"nodes": names}));
+        return Ok(named(names, false));
     }
     if kind == "restart" && p.drop_caches {
         let t0 = Instant::now();
@@ -680,7 +686,7 @@ async fn rabbit_node_phase(
         if let Some(d) = &p.down_for {
             let d = parse_duration(d).map_err(anyhow::Error::msg)?;
             if sleep_unless(d, stop).await < d {
-                return Ok(json!({"nodes": names, "interrupted": true}));
+                return Ok(named(names, true));
             }
         }
     }
@@ -707,5 +713,12 @@ async fn rabbit_node_phase(
         current_ms,
         healthy_ms: Some(current_ms),
     }));
-    Ok(json!({"nodes": [{"node": name, "current_ms": current_ms, "healthy_ms": current_ms}]}))
+    Ok(PhaseResult::Nodes(NodesResult {
+        interrupted: false,
+        nodes: vec![NodeOutcome::Started(NodeStarted {
+            current_ms,
+            healthy_ms: Some(current_ms),
+            node: name,
+        })],
+    }))
 }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use collectors::devices::{self, Resolver};
-use serde_json::json;
+use format::study::{Study, StudyCell, StudyRun};
 
 use super::executor::run_schedule;
 use super::phases::{PhaseCtx, SharedCluster, SharedRabbit};
@@ -118,18 +118,6 @@ pub fn lab_spec(name: &str, d: &spec::LabDecl) -> anyhow::Result<engines::lab::V
     Ok(spec)
 }
 
-/// One run's outcome, for study.json.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct RunRecord {
-    pub cell: String,
-    pub params: Vec<(String, String)>,
-    pub repeat: u32,
-    pub dir: String,
-    pub status: String,
-    pub error: Option<String>,
-    pub elapsed_s: f64,
-}
-
 /// Runs the whole study; returns the exit code.
 pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
     let text = std::fs::read_to_string(path)
@@ -152,16 +140,26 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
         o.out.join("scenario.toml"),
         format::redact::scrub(&text, &secrets),
     )?;
-    let mut records: Vec<RunRecord> = vec![];
-    let write_study = |records: &[RunRecord], status: &str| -> anyhow::Result<()> {
-        let v = json!({
-            "format_version": 1, "scenario": sc.name, "description": sc.description,
-            "file": path.display().to_string(), "repeat": sc.matrix.repeat,
-            "cells": cells.iter().map(|c| json!({"id": c.id, "params": c.params})).collect::<Vec<_>>(),
-            "runs": records, "status": status,
-        });
-        std::fs::write(o.out.join("study.json"), serde_json::to_vec_pretty(&v)?)?;
-        Ok(())
+    let mut records: Vec<StudyRun> = vec![];
+    let write_study = |records: &[StudyRun], status: &str| -> anyhow::Result<()> {
+        Study {
+            scenario: sc.name.clone(),
+            description: sc.description.clone(),
+            cells: cells
+                .iter()
+                .map(|c| StudyCell {
+                    id: c.id.clone(),
+                    params: c.params.clone(),
+                })
+                .collect(),
+            runs: records.to_vec(),
+            status: status.to_string(),
+            file: Some(path.display().to_string()),
+            format_version: Some(format::study::STUDY_FORMAT_VERSION),
+            repeat: Some(sc.matrix.repeat),
+            ..Default::default()
+        }
+        .write_running(&o.out)
     };
     write_study(&records, "running")?;
     let mut failed = 0;
@@ -208,7 +206,7 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
                     ("failed".to_string(), Some(format!("{e:#}")))
                 }
             };
-            records.push(RunRecord {
+            records.push(StudyRun {
                 cell: cell.id.clone(),
                 params: cell.params.clone(),
                 repeat: rep,
@@ -220,6 +218,7 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
                 status,
                 error,
                 elapsed_s: t0.elapsed().as_secs_f64(),
+                invalid: None,
             });
             write_study(&records, "running")?;
         }
@@ -570,7 +569,7 @@ fn run_recorded(
                 session.set(&m)?;
                 session.set(&format::meta::BrokerNodes(node_devices))?;
             }
-            session.set(&format::meta::PhasesSection(phases))?;
+            session.set(&format::phases::PhasesSection(phases))?;
             match err {
                 Some(e) => Err(e),
                 None => Ok(()),

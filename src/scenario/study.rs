@@ -14,8 +14,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::{json, Value};
-
 use format::fsync;
 use format::meta::Meta;
 use format::probe::ProbeJson;
@@ -184,7 +182,7 @@ pub fn invalid_reason(run_dir: &Path) -> Option<String> {
                     ));
                 }
             }
-            "load" if ph.result["failures_expected"] != Value::Bool(true) => {
+            "load" if !ph.failures_expected() => {
                 let failed: Vec<String> = ph
                     .load()
                     .map(|l| l.roles)
@@ -430,38 +428,41 @@ pub fn write_reports(study: &Path) -> anyhow::Result<Answers> {
         .filter(|(k, _)| per_run.iter().any(|(_, x)| x.get(k).is_some()))
         .cloned()
         .collect();
-    let cell_json: Vec<Value> = cells
-        .iter()
-        .filter(|c| !c.valid.is_empty())
-        .map(|c| {
-            json!({"cell": c.id, "params": c.params, "runs": c.valid.len(),
-                   "figures": super::study_page::figures_json(c, &present)})
-        })
-        .collect();
-    sj.rest.insert(
-        "figures_per_run".into(),
-        json!(per_run
+    sj.cells_summary = Some(
+        cells
             .iter()
-            .map(|(r, x)| json!({"cell": r.cell, "repeat": r.repeat, "status": r.status, "invalid": r.invalid, "figures": x}))
-            .collect::<Vec<_>>()),
+            .filter(|c| !c.valid.is_empty())
+            .map(|c| fmt::CellSummary {
+                cell: c.id.clone(),
+                figures: super::study_page::figure_stats(c, &present),
+                params: c.params.clone(),
+                runs: c.valid.len(),
+            })
+            .collect(),
     );
-    sj.rest.insert("cells_summary".into(), json!(cell_json));
+    sj.figures_per_run = Some(
+        per_run
+            .iter()
+            .map(|(r, x)| fmt::RunFigures {
+                cell: r.cell.clone(),
+                figures: x.clone(),
+                invalid: r.invalid.clone(),
+                repeat: r.repeat,
+                status: r.status.clone(),
+            })
+            .collect(),
+    );
     let verdicts: Vec<&super::verdict::Verdict> =
         page.questions.iter().flat_map(|q| &q.verdicts).collect();
-    sj.rest.insert("verdicts".into(), json!(verdicts));
-    sj.rest.insert(
-        "unanswered".into(),
-        json!(page
-            .questions
+    sj.verdicts = Some(verdicts.iter().map(|v| (*v).clone()).collect());
+    sj.unanswered = Some(
+        page.questions
             .iter()
-            .flat_map(|q| &q.unanswered)
-            .collect::<Vec<_>>()),
+            .flat_map(|q| q.unanswered.iter().cloned())
+            .collect(),
     );
-    sj.rest.insert(
-        "axes".into(),
-        super::study_page::axes_json(&params, &cells, &present),
-    );
-    std::fs::write(study.join(fmt::JSON_FILE), serde_json::to_vec_pretty(&sj)?)?;
+    sj.axes = Some(super::study_page::axes(&params, &cells, &present));
+    sj.write(study)?;
     // One chart per figure that varies (STUDY/charts/), also inlined in report.html.
     let charts_ = super::study_charts::build(&sj, &per_run);
     super::study_charts::write(study, &charts_)?;

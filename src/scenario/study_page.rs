@@ -12,10 +12,10 @@
 //! - A "by X" table never averages over another varied parameter: its rows are cells,
 //!   grouped by the other parameters' values, X's values side by side within each group.
 
-use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 use super::verdict::{self, Question, Scale};
-use format::study::{Figures, Study, StudyRun, FIGURES};
+use format::study::{AxisRow, CellFigures, FigureStats, Figures, Study, StudyRun, FIGURES};
 
 /// A table: a header and rows of printed cells.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -326,8 +326,12 @@ pub fn by_tables(params: &[String], cells: &[CellRuns], figs: &[&'static str]) -
 
 /// study.json's `axes`: per parameter, one entry per cell grouped as its "by X" table
 /// groups them (`value`, the `others` held, `runs`, per figure `mean`/`min`/`max`/`n`).
-pub fn axes_json(params: &[String], cells: &[CellRuns], figs: &[(String, String)]) -> Value {
-    let mut axes = serde_json::Map::new();
+pub fn axes(
+    params: &[String],
+    cells: &[CellRuns],
+    figs: &[(String, String)],
+) -> BTreeMap<String, Vec<AxisRow>> {
+    let mut axes = BTreeMap::new();
     for p in params {
         let mut rows = vec![];
         for combo in combos_without(params, p, cells) {
@@ -335,29 +339,29 @@ pub fn axes_json(params: &[String], cells: &[CellRuns], figs: &[(String, String)
                 .iter()
                 .filter(|c| combo.iter().all(|(k, v)| c.param(k) == v))
             {
-                rows.push(
-                    json!({"value": c.param(p), "others": combo, "runs": c.valid.len(),
-                                 "figures": figures_json(c, figs)}),
-                );
+                rows.push(AxisRow {
+                    figures: figure_stats(c, figs),
+                    others: combo.clone(),
+                    runs: c.valid.len(),
+                    value: c.param(p).to_string(),
+                });
             }
         }
-        axes.insert(p.clone(), json!(rows));
+        axes.insert(p.clone(), rows);
     }
-    Value::Object(axes)
+    axes
 }
 
-/// Per figure: `mean`, `min`, `max`, `n` over the cell's valid runs (null without one).
-pub fn figures_json(c: &CellRuns, figs: &[(String, String)]) -> Value {
-    let mut m = serde_json::Map::new();
-    for (k, _) in figs {
-        m.insert(
-            k.clone(),
-            c.stats(k)
-                .map(|(mean, lo, hi, n)| json!({"mean": mean, "min": lo, "max": hi, "n": n}))
-                .unwrap_or(Value::Null),
-        );
-    }
-    Value::Object(m)
+/// Per figure: `mean`, `min`, `max`, `n` over the cell's valid runs (None without one).
+pub fn figure_stats(c: &CellRuns, figs: &[(String, String)]) -> CellFigures {
+    figs.iter()
+        .map(|(k, _)| {
+            let stats = c
+                .stats(k)
+                .map(|(mean, min, max, n)| FigureStats { max, mean, min, n });
+            (k.clone(), stats)
+        })
+        .collect()
 }
 
 /// The method line under the answers.

@@ -48,32 +48,8 @@ pub const ANSWER_FIGURES: [(&str, &str); 10] = [
 /// The interval's name on the page.
 pub const INTERVAL_NAME: &str = "Welch 95% interval";
 
-/// One answer: `param = b` against `param = a` with `others` held, for one figure.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Verdict {
-    pub param: String,
-    pub a: String,
-    pub b: String,
-    /// The other parameters and the value each was held at.
-    pub others: Vec<(String, String)>,
-    pub figure: String,
-    pub mean_a: f64,
-    pub mean_b: f64,
-    /// Valid repeats on each side (the ones the means are of).
-    pub n_a: usize,
-    pub n_b: usize,
-    /// Finished runs of the two sides left out as invalid.
-    pub invalid_a: usize,
-    pub invalid_b: usize,
-    /// mean_b / mean_a.
-    pub ratio: f64,
-    /// The Welch 95% interval of the ratio (None with fewer than 2 repeats a side).
-    pub interval: Option<(f64, f64)>,
-    /// The interval excludes 1.0 (None without an interval).
-    pub distinguishable: Option<bool>,
-    /// The sentence on the page.
-    pub line: String,
-}
+/// One answer (study.json `verdicts[]`, a type of the format crate's).
+pub use format::study::Verdict;
 
 /// One question a study asks: what changing `param` from its first value `a` to each of
 /// the others does, every other parameter held. Its answers, and a line for each

@@ -28,55 +28,9 @@ use async_nats::jetstream;
 use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 
-/// The reconciliation; see the module.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct StreamCheck {
-    pub stream: String,
-    pub msgs_before: u64,
-    /// `None`: the server did not answer stream info after the run.
-    pub msgs_after: Option<u64>,
-    pub acked: u64,
-    /// `--msg-id` only: what the retry of the publishes whose ack was lost found.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub msg_id: Option<Retried>,
-}
-
-/// What the retry of the lost publishes found (`--msg-id`).
-#[derive(Debug, Clone, Default, serde::Serialize, PartialEq)]
-pub struct Retried {
-    /// Publishes whose ack never came (timeouts at a reconnect, unacked at the stop).
-    pub lost: u64,
-    /// Of those, the ones the stream already held (the retry's ack said duplicate).
-    pub lost_stored: u64,
-    /// The ones it did not hold, stored now by the retry.
-    pub republished: u64,
-    /// Retries that got no ack either (the server gone again): not reconciled.
-    pub retry_failed: u64,
-    /// The stream's messages after the retry.
-    pub msgs_final: Option<u64>,
-}
-
-impl StreamCheck {
-    /// Messages stored during the run.
-    pub fn stored(&self) -> Option<u64> {
-        self.msgs_after.map(|a| a.saturating_sub(self.msgs_before))
-    }
-
-    /// Acked messages the stream does not hold (possible data loss), if known.
-    pub fn missing(&self) -> Option<u64> {
-        self.stored().map(|s| self.acked.saturating_sub(s))
-    }
-
-    /// `--msg-id`: whether `stored == acked + lost_stored` holds (`None`: not known, or
-    /// some retries were not acked).
-    pub fn exact(&self) -> Option<bool> {
-        let r = self.msg_id.as_ref()?;
-        if r.retry_failed > 0 {
-            return None;
-        }
-        Some(self.stored()? == self.acked + r.lost_stored)
-    }
-}
+/// The reconciliation (see the module) and what the retry found: types of the format
+/// crate's, as `load --json` prints them and a scenario reads them back.
+pub use format::load::{Retried, StreamCheck};
 
 /// The stream's message count, from the server; `by_sequence` (js-pub `--discard old`,
 /// whose full stream drops its oldest messages as it stores new ones): its last sequence

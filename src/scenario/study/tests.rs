@@ -3,6 +3,7 @@
 
 mod figures_tests {
     use super::super::*;
+    use serde_json::json;
 
     /// An agents_diskstats.csv.gz row: sectors written `sw`, io_ms `busy`.
     fn ds_row(node: &str, dev: &str, t_ns: u64, sw: u64, busy: u64) -> String {
@@ -213,6 +214,7 @@ mod order_tests {
 mod invalid_tests {
     use super::super::*;
     use format::study::{StudyCell, StudyRun};
+    use serde_json::json;
 
     /// A run directory with one probe phase that issued `issued` I/Os and left `missed`
     /// unissued at 15,000 IOPS asked, with write p99 `p99_ms`, and one load phase with
@@ -327,6 +329,7 @@ mod invalid_tests {
 mod page_tests {
     use super::super::*;
     use format::study::{StudyCell, StudyRun};
+    use serde_json::{json, Value};
 
     /// A finished run: a load phase at a fixed 100 msgs/s with no failures (the
     /// scenario's input: the same in every run) and a probe phase whose write p99 is
