@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use collectors::clock::Clock;
-use diskpulse::broker::monitor::{get_json, JSZ_CSV_HEADER, VARZ_CSV_HEADER};
+use diskpulse::broker::monitor::{get_doc, JSZ_CSV_HEADER, VARZ_CSV_HEADER};
 use diskpulse::broker::{start_monitor, BrokerProcess, Cluster, ClusterOptions, SyncMode};
 use diskpulse::recording::EventLog;
 
@@ -58,7 +58,7 @@ async fn wait_replicas_current(js: &jetstream::Context, stream: &str, replicas: 
 
 /// Messages in `stream` as this server's own replica holds them (`/jsz?streams=true`).
 async fn local_stream_messages(monitor_url: &str, stream: &str) -> Option<u64> {
-    let v = get_json(monitor_url, "/jsz?streams=true", Duration::from_secs(2))
+    let v: serde_json::Value = get_doc(monitor_url, "/jsz?streams=true", Duration::from_secs(2))
         .await
         .ok()?;
     v["account_details"]

@@ -103,6 +103,21 @@ impl Varz {
     }
 }
 
+/// A nats-server's `/healthz` answer (`{"status":"ok"}` once JetStream and its streams
+/// are up; the server answers 503 before).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Healthz {
+    pub status: String,
+}
+
+impl Healthz {
+    /// Whether the server says it is healthy.
+    pub fn is_ok(&self) -> bool {
+        self.status == "ok"
+    }
+}
+
 /// The parts of a nats-server's `/jsz` that jsz.csv keeps.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]

@@ -366,6 +366,16 @@ pub struct Fault {
     pub recovered_s: Option<f64>,
 }
 
+impl Fault {
+    /// The cause of faults no node event explains.
+    pub const DISCONNECT: &'static str = "disconnect";
+
+    /// Whether the node was killed (SIGKILL, `node_kill`) rather than stopped.
+    pub fn is_kill(&self) -> bool {
+        self.cause == "node_kill"
+    }
+}
+
 /// One broker process's `/proc/PID/io` over the run (proc_io.csv: last row minus first).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default)]

@@ -157,7 +157,7 @@ fn fault_of(g: &[Span]) -> (u64, u64, Fault) {
     let fault = Fault {
         cause: node
             .as_ref()
-            .map_or("disconnect", |n| n.1.as_str())
+            .map_or(Fault::DISCONNECT, |n| n.1.as_str())
             .to_string(),
         node: node.map(|n| n.0),
         start_s: s(start_ns),
@@ -200,10 +200,10 @@ pub(crate) fn add_window_losses(faults: &mut [Fault], load: &BTreeMap<String, Ve
 
 /// One line per fault, for `report`'s table and the commands' output.
 pub fn line(f: &Fault) -> String {
-    let what = match (&f.node, f.cause.as_str()) {
-        (Some(n), "node_kill") => format!("{n} killed"),
-        (Some(n), _) => format!("{n} stopped"),
-        (None, _) => "clients lost their server".to_string(),
+    let what = match &f.node {
+        Some(n) if f.is_kill() => format!("{n} killed"),
+        Some(n) => format!("{n} stopped"),
+        None => "clients lost their server".to_string(),
     };
     let back = match (f.end_s, f.outage_ms) {
         (Some(e), Some(o)) => format!("back at {e:.2} s ({o:.0} ms down)"),

@@ -266,10 +266,13 @@ pub(crate) fn phase_nodes(p: &spec::PhaseDecl, n: usize) -> anyhow::Result<Vec<u
 async fn wait_healthy(monitor_url: &str, limit: Duration) -> Option<Duration> {
     let t0 = Instant::now();
     while t0.elapsed() < limit {
-        if monitor::get_json(monitor_url, "/healthz", Duration::from_secs(1))
-            .await
-            .ok()
-            .is_some_and(|v| v["status"] == "ok")
+        if monitor::get_doc::<format::monitor::Healthz>(
+            monitor_url,
+            "/healthz",
+            Duration::from_secs(1),
+        )
+        .await
+        .is_ok_and(|h| h.is_ok())
         {
             return Some(t0.elapsed());
         }

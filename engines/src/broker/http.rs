@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _};
 use serde::de::DeserializeOwned;
-use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A response body larger than this is refused (a `/jsz` of the default detail level
@@ -62,14 +61,9 @@ pub(super) fn parse_http_url(url: &str) -> anyhow::Result<HttpUrl> {
     })
 }
 
-/// GET `url` + `path` and parse the body as JSON; an error for anything but 200.
-pub async fn get_json(url: &str, path: &str, timeout: Duration) -> anyhow::Result<Value> {
-    get_doc(url, path, timeout).await
-}
-
 /// GET `url` + `path` and read the body as the JSON document `T` (`format::monitor`'s
-/// `Varz`, `Jsz`); an error for anything but 200 or a body that is not that document.
-pub(crate) async fn get_doc<T: DeserializeOwned>(
+/// `Varz`, `Jsz`, `Healthz`); an error for anything but 200 or a body that is not that document.
+pub async fn get_doc<T: DeserializeOwned>(
     url: &str,
     path: &str,
     timeout: Duration,

@@ -38,8 +38,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::task::JoinHandle;
 
-use super::http::{get_doc, parse_http_url};
-pub use super::http::{get_json, http_get};
+use super::http::parse_http_url;
+pub use super::http::{get_doc, http_get};
 use crate::recording::chunks::RunFiles;
 use crate::recording::writer::ChunkSink;
 use crate::recording::EventLog;

@@ -2,25 +2,25 @@
 
 use crate::run::Run;
 use crate::Summary;
+use format::events::Body;
 use std::fmt::Write as _;
 
 use super::escape;
 use super::format::*;
 
-/// Events too chatty for the table (one per client connect/close).
-const QUIET_EVENTS: [&str; 1] = ["nats_client"];
 const MAX_EVENT_ROWS: usize = 300;
 
 pub(super) fn events(s: &mut String, run: &Run) {
     let shown: Vec<_> = run
         .events
         .iter()
-        .filter(|e| !QUIET_EVENTS.contains(&e.kind()))
+        // Too chatty for the table: one per client connect/close.
+        .filter(|e| !matches!(e.body, Body::NatsClient(_)))
         .collect();
     if shown.is_empty() {
         return;
     }
-    let errors = shown.iter().any(|e| e.kind() == "error");
+    let errors = shown.iter().any(|e| matches!(e.body, Body::Error(_)));
     let _ = writeln!(
         s,
         "<h3>Events</h3>\n<details{}>\n<summary>{} event(s){}</summary>",
@@ -34,7 +34,7 @@ pub(super) fn events(s: &mut String, run: &Run) {
         .map(|e| {
             let detail = e.detail_text();
             (
-                (e.kind() == "error").then_some("lvl-fail"),
+                matches!(e.body, Body::Error(_)).then_some("lvl-fail"),
                 vec![
                     n(format!("{} s", num(e.t_ns as f64 / 1e9, 3))),
                     t(e.kind().to_string()),
