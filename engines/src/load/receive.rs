@@ -34,6 +34,9 @@ pub(crate) enum Taken {
     NotCounted,
     /// The inbox wants no more (its share is taken).
     End,
+    /// Not part of the load (a requester's probe for a responder): neither counted nor
+    /// an error.
+    Skipped,
 }
 
 /// One kind of receiver.
@@ -85,6 +88,7 @@ where
                         fault.ok(now, &rec, &ctx);
                     }
                     Taken::NotCounted => fault.failed("receive", rec.errors() - errors),
+                    Taken::Skipped => {}
                     Taken::End => break,
                 }
             }
@@ -221,6 +225,17 @@ impl Inbox for Responder {
     }
 
     async fn take(&mut self, m: async_nats::Message, now: u64, rec: &mut Recorder) -> Taken {
+        let probe = m
+            .headers
+            .as_ref()
+            .is_some_and(|h| h.get(super::roles::PROBE_HEADER).is_some());
+        if probe {
+            // A requester asking whether we are there yet (roles::wait_for_interest).
+            if let Some(r) = m.reply {
+                let _ = self.client.publish(r, Bytes::new()).await;
+            }
+            return Taken::Skipped;
+        }
         if let Some(r) = m.reply {
             if let Err(e) = self.client.publish(r, self.payload.clone()).await {
                 rec.error(now, "reply", || e.to_string());

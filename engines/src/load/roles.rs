@@ -179,7 +179,11 @@ impl RoleWorker for Requester {
 
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         let (subject, timeout) = (s.subject.clone(), s.a.timeout);
+        let own_responders = s.a.reply > 0;
         async move {
+            if own_responders {
+                wait_for_interest(&c.client, &subject).await;
+            }
             ready(move |st: Start| {
                 let mut payloads = Payloads::new(&st.plan);
                 let size = st.plan.size as u64;
@@ -192,6 +196,32 @@ impl RoleWorker for Requester {
             })
         }
         .boxed()
+    }
+}
+
+/// The header of a request that only asks whether the subject has a responder yet:
+/// responders answer it and do not count it.
+pub(crate) const PROBE_HEADER: &str = "Diskpulse-Probe";
+
+/// Waits (up to 5 s) until this requester's server knows of a responder on `subject`.
+/// The run's own responders subscribed before the load starts, but in a cluster their
+/// interest reaches the other servers over the routes a moment later: a request sent
+/// before it does fails at once with `no_responders`, which would count as the
+/// responders' absence. A probe request (its [`PROBE_HEADER`] set) is sent until the
+/// server no longer answers "no responders"; a probe that is not answered at once is
+/// interest too (the responders answer once the load starts).
+async fn wait_for_interest(client: &async_nats::Client, subject: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(PROBE_HEADER, "1");
+        let probe = client.request_with_headers(subject.to_string(), headers, Bytes::new());
+        match tokio::time::timeout(std::time::Duration::from_millis(100), probe).await {
+            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            _ => return,
+        }
     }
 }
 
