@@ -181,18 +181,27 @@ impl RoleWorker for Requester {
         let (subject, timeout) = (s.subject.clone(), s.a.timeout);
         let own_responders = s.a.reply > 0;
         async move {
-            if own_responders {
-                wait_for_interest(&c.client, &subject).await;
-            }
+            // A server in a cluster advertises the others' client URLs; alone, the
+            // responders' round trip already put their interest on it.
+            let clustered = !c.client.server_info().connect_urls.is_empty();
             ready(move |st: Start| {
                 let mut payloads = Payloads::new(&st.plan);
                 let size = st.plan.size as u64;
                 let on = c.client.clone();
+                let probe_on = c.client.clone();
+                let probe_subject = subject.clone();
                 let op = Each::on(&on, move |_| {
                     let f = request(&c.client, subject.clone(), payloads.next_payload(), timeout);
                     Some(async move { f.await.map(|_reply| size) })
                 });
-                send_loop(op, st.window, st.plan, st.rec, st.ctx).boxed()
+                async move {
+                    // Once every role is open: the responders are in their loops.
+                    if own_responders && clustered {
+                        wait_for_interest(&probe_on, &probe_subject).await;
+                    }
+                    send_loop(op, st.window, st.plan, st.rec, st.ctx).await
+                }
+                .boxed()
             })
         }
         .boxed()
@@ -203,7 +212,8 @@ impl RoleWorker for Requester {
 /// responders answer it and do not count it.
 pub(crate) const PROBE_HEADER: &str = "Diskpulse-Probe";
 
-/// Waits (up to 5 s) until this requester's server knows of a responder on `subject`.
+/// Waits (up to 5 s) until this requester's server, one of a cluster, knows of a
+/// responder on `subject`.
 /// The run's own responders subscribed before the load starts, but in a cluster their
 /// interest reaches the other servers over the routes a moment later: a request sent
 /// before it does fails at once with `no_responders`, which would count as the
