@@ -3,11 +3,16 @@
 //! `/sys/block/loopN/stat` while a process in the volume's cgroup writes as fast as it
 //! can, within 15% of the cap, and far below the same writes outside the cgroup.
 //!
-//! This machine binds the block I/O controller to v1 (`/sys/fs/cgroup/blkio`) and
-//! mounts v2 without it (`/sys/fs/cgroup/unified`). The v2 test moves it, as a stock
-//! Debian 12 / Ubuntu 22.04+ / RHEL 9 host has it: `common::cgroup::OnV2` unmounts v1
-//! blkio (only when nobody has a cgroup in it) and remounts it when dropped, also when
-//! the test fails. Every throttle test takes `common::cgroup::lock()` first.
+//! Where the host gives cgroup v2 `io` (Debian 12, Ubuntu 22.04+, RHEL 9), the v2 test
+//! throttles there for real. A hybrid host like this one binds the controller to v1
+//! (`/sys/fs/cgroup/blkio`) and mounts v2 without it (`/sys/fs/cgroup/unified`): no test
+//! unmounts or moves a host hierarchy (issue 25: that depended on what other mount
+//! namespaces held), so there the v2 test runs `lab up` against a fixture tree
+//! (`DISKPULSE_CGROUP_ROOT`: a directory whose `cgroup.controllers` offers `io`) and
+//! checks what it wrote: `io.max`'s line for the loop device's `MAJ:MIN`, `+io` in
+//! `cgroup.subtree_control`, the cgroup in state.json, and that `lab down` leaves a
+//! directory outside a cgroup file system alone. The fixture tests run on every host.
+//! Every throttle test takes `common::cgroup::lock()` first.
 
 mod common;
 use common::cgroup::{self, Version};
@@ -233,11 +238,116 @@ fn write_iops_on_cgroup_v2_io_max_holds_by_the_devices_own_counters() {
         return;
     }
     let _lock = cgroup::lock();
-    let Some(v2) = cgroup::OnV2::new() else {
+    match cgroup::Hierarchy::find() {
+        Ok(h) if h.version == Version::V2 => write_iops_cap_holds(&h.root, Version::V2),
+        // No v2 io here (v1 holds the controller): the same io.max path on a fixture tree.
+        found => {
+            eprintln!(
+                "cgroup v2 io is not offered on this host ({:?}): io.max tested on a fixture tree",
+                found.map(|h| h.root)
+            );
+            let fx = V2Fixture::new("");
+            let w = fx.up(&[("--write-iops", "50")]);
+            assert_eq!(w.io_max, format!("{} wiops=50", w.majmin));
+        }
+    }
+}
+
+/// A cgroup v2 directory as the kernel shows one, in a tempdir: `cgroup.controllers`
+/// offering `io`, `cgroup.subtree_control` holding `subtree`, an empty `cgroup.procs`.
+struct V2Fixture {
+    dir: tempfile::TempDir,
+    root: Root,
+    name: String,
+}
+
+/// What `lab up` left in a fixture: the volume's `io.max` text, its device's `MAJ:MIN`,
+/// the root's `cgroup.subtree_control`, and the volume's cgroup.
+struct Written {
+    io_max: String,
+    majmin: String,
+    subtree: String,
+    cg: PathBuf,
+}
+
+impl V2Fixture {
+    fn new(subtree: &str) -> V2Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("cgroup.controllers"),
+            "cpuset cpu io memory pids\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("cgroup.subtree_control"), subtree).unwrap();
+        std::fs::write(dir.path().join("cgroup.procs"), "").unwrap();
+        V2Fixture {
+            dir,
+            root: Root::new(),
+            name: format!("fx{}-{}", std::process::id(), unique_suffix()),
+        }
+    }
+
+    /// `lab up NAME --fs ext4 --size 64M LIMITS..` on the fixture; what it wrote.
+    fn up(&self, limits: &[(&str, &str)]) -> Written {
+        let mut args = vec!["up", &self.name, "--fs", "ext4", "--size", "64M"];
+        for (flag, v) in limits {
+            args.extend([*flag, *v]);
+        }
+        let o = self.root.lab(self.dir.path(), &args);
+        assert_eq!(o.status.code(), Some(0));
+        let state = read_json(&self.root.0.path().join("state.json"));
+        let vol = &state["volumes"][0];
+        let cg = self.dir.path().join(format!("diskpulse-{}", self.name));
+        assert_eq!(vol["cgroup"].as_str(), cg.to_str(), "{state:#}");
+        let dev = vol["loop_devices"][0]["device"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        Written {
+            io_max: std::fs::read_to_string(cg.join("io.max")).unwrap(),
+            majmin: cgroup::majmin(&dev),
+            subtree: std::fs::read_to_string(self.dir.path().join("cgroup.subtree_control"))
+                .unwrap(),
+            cg,
+        }
+    }
+}
+
+#[test]
+fn lab_up_on_a_v2_fixture_writes_every_limit_in_one_io_max_line_and_enables_io() {
+    if !can_use_loop_devices() {
         return;
-    };
-    assert_eq!(v2.hierarchy.version, Version::V2);
-    write_iops_cap_holds(&v2.hierarchy.root, Version::V2);
+    }
+    let fx = V2Fixture::new("");
+    let w = fx.up(&[
+        ("--write-iops", "50"),
+        ("--read-iops", "70"),
+        ("--read-bps", "1M"),
+        ("--write-bps", "2M"),
+    ]);
+    assert_eq!(
+        w.io_max,
+        format!("{} riops=70 wiops=50 rbps=1048576 wbps=2097152", w.majmin)
+    );
+    assert_eq!(w.subtree, "+io");
+    // Down: the fixture is no cgroup file system, so its directory is left alone (and
+    // said so); the loop device and the mount go.
+    let o = fx.root.lab(fx.dir.path(), &["down", &fx.name]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(w.cg.is_dir(), "{} was removed", w.cg.display());
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains(&w.cg.display().to_string()), "{said}");
+}
+
+#[test]
+fn lab_up_on_a_v2_fixture_with_io_already_on_leaves_subtree_control_as_it_was() {
+    if !can_use_loop_devices() {
+        return;
+    }
+    let fx = V2Fixture::new("cpu io memory\n");
+    let w = fx.up(&[("--write-bps", "3M")]);
+    assert_eq!(w.io_max, format!("{} wbps=3145728", w.majmin));
+    assert_eq!(w.subtree, "cpu io memory\n");
 }
 
 #[test]

@@ -15,9 +15,10 @@
 //!
 //! What must stay true: the server listens on a loopback address unless the user asked
 //! for another one with `--allow-remote` (a recording names hosts, devices and commands);
-//! it writes nothing; Ctrl-C ends it. One connection at a time (`live::http`): a span
-//! deep in a long diskstats.csv.gz is read from its start today (a later chunked layout
-//! reads only its chunk, through `format::diskstats::for_each_row`).
+//! it writes nothing; Ctrl-C ends it. Connections are served concurrently (`live::http`,
+//! decision 0088), answers at most 4 at once: a span deep in a long diskstats.csv.gz is
+//! read from its start today (a later chunked layout reads only its chunk, through
+//! `format::diskstats::for_each_row`).
 
 use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};

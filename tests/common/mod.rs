@@ -48,23 +48,6 @@ pub fn skip(why: &str) -> bool {
     false
 }
 
-/// A test that this host cannot run for a reason no install fixes (a kernel or sandbox
-/// fact, e.g. the io controller held by cgroup v1 by a process outside the test): fails
-/// under [`strict`] like [`skip`], unless `.ci/run` names `tag` in
-/// `DISKPULSE_STRICT_EXCEPT` (comma-separated), which it does only with a comment saying
-/// why. Every exemption is printed, so a run's log lists what it could not test.
-pub fn skip_on_this_host(tag: &str, why: &str) -> bool {
-    let exempt = std::env::var("DISKPULSE_STRICT_EXCEPT")
-        .is_ok_and(|v| v.split(',').any(|t| t.trim() == tag));
-    if strict() && exempt {
-        eprintln!("NOT TESTED on this host ({tag} exempted by DISKPULSE_STRICT_EXCEPT): {why}");
-        return false;
-    }
-    skip(&format!(
-        "{why} (a host fact: `DISKPULSE_STRICT_EXCEPT={tag}` exempts it)"
-    ))
-}
-
 /// Whether this process is root.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
