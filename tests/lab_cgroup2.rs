@@ -238,6 +238,7 @@ fn write_iops_on_cgroup_v2_io_max_holds_by_the_devices_own_counters() {
         return;
     }
     let _lock = cgroup::lock();
+    let before = cgroup_mounts();
     match cgroup::Hierarchy::find() {
         Ok(h) if h.version == Version::V2 => write_iops_cap_holds(&h.root, Version::V2),
         // No v2 io here (v1 holds the controller): the same io.max path on a fixture tree.
@@ -251,6 +252,20 @@ fn write_iops_on_cgroup_v2_io_max_holds_by_the_devices_own_counters() {
             assert_eq!(w.io_max, format!("{} wiops=50", w.majmin));
         }
     }
+    // The host's cgroup hierarchies are as they were: nothing unmounted, moved or added.
+    assert_eq!(cgroup_mounts(), before);
+}
+
+/// This mount namespace's cgroup and cgroup2 mounts: (mount point, super options), sorted.
+fn cgroup_mounts() -> Vec<(PathBuf, Vec<String>)> {
+    let mut m: Vec<_> = diskpulse::lab::os::mounts()
+        .unwrap()
+        .into_iter()
+        .filter(|m| m.fstype == "cgroup" || m.fstype == "cgroup2")
+        .map(|m| (m.point, m.super_options))
+        .collect();
+    m.sort();
+    m
 }
 
 /// A cgroup v2 directory as the kernel shows one, in a tempdir: `cgroup.controllers`
