@@ -225,17 +225,20 @@ pub struct LoadArgs {
     pub timeout: Duration,
     /// AMQP modes: the queue published to and consumed from (amqp-call/amqp-cast: the
     /// request queue the responders consume).
-    #[arg(long, default_value = "diskpulse")]
-    pub queue: String,
+    /// Default: diskpulse. Refused in a NATS mode, as every AMQP-only flag.
+    #[arg(long = "queue")]
+    pub queue_flag: Option<String>,
     /// AMQP modes: the type of the queue diskpulse declares (durable in every case).
-    #[arg(long, value_enum, default_value_t = QueueType::Classic)]
-    pub queue_type: QueueType,
+    /// Default: classic.
+    #[arg(long = "queue-type", value_enum)]
+    pub queue_type_flag: Option<QueueType>,
     /// AMQP modes: transient messages (delivery mode 1) instead of persistent (2).
     #[arg(long)]
     pub transient: bool,
     /// AMQP consumers and responders: unacknowledged deliveries per consumer (basic.qos).
-    #[arg(long, default_value_t = 100)]
-    pub prefetch: u16,
+    /// Default: 100.
+    #[arg(long = "prefetch")]
+    pub prefetch_flag: Option<u16>,
     /// Stream name (js-pub, js-consume).
     #[arg(long, default_value = "DISKPULSE")]
     pub stream: String,
@@ -410,6 +413,39 @@ impl LoadArgs {
         }
     }
 
+    /// The AMQP queue (`--queue`, default diskpulse).
+    pub fn queue(&self) -> &str {
+        self.queue_flag.as_deref().unwrap_or("diskpulse")
+    }
+
+    /// The AMQP queue's type (`--queue-type`, default classic).
+    pub fn queue_type(&self) -> QueueType {
+        self.queue_type_flag.unwrap_or(QueueType::Classic)
+    }
+
+    /// Unacknowledged deliveries per AMQP consumer (`--prefetch`, default 100).
+    pub fn prefetch(&self) -> u16 {
+        self.prefetch_flag.unwrap_or(100)
+    }
+
+    /// A NATS mode given a flag only the AMQP modes read: refused, naming it (it was
+    /// accepted and silently did nothing).
+    fn refuse_amqp_flags(&self) -> anyhow::Result<()> {
+        let given = [
+            ("--queue", self.queue_flag.is_some()),
+            ("--queue-type", self.queue_type_flag.is_some()),
+            ("--transient", self.transient),
+            ("--prefetch", self.prefetch_flag.is_some()),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(usage!(
+                "{flag} applies to the RabbitMQ modes only (amqp-pub, amqp-consume, amqp-call, amqp-cast); {} is a NATS mode: drop {flag}",
+                self.mode.cli_name()
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks flags before anything starts (exit 2, one line naming the flag, the limit
     /// and why). Writes nothing: [`LoadArgs::create_csv`] creates `--csv` after every
     /// check of the command has passed. It may raise the soft RLIMIT_NOFILE to the hard
@@ -423,6 +459,7 @@ impl LoadArgs {
             super::amqp::validate(self)?;
         } else {
             self.connect.validate()?;
+            self.refuse_amqp_flags()?;
         }
         if self.main_clients() == 0 {
             return Err(usage!("--clients must be at least 1"));
@@ -575,17 +612,24 @@ impl LoadArgs {
         self.check_fd_limit()
     }
 
-    /// Creates `--csv` and the extras file beside it (empty) so a bad path fails before
+    /// Checks that `--csv` and the extras file beside it can be written, so a bad path fails before
     /// the run, not after it. Call it after every other check has passed: bad input
     /// writes nothing.
     pub fn create_csv(&self) -> anyhow::Result<()> {
         if let Some(p) = &self.csv {
-            std::fs::File::create(p).map_err(|e| usage!("--csv {}: {e}", p.display()))?;
-            let x = super::natscli::extras_path(p);
-            std::fs::File::create(&x).map_err(|e| {
-                let _ = std::fs::remove_file(p);
+            // Checked, not created: the files are put in place at the end through
+            // format::atomic (a temporary file and a rename), so an existing file or a
+            // symlink at either name is neither truncated nor followed.
+            format::atomic::check_writable(p).map_err(|e| {
                 usage!(
-                    "--csv {}: its extras file {}: {e}",
+                    "--csv {}: {e:#}; name a file in a writable directory",
+                    p.display()
+                )
+            })?;
+            let x = super::natscli::extras_path(p);
+            format::atomic::check_writable(&x).map_err(|e| {
+                usage!(
+                    "--csv {}: its extras file {}: {e:#}",
                     p.display(),
                     x.display()
                 )
