@@ -48,7 +48,7 @@ fn main() {
         // SAFETY: setting a signal disposition has no preconditions.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    let code = match diskpulse::commands::main() {
+    let code = match run_catching_print_failures() {
         Ok(code) => code,
         Err(e) => {
             let usage = e.downcast_ref::<diskpulse::cli::UsageError>().is_some();
@@ -85,4 +85,40 @@ fn main() {
 fn say(line: &str) {
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// The prefix of std's panic when `println!`/`eprintln!` cannot write (a full or closed
+/// stdout: `report --json > /dev/full`).
+const PRINT_FAILED: &str = "failed printing to std";
+
+/// Runs the command; a print that failed (std panics on it) becomes one line on stderr
+/// and exit 1 instead of a panic, its backtrace and 101. Every other panic is left as it
+/// is (the default hook prints it, and it still ends the process).
+fn run_catching_print_failures() -> anyhow::Result<i32> {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !panic_text(info.payload()).is_some_and(|t| t.starts_with(PRINT_FAILED)) {
+            default_hook(info);
+        }
+    }));
+    match std::panic::catch_unwind(diskpulse::commands::main) {
+        Ok(r) => r,
+        Err(payload) => match panic_text(payload.as_ref()) {
+            Some(t) if t.starts_with(PRINT_FAILED) => {
+                // "failed printing to stdout: No space left on device (os error 28)"
+                let why = t.trim_start_matches("failed printing to ");
+                say(&format!(
+                    "Error: cannot write to {why}; send the output to a file or pipe that takes it"
+                ));
+                Ok(1)
+            }
+            _ => std::panic::resume_unwind(payload),
+        },
+    }
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> Option<&str> {
+    p.downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| p.downcast_ref::<&str>().copied())
 }
