@@ -543,6 +543,45 @@ fn a_report_to_a_full_stdout_is_one_line_and_exit_1_not_a_panic() {
 }
 
 #[test]
+fn an_export_to_a_full_stdout_names_stdout() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = diskpulse()
+        .args(["export", "--format", "openmetrics"])
+        .arg(base())
+        .stdout(full)
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot write to stdout") && err.contains("--out"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_load_whose_stdout_reader_is_gone_runs_to_its_end_and_exits_0() {
+    if !have_nats_server() {
+        return;
+    }
+    let s = JsServer::start();
+    let (r, w) = std::io::pipe().unwrap();
+    drop(r); // `| true`: the reader is gone before the first line
+    let o = diskpulse()
+        .args(["load", "pub", "--msgs", "2000", "--server", &s.url])
+        .stdout(Stdio::from(w))
+        .output()
+        .unwrap();
+    let (_, err) = text(&o);
+    // Before: 101, println! panicking on EPIPE (SIGPIPE is ignored for the broker's sake).
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
 fn rabbitmq_only_flags_are_refused_in_a_nats_mode() {
     for (mode, flag) in [
         ("pub", &["--queue-type", "quorum"][..]),

@@ -42,6 +42,25 @@ pub fn cut(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
     .into()
 }
 
+/// Linux's limits on a path (PATH_MAX 4096 with its NUL) and on one name in it
+/// (NAME_MAX 255): the message for a longer one names the flag and shows the value cut
+/// (a 2 MB `filename=` in a job file was echoed whole).
+pub fn check_path_length(flag: &str, p: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let bytes = p.as_os_str().as_bytes().len();
+    let why = if bytes > 4095 {
+        format!("{bytes} bytes")
+    } else if p.iter().any(|c| c.as_bytes().len() > 255) {
+        "a name in it is longer than 255 bytes".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "{flag} '{}': {why}; Linux takes paths of at most 4095 bytes and names of at most 255; give a shorter path",
+        cut(&p.to_string_lossy(), ECHO_MAX)
+    ))
+}
+
 /// An error and its causes on one line, as `{:#}` prints them, but a cause whose text
 /// the line already ends with is not said again: an error type whose message embeds its
 /// source and also returns it from `source()` (thiserror's `{source}` fields, tempfile's

@@ -88,7 +88,11 @@ pub fn run(a: ExportArgs) -> anyhow::Result<i32> {
         None => {
             let stdout = std::io::stdout();
             let mut lock = stdout.lock();
-            let n = emit(&mut lock)?;
+            let n = emit(&mut lock).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot write to stdout: {e}; send the output to a file or pipe that takes it, or give --out FILE"
+                )
+            })?;
             eprintln!("exported {n} {what} of {}", a.run.display());
         }
         Some(out) => {

@@ -166,6 +166,43 @@ fn parse_amqp_url(input: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The AMQP-only flags' values and defaults (the flags are `Option`s so that a NATS
+/// mode can tell one was given).
+impl LoadArgs {
+    /// The AMQP queue (`--queue`, default diskpulse).
+    pub fn queue(&self) -> &str {
+        self.queue_flag.as_deref().unwrap_or("diskpulse")
+    }
+
+    /// The AMQP queue's type (`--queue-type`, default classic).
+    pub fn queue_type(&self) -> QueueType {
+        self.queue_type_flag.unwrap_or(QueueType::Classic)
+    }
+
+    /// Unacknowledged deliveries per AMQP consumer (`--prefetch`, default 100).
+    pub fn prefetch(&self) -> u16 {
+        self.prefetch_flag.unwrap_or(100)
+    }
+
+    /// A NATS mode given a flag only the AMQP modes read: refused, naming it (it was
+    /// accepted and silently did nothing).
+    pub(super) fn refuse_in_nats_mode(&self) -> anyhow::Result<()> {
+        let given = [
+            ("--queue", self.queue_flag.is_some()),
+            ("--queue-type", self.queue_type_flag.is_some()),
+            ("--transient", self.transient),
+            ("--prefetch", self.prefetch_flag.is_some()),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(usage!(
+                "{flag} applies to the RabbitMQ modes only (amqp-pub, amqp-consume, amqp-call, amqp-cast); {} is a NATS mode: drop {flag}",
+                self.mode.cli_name()
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The AMQP modes' checks (instead of the NATS connection's).
 pub fn validate(a: &LoadArgs) -> anyhow::Result<()> {
     for u in &a.connect.servers {

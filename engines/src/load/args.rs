@@ -413,39 +413,6 @@ impl LoadArgs {
         }
     }
 
-    /// The AMQP queue (`--queue`, default diskpulse).
-    pub fn queue(&self) -> &str {
-        self.queue_flag.as_deref().unwrap_or("diskpulse")
-    }
-
-    /// The AMQP queue's type (`--queue-type`, default classic).
-    pub fn queue_type(&self) -> QueueType {
-        self.queue_type_flag.unwrap_or(QueueType::Classic)
-    }
-
-    /// Unacknowledged deliveries per AMQP consumer (`--prefetch`, default 100).
-    pub fn prefetch(&self) -> u16 {
-        self.prefetch_flag.unwrap_or(100)
-    }
-
-    /// A NATS mode given a flag only the AMQP modes read: refused, naming it (it was
-    /// accepted and silently did nothing).
-    fn refuse_amqp_flags(&self) -> anyhow::Result<()> {
-        let given = [
-            ("--queue", self.queue_flag.is_some()),
-            ("--queue-type", self.queue_type_flag.is_some()),
-            ("--transient", self.transient),
-            ("--prefetch", self.prefetch_flag.is_some()),
-        ];
-        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
-            return Err(usage!(
-                "{flag} applies to the RabbitMQ modes only (amqp-pub, amqp-consume, amqp-call, amqp-cast); {} is a NATS mode: drop {flag}",
-                self.mode.cli_name()
-            ));
-        }
-        Ok(())
-    }
-
     /// Checks flags before anything starts (exit 2, one line naming the flag, the limit
     /// and why). Writes nothing: [`LoadArgs::create_csv`] creates `--csv` after every
     /// check of the command has passed. It may raise the soft RLIMIT_NOFILE to the hard
@@ -459,7 +426,7 @@ impl LoadArgs {
             super::amqp::validate(self)?;
         } else {
             self.connect.validate()?;
-            self.refuse_amqp_flags()?;
+            self.refuse_in_nats_mode()?;
         }
         if self.main_clients() == 0 {
             return Err(usage!("--clients must be at least 1"));

@@ -579,7 +579,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         .filename
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("diskpulse-probe-{}.dat", std::process::id())));
-    check_path_length("--filename", &filename)?;
+    format::cli::check_path_length("--filename", &filename).map_err(|e| usage!("{e}"))?;
     Ok(Resolved {
         spec: ProbeSpec {
             rw,
@@ -792,25 +792,4 @@ mod tests {
         assert_eq!(res(&[]).unwrap().spec.engine, Engine::Sync);
         assert!(res(&["--ioengine", "io_uring"]).unwrap().engine_insisted);
     }
-}
-
-/// Linux's limits on a path (PATH_MAX 4096 with its NUL) and on one name in it
-/// (NAME_MAX 255): a longer one is refused here, naming the flag and showing the value
-/// cut (a 2 MB `filename=` in a job file was echoed whole).
-fn check_path_length(flag: &str, p: &std::path::Path) -> anyhow::Result<()> {
-    use std::os::unix::ffi::OsStrExt as _;
-    let long_name = p.iter().any(|c| c.as_bytes().len() > 255);
-    let bytes = p.as_os_str().as_bytes().len();
-    if bytes > 4095 || long_name {
-        return Err(usage!(
-            "{flag} '{}': {}; Linux takes paths of at most 4095 bytes and names of at most 255; give a shorter path",
-            format::cli::cut(&p.to_string_lossy(), format::cli::ECHO_MAX),
-            if bytes > 4095 {
-                format!("{bytes} bytes")
-            } else {
-                "a name in it is longer than 255 bytes".to_string()
-            }
-        ));
-    }
-    Ok(())
 }
