@@ -382,12 +382,23 @@ fn bench_removes_its_scratch_directory_when_signalled() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let scratch = tmp.path().join(format!("diskpulse-bench-{}", child.id()));
+        // A name of bench's own (diskpulse-bench-XXXXXX, unique: issue 25) in its TMPDIR.
+        let scratch_of = |dir: &Path| {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .find(|p| p.to_string_lossy().contains("diskpulse-bench-"))
+        };
         let t0 = Instant::now();
-        while !scratch.exists() && t0.elapsed() < Duration::from_secs(10) {
+        while scratch_of(tmp.path()).is_none() && t0.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(scratch.exists(), "bench made no {}", scratch.display());
+        let scratch = scratch_of(tmp.path()).unwrap_or_else(|| {
+            panic!(
+                "bench made no diskpulse-bench-* in {}",
+                tmp.path().display()
+            )
+        });
         std::thread::sleep(Duration::from_millis(300));
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, sig) };

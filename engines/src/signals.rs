@@ -22,3 +22,58 @@ fn signal_ignored(sig: libc::c_int) -> bool {
         libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
     }
 }
+
+/// Keeps a run going when the reader of its stdout or stderr goes away (`record
+/// --progress | head -c 1`, a closed ssh session's terminal): SIGPIPE is ignored, and a
+/// thread waits (poll(2), no timeout) for either stream to break (POLLERR: the pipe's
+/// reader is gone; POLLHUP: the terminal hung up) and then puts /dev/null in its place,
+/// so every later print, `println!` included, succeeds unseen instead of panicking, and
+/// the run goes on to its end and closes its recording. Regular files and /dev/null never
+/// break, and the thread just waits. For the commands that run long or talk to brokers;
+/// the short ones keep SIGPIPE's default and end quietly (`report x | head`).
+pub fn survive_closed_output() {
+    // SAFETY: setting a signal disposition has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let _ = std::thread::Builder::new()
+        .name("stdio-watch".into())
+        .spawn(watch_stdio);
+}
+
+fn watch_stdio() {
+    let mut fds: Vec<libc::pollfd> = [1, 2]
+        .into_iter()
+        .map(|fd| libc::pollfd {
+            fd,
+            events: 0,
+            revents: 0,
+        })
+        .collect();
+    while !fds.is_empty() {
+        // SAFETY: `fds` is a valid array of pollfd of the length given.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        fds.retain(|p| {
+            if p.revents & libc::POLLNVAL != 0 {
+                return false; // closed at start: std already treats EBADF as success
+            }
+            if p.revents & (libc::POLLERR | libc::POLLHUP) == 0 {
+                return true;
+            }
+            // SAFETY: open and dup2 on a path and descriptors we name; the new
+            // descriptor is closed once duplicated.
+            unsafe {
+                let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if null >= 0 {
+                    libc::dup2(null, p.fd);
+                    libc::close(null);
+                }
+            }
+            false
+        });
+    }
+}

@@ -14,6 +14,72 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// The most of a user's value a message echoes: a value longer than this (a 2 MB
+/// `filename=` in a job file) is shown by its start and end around a count of what was
+/// cut, so a message stays a line a terminal can show.
+pub const ECHO_MAX: usize = 200;
+
+/// `s` as a message echoes it: whole up to `max` bytes, else its first and last
+/// `max / 2` bytes (on character boundaries) around "[... N bytes ...]".
+pub fn cut(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
+        return s.into();
+    }
+    let mut head = max / 2;
+    while !s.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = s.len() - max / 2;
+    while !s.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}[... {} bytes ...]{}",
+        &s[..head],
+        tail - head,
+        &s[tail..]
+    )
+    .into()
+}
+
+/// Linux's limits on a path (PATH_MAX 4096 with its NUL) and on one name in it
+/// (NAME_MAX 255): the message for a longer one names the flag and shows the value cut
+/// (a 2 MB `filename=` in a job file was echoed whole).
+pub fn check_path_length(flag: &str, p: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let bytes = p.as_os_str().as_bytes().len();
+    let why = if bytes > 4095 {
+        format!("{bytes} bytes")
+    } else if p.iter().any(|c| c.as_bytes().len() > 255) {
+        "a name in it is longer than 255 bytes".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "{flag} '{}': {why}; Linux takes paths of at most 4095 bytes and names of at most 255; give a shorter path",
+        cut(&p.to_string_lossy(), ECHO_MAX)
+    ))
+}
+
+/// An error and its causes on one line, as `{:#}` prints them, but a cause whose text
+/// the line already ends with is not said again: an error type whose message embeds its
+/// source and also returns it from `source()` (thiserror's `{source}` fields, tempfile's
+/// path errors) would otherwise print the OS error twice ("(os error 30): Read-only file
+/// system (os error 30)").
+pub fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if text.is_empty() {
+            text = c;
+        } else if !text.ends_with(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+    }
+    text
+}
+
 /// Returns a usage error (exit code 2) from a formatted message.
 #[macro_export]
 macro_rules! usage {
@@ -115,6 +181,34 @@ pub fn fmt_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_value_is_cut_to_its_ends() {
+        let v = format!("/var/tmp/{}.dat", "a".repeat(2_000_000));
+        let c = cut(&v, ECHO_MAX);
+        assert!(c.len() < ECHO_MAX + 40, "{}", c.len());
+        assert!(
+            c.starts_with("/var/tmp/aaa") && c.ends_with("aaa.dat"),
+            "{c}"
+        );
+        assert!(c.contains("bytes ...]"), "{c}");
+        assert_eq!(cut("short", ECHO_MAX), "short");
+        // Never in the middle of a character.
+        let _ = cut(&"é".repeat(500), 101);
+    }
+
+    #[test]
+    fn a_cause_the_message_already_ends_with_is_said_once() {
+        let io = std::io::Error::from_raw_os_error(30);
+        let e = anyhow::Error::new(io).context(format!(
+            "x: open failed: {}",
+            std::io::Error::from_raw_os_error(30)
+        ));
+        let t = error_chain(&e);
+        assert_eq!(t.matches("os error 30").count(), 1, "{t}");
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_chain(&e), "outer: inner");
+    }
 
     #[test]
     fn durations() {

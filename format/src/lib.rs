@@ -28,6 +28,7 @@
 //! window) and newer versions.
 
 pub mod agents;
+pub mod atomic;
 pub mod block_requests;
 pub mod check;
 pub mod cli;

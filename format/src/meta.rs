@@ -585,13 +585,9 @@ impl Meta {
             .and_then(|d| d.why.clone())
     }
 
-    /// Writes `path` through a temporary file and a rename.
+    /// Writes `path` through a temporary file and a rename ([`crate::atomic`]).
     pub fn write(&self, path: &Path) -> anyhow::Result<()> {
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, path)?;
-        Ok(())
+        crate::atomic::write(path, &serde_json::to_vec_pretty(self)?)
     }
 
     /// Reads a run's `meta.json`. Errors say what is wrong: no file, not JSON, not

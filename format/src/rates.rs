@@ -181,15 +181,15 @@ pub fn write(path: &Path, rows: &[RatesRow]) -> anyhow::Result<()> {
 /// [`write`] from rows as they are made (a long run's rows are not held together).
 pub fn write_rows(path: &Path, rows: impl IntoIterator<Item = RatesRow>) -> anyhow::Result<()> {
     use std::io::Write as _;
-    let err = |e: std::io::Error| anyhow::anyhow!("cannot write {}: {e}", path.display());
-    let mut out =
-        std::io::BufWriter::with_capacity(256 * 1024, std::fs::File::create(path).map_err(err)?);
-    out.write_all(HEADER.as_bytes()).map_err(err)?;
-    out.write_all(b"\n").map_err(err)?;
-    for r in rows {
-        out.write_all(r.to_line().as_bytes()).map_err(err)?;
-    }
-    out.flush().map_err(err)
+    crate::atomic::write_with(path, |f| {
+        let mut out = std::io::BufWriter::with_capacity(256 * 1024, f);
+        out.write_all(HEADER.as_bytes())?;
+        out.write_all(b"\n")?;
+        for r in rows {
+            out.write_all(r.to_line().as_bytes())?;
+        }
+        out.flush()
+    })
 }
 
 /// Reads `rates.csv`; empty when the run has none.

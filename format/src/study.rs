@@ -232,14 +232,12 @@ impl Study {
     /// The runner's study.json, as runs go (every key sorted, see [`Study`]).
     pub fn write_running(&self, dir: &Path) -> anyhow::Result<()> {
         let v = serde_json::to_value(self)?;
-        std::fs::write(dir.join(JSON_FILE), serde_json::to_vec_pretty(&v)?)?;
-        Ok(())
+        crate::atomic::write(&dir.join(JSON_FILE), &serde_json::to_vec_pretty(&v)?)
     }
 
     /// The report's study.json (see [`Study`] for the order).
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        std::fs::write(dir.join(JSON_FILE), serde_json::to_vec_pretty(self)?)?;
-        Ok(())
+        crate::atomic::write(&dir.join(JSON_FILE), &serde_json::to_vec_pretty(self)?)
     }
 
     pub fn read(dir: &Path) -> anyhow::Result<Study> {

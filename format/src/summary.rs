@@ -637,9 +637,7 @@ pub struct Summary {
 
 impl Summary {
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        let p = dir.join(FILE);
-        std::fs::write(&p, serde_json::to_vec_pretty(self)?)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))
+        crate::atomic::write(&dir.join(FILE), &serde_json::to_vec_pretty(self)?)
     }
 
     /// Reads a run's summary.json (`None` when the run has none).

@@ -78,9 +78,30 @@ pub fn report(dir: &Path, o: &ReportOptions) -> anyhow::Result<Summary> {
 /// [`report`], with the warnings of reading the run back ([`Run::warnings`]: a cut-off
 /// end, damaged lines skipped, an incomplete recording), each naming its file.
 pub fn report_noted(dir: &Path, o: &ReportOptions) -> anyhow::Result<(Summary, Vec<String>)> {
+    let r = report_written(dir, o)?;
+    r.written?;
+    Ok((r.summary, r.warnings))
+}
+
+/// A run analysed, and whether its files could be written into the run directory.
+pub struct Reported {
+    pub summary: Summary,
+    /// As [`report_noted`]'s.
+    pub warnings: Vec<String>,
+    /// The first output that could not be written (a read-only or full run directory):
+    /// the summary is whole all the same, for the caller to print.
+    pub written: anyhow::Result<()>,
+}
+
+/// [`report_noted`] that keeps the summary when writing its files fails.
+pub fn report_written(dir: &Path, o: &ReportOptions) -> anyhow::Result<Reported> {
     let (run, analyses, summary) = analyse(dir, o)?;
-    write_outputs(dir, &run, &analyses, &summary, o)?;
-    Ok((summary, run.warnings))
+    let written = write_outputs(dir, &run, &analyses, &summary, o);
+    Ok(Reported {
+        summary,
+        warnings: run.warnings,
+        written,
+    })
 }
 
 /// Reads and analyses a run without writing anything. The diskstats rows are read once,
@@ -292,11 +313,7 @@ fn write_outputs(
     )?;
     if o.charts || o.html {
         let tl = charts_build::timeline(run, analyses, o);
-        let write = |name: &str, bytes: &[u8]| {
-            let p = dir.join(name);
-            std::fs::write(&p, bytes)
-                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))
-        };
+        let write = |name: &str, bytes: &[u8]| format::atomic::write(&dir.join(name), bytes);
         if o.charts {
             write("timeline.svg", charts::render_svg(&tl).as_bytes())?;
             write("timeline.png", &charts::render_png(&tl)?)?;

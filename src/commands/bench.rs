@@ -75,10 +75,20 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     // is removed on every way out (it was left behind when a signal ended the process).
     let stop = Arc::new(AtomicBool::new(false));
     engines::signals::stop_on_signals(&stop)?;
-    let tmp = std::env::temp_dir().join(format!("diskpulse-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp)?;
-    let r = bench(&a, &tmp, &stop);
-    let _ = std::fs::remove_dir_all(&tmp);
+    // A new directory of a unique name (never an existing one, nor a symlink planted at
+    // a guessable name in a shared /tmp), removed when it is dropped.
+    let tmp = tempfile::Builder::new()
+        .prefix("diskpulse-bench-")
+        .tempdir()
+        .map_err(|e| {
+            ::format::usage!(
+                "cannot create a scratch directory in {} ($TMPDIR): {}; set TMPDIR to a writable directory, e.g. TMPDIR=/var/tmp",
+                std::env::temp_dir().display(),
+                ::format::atomic::plain(e)
+            )
+        })?;
+    let r = bench(&a, tmp.path(), &stop);
+    drop(tmp);
     if stop.load(Ordering::SeqCst) {
         eprintln!("interrupted: the figures above are from before the signal");
         return Ok(130);

@@ -88,27 +88,26 @@ pub fn run(a: ExportArgs) -> anyhow::Result<i32> {
         None => {
             let stdout = std::io::stdout();
             let mut lock = stdout.lock();
-            let n = emit(&mut lock)?;
+            let n = emit(&mut lock).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot write to stdout: {e}; send the output to a file or pipe that takes it, or give --out FILE"
+                )
+            })?;
             eprintln!("exported {n} {what} of {}", a.run.display());
         }
         Some(out) => {
-            let tmp = out.with_extension("diskpulse-tmp");
-            let r = std::fs::File::create(&tmp).and_then(|mut f| {
-                let n = emit(&mut f)?;
+            // A temporary file beside it, renamed over it (format::atomic): never a
+            // shared or existing name, never through a symlink.
+            let n = ::format::atomic::write_with(out, |f| {
+                let n = emit(f)?;
                 f.sync_all()?;
                 Ok(n)
-            });
-            match r.and_then(|n| std::fs::rename(&tmp, out).map(|_| n)) {
-                Ok(n) => eprintln!(
-                    "exported {n} {what} of {} to {}",
-                    a.run.display(),
-                    out.display()
-                ),
-                Err(e) => {
-                    let _ = std::fs::remove_file(&tmp);
-                    anyhow::bail!("cannot write {}: {e}", out.display());
-                }
-            }
+            })?;
+            eprintln!(
+                "exported {n} {what} of {} to {}",
+                a.run.display(),
+                out.display()
+            );
         }
     }
     Ok(0)

@@ -199,10 +199,13 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
         Err(e) => {
             if let Some(p) = &a.load.csv {
                 // Nothing was measured: CSVs with their headers, so scripts read an empty run.
-                let _ = std::fs::write(p, format!("{}\n", load::natscli::CSV_HEADER));
-                let _ = std::fs::write(
-                    load::natscli::extras_path(p),
-                    format!("{}\n", output::EXTRAS_CSV_HEADER),
+                let _ = ::format::atomic::write(
+                    p,
+                    format!("{}\n", load::natscli::CSV_HEADER).as_bytes(),
+                );
+                let _ = ::format::atomic::write(
+                    &load::natscli::extras_path(p),
+                    format!("{}\n", output::EXTRAS_CSV_HEADER).as_bytes(),
                 );
             }
             if session.records() {
@@ -218,11 +221,12 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
     let run_id = output::run_id();
     let mut saved = vec![];
     if let Some(p) = &a.load.csv {
-        std::fs::write(p, load::natscli::csv(&run_id, &outcome.clients))
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        ::format::atomic::write(p, load::natscli::csv(&run_id, &outcome.clients).as_bytes())?;
         let x = load::natscli::extras_path(p);
-        std::fs::write(&x, output::extras_csv(&run_id, &roles, &outcome.clients))
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", x.display()))?;
+        ::format::atomic::write(
+            &x,
+            output::extras_csv(&run_id, &roles, &outcome.clients).as_bytes(),
+        )?;
         saved.push(format!("Saved metric data in csv file {}", p.display()));
         saved.push(format!(
             "Saved diskpulse's extra columns in {}",

@@ -157,7 +157,10 @@ Exit codes: 0 stopped (Ctrl-C or --duration), 2 bad input.")]
 
 /// Parses the command line and runs the command; returns the exit code.
 pub fn main() -> anyhow::Result<i32> {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return Ok(clap_exit(&e)),
+    };
     match cli.command {
         Command::Record(a) => record::run(*a),
         Command::Report(a) => report::run(a),
@@ -174,6 +177,29 @@ pub fn main() -> anyhow::Result<i32> {
         Command::Lab(a) => lab::run(a),
         Command::Proxy(a) => proxy::run(a),
         Command::Agent(a) => agent::run(*a),
+    }
+}
+
+/// What clap's own `exit` does (help and version on stdout with 0, errors on stderr with
+/// 2), but a stdout that cannot take the help or the version (`--help > /dev/full`) is a
+/// failure said on stderr (exit 1), not a silent 0.
+fn clap_exit(e: &clap::Error) -> i32 {
+    use std::io::Write as _;
+    let printed = e.print().and_then(|_| std::io::stdout().flush());
+    match printed {
+        Ok(()) => e.exit_code(),
+        Err(w) if !e.use_stderr() => {
+            let what = match e.kind() {
+                clap::error::ErrorKind::DisplayVersion => "the version",
+                _ => "the help",
+            };
+            let _ = writeln!(
+                std::io::stderr(),
+                "Error: cannot write {what} to stdout: {w}; send it to a file or terminal that takes it"
+            );
+            1
+        }
+        Err(_) => e.exit_code(),
     }
 }
 

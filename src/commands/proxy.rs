@@ -51,11 +51,27 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<i32> {
             "--duration must be more than 0s (or left out: until Ctrl-C)"
         ));
     }
-    if !a.upstream.contains(':') {
-        return Err(usage!(
-            "--upstream '{}': expected host:port, like 127.0.0.1:4222",
-            ::format::redact::text(&a.upstream)
-        ));
+    // host:port with a port of 1..=65535: port 0 means "any free port" to a listener
+    // and is no server a connection can reach (it was accepted, and every client's
+    // connection then failed).
+    let port = a
+        .upstream
+        .rsplit_once(':')
+        .map(|(_, p)| p.trim_end_matches(']'));
+    match port.map(str::parse::<u16>) {
+        Some(Ok(p)) if p > 0 => {}
+        Some(Ok(_)) => {
+            return Err(usage!(
+                "--upstream '{}': port 0 is not a server's port (it means any free port to a listener); give the port the server listens on, like 127.0.0.1:4222",
+                ::format::redact::text(&a.upstream)
+            ))
+        }
+        _ => {
+            return Err(usage!(
+                "--upstream '{}': expected host:port with a port of 1 to 65535, like 127.0.0.1:4222",
+                ::format::cli::cut(&::format::redact::text(&a.upstream), ::format::cli::ECHO_MAX)
+            ))
+        }
     }
     let (local, mut handle) =
         proxy::spawn_on(&a.listen, &a.upstream, a.delay, jitter).map_err(|e| usage!("{e:#}"))?;

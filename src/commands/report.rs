@@ -52,6 +52,18 @@ fn full_disk(e: anyhow::Error, run: &std::path::Path) -> anyhow::Error {
     }
 }
 
+/// The error of a report printed whose files were not written.
+fn not_written(e: anyhow::Error, run: &std::path::Path) -> anyhow::Error {
+    let e = full_disk(e, run);
+    if ::format::cli::error_chain(&e).contains("is full") {
+        return e;
+    }
+    e.context(format!(
+        "the report is printed above, but its files are not written into {}: copy the run directory somewhere writable and report the copy to keep them",
+        run.display()
+    ))
+}
+
 /// The shortest `--ui-average` (also for `demo`, which reports with it).
 pub const MIN_UI_AVERAGE: Duration = Duration::from_millis(10);
 
@@ -70,14 +82,19 @@ pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
         devices: a.devices.clone(),
         ..Default::default()
     };
-    let (s, warnings) = report::report_noted(&a.run, &o).map_err(|e| full_disk(e, &a.run))?;
-    for w in warnings {
+    let r = report::report_written(&a.run, &o)?;
+    for w in &r.warnings {
         eprintln!("warning: {w}");
     }
+    let s = &r.summary;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        println!("{}", serde_json::to_string_pretty(s)?);
     } else {
-        print!("{}", report::table(&s));
+        print!("{}", report::table(s));
     }
+    // The report is printed whole also when its files cannot be written into the run
+    // directory (read-only, full); that is still a failure (exit 1): a script reading
+    // summary.json after `report` would otherwise read none, or an old one.
+    r.written.map_err(|e| not_written(e, &a.run))?;
     Ok(0)
 }

@@ -136,9 +136,9 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
         .flat_map(|s| &s.phases)
         .flat_map(|p| format::redact::secrets(&p.get_ref().args))
         .collect();
-    std::fs::write(
-        o.out.join("scenario.toml"),
-        format::redact::scrub(&text, &secrets),
+    format::atomic::write(
+        &o.out.join("scenario.toml"),
+        format::redact::scrub(&text, &secrets).as_bytes(),
     )?;
     let mut records: Vec<StudyRun> = vec![];
     let write_study = |records: &[StudyRun], status: &str| -> anyhow::Result<()> {

@@ -418,10 +418,10 @@ pub fn write_reports(study: &Path) -> anyhow::Result<Answers> {
     for (r, x) in &per_run {
         csv.push_str(&fmt::csv_row(r, &params, &cols, x));
     }
-    std::fs::write(study.join(fmt::CSV_FILE), csv)?;
+    format::atomic::write(&study.join(fmt::CSV_FILE), csv.as_bytes())?;
     let csv_columns = fmt::CSV_KEY_COLUMNS.len() + params.len() + cols.len();
     let page = super::study_page::build(&sj, &per_run, csv_columns);
-    std::fs::write(study.join("study.md"), page.markdown())?;
+    format::atomic::write(&study.join("study.md"), page.markdown().as_bytes())?;
     let cells = super::study_page::cells(&sj, &per_run);
     let present: Vec<(String, String)> = cols
         .iter()
@@ -466,9 +466,9 @@ pub fn write_reports(study: &Path) -> anyhow::Result<Answers> {
     // One chart per figure that varies (STUDY/charts/), also inlined in report.html.
     let charts_ = super::study_charts::build(&sj, &per_run);
     super::study_charts::write(study, &charts_)?;
-    std::fs::write(
-        study.join("report.html"),
-        super::html::study_page(study, &page, &charts_, &sj.runs),
+    format::atomic::write(
+        &study.join("report.html"),
+        super::html::study_page(study, &page, &charts_, &sj.runs).as_bytes(),
     )?;
     Ok(Answers {
         questions: page.questions.clone(),

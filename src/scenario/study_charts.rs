@@ -184,10 +184,10 @@ pub fn write(study: &Path, charts_: &[StudyChart]) -> anyhow::Result<()> {
         }
     }
     for c in charts_ {
-        std::fs::write(dir.join(format!("{}.svg", c.key)), &c.svg)?;
+        format::atomic::write(&dir.join(format!("{}.svg", c.key)), c.svg.as_bytes())?;
         let png = charts::svg_to_png(&c.svg)
             .map_err(|e| anyhow::anyhow!("rendering the {} chart: {e}", c.key))?;
-        std::fs::write(dir.join(format!("{}.png", c.key)), png)?;
+        format::atomic::write(&dir.join(format!("{}.png", c.key)), &png)?;
     }
     Ok(())
 }

@@ -177,9 +177,7 @@ pub(crate) async fn connect_forever(
             .map_err(|e| format::usage!("--creds {}: {e}", f.display()))?;
     }
     if let Some(n) = &c.nkey {
-        let seed = std::fs::read_to_string(n)
-            .map_err(|e| format::usage!("--nkey {}: {e}", n.display()))?;
-        o = o.nkey(seed.trim().to_string());
+        o = o.nkey(crate::load::connect::read_nkey_seed(n)?);
     }
     if let Some(ca) = &c.tls_ca {
         o = o.add_root_certificates(ca.clone()).require_tls(true);

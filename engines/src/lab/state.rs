@@ -112,15 +112,14 @@ impl Locked {
     }
 
     pub fn save(&self, s: &StateFile) -> anyhow::Result<()> {
-        let tmp = self.path.with_extension("json.tmp");
-        let mut f = fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
         let mut text = serde_json::to_string_pretty(s)?;
         text.push('\n');
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        fs::rename(&tmp, &self.path)
-            .with_context(|| format!("renaming {} into place", tmp.display()))?;
-        Ok(())
+        // Beside it under a unique name, synced, renamed (format::atomic): a fixed
+        // state.json.tmp in a --lab-root of the user's could be a planted symlink.
+        format::atomic::write_with(&self.path, |f| {
+            f.write_all(text.as_bytes())?;
+            f.sync_all()
+        })
     }
 
     /// Load, change one entry (by id) and save. A missing entry is an error: `lab down`

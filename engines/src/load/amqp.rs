@@ -166,6 +166,43 @@ fn parse_amqp_url(input: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The AMQP-only flags' values and defaults (the flags are `Option`s so that a NATS
+/// mode can tell one was given).
+impl LoadArgs {
+    /// The AMQP queue (`--queue`, default diskpulse).
+    pub fn queue(&self) -> &str {
+        self.queue_flag.as_deref().unwrap_or("diskpulse")
+    }
+
+    /// The AMQP queue's type (`--queue-type`, default classic).
+    pub fn queue_type(&self) -> QueueType {
+        self.queue_type_flag.unwrap_or(QueueType::Classic)
+    }
+
+    /// Unacknowledged deliveries per AMQP consumer (`--prefetch`, default 100).
+    pub fn prefetch(&self) -> u16 {
+        self.prefetch_flag.unwrap_or(100)
+    }
+
+    /// A NATS mode given a flag only the AMQP modes read: refused, naming it (it was
+    /// accepted and silently did nothing).
+    pub(super) fn refuse_in_nats_mode(&self) -> anyhow::Result<()> {
+        let given = [
+            ("--queue", self.queue_flag.is_some()),
+            ("--queue-type", self.queue_type_flag.is_some()),
+            ("--transient", self.transient),
+            ("--prefetch", self.prefetch_flag.is_some()),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(usage!(
+                "{flag} applies to the RabbitMQ modes only (amqp-pub, amqp-consume, amqp-call, amqp-cast); {} is a NATS mode: drop {flag}",
+                self.mode.cli_name()
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The AMQP modes' checks (instead of the NATS connection's).
 pub fn validate(a: &LoadArgs) -> anyhow::Result<()> {
     for u in &a.connect.servers {
@@ -203,7 +240,7 @@ pub fn validate(a: &LoadArgs) -> anyhow::Result<()> {
             ));
         }
     }
-    let q = &a.queue;
+    let q = a.queue();
     if q.is_empty() || q.len() > 255 || q.starts_with("amq.") {
         return Err(usage!(
             "--queue '{q}': a queue name is 1 to 255 bytes and does not start with 'amq.' (reserved by the broker), like diskpulse"
@@ -215,12 +252,12 @@ pub fn validate(a: &LoadArgs) -> anyhow::Result<()> {
             format::units::bytes_exact(a.size)
         ));
     }
-    if a.prefetch == 0 {
+    if a.prefetch() == 0 {
         return Err(usage!(
             "--prefetch must be at least 1 (0 would mean no limit to RabbitMQ)"
         ));
     }
-    if a.queue_type == QueueType::Stream && a.purge {
+    if a.queue_type() == QueueType::Stream && a.purge {
         return Err(usage!(
             "--purge: a stream queue cannot be purged; use another --queue, or a classic or quorum --queue-type"
         ));
@@ -330,7 +367,7 @@ fn queue_args(a: &LoadArgs) -> FieldTable {
     let mut t = FieldTable::default();
     t.insert(
         "x-queue-type".into(),
-        AMQPValue::LongString(a.queue_type.name().into()),
+        AMQPValue::LongString(a.queue_type().name().into()),
     );
     t
 }
@@ -346,17 +383,17 @@ fn declare_options() -> QueueDeclareOptions {
 async fn prepare(a: &LoadArgs, conn: &Connection) -> anyhow::Result<()> {
     let ch = conn.create_channel().await?;
     if let Err(e) = ch
-        .queue_declare(a.queue.as_str().into(), declare_options(), queue_args(a))
+        .queue_declare(a.queue().into(), declare_options(), queue_args(a))
         .await
     {
         return Err(usage!(
             "cannot declare queue '{}' as a durable {} queue: {e}; if it exists with other arguments, use another --queue or delete it",
-            a.queue,
-            a.queue_type.name()
+            a.queue(),
+            a.queue_type().name()
         ));
     }
     if a.purge {
-        ch.queue_purge(a.queue.as_str().into(), QueuePurgeOptions::default())
+        ch.queue_purge(a.queue().into(), QueuePurgeOptions::default())
             .await?;
     }
     let _ = ch.close(200, "done".into()).await;
@@ -513,7 +550,7 @@ async fn open_channel(
     name: &str,
 ) -> anyhow::Result<(Channel, Option<lapin::Consumer>)> {
     let ch = conn.create_channel().await?;
-    ch.queue_declare(a.queue.as_str().into(), declare_options(), queue_args(a))
+    ch.queue_declare(a.queue().into(), declare_options(), queue_args(a))
         .await?;
     let consumer = match role {
         Role::AmqpPub => {
@@ -521,9 +558,10 @@ async fn open_channel(
             None
         }
         Role::AmqpConsume | Role::AmqpServe => {
-            ch.basic_qos(a.prefetch, BasicQosOptions::default()).await?;
+            ch.basic_qos(a.prefetch(), BasicQosOptions::default())
+                .await?;
             let mut args = FieldTable::default();
-            if a.queue_type == QueueType::Stream {
+            if a.queue_type() == QueueType::Stream {
                 args.insert(
                     "x-stream-offset".into(),
                     AMQPValue::LongString("first".into()),
@@ -531,7 +569,7 @@ async fn open_channel(
             }
             Some(
                 ch.basic_consume(
-                    a.queue.as_str().into(),
+                    a.queue().into(),
                     name.into(),
                     BasicConsumeOptions::default(),
                     args,
@@ -670,8 +708,8 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         mode: a.mode.cli_name().to_string(),
         clients: n_main as u64,
         broker: Some("rabbitmq".to_string()),
-        queue: Some(a.queue.clone()),
-        queue_type: Some(a.queue_type.name().to_string()),
+        queue: Some(a.queue().to_string()),
+        queue_type: Some(a.queue_type().name().to_string()),
         persistent: Some(!a.transient),
         servers: env
             .servers
@@ -759,11 +797,11 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         csv_rows: collected.rows,
         js_context: format::meta::ClientContext::Amqp(format::meta::AmqpContextMeta {
             broker: "rabbitmq".into(),
-            queue: a.queue.clone(),
-            queue_type: a.queue_type.name().into(),
+            queue: a.queue().to_string(),
+            queue_type: a.queue_type().name().into(),
             persistent: !a.transient,
             window: a.window_for(main),
-            prefetch: a.prefetch,
+            prefetch: a.prefetch(),
             confirms: a.mode == Mode::AmqpPub,
         }),
     })
@@ -788,7 +826,7 @@ async fn publish(
 ) {
     let mut payloads = Payloads::new(&plan);
     let props = properties(a);
-    let key: ShortString = a.queue.as_str().into();
+    let key: ShortString = a.queue().into();
     let size = a.size;
     let timeout = a.timeout;
     let client = rec.index();
@@ -966,7 +1004,7 @@ async fn call(
     window: usize,
 ) {
     let mut payloads = Payloads::new(&plan);
-    let key: ShortString = a.queue.as_str().into();
+    let key: ShortString = a.queue().into();
     let base = properties(a).with_reply_to(REPLY_TO.into());
     let size = a.size;
     let timeout_ns = a.timeout.as_nanos() as u64;

@@ -225,17 +225,20 @@ pub struct LoadArgs {
     pub timeout: Duration,
     /// AMQP modes: the queue published to and consumed from (amqp-call/amqp-cast: the
     /// request queue the responders consume).
-    #[arg(long, default_value = "diskpulse")]
-    pub queue: String,
+    /// Default: diskpulse. Refused in a NATS mode, as every AMQP-only flag.
+    #[arg(long = "queue")]
+    pub queue_flag: Option<String>,
     /// AMQP modes: the type of the queue diskpulse declares (durable in every case).
-    #[arg(long, value_enum, default_value_t = QueueType::Classic)]
-    pub queue_type: QueueType,
+    /// Default: classic.
+    #[arg(long = "queue-type", value_enum)]
+    pub queue_type_flag: Option<QueueType>,
     /// AMQP modes: transient messages (delivery mode 1) instead of persistent (2).
     #[arg(long)]
     pub transient: bool,
     /// AMQP consumers and responders: unacknowledged deliveries per consumer (basic.qos).
-    #[arg(long, default_value_t = 100)]
-    pub prefetch: u16,
+    /// Default: 100.
+    #[arg(long = "prefetch")]
+    pub prefetch_flag: Option<u16>,
     /// Stream name (js-pub, js-consume).
     #[arg(long, default_value = "DISKPULSE")]
     pub stream: String,
@@ -423,6 +426,7 @@ impl LoadArgs {
             super::amqp::validate(self)?;
         } else {
             self.connect.validate()?;
+            self.refuse_in_nats_mode()?;
         }
         if self.main_clients() == 0 {
             return Err(usage!("--clients must be at least 1"));
@@ -575,17 +579,24 @@ impl LoadArgs {
         self.check_fd_limit()
     }
 
-    /// Creates `--csv` and the extras file beside it (empty) so a bad path fails before
+    /// Checks that `--csv` and the extras file beside it can be written, so a bad path fails before
     /// the run, not after it. Call it after every other check has passed: bad input
     /// writes nothing.
     pub fn create_csv(&self) -> anyhow::Result<()> {
         if let Some(p) = &self.csv {
-            std::fs::File::create(p).map_err(|e| usage!("--csv {}: {e}", p.display()))?;
-            let x = super::natscli::extras_path(p);
-            std::fs::File::create(&x).map_err(|e| {
-                let _ = std::fs::remove_file(p);
+            // Checked, not created: the files are put in place at the end through
+            // format::atomic (a temporary file and a rename), so an existing file or a
+            // symlink at either name is neither truncated nor followed.
+            format::atomic::check_writable(p).map_err(|e| {
                 usage!(
-                    "--csv {}: its extras file {}: {e}",
+                    "--csv {}: {e:#}; name a file in a writable directory",
+                    p.display()
+                )
+            })?;
+            let x = super::natscli::extras_path(p);
+            format::atomic::check_writable(&x).map_err(|e| {
+                usage!(
+                    "--csv {}: its extras file {}: {e:#}",
                     p.display(),
                     x.display()
                 )

@@ -120,11 +120,9 @@ pub fn write(csv: &Path, title: &str, clients: &[ClientTotals]) -> anyhow::Resul
     let doc = svg(title, clients);
     let svg_path = natscli::sibling(csv, "svg");
     let png_path = natscli::sibling(csv, "png");
-    std::fs::write(&svg_path, &doc)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", svg_path.display()))?;
+    format::atomic::write(&svg_path, doc.as_bytes())?;
     let png = charts::svg_to_png(&doc)?;
-    std::fs::write(&png_path, png)
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", png_path.display()))?;
+    format::atomic::write(&png_path, &png)?;
     Ok([png_path, svg_path])
 }
 

@@ -98,6 +98,9 @@ impl ConnectArgs {
                 ));
             }
         }
+        if let Some(n) = &self.nkey {
+            read_nkey_seed(n)?;
+        }
         if self.user.as_deref() == Some("") {
             return Err(usage!(
                 "--user '': an empty user name authenticates nothing; pass the user the server knows, or leave --user and --password out"
@@ -245,9 +248,7 @@ impl ConnectArgs {
                 .map_err(|e| usage!("--creds {}: {e}", c.display()))?;
         }
         if let Some(n) = &self.nkey {
-            let seed =
-                std::fs::read_to_string(n).map_err(|e| usage!("--nkey {}: {e}", n.display()))?;
-            o = o.nkey(seed.trim().to_string());
+            o = o.nkey(read_nkey_seed(n)?);
         }
         if let Some(ca) = &self.tls_ca {
             o = o.add_root_certificates(ca.clone()).require_tls(true);
@@ -514,4 +515,25 @@ mod tests {
         let s = serde_json::to_value(a.describe()).unwrap().to_string();
         assert!(!s.contains("hunter2") && !s.contains("tok\""), "{s}");
     }
+}
+
+/// The NKey seed in `--nkey FILE`, checked as one: a file that is no seed was taken
+/// and failed at the server's nonce ("failed signing nonce") without naming the flag or
+/// the file.
+pub fn read_nkey_seed(path: &std::path::Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        usage!(
+            "--nkey {}: {e}; give the file holding a user's NKey seed",
+            path.display()
+        )
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let seed = text.trim();
+    if let Err(e) = nkeys::KeyPair::from_seed(seed) {
+        return Err(usage!(
+            "--nkey {}: not an NKey seed ({e}); give the file holding a user's seed, one line starting with SU (`nsc` or `nk -gen user` makes one)",
+            path.display()
+        ));
+    }
+    Ok(seed.to_string())
 }

@@ -579,6 +579,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         .filename
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("diskpulse-probe-{}.dat", std::process::id())));
+    format::cli::check_path_length("--filename", &filename).map_err(|e| usage!("{e}"))?;
     Ok(Resolved {
         spec: ProbeSpec {
             rw,

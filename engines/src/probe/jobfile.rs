@@ -67,7 +67,10 @@ fn expand(v: &str, at: &str) -> anyhow::Result<String> {
         out.push_str(&rest[..i]);
         let after = &rest[i + 2..];
         let Some(j) = after.find('}') else {
-            return Err(usage!("{at}: '${{' without a closing '}}' in '{v}'"));
+            return Err(usage!(
+                "{at}: '${{' without a closing '}}' in '{}'",
+                format::cli::cut(v, format::cli::ECHO_MAX)
+            ));
         };
         let name = &after[..j];
         match std::env::var(name) {
@@ -116,12 +119,14 @@ pub(super) fn load_placed(path: &Path) -> anyhow::Result<(ProbeArgs, Vec<(String
         let n = i + 1;
         let at = format!("{file}:{n}");
         let line = raw.trim();
+        // What a message echoes of the line (a 2 MB value is cut to its ends).
+        let shown = format::cli::cut(line, format::cli::ECHO_MAX);
         if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
             continue;
         }
         if let Some(name) = line.strip_prefix('[') {
             let Some(name) = name.strip_suffix(']') else {
-                return Err(usage!("{at}: a section line is [name]; got '{line}'"));
+                return Err(usage!("{at}: a section line is [name]; got '{shown}'"));
             };
             let name = name.trim().to_string();
             if name != "global" {
@@ -137,7 +142,7 @@ pub(super) fn load_placed(path: &Path) -> anyhow::Result<(ProbeArgs, Vec<(String
         }
         if section.is_none() {
             return Err(usage!(
-                "{at}: '{line}' is outside a section; put it under [global] or a [job]"
+                "{at}: '{shown}' is outside a section; put it under [global] or a [job]"
             ));
         }
         let (key, value) = match line.split_once('=') {
@@ -149,7 +154,8 @@ pub(super) fn load_placed(path: &Path) -> anyhow::Result<(ProbeArgs, Vec<(String
         }
         let Some(k) = known(key) else {
             return Err(usage!(
-                "{at}: fio option '{key}' is not supported by diskpulse probe (see diskpulse probe --help for the options it runs)"
+                "{at}: fio option '{}' is not supported by diskpulse probe (see diskpulse probe --help for the options it runs)",
+                format::cli::cut(key, format::cli::ECHO_MAX)
             ));
         };
         let word = if k.flag {
@@ -159,7 +165,7 @@ pub(super) fn load_placed(path: &Path) -> anyhow::Result<(ProbeArgs, Vec<(String
                 Some(Some(false)) => None,
                 Some(None) => {
                     return Err(usage!(
-                        "{at}: {key} is a flag: write '{key}' or '{key}=1' (or '{key}=0'); got '{line}'"
+                        "{at}: {key} is a flag: write '{key}' or '{key}=1' (or '{key}=0'); got '{shown}'"
                     ))
                 }
             }
@@ -180,7 +186,10 @@ pub(super) fn load_placed(path: &Path) -> anyhow::Result<(ProbeArgs, Vec<(String
                     .next()
                     .unwrap_or("")
                     .trim_start_matches("error: ");
-                return Err(usage!("{at}: {first}"));
+                return Err(usage!(
+                    "{at}: {}",
+                    format::cli::cut(first, 2 * format::cli::ECHO_MAX)
+                ));
             }
         }
         opts.insert(k.id, (word, at.clone()));

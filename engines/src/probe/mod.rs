@@ -295,8 +295,7 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     let json = output::fio_json(&r, &info, &result);
     if let Some(d) = &run_dir {
         let p = d.join("probe.json");
-        std::fs::write(&p, &json)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
+        format::atomic::write(&p, json.as_bytes())?;
     }
     if r.json {
         println!("{json}");
