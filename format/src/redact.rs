@@ -88,6 +88,15 @@ pub fn argv(args: &[String]) -> Vec<String> {
     out
 }
 
+/// Whether the redaction ([`argv`]) hides an occurrence of `needle` in `args`, whole or
+/// in part: a scenario's `${pw}` in `--password ${pw}` or `nats://u:${pw}@host` is then
+/// a secret, and so is every value it stands for (issue 25 point 2). Counted, so a
+/// needle also shown elsewhere in the clear is still found.
+pub fn hides(args: &[String], needle: &str) -> bool {
+    let count = |v: &[String]| v.iter().map(|a| a.matches(needle).count()).sum::<usize>();
+    count(&argv(args)) < count(args)
+}
+
 /// A verbatim copy of a file that held `secrets` as whole quoted strings (a scenario's
 /// TOML: `args = ["--password", "pw"]` or `"--password=pw"`), with those strings'
 /// secrets replaced by [`HIDDEN`] and URL user info hidden. Only quoted whole values
@@ -159,6 +168,16 @@ mod tests {
             r.contains("--token=***") && r.contains("--password ***"),
             "{r}"
         );
+    }
+
+    #[test]
+    fn a_placeholder_in_a_secret_place_is_hidden_and_one_in_the_clear_is_not() {
+        assert!(hides(&v(&["--server", "nats://u:${pw}@h"]), "${pw}"));
+        assert!(hides(&v(&["--password", "${pw}"]), "${pw}"));
+        assert!(hides(&v(&["--token=x${pw}"]), "${pw}"));
+        assert!(hides(&v(&["--subject", "${pw}", "--password", "${pw}"]), "${pw}"));
+        assert!(!hides(&v(&["--subject", "${pw}", "--server", "nats://h"]), "${pw}"));
+        assert!(!hides(&v(&["--user", "${u}"]), "${u}"));
     }
 
     #[test]

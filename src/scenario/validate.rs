@@ -44,6 +44,9 @@ pub struct Checked {
     pub scenario: Scenario,
     pub cells: Vec<Cell>,
     pub concrete: Vec<Scenario>,
+    /// Every secret the study's cells carry (secret flags' values and the matrix values
+    /// hidden in the cells): what the scenario.toml copy hides.
+    pub secrets: Vec<String>,
 }
 
 /// Parses and checks a whole study: the file, its matrix, and every cell as it will run.
@@ -51,16 +54,21 @@ pub fn check_study(path: &str, text: &str) -> Result<Checked, SpecError> {
     let scenario = spec::parse(path, text)?;
     let mut cells = spec::expand(&scenario.matrix);
     let mut concrete = vec![];
+    let secret_params = secret_params(&scenario);
+    let mut all_secrets = vec![];
     for c in &mut cells {
         let t = cell_text(text, c);
         let s = spec::parse_cell(&format!("{path} (cell {})", c.id), &t)?;
-        // Before anything shows the cell: its id and params keep no secret.
+        // Before anything shows the cell (an error naming it included): its id and
+        // params keep no secret.
         let secrets: Vec<String> = s
             .phases
             .iter()
             .flat_map(|p| format::redact::secrets(&p.get_ref().args))
             .collect();
-        super::matrix::hide_secrets(c, &secrets);
+        let hidden = super::matrix::hide_secrets(c, &secrets, &secret_params, &scenario.matrix);
+        all_secrets.extend(secrets);
+        all_secrets.extend(hidden);
         let cx = Cx {
             path,
             text,
@@ -70,6 +78,7 @@ pub fn check_study(path: &str, text: &str) -> Result<Checked, SpecError> {
             } else {
                 format!(" (cell {})", c.id)
             },
+            secrets: &all_secrets,
         };
         check_cell(&cx, &s)?;
         concrete.push(s);
@@ -87,11 +96,34 @@ pub fn check_study(path: &str, text: &str) -> Result<Checked, SpecError> {
             ));
         }
     }
+    all_secrets.sort();
+    all_secrets.dedup();
     Ok(Checked {
         scenario,
         cells,
         concrete,
+        secrets: all_secrets,
     })
+}
+
+/// The matrix parameters whose `${name}` the one redaction ([`format::redact::hides`])
+/// hides somewhere in the scenario as written: in a phase's args (`--password ${pw}`,
+/// `nats://u:${pw}@host`) or in `[agents] server`. Their values are secrets whatever
+/// they look like (issue 25 point 2).
+fn secret_params(sc: &Scenario) -> Vec<String> {
+    let mut places: Vec<Vec<String>> = sc.phases.iter().map(|p| p.get_ref().args.clone()).collect();
+    if let Some(a) = &sc.agents {
+        places.push(vec![a.server.get_ref().clone()]);
+    }
+    sc.matrix
+        .params
+        .keys()
+        .filter(|k| {
+            let needle = format!("${{{k}}}");
+            places.iter().any(|args| format::redact::hides(args, &needle))
+        })
+        .cloned()
+        .collect()
 }
 
 /// The scenario name and the matrix's size: checked by [`spec::parse`] before anything is
@@ -135,6 +167,8 @@ struct Cx<'a> {
     cell_text: &'a str,
     /// " (cell ID)" when the study has a matrix.
     cell: String,
+    /// The secrets known so far: an error quoting a phase's argument hides them.
+    secrets: &'a [String],
 }
 
 impl Cx<'_> {
@@ -585,7 +619,14 @@ fn check_args(
                     .find(|a| a.starts_with("--") && e.contains(a.as_str()))
             })
             .or(p.args.first());
-        let m = format!("{label}: `diskpulse {kind} {}`: {e}", p.args.join(" "));
+        // The message quotes arguments: none of them shows a secret.
+        let mut m = format::redact::text(&format!(
+            "{label}: `diskpulse {kind} {}`: {e}",
+            format::redact::argv(&p.args).join(" ")
+        ));
+        for x in cx.secrets.iter().chain(&format::redact::secrets(&p.args)) {
+            m = m.replace(x.as_str(), format::redact::HIDDEN);
+        }
         match arg {
             Some(a) => cx.at("args", a, span, m),
             None => err_at(cx.path, cx.cell_text, span, format!("{m}{}", cx.cell)),
