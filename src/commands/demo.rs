@@ -95,6 +95,9 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
             ::format::cli::fmt_duration(a.duration)
         ));
     }
+    engines::recording::Sampler::Disk
+        .check(a.interval)
+        .map_err(|e| usage!("--interval {e}"))?;
     if a.ui_average < super::report::MIN_UI_AVERAGE {
         return Err(usage!(
             "--ui-average {} is too short: at least {} (it is the window of the report's moving average, like 30s)",

@@ -430,10 +430,9 @@ fn check_record_flags(a: &LoadCmdArgs) -> anyhow::Result<()> {
     for u in &a.monitors {
         broker::monitor::check_url(u).map_err(|e| usage!("--monitor '{u}': {e:#}"))?;
     }
-    if a.record && a.monitor_interval.is_zero() {
-        return Err(usage!(
-            "--monitor-interval must be more than 0s (how often /varz and /jsz are polled, like 250ms)"
-        ));
+    if a.record {
+        broker::monitor::check_interval(a.monitor_interval)
+            .map_err(|e| usage!("--monitor-interval {e}"))?;
     }
     if a.record {
         if let Some(dur) = a.load.duration {

@@ -393,18 +393,7 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
             }
         }
     }
-    let samplers = [
-        ("interval", &s.samplers.interval),
-        ("mem_interval", &s.samplers.mem_interval),
-        ("cpu_interval", &s.samplers.cpu_interval),
-        ("monitor_interval", &s.samplers.monitor_interval),
-    ];
-    for (key, d) in samplers {
-        parse_duration(d).map_err(|e| {
-            let k = key_span(cx.cell_text, "samplers", key);
-            cx.at(key, d, k, format!("samplers {key} {e}"))
-        })?;
-    }
+    check_samplers(cx, s)?;
     for (i, p) in s.phases.iter().enumerate() {
         let span = p.span();
         let p = p.get_ref();
@@ -417,6 +406,31 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
             }
         }
         check_args(cx, s, p, &label, span)?;
+    }
+    Ok(())
+}
+
+/// `[samplers]`: each interval read and checked by the function that checks the flag
+/// of `record`/`load` it stands for (issue 25 point 4), so a scenario is held to the
+/// same limits.
+fn check_samplers(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
+    use engines::recording::Sampler;
+    let d = &s.samplers;
+    let samplers = [
+        ("interval", &d.interval, Some(Sampler::Disk)),
+        ("mem_interval", &d.mem_interval, Some(Sampler::Mem)),
+        ("cpu_interval", &d.cpu_interval, Some(Sampler::Cpu)),
+        ("monitor_interval", &d.monitor_interval, None),
+    ];
+    for (key, text, which) in samplers {
+        let checked = parse_duration(text).and_then(|v| match which {
+            Some(w) => w.check(v),
+            None => engines::broker::monitor::check_interval(v),
+        });
+        checked.map_err(|e| {
+            let k = key_span(cx.cell_text, "samplers", key);
+            cx.at(key, text, k, format!("samplers {key} {e}"))
+        })?;
     }
     Ok(())
 }
