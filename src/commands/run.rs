@@ -37,6 +37,8 @@ pub struct RunArgs {
 
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let chunks = a.flight.setup()?;
+    engines::lab::check_root(&a.lab_root)
+        .map_err(|e| usage!("--lab-root {}: {e}", a.lab_root.display()))?;
     let text = std::fs::read_to_string(&a.scenario)
         .map_err(|e| usage!("cannot read scenario {}: {e}", a.scenario.display()))?;
     let path = a.scenario.display().to_string();

@@ -473,7 +473,7 @@ fn run_recorded(
                 ro.binary = b.rabbitmq_server.as_ref().map(PathBuf::from);
                 BrokerPlan::Rabbit(ro)
             } else {
-                let mut co = ClusterOptions::new(n, stores, b.sync.parse()?, dir.to_path_buf());
+                let mut co = ClusterOptions::new(n, stores, b.sync().parse()?, dir.to_path_buf());
                 co.binary = b.nats_server.as_ref().map(PathBuf::from);
                 BrokerPlan::Embedded(co)
             }

@@ -305,10 +305,10 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
                     "nats_server is for kind = \"nats\"; remove it (rabbitmq_server = \"PATH\" names the rabbitmq-server script)",
                 ));
             }
-            if b.sync != "5s" {
+            if let Some(sync) = &b.sync {
                 return Err(not_rabbit(
                     "sync",
-                    &b.sync,
+                    sync,
                     "sync is nats-server's JetStream sync_interval; RabbitMQ's queues sync as their type does (quorum: before each confirm); remove it",
                 ));
             }
@@ -364,10 +364,10 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
                 ),
             ));
         }
-        if let Err(e) = b.sync.parse::<SyncMode>() {
+        if let Err(e) = b.sync().parse::<SyncMode>() {
             return Err(cx.at(
                 "sync",
-                &b.sync,
+                b.sync(),
                 broker_at..broker_at,
                 format!("broker sync: {e}"),
             ));
@@ -446,19 +446,27 @@ fn check_path(name: &str, p: &str, create: bool) -> Option<String> {
             "volume '{name}': path '{p}' is not absolute; write the directory as /dir"
         ));
     }
+    let pseudo = |dir: &Path| {
+        collectors::probe::target::pseudo_fs_name(dir).map(|fs| {
+            format!(
+                "volume '{name}': path '{p}' is on {fs}, a kernel pseudo file system, not storage; name a directory on a disk-backed file system, or declare a lab volume (lab = {{ size = \"1G\" }})"
+            )
+        })
+    };
     match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => None,
+        Ok(m) if m.is_dir() => pseudo(path),
         Ok(_) => Some(format!(
             "volume '{name}': path '{p}' is not a directory; {fix}"
         )),
         Err(e) if create && e.kind() == std::io::ErrorKind::NotFound => {
             let parent = path.parent().unwrap_or(Path::new("/"));
-            (!parent.is_dir()).then(|| {
-                format!(
+            if !parent.is_dir() {
+                return Some(format!(
                     "volume '{name}': path '{p}': its parent {} is not a directory; create = true makes only the last directory, never a tree",
                     parent.display()
-                )
-            })
+                ));
+            }
+            pseudo(parent)
         }
         Err(e) => Some(format!(
             "volume '{name}': path '{p}': {e}; {fix}{}",
@@ -616,7 +624,15 @@ fn check_args(
             .to_string()),
         Ok(cli) => match cli.command {
             ChildCommand::Load(a) => a.load.validate().map_err(|e| format!("{e:#}")),
+            // The user's own --filename is inspected as the child will (a volume's file
+            // is made in a directory only the run has).
+            ChildCommand::Probe(a) if p.volume.is_none() => {
+                engines::probe::check_target(&a).map_err(|e| format!("{e:#}"))
+            }
             ChildCommand::Probe(a) => engines::probe::check_args(&a).map_err(|e| format!("{e:#}")),
+            ChildCommand::Fsync(a) if p.volume.is_none() => {
+                engines::fsync::check_target(&a).map_err(|e| format!("{e:#}"))
+            }
             ChildCommand::Fsync(a) => engines::fsync::check_args(&a).map_err(|e| format!("{e:#}")),
             ChildCommand::Check(a) => engines::check::check_args(&a).map_err(|e| format!("{e:#}")),
         },
