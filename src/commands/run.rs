@@ -45,6 +45,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // The same checks as the real run (sizes, durations, paths, phase arguments).
     let checked = validate::check_study(&path, &text).map_err(|e| usage!("{e}"))?;
     let (sc, cells) = (&checked.scenario, &checked.cells);
+    let (roles, devices) = validate::trigger_sources(&checked);
+    a.flight
+        .check_sources(&engines::recording::chunks::TriggerSources {
+            devices: devices.as_deref(),
+            roles: Some(&roles),
+        })?;
     if a.dry_run {
         println!(
             "{}: {} cell(s) x {} repeat(s) = {} run(s)",

@@ -106,6 +106,38 @@ pub fn check_study(path: &str, text: &str) -> Result<Checked, SpecError> {
     })
 }
 
+/// What a study's runs can trigger on (`run --trigger`): the load.csv roles its load
+/// phases write, and the devices its runs record, `None` when a lab volume's devices
+/// are only made by the run. A run records its volumes' devices, every device
+/// without volumes.
+pub fn trigger_sources(c: &Checked) -> (Vec<String>, Option<Vec<String>>) {
+    let mut roles = vec![];
+    let mut lists = vec![];
+    let mut known = true;
+    let r = collectors::devices::Resolver::default();
+    for s in &c.concrete {
+        for p in &s.phases {
+            if let Some(ChildCommand::Load(a)) = child_command(s, p.get_ref()) {
+                roles.extend(a.load.role_names());
+            }
+        }
+        for v in &s.volumes {
+            match &v.path {
+                Some(p) if v.lab.is_none() => match r.for_path(Path::new(p)) {
+                    Ok(d) => lists.push(d),
+                    Err(_) => known = false,
+                },
+                _ => known = false,
+            }
+        }
+    }
+    roles.sort();
+    roles.dedup();
+    let devices = collectors::devices::merge(lists);
+    let devices = known.then(|| engines::recording::recorded_names(&devices));
+    (roles, devices)
+}
+
 /// The matrix parameters whose `${name}` the one redaction ([`format::redact::hides`])
 /// hides somewhere in the scenario as written: in a phase's args (`--password ${pw}`,
 /// `nats://u:${pw}@host`) or in `[agents] server`. Their values are secrets whatever

@@ -124,3 +124,14 @@ impl SamplerArgs {
         })
     }
 }
+
+/// The names of the devices a recording records: those chosen, or with none chosen
+/// every block device the kernel has (what the sampler then records); what a
+/// `DEVICE:` trigger may name.
+pub fn recorded_names(chosen: &[Device]) -> Vec<String> {
+    if chosen.is_empty() {
+        Resolver::default().all().into_iter().map(|(n, _)| n).collect()
+    } else {
+        chosen.iter().map(|d| d.name.clone()).collect()
+    }
+}
