@@ -655,7 +655,8 @@ fn check_args(
             .trim_start_matches("error: ")
             .to_string()),
         Ok(cli) => match cli.command {
-            ChildCommand::Load(a) => a.load.validate().map_err(|e| format!("{e:#}")),
+            // A phase runs inside the run's recording.
+            ChildCommand::Load(a) => a.check(true).map_err(|e| format!("{e:#}")),
             // The user's own --filename is inspected as the child will (a volume's file
             // is made in a directory only the run has).
             ChildCommand::Probe(a) if p.volume.is_none() => {

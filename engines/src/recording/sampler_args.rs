@@ -96,8 +96,8 @@ impl SamplerArgs {
         Ok(())
     }
 
-    /// Validates intervals and resolves devices; touches nothing on disk.
-    pub fn setup(&self) -> anyhow::Result<SamplerSetup> {
+    /// Each interval against its sampler's shortest ([`Sampler::check`]).
+    pub fn check_intervals(&self) -> anyhow::Result<()> {
         for (flag, v, which) in [
             ("--interval", self.interval, Sampler::Disk),
             ("--mem-interval", self.mem_interval, Sampler::Mem),
@@ -105,6 +105,12 @@ impl SamplerArgs {
         ] {
             which.check(v).map_err(|e| usage!("{flag} {e}"))?;
         }
+        Ok(())
+    }
+
+    /// Validates intervals and resolves devices; touches nothing on disk.
+    pub fn setup(&self) -> anyhow::Result<SamplerSetup> {
+        self.check_intervals()?;
         let r = Resolver::default();
         let mut lists: Vec<Vec<Device>> = vec![];
         for d in &self.devices {
