@@ -175,8 +175,14 @@ mod tests {
         assert!(hides(&v(&["--server", "nats://u:${pw}@h"]), "${pw}"));
         assert!(hides(&v(&["--password", "${pw}"]), "${pw}"));
         assert!(hides(&v(&["--token=x${pw}"]), "${pw}"));
-        assert!(hides(&v(&["--subject", "${pw}", "--password", "${pw}"]), "${pw}"));
-        assert!(!hides(&v(&["--subject", "${pw}", "--server", "nats://h"]), "${pw}"));
+        assert!(hides(
+            &v(&["--subject", "${pw}", "--password", "${pw}"]),
+            "${pw}"
+        ));
+        assert!(!hides(
+            &v(&["--subject", "${pw}", "--server", "nats://h"]),
+            "${pw}"
+        ));
         assert!(!hides(&v(&["--user", "${u}"]), "${u}"));
     }
 

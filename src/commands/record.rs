@@ -238,11 +238,12 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     // A trigger on a device not recorded, or on a load that never runs, never fires.
     let devices = engines::recording::recorded_names(&setup.devices);
     let no_load: [String; 0] = [];
-    a.flight.check_sources(&engines::recording::chunks::TriggerSources {
-        devices: Some(&devices),
-        // `record -- CMD`: the command may write any load.csv role.
-        roles: a.cmd.is_empty().then_some(&no_load[..]),
-    })?;
+    a.flight
+        .check_sources(&engines::recording::chunks::TriggerSources {
+            devices: Some(&devices),
+            // `record -- CMD`: the command may write any load.csv role.
+            roles: a.cmd.is_empty().then_some(&no_load[..]),
+        })?;
     let duration = match (a.duration, a.cmd.is_empty()) {
         (Some(d), _) => Some(d),
         (None, true) => Some(Duration::from_secs(30)),

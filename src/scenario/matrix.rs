@@ -85,9 +85,10 @@ pub fn hide_secrets(
     for (k, v) in &mut cell.params {
         let secret = secret_params.contains(k) || secrets.iter().any(|s| v.contains(s.as_str()));
         let shown = if secret {
-            let n = m.params.get(k.as_str()).and_then(|vals| {
-                vals.iter().position(|x| value_str(x) == *v)
-            });
+            let n = m
+                .params
+                .get(k.as_str())
+                .and_then(|vals| vals.iter().position(|x| value_str(x) == *v));
             hidden.push(v.clone());
             format!("{}{}", format::redact::HIDDEN, n.map_or(0, |n| n + 1))
         } else {
@@ -201,7 +202,9 @@ mod tests {
                 .map(|(k, vs)| {
                     (
                         k.to_string(),
-                        vs.iter().map(|v| toml::Value::String(v.to_string())).collect(),
+                        vs.iter()
+                            .map(|v| toml::Value::String(v.to_string()))
+                            .collect(),
                     )
                 })
                 .collect(),
@@ -224,7 +227,10 @@ mod tests {
         let mut c = cell(&[("pw", "Zq7")]);
         let m = matrix(&[("pw", &["Zq7"])]);
         hide_secrets(&mut c, &[], &["pw".to_string()], &m);
-        assert_eq!((c.params[0].1.as_str(), c.id.as_str()), ("***1", "pw-secret1"));
+        assert_eq!(
+            (c.params[0].1.as_str(), c.id.as_str()),
+            ("***1", "pw-secret1")
+        );
     }
 
     #[test]

@@ -152,7 +152,9 @@ fn secret_params(sc: &Scenario) -> Vec<String> {
         .keys()
         .filter(|k| {
             let needle = format!("${{{k}}}");
-            places.iter().any(|args| format::redact::hides(args, &needle))
+            places
+                .iter()
+                .any(|args| format::redact::hides(args, &needle))
         })
         .cloned()
         .collect()

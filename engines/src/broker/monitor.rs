@@ -51,7 +51,9 @@ pub use format::monitor::{JSZ_CSV_HEADER, VARZ_CSV_HEADER};
 /// --monitor-interval`, a scenario's `[samplers] monitor_interval` and the poller itself.
 pub fn check_interval(v: Duration) -> Result<(), String> {
     if v.is_zero() {
-        return Err("must be more than 0s (how often /varz and /jsz are polled, like 250ms)".into());
+        return Err(
+            "must be more than 0s (how often /varz and /jsz are polled, like 250ms)".into(),
+        );
     }
     Ok(())
 }

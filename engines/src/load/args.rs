@@ -405,7 +405,10 @@ impl LoadArgs {
 
     /// The load.csv role names [`Self::roles`] writes (`js-pub`, `sub`, ...).
     pub fn role_names(&self) -> Vec<String> {
-        self.roles().iter().map(|(r, _)| r.name().to_string()).collect()
+        self.roles()
+            .iter()
+            .map(|(r, _)| r.name().to_string())
+            .collect()
     }
 
     pub(crate) fn main_role(&self) -> Role {

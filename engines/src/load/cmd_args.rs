@@ -65,7 +65,10 @@ impl LoadCmdArgs {
             .parse::<SyncMode>()
             .map_err(|e| usage!("--sync-interval: {e}"))?;
         if ![1, 3, 5].contains(&self.cluster) {
-            return Err(usage!("--cluster takes 1, 3 or 5 nodes, got {}", self.cluster));
+            return Err(usage!(
+                "--cluster takes 1, 3 or 5 nodes, got {}",
+                self.cluster
+            ));
         }
         let amqp = self.load.mode.is_amqp();
         let embedded = if amqp {
@@ -182,4 +185,3 @@ fn check_record_flags(a: &LoadCmdArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
-

@@ -136,7 +136,11 @@ impl SamplerArgs {
 /// `DEVICE:` trigger may name.
 pub fn recorded_names(chosen: &[Device]) -> Vec<String> {
     if chosen.is_empty() {
-        Resolver::default().all().into_iter().map(|(n, _)| n).collect()
+        Resolver::default()
+            .all()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect()
     } else {
         chosen.iter().map(|d| d.name.clone()).collect()
     }
