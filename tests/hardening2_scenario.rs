@@ -251,19 +251,27 @@ fn a_matrix_value_in_the_agents_server_password_is_hidden_in_the_cell() {
 #[test]
 fn sampler_intervals_from_a_scenario_meet_the_limits_of_the_flags() {
     for (key, v, want) in [
-        ("interval", "10us", "interval 10us is too short: the shortest is 100us"),
-        ("mem_interval", "100us", "interval 100us is too short: the shortest is 1ms"),
-        ("cpu_interval", "500us", "interval 500us is too short: the shortest is 1ms"),
+        (
+            "interval",
+            "10us",
+            "interval 10us is too short: the shortest is 100us",
+        ),
+        (
+            "mem_interval",
+            "100us",
+            "interval 100us is too short: the shortest is 1ms",
+        ),
+        (
+            "cpu_interval",
+            "500us",
+            "interval 500us is too short: the shortest is 1ms",
+        ),
         ("monitor_interval", "0s", "interval must be more than 0s"),
     ] {
         let t = format!(
             "name = \"s\"\n[samplers]\n{key} = \"{v}\"\n[[phases]]\nkind = \"sleep\"\nduration = \"1s\"\n"
         );
-        scenario_refused(
-            &t,
-            &[],
-            &[&format!("samplers {key}"), want, "s.toml:3:"],
-        );
+        scenario_refused(&t, &[], &[&format!("samplers {key}"), want, "s.toml:3:"]);
     }
     // The limits themselves pass.
     dry_run_ok(
@@ -391,7 +399,7 @@ fn a_lab_root_on_a_pseudo_file_system_is_refused_before_anything_is_made() {
     scenario_refused(
         t,
         &["--lab-root", "/proc/x"],
-        &["--lab-root /proc/x", "is on proc"],
+        &["--lab-root /proc/x", "kernel's tree /proc"],
     );
     // Own: a lab root under a file; `lab up --root` the same.
     let f = tempfile::NamedTempFile::new().unwrap();
@@ -400,9 +408,11 @@ fn a_lab_root_on_a_pseudo_file_system_is_refused_before_anything_is_made() {
     let d = tempfile::tempdir().unwrap();
     refused_in(
         d.path(),
-        &["lab", "up", "v", "--size", "64M", "--fs", "ext4", "--root", "/proc/x"],
+        &[
+            "lab", "up", "v", "--size", "64M", "--fs", "ext4", "--root", "/proc/x",
+        ],
         &[],
-        &["--root /proc/x", "is on proc"],
+        &["--root /proc/x", "kernel's tree /proc"],
     );
 }
 

@@ -139,8 +139,6 @@ fn up(a: UpArgs) -> anyhow::Result<i32> {
         write_cache: a.write_cache,
     };
     spec.validate()?;
-    engines::lab::check_root(&a.root.root)
-        .map_err(|e| ::format::usage!("--root {}: {e}", a.root.root.display()))?;
     let stop = Arc::new(AtomicBool::new(false));
     engines::signals::stop_on_signals(&stop)?;
     let lab = Lab::open(&a.root.root).with_stop(stop.clone());

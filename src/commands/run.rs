@@ -37,8 +37,9 @@ pub struct RunArgs {
 
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let chunks = a.flight.setup()?;
+    // The lab root is checked as `lab up --root` checks it, before anything is made.
     engines::lab::check_root(&a.lab_root)
-        .map_err(|e| usage!("--lab-root {}: {e}", a.lab_root.display()))?;
+        .map_err(|e| usage!("--lab-root {} {e}", a.lab_root.display()))?;
     let text = std::fs::read_to_string(&a.scenario)
         .map_err(|e| usage!("cannot read scenario {}: {e}", a.scenario.display()))?;
     let path = a.scenario.display().to_string();

@@ -97,40 +97,11 @@ use anyhow::{anyhow, bail, Context};
 
 use state::{Entry, Locked};
 
-/// A directory to make lab volumes under (`lab up --root`, `run --lab-root`), or why
-/// not: what exists of it (the path, else its nearest existing parent) must be a
-/// directory on a real file system, not a kernel pseudo one like /proc (issue 25 point
-/// 8: `--lab-root /proc/x` passed `run --dry-run`, then the run failed making it).
-/// Looks only; makes nothing.
-pub fn check_root(root: &Path) -> Result<(), String> {
-    let fix = "name a directory on a disk-backed file system, like /var/tmp/diskpulse-lab";
-    let mut at = root;
-    let md = loop {
-        match fs::metadata(at) {
-            Ok(md) => break md,
-            Err(_) => match at.parent() {
-                Some(p) if !p.as_os_str().is_empty() => at = p,
-                _ => return Ok(()),
-            },
-        }
-    };
-    if !md.is_dir() {
-        return Err(format!("{} is not a directory; {fix}", at.display()));
-    }
-    if let Some(fs) = collectors::probe::target::pseudo_fs_name(at) {
-        return Err(format!(
-            "{} is on {fs}, a kernel pseudo file system, not storage; {fix}",
-            at.display()
-        ));
-    }
-    Ok(())
-}
-
 pub use down::Teardown;
 pub(crate) use spec::validate_name;
 pub use spec::{fmt_bytes, Fs, Raid, Throttle, VolumeSpec, WriteCache};
 pub use status::{VolumeState, VolumeStatus};
-pub use up::Interrupted;
+pub use up::{check_root, Interrupted};
 
 /// A lab: a root directory with images, mount points and the state file.
 #[derive(Debug, Clone)]
