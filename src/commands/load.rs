@@ -40,7 +40,7 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
 pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
     let parent_run = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
     // Every check of the flags alone, the one a scenario's load phase gets too.
-    a.check(parent_run.is_some())?;
+    broker::check_load_flags(&a, parent_run.is_some())?;
     let sync: SyncMode = a
         .sync_interval
         .parse()

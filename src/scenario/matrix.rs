@@ -105,6 +105,28 @@ pub fn hide_secrets(
     hidden
 }
 
+/// The matrix parameters whose `${name}` the one redaction ([`format::redact::hides`])
+/// hides somewhere in the scenario as written: in a phase's args (`--password ${pw}`,
+/// `nats://u:${pw}@host`) or in `[agents] server`. Their values are secrets whatever
+/// they look like (issue 25 point 2).
+pub fn secret_params(sc: &super::spec::Scenario) -> Vec<String> {
+    let mut places: Vec<Vec<String>> = sc.phases.iter().map(|p| p.get_ref().args.clone()).collect();
+    if let Some(a) = &sc.agents {
+        places.push(vec![a.server.get_ref().clone()]);
+    }
+    sc.matrix
+        .params
+        .keys()
+        .filter(|k| {
+            let needle = format!("${{{k}}}");
+            places
+                .iter()
+                .any(|args| format::redact::hides(args, &needle))
+        })
+        .cloned()
+        .collect()
+}
+
 /// The number of cells and of runs (cells x repeat), counted from the value counts
 /// without expanding anything; `None` when the product overflows a u64.
 pub fn run_count(m: &Matrix) -> Option<(u64, u64)> {

@@ -54,7 +54,7 @@ pub fn check_study(path: &str, text: &str) -> Result<Checked, SpecError> {
     let scenario = spec::parse(path, text)?;
     let mut cells = spec::expand(&scenario.matrix);
     let mut concrete = vec![];
-    let secret_params = secret_params(&scenario);
+    let secret_params = super::matrix::secret_params(&scenario);
     let mut all_secrets = vec![];
     for c in &mut cells {
         let t = cell_text(text, c);
@@ -136,28 +136,6 @@ pub fn trigger_sources(c: &Checked) -> (Vec<String>, Option<Vec<String>>) {
     let devices = collectors::devices::merge(lists);
     let devices = known.then(|| engines::recording::recorded_names(&devices));
     (roles, devices)
-}
-
-/// The matrix parameters whose `${name}` the one redaction ([`format::redact::hides`])
-/// hides somewhere in the scenario as written: in a phase's args (`--password ${pw}`,
-/// `nats://u:${pw}@host`) or in `[agents] server`. Their values are secrets whatever
-/// they look like (issue 25 point 2).
-fn secret_params(sc: &Scenario) -> Vec<String> {
-    let mut places: Vec<Vec<String>> = sc.phases.iter().map(|p| p.get_ref().args.clone()).collect();
-    if let Some(a) = &sc.agents {
-        places.push(vec![a.server.get_ref().clone()]);
-    }
-    sc.matrix
-        .params
-        .keys()
-        .filter(|k| {
-            let needle = format!("${{{k}}}");
-            places
-                .iter()
-                .any(|args| format::redact::hides(args, &needle))
-        })
-        .cloned()
-        .collect()
 }
 
 /// The scenario name and the matrix's size: checked by [`spec::parse`] before anything is
@@ -658,7 +636,7 @@ fn check_args(
             .to_string()),
         Ok(cli) => match cli.command {
             // A phase runs inside the run's recording.
-            ChildCommand::Load(a) => a.check(true).map_err(|e| format!("{e:#}")),
+            ChildCommand::Load(a) => engines::broker::check_load_flags(&a, true).map_err(|e| format!("{e:#}")),
             // The user's own --filename is inspected as the child will (a volume's file
             // is made in a directory only the run has).
             ChildCommand::Probe(a) if p.volume.is_none() => {

@@ -383,34 +383,6 @@ impl LoadArgs {
     }
 
     /// The main role of the mode.
-    /// The roles this load runs and each one's client count: the main role, and the
-    /// receivers or responders a mode starts beside it (`pub --sub`, `js-pub
-    /// --consume`, `amqp-call --reply`, ...). One list for the NATS and the AMQP loops,
-    /// and for what a `ROLE:ack_p99_ms` trigger may name.
-    pub(crate) fn roles(&self) -> Vec<(Role, usize)> {
-        let mut roles = vec![(self.main_role(), self.main_clients())];
-        match self.mode {
-            Mode::Pub if self.sub > 0 => roles.push((Role::Sub, self.sub)),
-            Mode::Request | Mode::Cast if self.reply > 0 => roles.push((Role::Reply, self.reply)),
-            Mode::JsPub if self.consume > 0 => roles.push((Role::JsConsume, self.consume)),
-            Mode::ObjPut if self.consumers > 0 => roles.push((Role::ObjGet, self.consumers)),
-            Mode::AmqpPub if self.consume > 0 => roles.push((Role::AmqpConsume, self.consume)),
-            Mode::AmqpCall | Mode::AmqpCast if self.reply > 0 => {
-                roles.push((Role::AmqpServe, self.reply))
-            }
-            _ => {}
-        }
-        roles
-    }
-
-    /// The load.csv role names [`Self::roles`] writes (`js-pub`, `sub`, ...).
-    pub fn role_names(&self) -> Vec<String> {
-        self.roles()
-            .iter()
-            .map(|(r, _)| r.name().to_string())
-            .collect()
-    }
-
     pub(crate) fn main_role(&self) -> Role {
         match self.mode {
             Mode::Pub | Mode::Cast => Role::Pub,
