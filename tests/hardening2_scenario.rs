@@ -231,8 +231,28 @@ fn two_secret_values_get_cells_of_their_own_and_a_secret_in_a_bad_argument_stays
         "{out}"
     );
     let bad = text.replacen("\"--msgs\", \"1\"", "\"--rate\", \"x${pw}\"", 1);
-    let line = scenario_refused(&bad, &[], &["--rate", "x***"]);
+    // `x${pw}` outside a secret place would show it: refused, the line without it.
+    let line = scenario_refused(&bad, &[], &["matrix parameter 'pw' is a secret"]);
     assert!(!line.contains(SECRET), "{line}");
+}
+
+#[test]
+fn a_secret_parameter_also_used_where_it_would_be_shown_is_refused() {
+    // Own sweep: `name = "p-${pw}"` would put the password in events, meta.json, reports;
+    // so would `--subject x.${pw}`.
+    let t = format!(
+        "name = \"s\"\n[matrix]\npw = [\"{SECRET}\"]\n[[phases]]\nkind = \"load\"\nname = \"p-${{pw}}\"\nargs = [\"pub\", \"--server\", \"nats://u:${{pw}}@127.0.0.1:4\", \"--msgs\", \"1\"]\n"
+    );
+    let line = scenario_refused(
+        &t,
+        &[],
+        &["s.toml:3:1:", "matrix parameter 'pw' is a secret"],
+    );
+    assert!(!line.contains(SECRET), "{line}");
+    let t = t
+        .replace("name = \"p-${pw}\"\n", "")
+        .replace("\"--msgs\"", "\"--subject\", \"x.${pw}\", \"--msgs\"");
+    scenario_refused(&t, &[], &["matrix parameter 'pw' is a secret"]);
 }
 
 #[test]

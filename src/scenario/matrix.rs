@@ -105,15 +105,22 @@ pub fn hide_secrets(
     hidden
 }
 
+/// Where a scenario as written can put a matrix value, as argument vectors for the
+/// redaction: each phase's args, and `[agents] server`.
+fn secret_places(sc: &super::spec::Scenario) -> Vec<Vec<String>> {
+    let mut places: Vec<Vec<String>> = sc.phases.iter().map(|p| p.get_ref().args.clone()).collect();
+    if let Some(a) = &sc.agents {
+        places.push(vec![a.server.get_ref().clone()]);
+    }
+    places
+}
+
 /// The matrix parameters whose `${name}` the one redaction ([`format::redact::hides`])
 /// hides somewhere in the scenario as written: in a phase's args (`--password ${pw}`,
 /// `nats://u:${pw}@host`) or in `[agents] server`. Their values are secrets whatever
 /// they look like (issue 25 point 2).
 pub fn secret_params(sc: &super::spec::Scenario) -> Vec<String> {
-    let mut places: Vec<Vec<String>> = sc.phases.iter().map(|p| p.get_ref().args.clone()).collect();
-    if let Some(a) = &sc.agents {
-        places.push(vec![a.server.get_ref().clone()]);
-    }
+    let places = secret_places(sc);
     sc.matrix
         .params
         .keys()
@@ -125,6 +132,27 @@ pub fn secret_params(sc: &super::spec::Scenario) -> Vec<String> {
         })
         .cloned()
         .collect()
+}
+
+/// The first secret parameter whose `${name}` the file also uses where nothing hides it
+/// (a phase's `name`, a subject, the description): its value would be shown there.
+pub fn secret_shown(sc: &super::spec::Scenario, text: &str, secret: &[String]) -> Option<String> {
+    let places = secret_places(sc);
+    secret
+        .iter()
+        .find(|k| {
+            let needle = format!("${{{k}}}");
+            let hidden: usize = places
+                .iter()
+                .map(|a| {
+                    let n =
+                        |v: &[String]| v.iter().map(|x| x.matches(&needle).count()).sum::<usize>();
+                    n(a) - n(&format::redact::argv(a))
+                })
+                .sum();
+            text.matches(&needle).count() > hidden
+        })
+        .cloned()
 }
 
 /// The number of cells and of runs (cells x repeat), counted from the value counts

@@ -55,6 +55,16 @@ pub fn check_study(path: &str, text: &str) -> Result<Checked, SpecError> {
     let mut cells = spec::expand(&scenario.matrix);
     let mut concrete = vec![];
     let secret_params = super::matrix::secret_params(&scenario);
+    if let Some(k) = super::matrix::secret_shown(&scenario, text, &secret_params) {
+        return Err(err_at(
+            path,
+            text,
+            key_span(text, "matrix", &k),
+            format!(
+                "matrix parameter '{k}' is a secret (a phase uses ${{{k}}} as a password, token or URL user info, hidden there) and ${{{k}}} is also used where it would be shown (a phase name, a subject, another argument); use it only where it is hidden"
+            ),
+        ));
+    }
     let mut all_secrets = vec![];
     for c in &mut cells {
         let t = cell_text(text, c);
