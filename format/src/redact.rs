@@ -88,6 +88,15 @@ pub fn argv(args: &[String]) -> Vec<String> {
     out
 }
 
+/// Whether the redaction ([`argv`]) hides an occurrence of `needle` in `args`, whole or
+/// in part: a scenario's `${pw}` in `--password ${pw}` or `nats://u:${pw}@host` is then
+/// a secret, and so is every value it stands for (issue 25 point 2). Counted, so a
+/// needle also shown elsewhere in the clear is still found.
+pub fn hides(args: &[String], needle: &str) -> bool {
+    let count = |v: &[String]| v.iter().map(|a| a.matches(needle).count()).sum::<usize>();
+    count(&argv(args)) < count(args)
+}
+
 /// A verbatim copy of a file that held `secrets` as whole quoted strings (a scenario's
 /// TOML: `args = ["--password", "pw"]` or `"--password=pw"`), with those strings'
 /// secrets replaced by [`HIDDEN`] and URL user info hidden. Only quoted whole values
@@ -99,8 +108,38 @@ pub fn scrub(file_text: &str, secrets: &[String]) -> String {
             s = s.replace(&format!("{q}{x}{q}"), &format!("{q}{HIDDEN}{q}"));
             s = s.replace(&format!("={x}{q}"), &format!("={HIDDEN}{q}"));
         }
+        // A number (a matrix's `pw = [98765431]`): whole, between list or key marks.
+        if !x.is_empty()
+            && x.bytes()
+                .all(|b| b.is_ascii_digit() || b"+-._".contains(&b))
+        {
+            s = scrub_number(&s, x);
+        }
     }
     text(&s)
+}
+
+/// `n` replaced by [`HIDDEN`] where it stands whole as a TOML value: after `[`, `,`, `=`
+/// or a space and before `]`, `,`, a space or the line's end.
+fn scrub_number(s: &str, n: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find(n) {
+        let before = out
+            .chars()
+            .last()
+            .into_iter()
+            .chain(rest[..i].chars().last())
+            .last();
+        let after = rest[i + n.len()..].chars().next();
+        let open = before.is_none_or(|c| matches!(c, '[' | ',' | '=' | ' ' | '\t'));
+        let close = after.is_none_or(|c| matches!(c, ']' | ',' | ' ' | '\t' | '\n' | '\r'));
+        out.push_str(&rest[..i]);
+        out.push_str(if open && close { HIDDEN } else { n });
+        rest = &rest[i + n.len()..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -162,6 +201,22 @@ mod tests {
     }
 
     #[test]
+    fn a_placeholder_in_a_secret_place_is_hidden_and_one_in_the_clear_is_not() {
+        assert!(hides(&v(&["--server", "nats://u:${pw}@h"]), "${pw}"));
+        assert!(hides(&v(&["--password", "${pw}"]), "${pw}"));
+        assert!(hides(&v(&["--token=x${pw}"]), "${pw}"));
+        assert!(hides(
+            &v(&["--subject", "${pw}", "--password", "${pw}"]),
+            "${pw}"
+        ));
+        assert!(!hides(
+            &v(&["--subject", "${pw}", "--server", "nats://h"]),
+            "${pw}"
+        ));
+        assert!(!hides(&v(&["--user", "${u}"]), "${u}"));
+    }
+
+    #[test]
     fn secrets_are_found_and_scrubbed_from_a_copy() {
         let a = v(&[
             "--password",
@@ -178,5 +233,11 @@ mod tests {
         assert!(out.contains("\"--password\", \"***\""), "{out}");
         // A one-letter secret does not blank out the other p's.
         assert!(out.contains("name = \"pump\""), "{out}");
+        // A number is hidden whole, not inside other numbers.
+        let out = scrub(
+            "pw = [98765431, 1]\nsize = \"198765431\"\n",
+            &v(&["98765431"]),
+        );
+        assert_eq!(out, "pw = [***, 1]\nsize = \"198765431\"\n");
     }
 }

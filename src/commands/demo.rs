@@ -95,6 +95,9 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
             ::format::cli::fmt_duration(a.duration)
         ));
     }
+    engines::recording::Sampler::Disk
+        .check(a.interval)
+        .map_err(|e| usage!("--interval {e}"))?;
     if a.ui_average < super::report::MIN_UI_AVERAGE {
         return Err(usage!(
             "--ui-average {} is too short: at least {} (it is the window of the report's moving average, like 30s)",
@@ -133,7 +136,17 @@ pub fn run(a: DemoArgs) -> anyhow::Result<i32> {
         mem_interval: Duration::from_millis(10),
         cpu_interval: Duration::from_millis(100),
     };
-    let setup = match samplers.setup() {
+    let roles = load_args(&a)?.role_names();
+    let checked = samplers.setup().and_then(|s| {
+        let devices = engines::recording::recorded_names(&s.devices);
+        a.flight
+            .check_sources(&engines::recording::chunks::TriggerSources {
+                devices: Some(&devices),
+                roles: Some(&roles),
+            })
+            .map(|_| s)
+    });
+    let setup = match checked {
         // The embedded server's pid is handed to the trace once it runs (session.rs).
         Ok(s) => engines::recording::RecordSetup {
             trace: a.trace.then(engines::recording::TraceSetup::default),

@@ -15,7 +15,6 @@ use ::report::{self, ReportOptions};
 use engines::broker::{self, ClusterOptions, SyncMode};
 use engines::load::{self, output, LoadArgs};
 use engines::recording::session::default_run_dir;
-use engines::recording::SamplerArgs;
 
 pub use engines::load::LoadCmdArgs;
 
@@ -39,15 +38,13 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     reason = "the load command's steps in order (broker, recording, load, summary, print), each next to what it stops on an error"
 )]
 pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
-    a.load.validate()?;
-    check_record_flags(&a)?;
+    let parent_run = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
+    // Every check of the flags alone, the one a scenario's load phase gets too.
+    broker::check_load_flags(&a, parent_run.is_some())?;
     let sync: SyncMode = a
         .sync_interval
         .parse()
         .map_err(|e| usage!("--sync-interval: {e}"))?;
-    if ![1, 3, 5].contains(&a.cluster) {
-        return Err(usage!("--cluster takes 1, 3 or 5 nodes, got {}", a.cluster));
-    }
     let amqp = a.load.mode.is_amqp();
     // AMQP modes: --server amqp://... only ($NATS_URL names NATS servers).
     let servers = if amqp {
@@ -56,9 +53,6 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
         a.load.connect.server_list()
     };
     let embedded = servers.is_empty();
-    if amqp {
-        check_amqp_flags(&a)?;
-    }
     let rabbit_binary = if amqp && embedded {
         Some(
             broker::rabbitmq::find_rabbitmq_server(None)
@@ -72,17 +66,11 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
     } else {
         None
     };
-    if !embedded && (a.cluster != 1 || !a.store_dir.is_empty()) {
-        return Err(usage!(
-            "--cluster and --store-dir are for the embedded broker; with --server, diskpulse does not start servers"
-        ));
-    }
     if embedded && !amqp {
         // The embedded server runs with nats-server's default max_payload.
         a.load
             .check_max_payload(load::DEFAULT_MAX_PAYLOAD, "the embedded nats-server")?;
     }
-    let parent_run = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
     let remove_store = a.store_dir.is_empty();
     let base = PathBuf::from(format!("/var/tmp/diskpulse-load-{}", std::process::id()));
     // The default store goes on every way out: a refusal after it was made, a failure, or
@@ -103,30 +91,10 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
     for d in &a.store_dir {
         super::check_store_dir("--store-dir", d)?;
     }
-    if a.trace && !a.record {
-        return Err(usage!(
-            "--trace needs --record (it traces into the load's own recording); under `diskpulse record -- ...` give --trace to record"
-        ));
-    }
-    if a.trace && !embedded {
-        return Err(usage!(
-            "--trace traces the embedded servers; for servers you started use `diskpulse record --trace --trace-pid PID -- diskpulse load ...`"
-        ));
-    }
     // Recording setup is validated before anything starts.
     let record = if a.record {
-        if parent_run.is_some() {
-            return Err(usage!(
-                "--record inside `diskpulse record -- ...`: the parent already records"
-            ));
-        }
         let mut s = a.samplers.clone();
         if s.devices.is_empty() && s.paths.is_empty() {
-            if !embedded {
-                return Err(usage!(
-                    "--record with --server: name the broker's disks with --device or --path"
-                ));
-            }
             for d in &store_dirs {
                 std::fs::create_dir_all(d)
                     .map_err(|e| usage!("--store-dir {}: {e}", d.display()))?;
@@ -370,81 +338,6 @@ fn spawn_progress(
         }
         pb.finish_and_clear();
     })
-}
-
-/// Flags of the embedded nats-server that an AMQP mode cannot use.
-fn check_amqp_flags(a: &LoadCmdArgs) -> anyhow::Result<()> {
-    let mode = a.load.mode.cli_name();
-    if a.cluster != 1 {
-        return Err(usage!(
-            "--cluster: {mode} runs one embedded RabbitMQ node (clusters are NATS only); leave --cluster out"
-        ));
-    }
-    if a.store_dir.len() > 1 {
-        return Err(usage!(
-            "--store-dir: one directory for the RabbitMQ node's data (got {})",
-            a.store_dir.len()
-        ));
-    }
-    if a.nats_server.is_some() {
-        return Err(usage!(
-            "--nats-server: {mode} starts RabbitMQ, not nats-server; leave it out"
-        ));
-    }
-    if a.sync_interval != "5s" {
-        return Err(usage!(
-            "--sync-interval is nats-server's JetStream setting; RabbitMQ's writes follow --queue-type"
-        ));
-    }
-    if !a.monitors.is_empty() {
-        return Err(usage!(
-            "--monitor polls a nats-server's /varz; not for {mode}"
-        ));
-    }
-    Ok(())
-}
-
-/// The recording flags: each needs --record (without it they were silently ignored), the
-/// monitor URLs and interval are checked now (they failed after the recording had
-/// begun), and no sampler interval is longer than the run.
-fn check_record_flags(a: &LoadCmdArgs) -> anyhow::Result<()> {
-    // The defaults as clap gives them (one source for them: the attributes).
-    let d = {
-        use clap::{Args as _, FromArgMatches as _};
-        let m = SamplerArgs::augment_args(clap::Command::new("defaults"))
-            .get_matches_from(["defaults"]);
-        SamplerArgs::from_arg_matches(&m)?
-    };
-    let s = &a.samplers;
-    if !a.record {
-        let given = [
-            ("--out", a.out.is_some()),
-            ("--device", !s.devices.is_empty()),
-            ("--path", !s.paths.is_empty()),
-            ("--interval", s.interval != d.interval),
-            ("--mem-interval", s.mem_interval != d.mem_interval),
-            ("--cpu-interval", s.cpu_interval != d.cpu_interval),
-        ];
-        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
-            return Err(usage!(
-                "{flag} is a recording flag and needs --record (without it nothing is recorded); add --record or leave {flag} out"
-            ));
-        }
-    }
-    for u in &a.monitors {
-        broker::monitor::check_url(u).map_err(|e| usage!("--monitor '{u}': {e:#}"))?;
-    }
-    if a.record && a.monitor_interval.is_zero() {
-        return Err(usage!(
-            "--monitor-interval must be more than 0s (how often /varz and /jsz are polled, like 250ms)"
-        ));
-    }
-    if a.record {
-        if let Some(dur) = a.load.duration {
-            s.check_within(dur)?;
-        }
-    }
-    Ok(())
 }
 
 /// Removes a directory when dropped: the default store of an embedded broker, on every

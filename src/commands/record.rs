@@ -115,6 +115,16 @@ pub const MIN_CHUNK: Duration = Duration::from_secs(1);
 pub const MIN_CHUNK_BYTES: u64 = 64 << 10;
 
 impl FlightArgs {
+    /// Refuses a `--trigger` whose source this run never has
+    /// ([`engines::recording::chunks::check_sources`]): exit 2, naming the trigger.
+    pub fn check_sources(
+        &self,
+        s: &engines::recording::chunks::TriggerSources,
+    ) -> anyhow::Result<()> {
+        engines::recording::chunks::check_sources(&self.triggers, s)
+            .map_err(|e| usage!("--trigger {e}"))
+    }
+
     /// Checks the values before anything is written.
     pub fn setup(&self) -> anyhow::Result<engines::recording::chunks::ChunkSetup> {
         let (every_ns, every_bytes) = match parse_duration(&self.chunk) {
@@ -225,6 +235,15 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
     let mut setup = a.samplers.setup()?;
     setup.trace = a.trace.setup(!a.cmd.is_empty())?;
     setup.chunks = a.flight.setup()?;
+    // A trigger on a device not recorded, or on a load that never runs, never fires.
+    let devices = engines::recording::recorded_names(&setup.devices);
+    let no_load: [String; 0] = [];
+    a.flight
+        .check_sources(&engines::recording::chunks::TriggerSources {
+            devices: Some(&devices),
+            // `record -- CMD`: the command may write any load.csv role.
+            roles: a.cmd.is_empty().then_some(&no_load[..]),
+        })?;
     let duration = match (a.duration, a.cmd.is_empty()) {
         (Some(d), _) => Some(d),
         (None, true) => Some(Duration::from_secs(30)),

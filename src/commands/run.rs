@@ -37,12 +37,21 @@ pub struct RunArgs {
 
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let chunks = a.flight.setup()?;
+    // The lab root is checked as `lab up --root` checks it, before anything is made.
+    engines::lab::check_root(&a.lab_root)
+        .map_err(|e| usage!("--lab-root {} {e}", a.lab_root.display()))?;
     let text = std::fs::read_to_string(&a.scenario)
         .map_err(|e| usage!("cannot read scenario {}: {e}", a.scenario.display()))?;
     let path = a.scenario.display().to_string();
     // The same checks as the real run (sizes, durations, paths, phase arguments).
     let checked = validate::check_study(&path, &text).map_err(|e| usage!("{e}"))?;
     let (sc, cells) = (&checked.scenario, &checked.cells);
+    let (roles, devices) = validate::trigger_sources(&checked);
+    a.flight
+        .check_sources(&engines::recording::chunks::TriggerSources {
+            devices: devices.as_deref(),
+            roles: Some(&roles),
+        })?;
     if a.dry_run {
         println!(
             "{}: {} cell(s) x {} repeat(s) = {} run(s)",

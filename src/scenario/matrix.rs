@@ -52,21 +52,45 @@ fn id_of(params: &[(String, String)]) -> String {
     }
     params
         .iter()
-        .map(|(k, v)| format!("{}-{}", sanitize(k, '_'), sanitize(v, '-')))
+        .map(|(k, v)| {
+            let v = match v.strip_prefix(format::redact::HIDDEN) {
+                Some(n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                    format!("secret{n}")
+                }
+                _ => sanitize(v, '-'),
+            };
+            format!("{}-{v}", sanitize(k, '_'))
+        })
         .collect::<Vec<_>>()
         .join("_")
 }
 
-/// Hides the secrets of a cell's shown values (issue 10 point 2): a value that holds one
-/// of `secrets` (what [`format::redact::secrets`] finds in the cell's phase arguments,
-/// e.g. `pw` in `--password ${pw}`) becomes [`format::redact::HIDDEN`], a URL's user info
-/// `nats://***@host`; the id is made again from them. Two cells that then look the same
-/// are refused like any two cells that share a directory.
-pub fn hide_secrets(cell: &mut Cell, secrets: &[String]) {
+/// Hides the secrets of a cell's shown values (issue 10 point 2, issue 25 point 2). A
+/// value is a secret when it holds one of `secrets` (what [`format::redact::secrets`]
+/// finds in the cell's phase arguments, e.g. `pw` in `--password ${pw}`), or when its
+/// parameter is in `secret_params` (its `${name}` is where the redaction hides
+/// something, e.g. `nats://u:${pw}@host`): it is shown as [`format::redact::HIDDEN`]
+/// and its place in the parameter's list (`***2`), and the id says `pw-secret2`. A
+/// URL's user info becomes `nats://***@host`. Returns the values hidden whole, which
+/// the scenario.toml copy hides too. Two cells that then look the same are refused like
+/// any two cells that share a directory.
+pub fn hide_secrets(
+    cell: &mut Cell,
+    secrets: &[String],
+    secret_params: &[String],
+    m: &Matrix,
+) -> Vec<String> {
     let mut changed = false;
-    for (_, v) in &mut cell.params {
-        let shown = if secrets.iter().any(|s| v.contains(s.as_str())) {
-            format::redact::HIDDEN.to_string()
+    let mut hidden = vec![];
+    for (k, v) in &mut cell.params {
+        let secret = secret_params.contains(k) || secrets.iter().any(|s| v.contains(s.as_str()));
+        let shown = if secret {
+            let n = m
+                .params
+                .get(k.as_str())
+                .and_then(|vals| vals.iter().position(|x| value_str(x) == *v));
+            hidden.push(v.clone());
+            format!("{}{}", format::redact::HIDDEN, n.map_or(0, |n| n + 1))
         } else {
             format::redact::text(v)
         };
@@ -78,6 +102,57 @@ pub fn hide_secrets(cell: &mut Cell, secrets: &[String]) {
     if changed {
         cell.id = id_of(&cell.params);
     }
+    hidden
+}
+
+/// Where a scenario as written can put a matrix value, as argument vectors for the
+/// redaction: each phase's args, and `[agents] server`.
+fn secret_places(sc: &super::spec::Scenario) -> Vec<Vec<String>> {
+    let mut places: Vec<Vec<String>> = sc.phases.iter().map(|p| p.get_ref().args.clone()).collect();
+    if let Some(a) = &sc.agents {
+        places.push(vec![a.server.get_ref().clone()]);
+    }
+    places
+}
+
+/// The matrix parameters whose `${name}` the one redaction ([`format::redact::hides`])
+/// hides somewhere in the scenario as written: in a phase's args (`--password ${pw}`,
+/// `nats://u:${pw}@host`) or in `[agents] server`. Their values are secrets whatever
+/// they look like (issue 25 point 2).
+pub fn secret_params(sc: &super::spec::Scenario) -> Vec<String> {
+    let places = secret_places(sc);
+    sc.matrix
+        .params
+        .keys()
+        .filter(|k| {
+            let needle = format!("${{{k}}}");
+            places
+                .iter()
+                .any(|args| format::redact::hides(args, &needle))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The first secret parameter whose `${name}` the file also uses where nothing hides it
+/// (a phase's `name`, a subject, the description): its value would be shown there.
+pub fn secret_shown(sc: &super::spec::Scenario, text: &str, secret: &[String]) -> Option<String> {
+    let places = secret_places(sc);
+    secret
+        .iter()
+        .find(|k| {
+            let needle = format!("${{{k}}}");
+            let hidden: usize = places
+                .iter()
+                .map(|a| {
+                    let n =
+                        |v: &[String]| v.iter().map(|x| x.matches(&needle).count()).sum::<usize>();
+                    n(a) - n(&format::redact::argv(a))
+                })
+                .sum();
+            text.matches(&needle).count() > hidden
+        })
+        .cloned()
 }
 
 /// The number of cells and of runs (cells x repeat), counted from the value counts
@@ -169,19 +244,49 @@ mod tests {
         }
     }
 
+    fn matrix(params: &[(&str, &[&str])]) -> Matrix {
+        Matrix {
+            repeat: 1,
+            params: params
+                .iter()
+                .map(|(k, vs)| {
+                    (
+                        k.to_string(),
+                        vs.iter()
+                            .map(|v| toml::Value::String(v.to_string()))
+                            .collect(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
     #[test]
     fn a_value_used_as_a_secret_is_shown_hidden_and_the_id_follows() {
         let mut c = cell(&[("pw", "hunter22"), ("sync", "always")]);
-        hide_secrets(&mut c, &["hunter22".to_string()]);
-        assert_eq!(c.params[0].1, "***");
+        let m = matrix(&[("pw", &["x", "hunter22"]), ("sync", &["always"])]);
+        let hidden = hide_secrets(&mut c, &["hunter22".to_string()], &[], &m);
+        assert_eq!(c.params[0].1, "***2");
         assert_eq!(c.params[1].1, "always");
-        assert_eq!(c.id, "pw----_sync-always");
+        assert_eq!(c.id, "pw-secret2_sync-always");
+        assert_eq!(hidden, ["hunter22"]);
+    }
+
+    #[test]
+    fn a_parameter_the_redaction_hides_is_hidden_whatever_its_value() {
+        let mut c = cell(&[("pw", "Zq7")]);
+        let m = matrix(&[("pw", &["Zq7"])]);
+        hide_secrets(&mut c, &[], &["pw".to_string()], &m);
+        assert_eq!(
+            (c.params[0].1.as_str(), c.id.as_str()),
+            ("***1", "pw-secret1")
+        );
     }
 
     #[test]
     fn a_url_value_keeps_its_host_and_loses_its_user_info() {
         let mut c = cell(&[("srv", "nats://a:pw@h1:4222")]);
-        hide_secrets(&mut c, &[]);
+        hide_secrets(&mut c, &[], &[], &matrix(&[]));
         assert_eq!(c.params[0].1, "nats://***@h1:4222");
         assert!(!c.id.contains("pw"), "{}", c.id);
     }
@@ -190,7 +295,7 @@ mod tests {
     fn a_cell_without_secrets_is_unchanged() {
         let mut c = cell(&[("size", "8k")]);
         let before = c.clone();
-        hide_secrets(&mut c, &["other".to_string()]);
+        hide_secrets(&mut c, &["other".to_string()], &[], &matrix(&[]));
         assert_eq!(c, before);
     }
 }

@@ -127,15 +127,12 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
         scenario: sc,
         cells,
         concrete,
+        secrets,
     } = super::validate::check_study(&path.display().to_string(), &text)
         .map_err(|e| usage!("{e}"))?;
     engines::recording::session::create_run_dir(&o.out)?;
-    // The copy keeps the file as written, without the secrets its load args carry.
-    let secrets: Vec<String> = concrete
-        .iter()
-        .flat_map(|s| &s.phases)
-        .flat_map(|p| format::redact::secrets(&p.get_ref().args))
-        .collect();
+    // The copy keeps the file as written, without the secrets its phases' args carry
+    // and the matrix values the cells hide.
     format::atomic::write(
         &o.out.join("scenario.toml"),
         format::redact::scrub(&text, &secrets).as_bytes(),
@@ -476,7 +473,7 @@ fn run_recorded(
                 ro.binary = b.rabbitmq_server.as_ref().map(PathBuf::from);
                 BrokerPlan::Rabbit(ro)
             } else {
-                let mut co = ClusterOptions::new(n, stores, b.sync.parse()?, dir.to_path_buf());
+                let mut co = ClusterOptions::new(n, stores, b.sync().parse()?, dir.to_path_buf());
                 co.binary = b.nats_server.as_ref().map(PathBuf::from);
                 BrokerPlan::Embedded(co)
             }

@@ -174,10 +174,14 @@ pub struct BrokerDecl {
     pub nodes: String,
     /// Store volume per node, or one for all nodes.
     pub volumes: Vec<Spanned<String>>,
-    #[serde(default = "five_s")]
-    pub sync: String,
+    /// nats-server's JetStream sync_interval (default [`DEFAULT_SYNC`]); `None` when not
+    /// written, so `kind = "rabbitmq"` refuses it written in any spelling.
+    pub sync: Option<String>,
     pub nats_server: Option<String>,
 }
+
+/// `[broker] sync` when not written: nats-server's own default.
+pub const DEFAULT_SYNC: &str = "5s";
 
 impl BrokerDecl {
     /// `kind = "rabbitmq"`: one embedded RabbitMQ node instead of nats-servers.
@@ -186,13 +190,15 @@ impl BrokerDecl {
             .as_ref()
             .is_some_and(|k| k.get_ref() == "rabbitmq")
     }
+
+    /// `sync` as written, else [`DEFAULT_SYNC`].
+    pub fn sync(&self) -> &str {
+        self.sync.as_deref().unwrap_or(DEFAULT_SYNC)
+    }
 }
 
 fn one_str() -> String {
     "1".into()
-}
-fn five_s() -> String {
-    "5s".into()
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -44,6 +44,9 @@ pub struct Checked {
     pub scenario: Scenario,
     pub cells: Vec<Cell>,
     pub concrete: Vec<Scenario>,
+    /// Every secret the study's cells carry (secret flags' values and the matrix values
+    /// hidden in the cells): what the scenario.toml copy hides.
+    pub secrets: Vec<String>,
 }
 
 /// Parses and checks a whole study: the file, its matrix, and every cell as it will run.
@@ -51,16 +54,31 @@ pub fn check_study(path: &str, text: &str) -> Result<Checked, SpecError> {
     let scenario = spec::parse(path, text)?;
     let mut cells = spec::expand(&scenario.matrix);
     let mut concrete = vec![];
+    let secret_params = super::matrix::secret_params(&scenario);
+    if let Some(k) = super::matrix::secret_shown(&scenario, text, &secret_params) {
+        return Err(err_at(
+            path,
+            text,
+            key_span(text, "matrix", &k),
+            format!(
+                "matrix parameter '{k}' is a secret (a phase uses ${{{k}}} as a password, token or URL user info, hidden there) and ${{{k}}} is also used where it would be shown (a phase name, a subject, another argument); use it only where it is hidden"
+            ),
+        ));
+    }
+    let mut all_secrets = vec![];
     for c in &mut cells {
         let t = cell_text(text, c);
         let s = spec::parse_cell(&format!("{path} (cell {})", c.id), &t)?;
-        // Before anything shows the cell: its id and params keep no secret.
+        // Before anything shows the cell (an error naming it included): its id and
+        // params keep no secret.
         let secrets: Vec<String> = s
             .phases
             .iter()
             .flat_map(|p| format::redact::secrets(&p.get_ref().args))
             .collect();
-        super::matrix::hide_secrets(c, &secrets);
+        let hidden = super::matrix::hide_secrets(c, &secrets, &secret_params, &scenario.matrix);
+        all_secrets.extend(secrets);
+        all_secrets.extend(hidden);
         let cx = Cx {
             path,
             text,
@@ -70,6 +88,7 @@ pub fn check_study(path: &str, text: &str) -> Result<Checked, SpecError> {
             } else {
                 format!(" (cell {})", c.id)
             },
+            secrets: &all_secrets,
         };
         check_cell(&cx, &s)?;
         concrete.push(s);
@@ -87,11 +106,46 @@ pub fn check_study(path: &str, text: &str) -> Result<Checked, SpecError> {
             ));
         }
     }
+    all_secrets.sort();
+    all_secrets.dedup();
     Ok(Checked {
         scenario,
         cells,
         concrete,
+        secrets: all_secrets,
     })
+}
+
+/// What a study's runs can trigger on (`run --trigger`): the load.csv roles its load
+/// phases write, and the devices its runs record, `None` when a lab volume's devices
+/// are only made by the run. A run records its volumes' devices, every device
+/// without volumes.
+pub fn trigger_sources(c: &Checked) -> (Vec<String>, Option<Vec<String>>) {
+    let mut roles = vec![];
+    let mut lists = vec![];
+    let mut known = true;
+    let r = collectors::devices::Resolver::default();
+    for s in &c.concrete {
+        for p in &s.phases {
+            if let Some(ChildCommand::Load(a)) = child_command(s, p.get_ref()) {
+                roles.extend(a.load.role_names());
+            }
+        }
+        for v in &s.volumes {
+            match &v.path {
+                Some(p) if v.lab.is_none() => match r.for_path(Path::new(p)) {
+                    Ok(d) => lists.push(d),
+                    Err(_) => known = false,
+                },
+                _ => known = false,
+            }
+        }
+    }
+    roles.sort();
+    roles.dedup();
+    let devices = collectors::devices::merge(lists);
+    let devices = known.then(|| engines::recording::recorded_names(&devices));
+    (roles, devices)
 }
 
 /// The scenario name and the matrix's size: checked by [`spec::parse`] before anything is
@@ -135,6 +189,8 @@ struct Cx<'a> {
     cell_text: &'a str,
     /// " (cell ID)" when the study has a matrix.
     cell: String,
+    /// The secrets known so far: an error quoting a phase's argument hides them.
+    secrets: &'a [String],
 }
 
 impl Cx<'_> {
@@ -271,10 +327,10 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
                     "nats_server is for kind = \"nats\"; remove it (rabbitmq_server = \"PATH\" names the rabbitmq-server script)",
                 ));
             }
-            if b.sync != "5s" {
+            if let Some(sync) = &b.sync {
                 return Err(not_rabbit(
                     "sync",
-                    &b.sync,
+                    sync,
                     "sync is nats-server's JetStream sync_interval; RabbitMQ's queues sync as their type does (quorum: before each confirm); remove it",
                 ));
             }
@@ -330,10 +386,10 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
                 ),
             ));
         }
-        if let Err(e) = b.sync.parse::<SyncMode>() {
+        if let Err(e) = b.sync().parse::<SyncMode>() {
             return Err(cx.at(
                 "sync",
-                &b.sync,
+                b.sync(),
                 broker_at..broker_at,
                 format!("broker sync: {e}"),
             ));
@@ -359,18 +415,7 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
             }
         }
     }
-    let samplers = [
-        ("interval", &s.samplers.interval),
-        ("mem_interval", &s.samplers.mem_interval),
-        ("cpu_interval", &s.samplers.cpu_interval),
-        ("monitor_interval", &s.samplers.monitor_interval),
-    ];
-    for (key, d) in samplers {
-        parse_duration(d).map_err(|e| {
-            let k = key_span(cx.cell_text, "samplers", key);
-            cx.at(key, d, k, format!("samplers {key} {e}"))
-        })?;
-    }
+    check_samplers(cx, s)?;
     for (i, p) in s.phases.iter().enumerate() {
         let span = p.span();
         let p = p.get_ref();
@@ -387,6 +432,31 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
     Ok(())
 }
 
+/// `[samplers]`: each interval read and checked by the function that checks the flag
+/// of `record`/`load` it stands for (issue 25 point 4), so a scenario is held to the
+/// same limits.
+fn check_samplers(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
+    use engines::recording::Sampler;
+    let d = &s.samplers;
+    let samplers = [
+        ("interval", &d.interval, Some(Sampler::Disk)),
+        ("mem_interval", &d.mem_interval, Some(Sampler::Mem)),
+        ("cpu_interval", &d.cpu_interval, Some(Sampler::Cpu)),
+        ("monitor_interval", &d.monitor_interval, None),
+    ];
+    for (key, text, which) in samplers {
+        let checked = parse_duration(text).and_then(|v| match which {
+            Some(w) => w.check(v),
+            None => engines::broker::monitor::check_interval(v),
+        });
+        checked.map_err(|e| {
+            let k = key_span(cx.cell_text, "samplers", key);
+            cx.at(key, text, k, format!("samplers {key} {e}"))
+        })?;
+    }
+    Ok(())
+}
+
 /// A volume `path`: absolute, an existing directory, or with `create` a missing one whose
 /// parent is a directory (one level is made, never a tree). The problem, or None.
 fn check_path(name: &str, p: &str, create: bool) -> Option<String> {
@@ -398,19 +468,27 @@ fn check_path(name: &str, p: &str, create: bool) -> Option<String> {
             "volume '{name}': path '{p}' is not absolute; write the directory as /dir"
         ));
     }
+    let pseudo = |dir: &Path| {
+        collectors::probe::target::pseudo_fs_name(dir).map(|fs| {
+            format!(
+                "volume '{name}': path '{p}' is on {fs}, a kernel pseudo file system, not storage; name a directory on a disk-backed file system, or declare a lab volume (lab = {{ size = \"1G\" }})"
+            )
+        })
+    };
     match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => None,
+        Ok(m) if m.is_dir() => pseudo(path),
         Ok(_) => Some(format!(
             "volume '{name}': path '{p}' is not a directory; {fix}"
         )),
         Err(e) if create && e.kind() == std::io::ErrorKind::NotFound => {
             let parent = path.parent().unwrap_or(Path::new("/"));
-            (!parent.is_dir()).then(|| {
-                format!(
+            if !parent.is_dir() {
+                return Some(format!(
                     "volume '{name}': path '{p}': its parent {} is not a directory; create = true makes only the last directory, never a tree",
                     parent.display()
-                )
-            })
+                ));
+            }
+            pseudo(parent)
         }
         Err(e) => Some(format!(
             "volume '{name}': path '{p}': {e}; {fix}{}",
@@ -567,8 +645,17 @@ fn check_args(
             .trim_start_matches("error: ")
             .to_string()),
         Ok(cli) => match cli.command {
-            ChildCommand::Load(a) => a.load.validate().map_err(|e| format!("{e:#}")),
+            // A phase runs inside the run's recording.
+            ChildCommand::Load(a) => engines::broker::check_load_flags(&a, true).map_err(|e| format!("{e:#}")),
+            // The user's own --filename is inspected as the child will (a volume's file
+            // is made in a directory only the run has).
+            ChildCommand::Probe(a) if p.volume.is_none() => {
+                engines::probe::check_target(&a).map_err(|e| format!("{e:#}"))
+            }
             ChildCommand::Probe(a) => engines::probe::check_args(&a).map_err(|e| format!("{e:#}")),
+            ChildCommand::Fsync(a) if p.volume.is_none() => {
+                engines::fsync::check_target(&a).map_err(|e| format!("{e:#}"))
+            }
             ChildCommand::Fsync(a) => engines::fsync::check_args(&a).map_err(|e| format!("{e:#}")),
             ChildCommand::Check(a) => engines::check::check_args(&a).map_err(|e| format!("{e:#}")),
         },
@@ -585,7 +672,14 @@ fn check_args(
                     .find(|a| a.starts_with("--") && e.contains(a.as_str()))
             })
             .or(p.args.first());
-        let m = format!("{label}: `diskpulse {kind} {}`: {e}", p.args.join(" "));
+        // The message quotes arguments: none of them shows a secret.
+        let mut m = format::redact::text(&format!(
+            "{label}: `diskpulse {kind} {}`: {e}",
+            format::redact::argv(&p.args).join(" ")
+        ));
+        for x in cx.secrets.iter().chain(&format::redact::secrets(&p.args)) {
+            m = m.replace(x.as_str(), format::redact::HIDDEN);
+        }
         match arg {
             Some(a) => cx.at("args", a, span, m),
             None => err_at(cx.path, cx.cell_text, span, format!("{m}{}", cx.cell)),

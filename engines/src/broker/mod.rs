@@ -33,7 +33,9 @@
 mod cluster;
 mod config;
 mod http;
+mod load_flags;
 pub mod monitor;
+pub use load_flags::check_load_flags;
 mod process;
 pub mod rabbit_metrics;
 pub mod rabbitmq;

@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context as _};
+use anyhow::{anyhow, Context as _};
 use collectors::clock::Clock;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -46,6 +46,17 @@ use crate::recording::EventLog;
 use format::events::{self as ev, Body};
 use format::monitor::{put_jsz_row, put_varz_row, Jsz, Varz, JSZ_FILE, VARZ_FILE};
 pub use format::monitor::{JSZ_CSV_HEADER, VARZ_CSV_HEADER};
+
+/// A poll interval of /varz and /jsz, or why not: the one check of `load
+/// --monitor-interval`, a scenario's `[samplers] monitor_interval` and the poller itself.
+pub fn check_interval(v: Duration) -> Result<(), String> {
+    if v.is_zero() {
+        return Err(
+            "must be more than 0s (how often /varz and /jsz are polled, like 250ms)".into(),
+        );
+    }
+    Ok(())
+}
 
 /// How often each server is polled unless told otherwise (`--monitor-interval`).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(250);
@@ -123,9 +134,7 @@ pub async fn start_monitor(
     stop: Arc<AtomicBool>,
     interval: Duration,
 ) -> anyhow::Result<JoinHandle<anyhow::Result<MonitorStats>>> {
-    if interval.is_zero() {
-        bail!("the monitor interval must be more than 0 (e.g. 250ms)");
-    }
+    check_interval(interval).map_err(|e| anyhow!("the monitor interval {e}"))?;
     for (_, url) in &urls {
         parse_http_url(url)?;
     }
@@ -146,9 +155,7 @@ pub(crate) fn start_monitor_to(
     stop: Arc<AtomicBool>,
     interval: Duration,
 ) -> anyhow::Result<JoinHandle<anyhow::Result<MonitorStats>>> {
-    if interval.is_zero() {
-        bail!("the monitor interval must be more than 0 (e.g. 250ms)");
-    }
+    check_interval(interval).map_err(|e| anyhow!("the monitor interval {e}"))?;
     for (_, url) in &urls {
         parse_http_url(url)?;
     }

@@ -104,6 +104,14 @@ pub fn check_args(a: &FsyncArgs) -> anyhow::Result<()> {
     select(engine::all_tests(), &a.only).map(|_| ())
 }
 
+/// [`check_args`] and the directory under test as `run` checks it (a pseudo file
+/// system, a missing directory, an existing `-f` file): for a scenario's fsync phase
+/// whose `--dir`/`-f` is the user's own (issue 25 point 8). Writes nothing.
+pub fn check_target(a: &FsyncArgs) -> anyhow::Result<()> {
+    check_args(a)?;
+    dir_under_test(a).map(|_| ())
+}
+
 /// What `diskpulse run --dry-run` plans from an fsync phase's arguments: how many tests
 /// run (each for `--secs-per-test`).
 pub fn planned_tests(a: &FsyncArgs) -> anyhow::Result<usize> {

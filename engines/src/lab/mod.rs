@@ -101,7 +101,7 @@ pub use down::Teardown;
 pub(crate) use spec::validate_name;
 pub use spec::{fmt_bytes, Fs, Raid, Throttle, VolumeSpec, WriteCache};
 pub use status::{VolumeState, VolumeStatus};
-pub use up::Interrupted;
+pub use up::{check_root, Interrupted};
 
 /// A lab: a root directory with images, mount points and the state file.
 #[derive(Debug, Clone)]

@@ -26,66 +26,75 @@ impl std::fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
+/// Checks a lab root before anything is made under it, the one check of `lab up --root`
+/// and `run --lab-root` (issue 25 point 8: `run --lab-root /proc/x` passed `--dry-run`,
+/// then the run failed): it is a directory, or can become one, on a writable file system
+/// that holds files (not /proc, /sys, /dev, a cgroup or another kernel pseudo file
+/// system). Returns its nearest existing ancestor (where it would be made), or why not,
+/// worded to follow the flag and the path ("is not a directory; ..."). Makes nothing.
+pub fn check_root(root: &Path) -> Result<PathBuf, String> {
+    let fix = format!("name a directory on a disk, like {}", Lab::DEFAULT_ROOT);
+    if root.exists() && !root.is_dir() {
+        return Err(format!("is not a directory; {fix}"));
+    }
+    // The root may not exist yet: its nearest existing ancestor is where it would be made.
+    // A relative root's last ancestor is "": the current directory.
+    let Some(base) = root
+        .ancestors()
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            }
+        })
+        .find(|p| p.exists())
+    else {
+        return Err("has no existing parent".into());
+    };
+    if !base.is_dir() {
+        return Err(format!(
+            "is under {}, which is not a directory; {fix}",
+            base.display()
+        ));
+    }
+    // /sys/fs/cgroup is a tmpfs on cgroup v1 hosts, and /dev a devtmpfs: the kernel's
+    // trees are refused by path as well as by file system.
+    let real = fs::canonicalize(base).unwrap_or_else(|_| base.to_path_buf());
+    let kernel_tree = ["/proc", "/sys", "/dev"]
+        .iter()
+        .any(|t| real.starts_with(t))
+        && !real.starts_with("/dev/shm");
+    if kernel_tree {
+        return Err(format!(
+            "is in the kernel's tree {}, not a place for images; {fix}",
+            real.display()
+        ));
+    }
+    if let Some(fs) = os::pseudo_fs(base) {
+        return Err(format!(
+            "is on {fs}, a kernel file system that holds no files; {fix}"
+        ));
+    }
+    if os::read_only(base) {
+        return Err(format!(
+            "is on a read-only file system; name a writable directory on a disk, like {}",
+            Lab::DEFAULT_ROOT
+        ));
+    }
+    Ok(base.to_path_buf())
+}
+
 impl Lab {
     /// Checks the lab root before anything is created under it (usage errors: exit 2,
-    /// nothing written): it is a directory, or can become one, on a writable file system
-    /// that holds files (not /proc, /sys, a cgroup or another kernel pseudo file system),
-    /// with room for every image. Images are sparse, but a full disk would fail the
+    /// nothing written): [`check_root`], and room for every image. Images are sparse, but a full disk would fail the
     /// volume's writes in the middle of a benchmark.
     fn check_root(&self, spec: &VolumeSpec) -> anyhow::Result<()> {
         let n = &spec.name;
         let root = &self.root;
-        if root.exists() && !root.is_dir() {
-            return Err(usage!(
-                "lab up {n}: --root {} is not a directory; name a directory on a disk, like {}",
-                root.display(),
-                Lab::DEFAULT_ROOT
-            ));
-        }
-        // The root may not exist yet: its nearest existing ancestor is where it would be made.
-        let Some(base) = root.ancestors().find(|p| p.exists()) else {
-            return Err(usage!(
-                "lab up {n}: --root {} has no existing parent",
-                root.display()
-            ));
-        };
-        if !base.is_dir() {
-            return Err(usage!(
-                "lab up {n}: --root {}: {} is not a directory; name a directory on a disk, like {}",
-                root.display(),
-                base.display(),
-                Lab::DEFAULT_ROOT
-            ));
-        }
-        // /sys/fs/cgroup is a tmpfs on cgroup v1 hosts, and /dev a devtmpfs: the kernel's
-        // trees are refused by path as well as by file system.
-        let real = fs::canonicalize(base).unwrap_or_else(|_| base.to_path_buf());
-        let kernel_tree = ["/proc", "/sys", "/dev"]
-            .iter()
-            .any(|t| real.starts_with(t))
-            && !real.starts_with("/dev/shm");
-        if kernel_tree {
-            return Err(usage!(
-                "lab up {n}: --root {} is in the kernel's tree {}, not a place for images; name a directory on a disk, like {}",
-                root.display(),
-                real.display(),
-                Lab::DEFAULT_ROOT
-            ));
-        }
-        if let Some(fs) = os::pseudo_fs(base) {
-            return Err(usage!(
-                "lab up {n}: --root {} is on {fs}, a kernel file system that holds no files; name a directory on a disk, like {}",
-                root.display(),
-                Lab::DEFAULT_ROOT
-            ));
-        }
-        if os::read_only(base) {
-            return Err(usage!(
-                "lab up {n}: --root {} is on a read-only file system; name a writable directory on a disk, like {}",
-                root.display(),
-                Lab::DEFAULT_ROOT
-            ));
-        }
+        let base =
+            check_root(root).map_err(|e| usage!("lab up {n}: --root {} {e}", root.display()))?;
+        let base = base.as_path();
         let need = spec.size.saturating_mul(spec.devices as u64);
         if let Some(free) = os::free_bytes(base) {
             if need > free {

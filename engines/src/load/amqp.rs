@@ -660,12 +660,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     let main = a.main_role();
     let n_main = a.main_clients();
     let total = a.total_ops();
-    let mut roles = vec![(main, n_main)];
-    match a.mode {
-        Mode::AmqpPub if a.consume > 0 => roles.push((Role::AmqpConsume, a.consume)),
-        Mode::AmqpCall | Mode::AmqpCast if a.reply > 0 => roles.push((Role::AmqpServe, a.reply)),
-        _ => {}
-    }
+    let roles = a.roles();
     // Connect every client (and open its channel, consumer) before the load starts.
     let mut opened = vec![];
     let mut k = 0;

@@ -228,14 +228,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
     let n_main = a.main_clients();
     let total = a.total_ops();
 
-    let mut roles: Vec<(Role, usize)> = vec![(main, n_main)];
-    match a.mode {
-        Mode::Pub if a.sub > 0 => roles.push((Role::Sub, a.sub)),
-        Mode::Request | Mode::Cast if a.reply > 0 => roles.push((Role::Reply, a.reply)),
-        Mode::JsPub if a.consume > 0 => roles.push((Role::JsConsume, a.consume)),
-        Mode::ObjPut if a.consumers > 0 => roles.push((Role::ObjGet, a.consumers)),
-        _ => {}
-    }
+    let roles = a.roles();
     // Connect every client first, so connection time is not load time.
     let mut conns: Vec<(Conn, String)> = vec![];
     let mut k = 0usize;

@@ -582,6 +582,40 @@ impl StampedPayloads {
     }
 }
 
+impl super::LoadArgs {
+    /// The roles this load runs and each one's client count: the main role, and the
+    /// receivers or responders a mode starts beside it (`pub --sub`, `js-pub
+    /// --consume`, `amqp-call --reply`, ...). One list for the NATS and the AMQP loops,
+    /// and for what a `ROLE:ack_p99_ms` trigger may name.
+    pub(crate) fn roles(&self) -> Vec<(Role, usize)> {
+        let mut roles = vec![(self.main_role(), self.main_clients())];
+        match self.mode {
+            super::Mode::Pub if self.sub > 0 => roles.push((Role::Sub, self.sub)),
+            super::Mode::Request | super::Mode::Cast if self.reply > 0 => {
+                roles.push((Role::Reply, self.reply))
+            }
+            super::Mode::JsPub if self.consume > 0 => roles.push((Role::JsConsume, self.consume)),
+            super::Mode::ObjPut if self.consumers > 0 => roles.push((Role::ObjGet, self.consumers)),
+            super::Mode::AmqpPub if self.consume > 0 => {
+                roles.push((Role::AmqpConsume, self.consume))
+            }
+            super::Mode::AmqpCall | super::Mode::AmqpCast if self.reply > 0 => {
+                roles.push((Role::AmqpServe, self.reply))
+            }
+            _ => {}
+        }
+        roles
+    }
+
+    /// The load.csv role names [`Self::roles`] writes (`js-pub`, `sub`, ...).
+    pub fn role_names(&self) -> Vec<String> {
+        self.roles()
+            .iter()
+            .map(|(r, _)| r.name().to_string())
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,6 +74,39 @@ pub fn check_args(a: &ProbeArgs) -> anyhow::Result<()> {
     resolve(a).map(|_| ())
 }
 
+/// [`check_args`] and the target as `run` inspects it (a pseudo file system, a missing
+/// directory, a mounted or held block device, no room, smaller than a block): for a
+/// scenario's probe phase whose `--filename` is the user's own (issue 25 point 8: a
+/// phase on /proc/x passed the dry run and failed in the run). Writes nothing.
+pub fn check_target(a: &ProbeArgs) -> anyhow::Result<()> {
+    target_of(&resolve(a)?).map(|_| ())
+}
+
+/// The target of a resolved job, inspected and checked before anything is written.
+fn target_of(r: &Resolved) -> anyhow::Result<target::Target> {
+    let writes = r.spec.writes() || r.spec.fsync.is_some();
+    let opts = TargetOptions {
+        size: r.size,
+        default_size: DEFAULT_SIZE,
+        writes,
+        direct: r.spec.direct,
+        allow_destructive: r.allow_destructive,
+        sysfs: "/sys".into(),
+        procfs: "/proc".into(),
+    };
+    let tgt = target::inspect(&r.filename, &opts).map_err(refusal_is_usage)?;
+    check_room(&tgt)?;
+    let big = r.spec.bs[0].max(r.spec.bs[1]);
+    if tgt.size < big {
+        return Err(usage!(
+            "{}: {} bytes is smaller than the block size ({big} bytes); pass --size",
+            tgt.path.display(),
+            tgt.size
+        ));
+    }
+    Ok(tgt)
+}
+
 /// What `diskpulse run --dry-run` plans from a probe phase's arguments, resolved as the
 /// child resolves them (presets and fio spellings included).
 #[derive(Debug, Clone, PartialEq)]
@@ -156,26 +189,7 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
             r.spec.iodepth = 1;
         }
     }
-    let writes = r.spec.writes() || r.spec.fsync.is_some();
-    let opts = TargetOptions {
-        size: r.size,
-        default_size: DEFAULT_SIZE,
-        writes,
-        direct: r.spec.direct,
-        allow_destructive: r.allow_destructive,
-        sysfs: "/sys".into(),
-        procfs: "/proc".into(),
-    };
-    let mut tgt = target::inspect(&r.filename, &opts).map_err(refusal_is_usage)?;
-    check_room(&tgt)?;
-    let big = r.spec.bs[0].max(r.spec.bs[1]);
-    if tgt.size < big {
-        return Err(usage!(
-            "{}: {} bytes is smaller than the block size ({big} bytes); pass --size",
-            tgt.path.display(),
-            tgt.size
-        ));
-    }
+    let mut tgt = target_of(&r)?;
     if r.spec.direct && tgt.fstype == "tmpfs" {
         let w = format!(
             "{} is on tmpfs: O_DIRECT there copies memory, no disk is measured",

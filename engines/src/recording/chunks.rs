@@ -91,6 +91,73 @@ pub struct Trigger {
     pub above: f64,
 }
 
+/// What a run's triggers can watch, known before it starts (issue 25 point 9: a
+/// flight recorder with a typo in its trigger ran for days and kept nothing).
+pub struct TriggerSources<'a> {
+    /// The devices the run records (as diskstats names them); `None` when they are only
+    /// known once the run has made them (a scenario's lab volumes).
+    pub devices: Option<&'a [String]>,
+    /// The load.csv roles the run's load writes; `None` when unknown (`record -- CMD`:
+    /// the command may run any load).
+    pub roles: Option<&'a [String]>,
+}
+
+/// Refuses a trigger whose source can never exist in this run: a `DEVICE:` not among
+/// the recorded devices, an `ack_p99_ms` on a run without that load.csv role (or, bare,
+/// without any acked role). The message names the trigger and lists what exists.
+pub fn check_sources(triggers: &[Trigger], s: &TriggerSources) -> Result<(), String> {
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    for t in triggers {
+        match (t.measure, t.device.as_deref()) {
+            (Measure::AckP99Ms, role) => {
+                let Some(roles) = s.roles else { continue };
+                let acked: Vec<String> = roles
+                    .iter()
+                    .filter(|r| super::ack_trigger::ACKED_ROLES.contains(&r.as_str()))
+                    .cloned()
+                    .collect();
+                let why = if roles.is_empty() {
+                    Some("this run runs no load, so no load.csv is written; drop the trigger, or run a load (`record -- diskpulse load ...`, a load phase)".to_string())
+                } else {
+                    match role {
+                        Some(r) if !roles.iter().any(|x| x == r) => Some(format!(
+                            "this run's load writes the load.csv roles {}, not '{r}'; name one of those, or drop the trigger",
+                            list(roles)
+                        )),
+                        None if acked.is_empty() => Some(format!(
+                            "a bare ack_p99_ms watches the acked roles ({}) and this run's load writes {}; name one of those (ROLE:ack_p99_ms>V), or drop the trigger",
+                            super::ack_trigger::ACKED_ROLES.join(", "),
+                            list(roles)
+                        )),
+                        _ => None,
+                    }
+                };
+                if let Some(why) = why {
+                    return Err(format!("'{}' can never fire: {why}", t.text));
+                }
+            }
+            (_, Some(d)) => {
+                let Some(devices) = s.devices else { continue };
+                if !devices.iter().any(|x| x == d) {
+                    return Err(format!(
+                        "'{}' can never fire: no device '{d}' is recorded in this run (recorded: {}); name one of those, or leave out '{d}:' to watch every recorded device",
+                        t.text,
+                        list(devices)
+                    ));
+                }
+            }
+            (_, None) => {}
+        }
+    }
+    Ok(())
+}
+
 /// Parses `--trigger`: `write_mibps>400`, `read_mibps>100`, `await_ms>50`, each optionally
 /// after `DEVICE:` (a name as in diskstats.csv.gz, e.g. `nvme0n1:await_ms>20`), and
 /// `ack_p99_ms>50`, optionally after a load.csv role (`kv-put:ack_p99_ms>20`).

@@ -13,7 +13,7 @@ pub mod trace;
 pub mod writer;
 
 pub use events::EventLog;
-pub use sampler_args::{SamplerArgs, MIN_INTERVAL};
+pub use sampler_args::{recorded_names, Sampler, SamplerArgs, MIN_INTERVAL};
 pub use session::{RecordSetup, Recording, SamplerSetup};
 pub use trace::TraceSetup;
 

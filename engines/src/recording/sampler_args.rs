@@ -19,6 +19,42 @@ use super::session::SamplerSetup;
 /// Shortest diskstats interval accepted: below 100 us the read itself dominates.
 pub const MIN_INTERVAL: Duration = Duration::from_micros(100);
 
+/// The samplers whose interval a user sets, each with its shortest interval: one check
+/// for `record`/`demo`/`load --record`'s flags and a scenario's `[samplers]` (issue 25
+/// point 4: `interval = "10us"` ran a SCHED_FIFO sampler spinning a whole core).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampler {
+    /// diskstats (`--interval`, `[samplers] interval`).
+    Disk,
+    /// /proc/meminfo (`--mem-interval`, `mem_interval`).
+    Mem,
+    /// /proc/stat (`--cpu-interval`, `cpu_interval`).
+    Cpu,
+}
+
+impl Sampler {
+    /// The shortest interval accepted.
+    pub fn min(self) -> Duration {
+        match self {
+            Sampler::Disk => MIN_INTERVAL,
+            Sampler::Mem | Sampler::Cpu => Duration::from_millis(1),
+        }
+    }
+
+    /// `v` as this sampler's interval, or why not ("10us is too short: ..."); the caller
+    /// puts the flag or key in front.
+    pub fn check(self, v: Duration) -> Result<(), String> {
+        if v < self.min() {
+            return Err(format!(
+                "{} is too short: the shortest is {}",
+                fmt_duration(v),
+                fmt_duration(self.min())
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct SamplerArgs {
     /// Device to record: a name (vda, /dev/loop0) or MAJ:MIN (7:0). Repeatable.
@@ -60,29 +96,21 @@ impl SamplerArgs {
         Ok(())
     }
 
+    /// Each interval against its sampler's shortest ([`Sampler::check`]).
+    pub fn check_intervals(&self) -> anyhow::Result<()> {
+        for (flag, v, which) in [
+            ("--interval", self.interval, Sampler::Disk),
+            ("--mem-interval", self.mem_interval, Sampler::Mem),
+            ("--cpu-interval", self.cpu_interval, Sampler::Cpu),
+        ] {
+            which.check(v).map_err(|e| usage!("{flag} {e}"))?;
+        }
+        Ok(())
+    }
+
     /// Validates intervals and resolves devices; touches nothing on disk.
     pub fn setup(&self) -> anyhow::Result<SamplerSetup> {
-        for (flag, v, min) in [
-            ("--interval", self.interval, MIN_INTERVAL),
-            (
-                "--mem-interval",
-                self.mem_interval,
-                Duration::from_millis(1),
-            ),
-            (
-                "--cpu-interval",
-                self.cpu_interval,
-                Duration::from_millis(1),
-            ),
-        ] {
-            if v < min {
-                return Err(usage!(
-                    "{flag} {} is too short: the shortest is {}",
-                    fmt_duration(v),
-                    fmt_duration(min)
-                ));
-            }
-        }
+        self.check_intervals()?;
         let r = Resolver::default();
         let mut lists: Vec<Vec<Device>> = vec![];
         for d in &self.devices {
@@ -100,5 +128,20 @@ impl SamplerArgs {
             trace: None,
             chunks: Default::default(),
         })
+    }
+}
+
+/// The names of the devices a recording records: those chosen, or with none chosen
+/// every block device the kernel has (what the sampler then records); what a
+/// `DEVICE:` trigger may name.
+pub fn recorded_names(chosen: &[Device]) -> Vec<String> {
+    if chosen.is_empty() {
+        Resolver::default()
+            .all()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect()
+    } else {
+        chosen.iter().map(|d| d.name.clone()).collect()
     }
 }
