@@ -100,6 +100,9 @@ impl std::fmt::Display for ChildFailed {
 
 impl std::error::Error for ChildFailed {}
 
+/// How long a check phase may take before it is killed and the phase fails.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// Runs a diskpulse subcommand as a child on the run's clock, as phase `phase`; returns
 /// its stdout. When `stop` is set the child gets SIGINT, and SIGKILL after [`STOP_GRACE`].
 #[allow(clippy::too_many_arguments)]
@@ -490,10 +493,17 @@ pub(super) async fn run_phase(
             // check exits 1 on FAIL findings: that is a finding, not a failed phase.
             let exe = cx.exe.to_path_buf();
             let out = tokio::task::spawn_blocking(move || {
-                Command::new(&exe)
-                    .args(&args)
-                    .stderr(Stdio::null())
-                    .output()
+                let mut c = Command::new(&exe);
+                c.args(&args);
+                engines::lab::os::die_with_parent(&mut c);
+                // `check` reads attributes and writes a few MiB: minutes mean a device
+                // that does not answer.
+                let limit = collectors::exec::Limit::new(
+                    CHECK_TIMEOUT,
+                    "the check phase (`diskpulse check`)",
+                    "is the volume's device answering? (`dmesg` may say why)",
+                );
+                collectors::exec::output_within(&mut c, &limit)
             })
             .await??;
             let text = String::from_utf8_lossy(&out.stdout).to_string();

@@ -259,6 +259,10 @@ impl<E: std::fmt::Display> Inbox for Consumer<E> {
         self.connects.get()
     }
 
+    fn connected(&self) -> bool {
+        self.connects.connected()
+    }
+
     async fn take(&mut self, item: Self::Item, now: u64, rec: &mut Recorder) -> Taken {
         match item {
             Ok(m) => {

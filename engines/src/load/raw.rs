@@ -131,10 +131,12 @@ impl RawConn {
     }
 
     /// Connects again to the same server: an attempt every 250 ms until `ctx` is over
-    /// (--duration, Ctrl-C). False when it gave up.
+    /// (--duration, Ctrl-C) or for [`RECONNECT_GIVE_UP`](super::workers::RECONNECT_GIVE_UP).
+    /// False when it gave up.
     async fn reconnect(&mut self, ctx: &Ctx) -> bool {
         let mut wait = std::time::Duration::from_millis(50);
-        while !ctx.over(ctx.clock.now_ns()) {
+        let t0 = std::time::Instant::now();
+        while !ctx.over(ctx.clock.now_ns()) && t0.elapsed() < super::workers::RECONNECT_GIVE_UP {
             tokio::time::sleep(wait).await;
             wait = std::time::Duration::from_millis(250);
             let again = tokio::time::timeout(
@@ -173,6 +175,8 @@ pub(crate) struct RawPublish {
     paced: bool,
     buf: Vec<u8>,
     failed: Option<String>,
+    /// The connection broke and could not be made again (already one `disconnected`).
+    gone: bool,
     /// `pub --sub M`: the run's flow control, and the messages in `buf` not counted there.
     flow: Option<Arc<Flow>>,
     unsent: u64,
@@ -198,6 +202,7 @@ impl RawPublish {
             stamp: plan.stamp && size >= 16,
             paced: plan.pacer.is_some(),
             failed: None,
+            gone: false,
             flow,
             unsent: 0,
         }
@@ -210,7 +215,7 @@ impl Operation for RawPublish {
 
     #[inline]
     async fn send(&mut self, _k: u64) -> Option<Sent<Self::Pending>> {
-        if self.failed.is_some() {
+        if self.failed.is_some() || self.gone {
             return None;
         }
         let buf = &mut self.buf;
@@ -249,16 +254,19 @@ impl Operation for RawPublish {
                 return Some(Sent::Done(self.body.len() as u64));
             }
             if let Some(e) = lost {
+                let lost_ns = self.ctx.clock.now_ns();
                 // Ride through: connect again (until --duration or Ctrl-C).
                 if self.conn.reconnect(&self.ctx).await {
                     self.connects += 1;
                 } else {
-                    self.failed = Some(e.clone());
+                    // Told once, by this error, at the moment of the loss: `finish` has
+                    // nothing to add.
+                    self.gone = true;
                 }
-                return Some(Sent::Failed(OpError::new(
-                    "disconnected",
-                    format_args!("raw publisher: {e}"),
-                )));
+                return Some(Sent::Failed(
+                    OpError::new("disconnected", format_args!("raw publisher: {e}"))
+                        .since(lost_ns),
+                ));
             }
         }
         Some(Sent::Done(self.body.len() as u64))
@@ -270,7 +278,7 @@ impl Operation for RawPublish {
 
     async fn finish(&mut self, rec: &mut Recorder) {
         let conn = &mut self.conn;
-        if self.failed.is_none() {
+        if self.failed.is_none() && !self.gone {
             self.buf.extend_from_slice(b"PING\r\n");
             match conn.write.write_all(&self.buf).await {
                 Err(e) => self.failed = Some(e.to_string()),

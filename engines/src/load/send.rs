@@ -72,6 +72,10 @@ pub(crate) type OpResult = Result<u64, OpError>;
 pub struct OpError {
     pub kind: &'static str,
     pub detail: String,
+    /// When it failed, if that was before it was reported (run clock): a publish whose
+    /// write failed at 1.9 s is reported once the reconnect gives up, at the end; its
+    /// failure line says 1.9 s (issue 25).
+    pub since_ns: Option<u64>,
 }
 
 impl OpError {
@@ -79,6 +83,26 @@ impl OpError {
         OpError {
             kind,
             detail: detail.to_string(),
+            since_ns: None,
+        }
+    }
+
+    /// The same failure, first seen at `ns` (run clock).
+    pub fn since(mut self, ns: u64) -> OpError {
+        self.since_ns = Some(ns);
+        self
+    }
+
+    /// Records it on `rec` at `now` (at `since_ns` when that is earlier).
+    fn record(self, now: u64, rec: &mut Recorder) {
+        let OpError {
+            kind,
+            detail,
+            since_ns,
+        } = self;
+        match since_ns {
+            Some(t) => rec.error_n_since(now, t, kind, 1, || detail),
+            None => rec.error(now, kind, || detail),
         }
     }
 }
@@ -342,9 +366,9 @@ pub(crate) async fn send_loop<O: Operation>(
                             rec.op_lat(now, bytes, sent, intended);
                             fault.ok(now, &rec, &ctx);
                         }
-                        Err(OpError { kind, detail }) => {
-                            rec.error(now, kind, || detail);
-                            fault.failed(kind, 1);
+                        Err(e @ OpError { .. }) => {
+                            fault.failed(e.kind, 1);
+                            e.record(now, &mut rec);
                         }
                     }
                     continue;
@@ -425,9 +449,9 @@ pub(crate) async fn send_loop<O: Operation>(
                 let slot = starts.take(intended.min(sent));
                 inflight.push(async move { (p.await, sent, intended, slot) });
             }
-            Some(Sent::Failed(OpError { kind, detail })) => {
-                rec.error(rec.now(), kind, || detail);
-                fault.failed(kind, 1);
+            Some(Sent::Failed(e)) => {
+                fault.failed(e.kind, 1);
+                e.record(rec.now(), &mut rec);
             }
         }
         done += 1;

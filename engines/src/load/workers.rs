@@ -21,6 +21,12 @@ use super::reconcile::MsgIds;
 use super::record::{Recorder, StampedPayloads};
 use super::send::{Connects, OpError, OpResult, Operation, Sent};
 
+/// How long a raw client (publisher or subscriber) whose connection broke tries to
+/// connect again before it gives up, when the run's end does not come first: as long as
+/// async-nats's clients try (240 attempts 250 ms apart, see `connect`), so a server that
+/// is gone ends even a run without --duration (issue 25).
+pub(crate) const RECONNECT_GIVE_UP: Duration = Duration::from_secs(60);
+
 /// What every worker shares.
 #[derive(Clone)]
 pub struct Ctx {
