@@ -254,7 +254,10 @@ impl Inbox for Responder {
         let grace_end = ctx
             .end_ns
             .map(|e| e + 2_000_000_000 * u64::from(ctx.with_senders));
+        // Disconnected past --duration: no request in flight can reach it any more.
+        let gone = ctx.end_ns.is_some_and(|e| now >= e) && !self.connects.connected();
         reached
+            || gone
             || ctx.stop.load(Ordering::Relaxed)
             || (ctx.with_senders && receiver_should_end(ctx, false, last, now, false))
             || grace_end.is_some_and(|e| now >= e)
