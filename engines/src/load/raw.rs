@@ -264,8 +264,7 @@ impl Operation for RawPublish {
                     self.gone = true;
                 }
                 return Some(Sent::Failed(
-                    OpError::new("disconnected", format_args!("raw publisher: {e}"))
-                        .since(lost_ns),
+                    OpError::new("disconnected", format_args!("raw publisher: {e}")).since(lost_ns),
                 ));
             }
         }
