@@ -238,15 +238,28 @@ impl Operation for RawPublish {
             if self.conn.need_pong.swap(false, Ordering::AcqRel) {
                 buf.extend_from_slice(b"PONG\r\n");
             }
+            let write_ns = self.ctx.clock.now_ns();
             let lost = if self.conn.closed.load(Ordering::Acquire) {
                 Some("the server closed the connection".to_string())
             } else {
-                self.conn
-                    .write
-                    .write_all(buf)
-                    .await
-                    .err()
-                    .map(|e| e.to_string())
+                // A server that stops reading (SIGSTOP, a hung process) holds a write
+                // once the socket buffer is full: it gives way at the stop or 2 s past
+                // --duration (issue 25: such a load ignored even SIGTERM).
+                tokio::select! {
+                    biased;
+                    r = self.conn.write.write_all(buf) => r.err().map(|e| e.to_string()),
+                    () = super::send::stopped(&self.ctx) => {
+                        buf.clear();
+                        self.gone = true;
+                        return Some(Sent::Failed(
+                            OpError::new(
+                                "timeout",
+                                "raw publisher: the server read nothing more (stopped or hung) until the run ended",
+                            )
+                            .since(write_ns),
+                        ));
+                    }
+                }
             };
             buf.clear();
             if let Some(e) = self.conn.server_error() {
@@ -279,7 +292,17 @@ impl Operation for RawPublish {
         let conn = &mut self.conn;
         if self.failed.is_none() && !self.gone {
             self.buf.extend_from_slice(b"PING\r\n");
-            match conn.write.write_all(&self.buf).await {
+            let wrote = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                conn.write.write_all(&self.buf),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(std::io::Error::other(
+                    "the last write did not finish within 10 s",
+                ))
+            });
+            match wrote {
                 Err(e) => self.failed = Some(e.to_string()),
                 Ok(()) => {
                     // Every PUB before this PING has been read by the server once its PONG comes.
@@ -296,7 +319,14 @@ impl Operation for RawPublish {
             }
         }
         if let Some(e) = self.failed.take() {
-            rec.error(rec.now(), "publish", || format!("raw publisher: {e}"));
+            // A server that read nothing for 10 s stopped answering (a hung or stopped
+            // process): said as such, not as a failed publish.
+            let kind = if e.starts_with("no PONG") || e.contains("did not finish") {
+                "timeout"
+            } else {
+                "publish"
+            };
+            rec.error(rec.now(), kind, || format!("raw publisher: {e}"));
         }
         let _ = conn.write.shutdown().await;
     }
