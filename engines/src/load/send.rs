@@ -548,7 +548,7 @@ const STOP_CHECK: Duration = Duration::from_millis(10);
 /// `pub --no-raw --sub 1` whose server was killed ran until Ctrl-C, issue 25).
 pub(crate) async fn stopped(ctx: &Ctx) {
     let give_up = ctx.end_ns.map(|e| e + DRAIN.as_nanos() as u64);
-    while !ctx.stop.load(Ordering::Relaxed) && !give_up.is_some_and(|g| ctx.clock.now_ns() >= g) {
+    while !ctx.stop.load(Ordering::Relaxed) && give_up.is_none_or(|g| ctx.clock.now_ns() < g) {
         tokio::time::sleep(STOP_CHECK).await;
     }
 }
