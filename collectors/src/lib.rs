@@ -7,7 +7,7 @@
 //! One of each OS fact, used by every command: [`mounts`] (the mount table), [`fstype`]
 //! (statfs magic -> name), [`sysfs`] (block devices' counters and queue attributes),
 //! [`gate`] (may this block device be overwritten?), [`durable`] (the timed durable-write
-//! loop), [`tracefs`] (sync calls and block requests from the kernel's tracepoints). meminfo, /proc/stat, /proc/PID/{io,stat,fd} and mountinfo lines are parsed by
+//! loop), [`exec`] (every external tool waited for, with a timeout), [`tracefs`] (sync calls and block requests from the kernel's tracepoints). meminfo, /proc/stat, /proc/PID/{io,stat,fd} and mountinfo lines are parsed by
 //! procfs-core from buffers we read; the 1 ms diskstats path keeps its own parser
 //! ([`diskstats`]; `cargo bench -p collectors --bench diskstats_vs_procfs` shows why).
 
@@ -18,6 +18,7 @@ pub mod devnum;
 pub mod directio;
 pub mod diskstats;
 pub mod durable;
+pub mod exec;
 pub mod fstype;
 pub mod fsync;
 pub mod gate;

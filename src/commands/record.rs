@@ -358,6 +358,8 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         events.event(Body::CommandStopped(ev::NoDetail {}));
     }
     drop(progress);
+    // Agents that never answered a clock request: the run fails, as `run`'s [agents] does.
+    let mut silent_agents: Vec<String> = vec![];
     if let Some(c) = collector {
         match c.finish() {
             Ok(m) => {
@@ -372,6 +374,12 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
                     );
                 }
                 rec.set(&m)?;
+                silent_agents = m
+                    .nodes
+                    .iter()
+                    .filter(|(_, nm)| nm.offset_ns.is_none())
+                    .map(|(n, _)| n.clone())
+                    .collect();
             }
             Err(e) => {
                 events.error("agents", "collector", &format!("{e:#}"));
@@ -414,6 +422,28 @@ pub fn run(a: RecordArgs) -> anyhow::Result<i32> {
         );
     }
     println!("{}", dir.display());
+    if !silent_agents.is_empty() {
+        let urls = a
+            .connect
+            .server_list()
+            .iter()
+            .map(|u| engines::load::connect::redact_url(u))
+            .collect::<Vec<_>>()
+            .join(",");
+        let start = silent_agents
+            .iter()
+            .map(|n| format!("`diskpulse agent --name {n} --server {urls}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        eprintln!(
+            "Error: --agents: node(s) {} never answered a clock request (diskpulse.NODE.clock) during the recording: nothing of theirs was recorded; start {start} on each node's host (the recording is kept in {})",
+            silent_agents.join(", "),
+            dir.display()
+        );
+        if exit_code == 0 && child_failed.is_none() {
+            return Ok(1);
+        }
+    }
     if let Some(st) = child_failed {
         let code = child_exit_code(st);
         eprintln!(
@@ -429,8 +459,11 @@ fn connect_agents(a: &RecordArgs) -> anyhow::Result<Option<engines::agent::colle
     if a.agents.is_empty() {
         return Ok(None);
     }
-    for n in &a.agents {
+    for (i, n) in a.agents.iter().enumerate() {
         engines::agent::check_node_name(n).map_err(|e| usage!("--agents: {e}"))?;
+        if a.agents[..i].contains(n) {
+            return Err(usage!("--agents: {}", engines::agent::named_twice(n)));
+        }
     }
     if a.connect.server_list().is_empty() {
         return Err(usage!(

@@ -100,6 +100,26 @@ impl std::fmt::Display for ChildFailed {
 
 impl std::error::Error for ChildFailed {}
 
+/// How long a check phase may take before it is killed and the phase fails.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Runs the check phase's `diskpulse check` child up to [`CHECK_TIMEOUT`] (it reads
+/// attributes and writes a few MiB: minutes mean a device that does not answer).
+fn check_child(
+    exe: &Path,
+    args: &[String],
+) -> Result<collectors::exec::Finished, collectors::exec::ExecError> {
+    let mut c = Command::new(exe);
+    c.args(args);
+    engines::lab::os::die_with_parent(&mut c);
+    let limit = collectors::exec::Limit::new(
+        CHECK_TIMEOUT,
+        "the check phase (`diskpulse check`)",
+        "is the volume's device answering? (`dmesg` may say why)",
+    );
+    collectors::exec::output_within(&mut c, &limit)
+}
+
 /// Runs a diskpulse subcommand as a child on the run's clock, as phase `phase`; returns
 /// its stdout. When `stop` is set the child gets SIGINT, and SIGKILL after [`STOP_GRACE`].
 #[allow(clippy::too_many_arguments)]
@@ -489,13 +509,7 @@ pub(super) async fn run_phase(
             args.push("--json".into());
             // check exits 1 on FAIL findings: that is a finding, not a failed phase.
             let exe = cx.exe.to_path_buf();
-            let out = tokio::task::spawn_blocking(move || {
-                Command::new(&exe)
-                    .args(&args)
-                    .stderr(Stdio::null())
-                    .output()
-            })
-            .await??;
+            let out = tokio::task::spawn_blocking(move || check_child(&exe, &args)).await??;
             let text = String::from_utf8_lossy(&out.stdout).to_string();
             std::fs::write(dir.join("check.json"), &text)?;
             Ok(PhaseResult::of_stdout(kind, &text))

@@ -714,7 +714,7 @@ pub(super) fn check_agents(path: &str, text: &str, sc: &Scenario) -> Result<(), 
                 path,
                 text,
                 n.span(),
-                format!("[agents] nodes: '{name}' is named twice; each agent needs a name of its own (--name)"),
+                format!("[agents] nodes: {}", engines::agent::named_twice(name)),
             ));
         }
     }

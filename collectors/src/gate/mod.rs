@@ -224,11 +224,16 @@ pub fn open_exclusive(dev: &Path, extra: libc::c_int) -> std::io::Result<File> {
 
 /// `blkid -p -o export DEV` (low-level probe, no cache): the TYPE or PTTYPE it finds.
 fn blkid_signature(path: &Path) -> Option<String> {
-    let out = std::process::Command::new("blkid")
-        .args(["-p", "-o", "export"])
-        .arg(path)
-        .output()
-        .ok()?;
+    let mut cmd = std::process::Command::new("blkid");
+    cmd.args(["-p", "-o", "export"]).arg(path);
+    // A probe that hangs (a device that does not answer reads) finds nothing here; the
+    // gate's own read of the head decides then.
+    let limit = crate::exec::Limit::new(
+        std::time::Duration::from_secs(30),
+        "`blkid -p`",
+        "is the device answering reads?",
+    );
+    let out = crate::exec::output_within(&mut cmd, &limit).ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
     for line in text.lines() {
         if let Some(t) = line.strip_prefix("TYPE=") {

@@ -61,6 +61,12 @@ pub fn check_node_name(n: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The refusal of a node named twice in one recording (`--agents a,a`, `[agents] nodes`):
+/// two agents under one name would write into each other's rows.
+pub fn named_twice(n: &str) -> String {
+    format!("'{n}' is named twice; each agent needs a name of its own (--name)")
+}
+
 /// A batch's first line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct BatchHead {

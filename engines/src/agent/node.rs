@@ -416,6 +416,7 @@ async fn publish_loop(
     let mut was_connected = false;
     let mut ever_connected = false;
     let mut ending_since: Option<std::time::Instant> = None;
+    let end: anyhow::Result<()>;
     let mut threads = Some(threads);
     let mut batcher = Some(batcher);
     eprintln!(
@@ -491,6 +492,7 @@ async fn publish_loop(
                     "diskpulse agent {node}: stopped; batches {:?}, dropped {}, unsent {unsent}, reconnects {}",
                     st.last_seq, st.dropped_batches, st.reconnects
                 );
+                end = end_fault(setup, ever_connected, connected, unsent);
                 break;
             }
         }
@@ -498,6 +500,35 @@ async fn publish_loop(
     }
     clock_task.abort();
     resend_task.abort();
+    end
+}
+
+/// How an agent's run ended, for its exit code (issue 25: an agent that never connected
+/// exited 0 saying only "unsent 77"): an error naming the server when it never reached
+/// it, or when the connection was gone at the end with batches unsent.
+fn end_fault(
+    setup: &AgentSetup,
+    ever_connected: bool,
+    connected: bool,
+    unsent: u64,
+) -> anyhow::Result<()> {
+    let urls = setup
+        .connect
+        .server_list()
+        .iter()
+        .map(|u| crate::load::connect::redact_url(u))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if !ever_connected {
+        anyhow::bail!(
+            "never reached the NATS server {urls}: nothing was published ({unsent} batches unsent); is the server running there and is --server right?"
+        );
+    }
+    if !connected && unsent > 0 {
+        anyhow::bail!(
+            "the connection to {urls} was lost and not made again: {unsent} batches unsent (a recorder's resend can no longer get them)"
+        );
+    }
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -107,13 +107,20 @@ fn search_path(name: &std::ffi::OsStr) -> Option<PathBuf> {
         })
 }
 
-/// Runs `BINARY --version` and returns the version (`2.15.1` from `nats-server: v2.15.1`).
+/// How long `nats-server --version` may take (it answers in milliseconds).
+pub(crate) const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs `BINARY --version` (up to [`VERSION_TIMEOUT`]) and returns the version (`2.15.1` from `nats-server: v2.15.1`).
 pub(crate) fn nats_server_version(binary: &Path) -> anyhow::Result<String> {
-    let out = Command::new(binary)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {} --version", binary.display()))?;
+    let what = format!("`{} --version`", binary.display());
+    let mut cmd = Command::new(binary);
+    cmd.arg("--version");
+    let limit = collectors::exec::Limit::new(
+        VERSION_TIMEOUT,
+        &what,
+        "a nats-server prints its version at once: is --nats-server (or the nats-server on PATH) a nats-server binary?",
+    );
+    let out = collectors::exec::output_within(&mut cmd, &limit).map_err(|e| anyhow!(e))?;
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {

@@ -8,13 +8,12 @@
 //! `super`, from these facts.
 
 use std::fs;
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,9 +32,21 @@ fn package_of(tool: &str) -> &'static str {
     }
 }
 
+/// How long a lab tool may run before it is killed (a mount of a device that does not
+/// answer, a losetup stuck on a busy loop driver): formatting a large volume takes
+/// minutes, the rest seconds.
+fn tool_timeout(tool: &str) -> Duration {
+    if tool.starts_with("mkfs") {
+        Duration::from_secs(600)
+    } else {
+        Duration::from_secs(120)
+    }
+}
+
 /// Runs `argv` (never through a shell) in its own process group, so a Ctrl-C in the
 /// terminal reaches diskpulse alone and diskpulse decides what happens to the tool
-/// (a `kill -9` of diskpulse kills the tool too: PR_SET_PDEATHSIG).
+/// (a `kill -9` of diskpulse kills the tool too: PR_SET_PDEATHSIG), up to
+/// [`tool_timeout`] (then it is killed and the error names it; see `collectors::exec`).
 /// When `stop` is set while the tool runs and `killable` is true, the tool is killed and
 /// the call returns [`Interrupted`]; tools that are not killable (umount, losetup -d:
 /// short, and better finished) are waited for. Returns stdout on success; on failure an
@@ -45,13 +56,10 @@ pub(crate) fn run_tool(
     killable: bool,
     stop: Option<&Arc<AtomicBool>>,
 ) -> anyhow::Result<String> {
+    use collectors::exec::{output_within, ExecError, Limit};
     let (prog, args) = argv.split_first().expect("argv has a program");
     let mut cmd = Command::new(prog);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+    cmd.args(args);
     // SAFETY: prctl is async-signal-safe. If diskpulse is killed (-9), its tools die with
     // it instead of formatting or mounting after it is gone.
     unsafe {
@@ -60,47 +68,33 @@ pub(crate) fn run_tool(
             Ok(())
         });
     }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let what = format!("`{}`", argv.join(" "));
+    let mut limit = Limit::new(
+        tool_timeout(prog),
+        &what,
+        "is the device or file system answering? (`dmesg` may say why); then `diskpulse lab down` cleans up",
+    );
+    limit.stop = stop.filter(|_| killable).map(|s| s.as_ref());
+    let done = match output_within(&mut cmd, &limit) {
+        Ok(d) => d,
+        Err(ExecError::NotFound { .. }) => {
             bail!(
                 "{prog} not found: install {} (scripts/setup does)",
                 package_of(prog)
             )
         }
-        Err(e) => return Err(anyhow!(e).context(format!("starting {prog}"))),
+        Err(ExecError::Interrupted { .. }) => return Err(anyhow!(Interrupted::default())),
+        Err(e) => return Err(anyhow!(e)),
     };
-    // Readers on threads: a tool that writes more than a pipe holds never blocks.
-    let mut so = child.stdout.take().expect("piped");
-    let mut se = child.stderr.take().expect("piped");
-    let t_out = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = so.read_to_end(&mut b);
-        b
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = se.read_to_end(&mut b);
-        b
-    });
-    let mut interrupted = false;
-    let status = loop {
-        if let Some(s) = child.try_wait()? {
-            break s;
-        }
-        if killable && !interrupted && stop.is_some_and(|f| f.load(Ordering::Relaxed)) {
-            interrupted = true;
-            let _ = child.kill();
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let out = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).to_string();
-    let err = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).to_string();
-    if interrupted {
-        return Err(anyhow!(Interrupted::default()));
-    }
-    if !status.success() {
-        bail!("`{}` failed ({status}): {}", argv.join(" "), err.trim());
+    let out = String::from_utf8_lossy(&done.stdout).to_string();
+    let err = String::from_utf8_lossy(&done.stderr).to_string();
+    if !done.status.success() {
+        bail!(
+            "`{}` failed ({}): {}",
+            argv.join(" "),
+            done.status,
+            err.trim()
+        );
     }
     Ok(out)
 }

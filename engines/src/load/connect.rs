@@ -299,6 +299,9 @@ const RECONNECT_MAX_MS: u64 = 250;
 /// earlier operation of this connection (it handles a connection's protocol in order): a
 /// round trip, like the PING/PONG of the Go client's `Flush`.
 pub(crate) async fn round_trip(client: &async_nats::Client) -> anyhow::Result<()> {
+    if !connected_within(client, AFTER_RUN_RECONNECT).await {
+        anyhow::bail!("the connection to the server is gone: no round trip");
+    }
     let subject = format!("_DISKPULSE.RTT.{}", std::process::id());
     let r = tokio::time::timeout(
         Duration::from_secs(10),
@@ -310,6 +313,27 @@ pub(crate) async fn round_trip(client: &async_nats::Client) -> anyhow::Result<()
         Ok(_) => Ok(()),
         Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => Ok(()),
         Err(e) => Err(anyhow::anyhow!("round trip to the server failed: {e}")),
+    }
+}
+
+/// How long the questions a load asks after its run (a round trip, stream info, deleting
+/// its consumer) wait for a client that is not connected to connect again: a server that
+/// restarts comes back within it, one that is gone does not, and then the run ends
+/// without waiting out each question's own timeout (issue 25: a `reply` or `js-pub`
+/// whose server was killed ended 10 to 20 s after its --duration).
+pub(crate) const AFTER_RUN_RECONNECT: Duration = Duration::from_secs(1);
+
+/// Whether `client` is connected, or connects within `wait`.
+pub(crate) async fn connected_within(client: &async_nats::Client, wait: Duration) -> bool {
+    let t0 = std::time::Instant::now();
+    loop {
+        if client.connection_state() == async_nats::connection::State::Connected {
+            return true;
+        }
+        if t0.elapsed() >= wait {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -97,6 +97,10 @@ pub(crate) async fn prepare_pull(
 
 /// Deletes the shared durable at the end (best effort: the run's figures do not depend on it).
 pub(crate) async fn cleanup_pull(stream: &str, js: &jetstream::Context) {
+    let client = js.client();
+    if !super::connect::connected_within(&client, super::connect::AFTER_RUN_RECONNECT).await {
+        return;
+    }
     if let Ok(s) = js.get_stream(stream).await {
         let _ = s.delete_consumer(&durable_name(stream)).await;
     }
@@ -257,6 +261,10 @@ impl<E: std::fmt::Display> Inbox for Consumer<E> {
 
     fn connects(&self) -> u64 {
         self.connects.get()
+    }
+
+    fn connected(&self) -> bool {
+        self.connects.connected()
     }
 
     async fn take(&mut self, item: Self::Item, now: u64, rec: &mut Recorder) -> Taken {

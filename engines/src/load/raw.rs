@@ -131,10 +131,12 @@ impl RawConn {
     }
 
     /// Connects again to the same server: an attempt every 250 ms until `ctx` is over
-    /// (--duration, Ctrl-C). False when it gave up.
+    /// (--duration, Ctrl-C) or for [`RECONNECT_GIVE_UP`](super::workers::RECONNECT_GIVE_UP).
+    /// False when it gave up.
     async fn reconnect(&mut self, ctx: &Ctx) -> bool {
         let mut wait = std::time::Duration::from_millis(50);
-        while !ctx.over(ctx.clock.now_ns()) {
+        let t0 = std::time::Instant::now();
+        while !ctx.over(ctx.clock.now_ns()) && t0.elapsed() < super::workers::RECONNECT_GIVE_UP {
             tokio::time::sleep(wait).await;
             wait = std::time::Duration::from_millis(250);
             let again = tokio::time::timeout(
@@ -173,6 +175,8 @@ pub(crate) struct RawPublish {
     paced: bool,
     buf: Vec<u8>,
     failed: Option<String>,
+    /// The connection broke and could not be made again (already one `disconnected`).
+    gone: bool,
     /// `pub --sub M`: the run's flow control, and the messages in `buf` not counted there.
     flow: Option<Arc<Flow>>,
     unsent: u64,
@@ -198,6 +202,7 @@ impl RawPublish {
             stamp: plan.stamp && size >= 16,
             paced: plan.pacer.is_some(),
             failed: None,
+            gone: false,
             flow,
             unsent: 0,
         }
@@ -210,7 +215,7 @@ impl Operation for RawPublish {
 
     #[inline]
     async fn send(&mut self, _k: u64) -> Option<Sent<Self::Pending>> {
-        if self.failed.is_some() {
+        if self.failed.is_some() || self.gone {
             return None;
         }
         let buf = &mut self.buf;
@@ -233,15 +238,28 @@ impl Operation for RawPublish {
             if self.conn.need_pong.swap(false, Ordering::AcqRel) {
                 buf.extend_from_slice(b"PONG\r\n");
             }
+            let write_ns = self.ctx.clock.now_ns();
             let lost = if self.conn.closed.load(Ordering::Acquire) {
                 Some("the server closed the connection".to_string())
             } else {
-                self.conn
-                    .write
-                    .write_all(buf)
-                    .await
-                    .err()
-                    .map(|e| e.to_string())
+                // A server that stops reading (SIGSTOP, a hung process) holds a write
+                // once the socket buffer is full: it gives way at the stop or 2 s past
+                // --duration (issue 25: such a load ignored even SIGTERM).
+                tokio::select! {
+                    biased;
+                    r = self.conn.write.write_all(buf) => r.err().map(|e| e.to_string()),
+                    () = super::send::stopped(&self.ctx) => {
+                        buf.clear();
+                        self.gone = true;
+                        return Some(Sent::Failed(
+                            OpError::new(
+                                "timeout",
+                                "raw publisher: the server read nothing more (stopped or hung) until the run ended",
+                            )
+                            .since(write_ns),
+                        ));
+                    }
+                }
             };
             buf.clear();
             if let Some(e) = self.conn.server_error() {
@@ -249,16 +267,18 @@ impl Operation for RawPublish {
                 return Some(Sent::Done(self.body.len() as u64));
             }
             if let Some(e) = lost {
+                let lost_ns = self.ctx.clock.now_ns();
                 // Ride through: connect again (until --duration or Ctrl-C).
                 if self.conn.reconnect(&self.ctx).await {
                     self.connects += 1;
                 } else {
-                    self.failed = Some(e.clone());
+                    // Told once, by this error, at the moment of the loss: `finish` has
+                    // nothing to add.
+                    self.gone = true;
                 }
-                return Some(Sent::Failed(OpError::new(
-                    "disconnected",
-                    format_args!("raw publisher: {e}"),
-                )));
+                return Some(Sent::Failed(
+                    OpError::new("disconnected", format_args!("raw publisher: {e}")).since(lost_ns),
+                ));
             }
         }
         Some(Sent::Done(self.body.len() as u64))
@@ -270,9 +290,19 @@ impl Operation for RawPublish {
 
     async fn finish(&mut self, rec: &mut Recorder) {
         let conn = &mut self.conn;
-        if self.failed.is_none() {
+        if self.failed.is_none() && !self.gone {
             self.buf.extend_from_slice(b"PING\r\n");
-            match conn.write.write_all(&self.buf).await {
+            let wrote = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                conn.write.write_all(&self.buf),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(std::io::Error::other(
+                    "the last write did not finish within 10 s",
+                ))
+            });
+            match wrote {
                 Err(e) => self.failed = Some(e.to_string()),
                 Ok(()) => {
                     // Every PUB before this PING has been read by the server once its PONG comes.
@@ -289,7 +319,14 @@ impl Operation for RawPublish {
             }
         }
         if let Some(e) = self.failed.take() {
-            rec.error(rec.now(), "publish", || format!("raw publisher: {e}"));
+            // A server that read nothing for 10 s stopped answering (a hung or stopped
+            // process): said as such, not as a failed publish.
+            let kind = if e.starts_with("no PONG") || e.contains("did not finish") {
+                "timeout"
+            } else {
+                "publish"
+            };
+            rec.error(rec.now(), kind, || format!("raw publisher: {e}"));
         }
         let _ = conn.write.shutdown().await;
     }

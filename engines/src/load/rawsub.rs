@@ -160,10 +160,12 @@ impl RawSubConn {
         }
     }
 
-    /// Connects and subscribes again: an attempt every 250 ms while `go_on` says so.
+    /// Connects and subscribes again: an attempt every 250 ms while `go_on` says so, for
+    /// [`RECONNECT_GIVE_UP`](super::workers::RECONNECT_GIVE_UP) at most.
     async fn reconnect(&mut self, mut go_on: impl FnMut() -> bool) -> bool {
         let mut wait = Duration::from_millis(50);
-        while go_on() {
+        let t0 = std::time::Instant::now();
+        while go_on() && t0.elapsed() < super::workers::RECONNECT_GIVE_UP {
             tokio::time::sleep(wait).await;
             wait = Duration::from_millis(250);
             let again = tokio::time::timeout(
@@ -291,19 +293,28 @@ pub(crate) async fn raw_receive_loop(
                     Ok(_) => "the server closed the connection".to_string(),
                     Err(e) => e.to_string(),
                 };
+                let lost_ns = rec.now();
                 ctx.events.event_at(
-                    rec.now(),
+                    lost_ns,
                     Body::NatsClient(ev::NatsClient {
                         client: rec.client_name().to_string(),
                         event: format!("raw subscriber disconnected: {why}"),
                         received: Some(got),
                     }),
                 );
+                // One error at the moment the loss was seen (as a publisher's): the
+                // summary says when, the exit code that it happened.
+                rec.error(lost_ns, "disconnected", || format!("raw subscriber: {why}"));
+                fault.failed("disconnected", 1);
+                // Tries again while the run goes on: while its senders send, or (alone)
+                // until --duration; with senders done, for IDLE_NS after the later of
+                // their end and the last message (from `last`, not from now: counted
+                // from now, a run whose server was gone never ended, issue 25).
                 let again = {
                     let (c, r) = (&ctx, &rec);
                     conn.reconnect(|| {
                         let now = r.now();
-                        !receiver_should_end(c, false, last.max(now), now, false)
+                        !receiver_should_end(c, false, last, now, false)
                             && !c.stop.load(Ordering::Relaxed)
                     })
                     .await

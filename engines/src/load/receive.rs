@@ -54,6 +54,9 @@ pub(crate) trait Inbox {
 
     /// How many times the receiving client has connected (see [`super::send::Operation::connects`]).
     fn connects(&self) -> u64;
+
+    /// Whether the receiving client is connected now (looked at every 100 ms at most).
+    fn connected(&self) -> bool;
 }
 
 /// Receives from `msgs` into `inbox` until it says to end or the stream ends.
@@ -66,6 +69,7 @@ where
     let mut last = rec.now();
     let mut connects = inbox.connects();
     let mut fault = FaultWatch::default();
+    let mut lost = Lost::default();
     loop {
         let now = rec.now();
         let c = inbox.connects();
@@ -74,6 +78,7 @@ where
             fault.reconnect_ns = Some(now);
             last = last.max(now);
         }
+        lost.look(inbox.connected(), now, &mut rec);
         if inbox.should_end(&ctx, &rec, got, last, now) {
             break;
         }
@@ -99,6 +104,29 @@ where
     fault.end(rec.now(), &rec, &ctx);
     inbox.finish(got, &mut rec, &ctx).await;
     rec.finish();
+}
+
+/// A receiver's connection as its loop sees it: each loss is one `disconnected` error
+/// at the moment it was first seen (issue 25: a `load sub` whose server was killed
+/// exited 0 and said nothing), so the summary says when and the exit code says so, as a
+/// publisher's does; riding through (async-nats connects again) goes on after it.
+#[derive(Default)]
+pub(crate) struct Lost {
+    down: bool,
+}
+
+impl Lost {
+    /// Looks at the client once, at `now`.
+    pub(crate) fn look(&mut self, connected: bool, now: u64, rec: &mut Recorder) {
+        if connected {
+            self.down = false;
+        } else if !self.down {
+            self.down = true;
+            rec.error(now, "disconnected", || {
+                "the receiving connection was lost".to_string()
+            });
+        }
+    }
 }
 
 /// Whether a receiver should stop. `reached`: its count is done. With senders in the run,
@@ -160,6 +188,10 @@ impl Inbox for CoreSub {
         self.connects.get()
     }
 
+    fn connected(&self) -> bool {
+        self.connects.connected()
+    }
+
     fn should_end(&self, ctx: &Ctx, _rec: &Recorder, got: u64, last: u64, now: u64) -> bool {
         let idle_ends = got > 0 && ctx.end_ns.is_none();
         let reached = ctx.expected.is_some_and(|e| got >= e);
@@ -211,6 +243,10 @@ impl Inbox for Responder {
         self.connects.get()
     }
 
+    fn connected(&self) -> bool {
+        self.connects.connected()
+    }
+
     fn should_end(&self, ctx: &Ctx, rec: &Recorder, _got: u64, last: u64, now: u64) -> bool {
         let reached = !ctx.with_senders && self.limit.is_some_and(|l| rec.ops() >= l);
         // Requesters' --duration ends their sending; replies to requests still in flight
@@ -218,7 +254,10 @@ impl Inbox for Responder {
         let grace_end = ctx
             .end_ns
             .map(|e| e + 2_000_000_000 * u64::from(ctx.with_senders));
+        // Disconnected past --duration: no request in flight can reach it any more.
+        let gone = ctx.end_ns.is_some_and(|e| now >= e) && !self.connects.connected();
         reached
+            || gone
             || ctx.stop.load(Ordering::Relaxed)
             || (ctx.with_senders && receiver_should_end(ctx, false, last, now, false))
             || grace_end.is_some_and(|e| now >= e)

@@ -41,6 +41,9 @@ pub(crate) async fn stream_msgs(
     stream: &str,
     by_sequence: bool,
 ) -> anyhow::Result<u64> {
+    if !super::connect::connected_within(client, super::connect::AFTER_RUN_RECONNECT).await {
+        anyhow::bail!("stream '{stream}': the connection to the server is gone");
+    }
     let js = jetstream::new(client.clone());
     tokio::time::timeout(Duration::from_secs(10), async {
         let mut s = js.get_stream(stream).await?;

@@ -131,6 +131,7 @@ impl RoleWorker for Publisher {
                         size: st.plan.size as u64,
                         flow,
                         ctx: st.ctx.clone(),
+                        lost_ns: None,
                     };
                     send_loop(op, 1, st.plan, st.rec, st.ctx).boxed()
                 }

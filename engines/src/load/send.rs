@@ -72,6 +72,10 @@ pub(crate) type OpResult = Result<u64, OpError>;
 pub struct OpError {
     pub kind: &'static str,
     pub detail: String,
+    /// When it failed, if that was before it was reported (run clock): a publish whose
+    /// write failed at 1.9 s is reported once the reconnect gives up, at the end; its
+    /// failure line says 1.9 s (issue 25).
+    pub since_ns: Option<u64>,
 }
 
 impl OpError {
@@ -79,6 +83,26 @@ impl OpError {
         OpError {
             kind,
             detail: detail.to_string(),
+            since_ns: None,
+        }
+    }
+
+    /// The same failure, first seen at `ns` (run clock).
+    pub fn since(mut self, ns: u64) -> OpError {
+        self.since_ns = Some(ns);
+        self
+    }
+
+    /// Records it on `rec` at `now` (at `since_ns` when that is earlier).
+    fn record(self, now: u64, rec: &mut Recorder) {
+        let OpError {
+            kind,
+            detail,
+            since_ns,
+        } = self;
+        match since_ns {
+            Some(t) => rec.error_n_since(now, t, kind, 1, || detail),
+            None => rec.error(now, kind, || detail),
         }
     }
 }
@@ -283,6 +307,8 @@ pub(crate) async fn send_loop<O: Operation>(
     // is counted at the end (`not_sent`), so an outage is failures, never nothing.
     let mut stopped_sending_ns: Option<u64> = None;
     let mut unsent = 0u64;
+    // The intended start of the first of those `unsent` (a send stage that never ended).
+    let mut first_unsent: Option<u64> = None;
     // Whether the loop was held when it stopped sending (a full window: acks that do not
     // come). A sender merely behind on CPU is not an outage: its backlog is not counted.
     let mut held = false;
@@ -316,7 +342,8 @@ pub(crate) async fn send_loop<O: Operation>(
             stopped_sending_ns.get_or_insert_with(|| rec.now());
             held |= inflight.len() >= window;
             draining = true;
-            tick.as_mut().reset(tokio::time::Instant::now() + DRAIN);
+            tick.as_mut()
+                .reset(tokio::time::Instant::now() + drain_for(op.connected()));
         }
         let in_flight = inflight.len();
         let can_send = sending && in_flight < window;
@@ -342,9 +369,9 @@ pub(crate) async fn send_loop<O: Operation>(
                             rec.op_lat(now, bytes, sent, intended);
                             fault.ok(now, &rec, &ctx);
                         }
-                        Err(OpError { kind, detail }) => {
-                            rec.error(now, kind, || detail);
-                            fault.failed(kind, 1);
+                        Err(e @ OpError { .. }) => {
+                            fault.failed(e.kind, 1);
+                            e.record(now, &mut rec);
                         }
                     }
                     continue;
@@ -362,7 +389,11 @@ pub(crate) async fn send_loop<O: Operation>(
                     if draining {
                         let n = inflight.len() as u64;
                         let (kind, what) = O::UNFINISHED;
-                        rec.error_n(now, kind, n, || format!("{n} {what} 2 s after the stop"));
+                        // In flight since the connection was lost, if it was.
+                        let since = fault.down_ns.unwrap_or(now);
+                        rec.error_n_since(now, since, kind, n, || {
+                            format!("{n} {what} after the stop (2 s of drain, none when disconnected)")
+                        });
                         break;
                     }
                     if ctx.end_ns.is_some_and(|e| now >= e) {
@@ -372,7 +403,8 @@ pub(crate) async fn send_loop<O: Operation>(
                         stopped_sending_ns.get_or_insert(now);
                         held |= inflight.len() >= window;
                         draining = true;
-                        tick.as_mut().reset(tokio::time::Instant::now() + DRAIN);
+                        tick.as_mut()
+                            .reset(tokio::time::Instant::now() + drain_for(op.connected()));
                     } else {
                         tick.as_mut().reset(tokio::time::Instant::now() + STOP_CHECK);
                     }
@@ -401,6 +433,7 @@ pub(crate) async fn send_loop<O: Operation>(
                     _ = stopped(&ctx) => {
                         // Due (its intended start has passed) and never sent.
                         unsent += 1;
+                        first_unsent.get_or_insert(intended);
                         continue;
                     }
                 },
@@ -425,9 +458,9 @@ pub(crate) async fn send_loop<O: Operation>(
                 let slot = starts.take(intended.min(sent));
                 inflight.push(async move { (p.await, sent, intended, slot) });
             }
-            Some(Sent::Failed(OpError { kind, detail })) => {
-                rec.error(rec.now(), kind, || detail);
-                fault.failed(kind, 1);
+            Some(Sent::Failed(e)) => {
+                fault.failed(e.kind, 1);
+                e.record(rec.now(), &mut rec);
             }
         }
         done += 1;
@@ -438,7 +471,7 @@ pub(crate) async fn send_loop<O: Operation>(
         if let Some(c) = plan.count {
             n = n.min(c.saturating_sub(done));
         }
-        let first_due = p.peek().min(until);
+        let first_due = p.peek().min(until).min(first_unsent.unwrap_or(u64::MAX));
         let now = rec.now();
         rec.error_n_since(now, first_due, "not_sent", n, || {
             format!(
@@ -495,12 +528,27 @@ impl InFlightStarts {
 /// How long completions in flight get after the stop (Ctrl-C, --duration over).
 const DRAIN: Duration = Duration::from_secs(2);
 
+/// How long completions in flight get after the stop: [`DRAIN`], or nothing when the
+/// client is not connected (no answer can come on a connection that is gone; a load whose
+/// server was killed ends at its --duration, issue 25).
+fn drain_for(connected: bool) -> Duration {
+    if connected {
+        DRAIN
+    } else {
+        Duration::ZERO
+    }
+}
+
 /// How often a waiting sender looks at the stop flag.
 const STOP_CHECK: Duration = Duration::from_millis(10);
 
-/// Resolves once the run is told to stop (looked at every [`STOP_CHECK`]).
+/// Resolves once the run is told to stop, or [`DRAIN`] after its --duration ended
+/// (looked at every [`STOP_CHECK`]): a send stage that still waits then waits on a
+/// server that is gone (async-nats's publish into a full buffer while it reconnects: a
+/// `pub --no-raw --sub 1` whose server was killed ran until Ctrl-C, issue 25).
 pub(crate) async fn stopped(ctx: &Ctx) {
-    while !ctx.stop.load(Ordering::Relaxed) {
+    let give_up = ctx.end_ns.map(|e| e + DRAIN.as_nanos() as u64);
+    while !ctx.stop.load(Ordering::Relaxed) && give_up.is_none_or(|g| ctx.clock.now_ns() < g) {
         tokio::time::sleep(STOP_CHECK).await;
     }
 }

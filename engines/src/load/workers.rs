@@ -21,6 +21,12 @@ use super::reconcile::MsgIds;
 use super::record::{Recorder, StampedPayloads};
 use super::send::{Connects, OpError, OpResult, Operation, Sent};
 
+/// How long a raw client (publisher or subscriber) whose connection broke tries to
+/// connect again before it gives up, when the run's end does not come first: as long as
+/// async-nats's clients try (240 attempts 250 ms apart, see `connect`), so a server that
+/// is gone ends even a run without --duration (issue 25).
+pub(crate) const RECONNECT_GIVE_UP: Duration = Duration::from_secs(60);
+
 /// What every worker shares.
 #[derive(Clone)]
 pub struct Ctx {
@@ -204,9 +210,13 @@ pub(crate) struct CorePublish {
     /// `pub --sub M`: the run's flow control (looked at every [`FLOW_EVERY`] publishes).
     pub flow: Option<Arc<super::flow::Flow>>,
     pub ctx: Ctx,
+    /// When this publisher first saw its client disconnected (run clock; looked at every
+    /// [`FLOW_EVERY`] publishes): the moment a lost connection's failure line names.
+    pub lost_ns: Option<u64>,
 }
 
-/// How often an async-nats core publisher looks at the flow control (publishes).
+/// How often an async-nats core publisher looks at the flow control and at its
+/// connection (publishes).
 pub(crate) const FLOW_EVERY: u64 = 256;
 
 impl Operation for CorePublish {
@@ -214,8 +224,11 @@ impl Operation for CorePublish {
 
     #[inline]
     async fn send(&mut self, k: u64) -> Option<Sent<Self::Pending>> {
-        if let Some(f) = &self.flow {
-            if k.is_multiple_of(FLOW_EVERY) {
+        if k.is_multiple_of(FLOW_EVERY) {
+            if self.lost_ns.is_none() && !self.connects.connected() {
+                self.lost_ns = Some(self.ctx.clock.now_ns());
+            }
+            if let Some(f) = &self.flow {
                 f.sent(if k == 0 { 0 } else { FLOW_EVERY });
                 f.wait_room(&self.ctx).await;
             }
@@ -238,7 +251,14 @@ impl Operation for CorePublish {
     async fn finish(&mut self, rec: &mut Recorder) {
         // Closing right after a flush can lose what the server has not read yet.
         if let Err(e) = super::connect::round_trip(&self.client).await {
-            rec.error(rec.now(), "flush", || e.to_string());
+            let now = rec.now();
+            match self.lost_ns {
+                // The connection broke and never came back: said as such, when it broke.
+                Some(t) if !self.connects.connected() => {
+                    rec.error_n_since(now, t, "disconnected", 1, || e.to_string());
+                }
+                _ => rec.error(now, "flush", || e.to_string()),
+            }
         }
     }
 }
