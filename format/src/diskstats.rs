@@ -240,7 +240,7 @@ pub fn for_each_row_in<P: AsRef<Path>>(
         let p = p.as_ref();
         // The current chunk may be empty when the recorder stopped right after a
         // rotation: nothing of it is lost.
-        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
+        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
             warnings.push(format!(
                 "{}: empty (the recording stopped as this chunk began)",
                 p.display()
@@ -258,18 +258,17 @@ pub fn for_each_row_in<P: AsRef<Path>>(
         };
         match (prev, seq) {
             (None, Some(n)) if i == 0 && n > 1 => warnings.push(format!(
-                "{}: chunks 1 to {} {}; the recording starts at this chunk",
+                "{}: {} {}; the recording starts at this chunk",
                 p.display(),
-                n - 1,
+                chunks_text(1, n - 1),
                 why(1, n - 1)
             )),
             (Some(a), Some(b)) if b > a + 1 => {
                 let from = no_value_rows(&devices, &mut last_t, &mut f, &no_values);
                 warnings.push(format!(
-                    "{}: chunks {} to {} {}; no value from {:.3} s to this chunk",
+                    "{}: {} {}; no value from {:.3} s to this chunk",
                     p.display(),
-                    a + 1,
-                    b - 1,
+                    chunks_text(a + 1, b - 1),
                     why(a + 1, b - 1),
                     from as f64 / 1e9
                 ));
@@ -342,6 +341,11 @@ pub fn for_each_row_in<P: AsRef<Path>>(
     }
     warnings.shrink_to_fit();
     Ok((devices, warnings))
+}
+
+/// `chunks A to B` (a hole in the chunk numbers).
+fn chunks_text(a: u64, b: u64) -> String {
+    format!("chunks {a} to {b}")
 }
 
 /// Gives each device a row without values 1 ns after its last one, so no interval spans
@@ -508,7 +512,7 @@ pub fn for_each_run_row_from(
     let (mut warnings, mut any) = (vec![], false);
     let last = files.len() - 1;
     for (i, p) in files.iter().enumerate() {
-        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
+        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
             continue;
         }
         if starts
