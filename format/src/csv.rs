@@ -156,7 +156,7 @@ pub fn chunked_files(run_dir: &Path, file: &str) -> Vec<std::path::PathBuf> {
         })
         .collect();
     closed.sort();
-    let foreign = super::manifest::foreign_chunks(run_dir);
+    let foreign = super::chunklist::foreign_chunks(run_dir);
     let mut out: Vec<_> = closed
         .into_iter()
         .map(|(_, p)| p)
@@ -186,7 +186,7 @@ pub fn skip_chunk(p: &Path, e: anyhow::Error, several: bool) -> anyhow::Result<S
     } else {
         (p.parent().unwrap_or(Path::new(".")), name.to_string())
     };
-    let lost = match super::manifest::chunk_span(run_dir, &rel) {
+    let lost = match super::chunklist::chunk_span(run_dir, &rel) {
         Some((a, b)) => format!(
             "its rows from {:.3} s to {:.3} s are lost",
             a as f64 / 1e9,

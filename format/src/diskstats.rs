@@ -136,7 +136,7 @@ fn numbered_files(run_dir: &Path) -> Vec<(Option<u64>, std::path::PathBuf)> {
         .collect();
     closed.sort();
     // A chunk meta.json does not list is another run's: left out (the report says so).
-    let foreign = super::manifest::foreign_chunks(run_dir);
+    let foreign = super::chunklist::foreign_chunks(run_dir);
     let mut out: Vec<_> = closed
         .into_iter()
         .filter(|(_, p)| !foreign.contains(p))
@@ -254,7 +254,7 @@ pub fn for_each_row_in<P: AsRef<Path>>(
             let names: Vec<String> = (a..=b)
                 .map(|n| format!("{CHUNK_DIR}/{}", chunk_name(n)))
                 .collect();
-            super::manifest::gone_why(run_dir, &names)
+            super::chunklist::gone_why(run_dir, &names)
         };
         match (prev, seq) {
             (None, Some(n)) if i == 0 && n > 1 => warnings.push(format!(

@@ -30,6 +30,7 @@
 pub mod agents;
 pub mod block_requests;
 pub mod check;
+pub mod chunklist;
 pub mod cli;
 pub mod csv;
 pub mod diskstats;

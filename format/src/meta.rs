@@ -161,10 +161,10 @@ pub struct Meta {
     /// dropped and the windows triggers kept; absent in a run that never rotated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<ChunksMeta>,
-    /// The files the recording wrote and their sizes when it ended ([`super::manifest`]):
+    /// The files the recording wrote and their sizes when it ended (see `manifest.rs`):
     /// absent while it runs, in a recording cut short and in one made before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manifest: Option<super::manifest::Manifest>,
+    pub manifest: Option<Manifest>,
     /// The sections other parts add (`broker`, `broker_nodes`, `load`, `phases`...), set
     /// by type through [`Meta::set`] and read by type through [`Meta::load`],
     /// [`Meta::broker`], [`Meta::broker_nodes`] and `Meta::phases` (beside its type in
@@ -173,6 +173,17 @@ pub struct Meta {
     #[serde(flatten)]
     pub sections: BTreeMap<String, Value>,
 }
+
+/// One file of the manifest: its size when the recording ended.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ManifestFile {
+    pub bytes: u64,
+}
+
+/// meta.json `manifest` (see `manifest.rs`): path in the run directory -> the file as
+/// the recording left it.
+pub type Manifest = BTreeMap<String, ManifestFile>;
 
 /// meta.json `chunks`: how diskstats.csv.gz is cut into chunks and what became of them,
 /// rewritten as each chunk closes. Closed chunks are `chunks/diskstats.NNNNNN.csv.gz`
