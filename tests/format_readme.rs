@@ -122,6 +122,14 @@ fn meta_fields() -> BTreeSet<String> {
             ..Default::default()
         }),
         error_events: Some(0),
+        manifest: Some(
+            [(
+                "load.csv".to_string(),
+                format::meta::ManifestFile { bytes: 0 },
+            )]
+            .into_iter()
+            .collect(),
+        ),
         lost: vec![meta::Lost {
             after_t_ns: Some(0),
             ..Default::default()

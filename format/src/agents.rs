@@ -122,7 +122,7 @@ pub struct SourceMeta {
 
 /// Reads `meta.json` `agents`, if the run has one.
 pub fn read_meta(dir: &Path) -> Option<AgentsMeta> {
-    let text = std::fs::read_to_string(dir.join(super::meta::FILE)).ok()?;
+    let text = super::regular::read_to_string(&dir.join(super::meta::FILE)).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     serde_json::from_value(v.get(<AgentsMeta as super::meta::Section>::KEY)?.clone()).ok()
 }
@@ -146,7 +146,7 @@ pub fn for_each_row(dir: &Path, file: &str, mut f: impl FnMut(&str)) -> anyhow::
     use std::io::BufRead;
     let files = super::csv::chunked_files(dir, file);
     for p in &files {
-        let fh = std::fs::File::open(p)
+        let fh = super::regular::open(p)
             .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", p.display()))?;
         let r: Box<dyn BufRead> = if p.extension().is_some_and(|e| e == "gz") {
             Box::new(std::io::BufReader::new(flate2::read::MultiGzDecoder::new(

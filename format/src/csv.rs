@@ -7,7 +7,6 @@
 //! flate2's `MultiGzDecoder`.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -60,7 +59,7 @@ pub fn header(names: &[&str]) -> String {
 }
 
 fn open_maybe_gz(p: &Path) -> std::io::Result<Box<dyn BufRead>> {
-    let f = File::open(p)?;
+    let f = super::regular::open(p)?;
     let r: Box<dyn Read> = if p.extension().is_some_and(|e| e == "gz") {
         Box::new(flate2::read::MultiGzDecoder::new(f))
     } else {
@@ -83,6 +82,36 @@ pub enum Bad {
 struct LineWarnings {
     first: Vec<String>,
     skipped: usize,
+    /// Skipped lines by cause ([`cause_of`]), for the count per cause.
+    causes: BTreeMap<String, usize>,
+}
+
+/// A reason with its values taken out (`ops '-5' is not a count` -> `ops '…' is not a
+/// count`, numbers as `N`), so lines skipped for the same cause count together.
+fn cause_of(why: &str) -> String {
+    let mut out = String::new();
+    let mut quoted = false;
+    let mut digits = false;
+    for c in why.chars() {
+        if c == '\'' {
+            quoted = !quoted;
+            out.push_str(if quoted { "'…" } else { "'" });
+            continue;
+        }
+        if quoted {
+            continue;
+        }
+        if c.is_ascii_digit() {
+            if !digits {
+                out.push('N');
+            }
+            digits = true;
+            continue;
+        }
+        digits = false;
+        out.push(c);
+    }
+    out
 }
 
 /// How many damaged lines a warning lists by line number before it only counts.
@@ -127,12 +156,47 @@ pub fn chunked_files(run_dir: &Path, file: &str) -> Vec<std::path::PathBuf> {
         })
         .collect();
     closed.sort();
-    let mut out: Vec<_> = closed.into_iter().map(|(_, p)| p).collect();
+    let foreign = super::chunklist::foreign_chunks(run_dir);
+    let mut out: Vec<_> = closed
+        .into_iter()
+        .map(|(_, p)| p)
+        .filter(|p| !foreign.contains(p))
+        .collect();
     let last = run_dir.join(file);
     if last.exists() {
         out.push(last);
     }
     out
+}
+
+/// What a reader of a file cut into chunks does with one that cannot be read at all
+/// (not gzip, another header, empty, not a file): with other chunks beside it
+/// (`several`), it is skipped with this warning, naming the file, why, and the span of
+/// rows lost (meta.json `chunks.closed`), so one damaged hour does not refuse a
+/// recording of days; alone, the error stands.
+pub fn skip_chunk(p: &Path, e: anyhow::Error, several: bool) -> anyhow::Result<String> {
+    if !several {
+        return Err(e);
+    }
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let in_chunks = p.parent().and_then(|d| d.file_name()) == Some(std::ffi::OsStr::new("chunks"));
+    let (run_dir, rel) = if in_chunks {
+        let d = p.parent().and_then(Path::parent).unwrap_or(Path::new("."));
+        (d, format!("chunks/{name}"))
+    } else {
+        (p.parent().unwrap_or(Path::new(".")), name.to_string())
+    };
+    let lost = match super::chunklist::chunk_span(run_dir, &rel) {
+        Some((a, b)) => format!(
+            "its rows from {:.3} s to {:.3} s are lost",
+            a as f64 / 1e9,
+            b as f64 / 1e9
+        ),
+        None => "its rows are lost".to_string(),
+    };
+    Ok(format!(
+        "{e:#}; this chunk is skipped ({lost}), the rest of the recording is read"
+    ))
 }
 
 /// [`read_rows`] over a run's `file` and its closed chunks ([`chunked_files`]) as one
@@ -148,9 +212,11 @@ pub(crate) fn read_rows_chunked(
         return Ok(None);
     }
     let mut warnings = vec![];
+    let several = files.len() > 1;
     for p in files {
-        if let Some(w) = read_rows(&p, needed, &mut f)? {
-            warnings.extend(w);
+        match read_rows(&p, needed, &mut f) {
+            Ok(w) => warnings.extend(w.unwrap_or_default()),
+            Err(e) => warnings.push(skip_chunk(&p, e, several)?),
         }
     }
     Ok(Some(warnings))
@@ -166,8 +232,15 @@ pub fn read_table_chunked(
 ) -> anyhow::Result<Option<(Table, Vec<String>)>> {
     let files = chunked_files(run_dir, file);
     let mut out: Option<(Table, Vec<String>)> = None;
+    let mut skipped = vec![];
     for p in &files {
-        let (t, w) = read_table(p, needed)?;
+        let (t, w) = match read_table(p, needed) {
+            Ok(tw) => tw,
+            Err(e) => {
+                skipped.push(skip_chunk(p, e, files.len() > 1)?);
+                continue;
+            }
+        };
         match out.as_mut() {
             None => out = Some((t, w)),
             Some((all, warnings)) => {
@@ -175,6 +248,11 @@ pub fn read_table_chunked(
                 warnings.extend(w);
             }
         }
+    }
+    match out.as_mut() {
+        Some((_, w)) => w.extend(skipped),
+        None if !skipped.is_empty() => anyhow::bail!("{}", skipped.join("; ")),
+        None => {}
     }
     Ok(out)
 }
@@ -206,6 +284,7 @@ pub(crate) fn for_each_line_until(
     mut f: impl FnMut(usize, &str) -> Result<Flow, Bad>,
 ) -> anyhow::Result<Vec<String>> {
     let name = p.display();
+    super::regular::check(p).map_err(anyhow::Error::msg)?;
     if std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
         return Err(anyhow::anyhow!(
             "{name} is empty (not even a header line); the recording is damaged, record it again"
@@ -244,6 +323,7 @@ pub(crate) fn for_each_line_until(
                     ));
                 }
                 bad.skipped += 1;
+                *bad.causes.entry(cause_of(&why)).or_default() += 1;
                 if bad.first.len() < LISTED_BAD_LINES {
                     bad.first.push(format!("{name}:{n}: {why}; skipped"));
                 }
@@ -269,9 +349,15 @@ pub(crate) fn for_each_line_until(
     }
     let mut warnings = bad.first;
     if bad.skipped > LISTED_BAD_LINES {
+        let per: Vec<String> = bad
+            .causes
+            .iter()
+            .map(|(c, n)| format!("{n} × {c}"))
+            .collect();
         warnings.push(format!(
-            "{name}: {} damaged lines skipped in all",
-            bad.skipped
+            "{name}: {} damaged lines skipped in all ({})",
+            bad.skipped,
+            per.join("; ")
         ));
     }
     warnings.extend(tail);

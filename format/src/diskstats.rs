@@ -87,6 +87,10 @@ impl Row {
     }
 }
 
+/// The largest counter a row may hold: 2^63 (the kernel's are unsigned long; no disk
+/// wraps a 64-bit sector count, 4 ZiB). Past it the cell is damaged.
+pub const MAX_COUNTER: u64 = 1 << 63;
+
 /// The directory of a chunked recording's closed chunks (`record --chunk`): `chunks/`
 /// beside meta.json holds `diskstats.000001.csv.gz`, `diskstats.000002.csv.gz`, ..., each
 /// a whole gzip file with its header, never written again once there; the chunk being
@@ -131,7 +135,13 @@ fn numbered_files(run_dir: &Path) -> Vec<(Option<u64>, std::path::PathBuf)> {
         })
         .collect();
     closed.sort();
-    let mut out: Vec<_> = closed.into_iter().map(|(n, p)| (Some(n), p)).collect();
+    // A chunk meta.json does not list is another run's: left out (the report says so).
+    let foreign = super::chunklist::foreign_chunks(run_dir);
+    let mut out: Vec<_> = closed
+        .into_iter()
+        .filter(|(_, p)| !foreign.contains(p))
+        .map(|(n, p)| (Some(n), p))
+        .collect();
     let gz = run_dir.join(FILE);
     let plain = run_dir.join("diskstats.csv");
     if gz.exists() {
@@ -230,7 +240,7 @@ pub fn for_each_row_in<P: AsRef<Path>>(
         let p = p.as_ref();
         // The current chunk may be empty when the recorder stopped right after a
         // rotation: nothing of it is lost.
-        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
+        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
             warnings.push(format!(
                 "{}: empty (the recording stopped as this chunk began)",
                 p.display()
@@ -238,25 +248,28 @@ pub fn for_each_row_in<P: AsRef<Path>>(
             continue;
         }
         let seq = p.file_name().and_then(|n| n.to_str()).and_then(chunk_seq);
+        // Why chunks a..=b are not here: --keep, or lost (meta.json says which).
+        let why = |a: u64, b: u64| {
+            let run_dir = p.parent().and_then(Path::parent).unwrap_or(Path::new("."));
+            let names: Vec<String> = (a..=b)
+                .map(|n| format!("{CHUNK_DIR}/{}", chunk_name(n)))
+                .collect();
+            super::chunklist::gone_why(run_dir, &names)
+        };
         match (prev, seq) {
             (None, Some(n)) if i == 0 && n > 1 => warnings.push(format!(
-                "{}: chunks 1 to {} were deleted by --keep (meta.json chunks.dropped); the recording starts at this chunk",
+                "{}: {} {}; the recording starts at this chunk",
                 p.display(),
-                n - 1
+                chunks_text(1, n - 1),
+                why(1, n - 1)
             )),
             (Some(a), Some(b)) if b > a + 1 => {
-                let mut from = 0;
-                for (k, d) in devices.iter().enumerate() {
-                    let t = last_t[k] + 1;
-                    last_t[k] = t;
-                    from = from.max(t);
-                    f(k, d, t, &no_values);
-                }
+                let from = no_value_rows(&devices, &mut last_t, &mut f, &no_values);
                 warnings.push(format!(
-                    "{}: chunks {} to {} were deleted by --keep (meta.json chunks.dropped); no value from {:.3} s to this chunk",
+                    "{}: {} {}; no value from {:.3} s to this chunk",
                     p.display(),
-                    a + 1,
-                    b - 1,
+                    chunks_text(a + 1, b - 1),
+                    why(a + 1, b - 1),
                     from as f64 / 1e9
                 ));
             }
@@ -267,7 +280,7 @@ pub fn for_each_row_in<P: AsRef<Path>>(
         }
         let mut back: Vec<String> = vec![];
         let mut back_n = 0usize;
-        let (w, _) = for_each_row(p, |r| {
+        let read = for_each_row(p, |r| {
             let k = match devices.iter().position(|d| d.name == r.device) {
                 Some(k) => k,
                 None => {
@@ -296,7 +309,17 @@ pub fn for_each_row_in<P: AsRef<Path>>(
             last_t[k] = r.t_ns;
             f(k, &devices[k], r.t_ns, r.f);
             Flow::Go
-        })?;
+        });
+        let w = match read {
+            Ok((w, _)) => w,
+            // One chunk that cannot be read at all (errors come before its first row):
+            // a hole, said with the span lost, not the whole recording refused.
+            Err(e) => {
+                let w = super::csv::skip_chunk(p, e, files.len() > 1)?;
+                no_value_rows(&devices, &mut last_t, &mut f, &no_values);
+                vec![w]
+            }
+        };
         warnings.extend(w);
         if back_n > back.len() {
             back.push(format!(
@@ -318,6 +341,29 @@ pub fn for_each_row_in<P: AsRef<Path>>(
     }
     warnings.shrink_to_fit();
     Ok((devices, warnings))
+}
+
+/// `chunks A to B` (a hole in the chunk numbers).
+fn chunks_text(a: u64, b: u64) -> String {
+    format!("chunks {a} to {b}")
+}
+
+/// Gives each device a row without values 1 ns after its last one, so no interval spans
+/// a hole; returns the latest such time.
+fn no_value_rows(
+    devices: &[Device],
+    last_t: &mut [u64],
+    f: &mut impl FnMut(usize, &Device, u64, &Row),
+    no_values: &Row,
+) -> u64 {
+    let mut from = 0;
+    for (k, d) in devices.iter().enumerate() {
+        let t = last_t[k] + 1;
+        last_t[k] = t;
+        from = from.max(t);
+        f(k, d, t, no_values);
+    }
+    from
 }
 
 /// One row of diskstats.csv.gz as [`for_each_row`] hands it over (borrowed: nothing is
@@ -394,12 +440,16 @@ fn for_each_row_from(
                 break;
             }
             if !v.is_empty() {
-                row.set(
-                    k,
-                    Some(v.parse::<u64>().map_err(|_| {
-                        Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[k]))
-                    })?),
-                );
+                let c = v
+                    .parse::<u64>()
+                    .map_err(|_| Bad::Line(format!("{} '{v}' is not a counter", FIELD_NAMES[k])))?;
+                if c > MAX_COUNTER {
+                    return Err(Bad::Line(format!(
+                        "{} {c} is past any counter the kernel keeps (2^63: a damaged cell, or a -1)",
+                        FIELD_NAMES[k]
+                    )));
+                }
+                row.set(k, Some(c));
             }
             k += 1;
         }
@@ -462,7 +512,7 @@ pub fn for_each_run_row_from(
     let (mut warnings, mut any) = (vec![], false);
     let last = files.len() - 1;
     for (i, p) in files.iter().enumerate() {
-        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.len() == 0) {
+        if i == last && i > 0 && std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
             continue;
         }
         if starts

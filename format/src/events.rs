@@ -897,6 +897,7 @@ pub struct Trigger {
 pub fn read_noted(dir: &Path) -> anyhow::Result<(Vec<Event>, Vec<String>)> {
     let p = dir.join(FILE);
     let mut events = vec![];
+    super::regular::check(&p).map_err(anyhow::Error::msg)?;
     if !p.exists() || std::fs::metadata(&p).is_ok_and(|m| m.len() == 0) {
         return Ok((events, vec![]));
     }

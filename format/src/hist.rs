@@ -304,22 +304,50 @@ impl LineWriter {
 /// current file; intervals in that order (not necessarily time order). Empty when the
 /// run has none of them.
 pub fn read_run(dir: &Path, name: &str) -> anyhow::Result<Vec<Interval>> {
+    Ok(read_run_noted(dir, name)?.0)
+}
+
+/// [`read_run`] with the reading's warnings: a torn last line (the writer was cut short,
+/// or the file cut since), and a chunk that cannot be read at all, skipped when the log
+/// has others ([`super::csv::skip_chunk`]).
+pub fn read_run_noted(dir: &Path, name: &str) -> anyhow::Result<(Vec<Interval>, Vec<String>)> {
     let mut out = vec![];
-    for p in super::csv::chunked_files(dir, name) {
-        out.extend(read(&p)?);
+    let mut warnings = vec![];
+    let files = super::csv::chunked_files(dir, name);
+    for p in &files {
+        match read_noted(p) {
+            Ok((v, w)) => {
+                out.extend(v);
+                warnings.extend(w);
+            }
+            Err(e) => warnings.push(super::csv::skip_chunk(p, e, files.len() > 1)?),
+        }
     }
-    Ok(out)
+    Ok((out, warnings))
 }
 
 /// Reads every interval of an interval log, in file order (not necessarily time
 /// order). A torn last line (a writer killed mid-line) is ignored. A missing file is an
 /// error that names it: callers check whether the run has one.
 pub fn read(path: &Path) -> anyhow::Result<Vec<Interval>> {
-    let raw = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(read_noted(path)?.0)
+}
+
+/// [`read`] with a warning when the last line is torn (left out).
+pub fn read_noted(path: &Path) -> anyhow::Result<(Vec<Interval>, Option<String>)> {
+    let raw =
+        super::regular::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let whole = match raw.iter().rposition(|&b| b == b'\n') {
         Some(i) => &raw[..=i],
         None => &raw[..0],
     };
+    let torn = (whole.len() < raw.len()).then(|| {
+        format!(
+            "{}: the last line is cut off after {} bytes (the recording was cut short, or the file since?); read up to the line before",
+            path.display(),
+            whole.len()
+        )
+    });
     let mut out = vec![];
     let mut de = Deserializer::new();
     let mut bin = Vec::new();
@@ -355,7 +383,7 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<Interval>> {
             hist: Sparse::of(&hist),
         });
     }
-    Ok(out)
+    Ok((out, torn))
 }
 
 #[cfg(test)]

@@ -121,7 +121,7 @@ pub type ByRole = BTreeMap<String, Vec<LoadRow>>;
 pub fn read_noted(dir: &Path) -> anyhow::Result<(ByRole, Vec<String>)> {
     let mut out: ByRole = BTreeMap::new();
     // The closed chunks (`record --chunk`) then the current file, as one file.
-    let warnings = read_rows_chunked(dir, FILE, &["t_ns", "window_ns", "role"], |c| {
+    let warnings = read_rows_chunked(dir, FILE, &NEEDED, |c| {
         let t_ns = t_ns_cell(c.str("t_ns"))?;
         let Some(window_ns) = c.u64("window_ns") else {
             return Err(format!(
@@ -133,20 +133,20 @@ pub fn read_noted(dir: &Path) -> anyhow::Result<(ByRole, Vec<String>)> {
             t_ns,
             window_ns,
             role: c.str("role").to_string(),
-            ops: c.u64("ops").unwrap_or(0),
-            bytes: c.u64("bytes").unwrap_or(0),
-            errors: c.u64("errors").unwrap_or(0),
-            lat_p50_us: c.f64("lat_p50_us"),
-            lat_p90_us: c.f64("lat_p90_us"),
-            lat_p99_us: c.f64("lat_p99_us"),
-            lat_p999_us: c.f64("lat_p999_us"),
-            lat_max_us: c.f64("lat_max_us"),
-            co_p50_us: c.f64("co_p50_us"),
-            co_p99_us: c.f64("co_p99_us"),
-            co_max_us: c.f64("co_max_us"),
+            ops: count_cell(c, "ops")?,
+            bytes: count_cell(c, "bytes")?,
+            errors: count_cell(c, "errors")?,
+            lat_p50_us: lat_cell(c, "lat_p50_us")?,
+            lat_p90_us: lat_cell(c, "lat_p90_us")?,
+            lat_p99_us: lat_cell(c, "lat_p99_us")?,
+            lat_p999_us: lat_cell(c, "lat_p999_us")?,
+            lat_max_us: lat_cell(c, "lat_max_us")?,
+            co_p50_us: lat_cell(c, "co_p50_us")?,
+            co_p99_us: lat_cell(c, "co_p99_us")?,
+            co_max_us: lat_cell(c, "co_max_us")?,
             active_ns: c.u64("active_ns").unwrap_or(window_ns),
             phase: c.u64("phase").map(|p| p as u32),
-            oldest_wait_us: c.f64("oldest_wait_us"),
+            oldest_wait_us: lat_cell(c, "oldest_wait_us")?,
         };
         out.entry(row.role.clone()).or_default().push(row);
         Ok(())
@@ -156,6 +156,57 @@ pub fn read_noted(dir: &Path) -> anyhow::Result<(ByRole, Vec<String>)> {
         rows.sort_by_key(|r| (r.t_ns, r.phase));
     }
     Ok((out, warnings))
+}
+
+/// The columns every load.csv has had (format version 2 on): a file without one of them
+/// is refused, naming it (its report would show latencies of `null`).
+const NEEDED: [&str; 12] = [
+    "t_ns",
+    "window_ns",
+    "role",
+    "ops",
+    "bytes",
+    "errors",
+    "lat_p50_us",
+    "lat_p90_us",
+    "lat_p99_us",
+    "lat_p999_us",
+    "lat_max_us",
+    "active_ns",
+];
+
+/// The most a count cell of one window may hold: 2^53 (what an f64 keeps exactly; no
+/// load does 9e15 operations in a window). Past it (`18446744073709551615`, a wrapped
+/// `-1`) the row is damaged.
+pub const MAX_COUNT: u64 = 1 << 53;
+
+/// A count cell (`ops`, `bytes`, `errors`): empty is 0; text, a negative number or one
+/// past [`MAX_COUNT`] make the row damaged (skipped with the reason, never read as 0).
+fn count_cell(c: &super::csv::Cells, name: &str) -> Result<u64, String> {
+    let s = c.str(name);
+    if s.is_empty() {
+        return Ok(0);
+    }
+    match s.parse::<u64>() {
+        Ok(v) if v <= MAX_COUNT => Ok(v),
+        Ok(v) => Err(format!("{name} {v} is past any count of a window (2^53)")),
+        Err(_) => Err(format!(
+            "{name} '{s}' is not a count (a whole number, 0 or more)"
+        )),
+    }
+}
+
+/// A latency cell (µs): empty is `None`; text, NaN, infinity or a negative number make
+/// the row damaged (skipped with the reason).
+fn lat_cell(c: &super::csv::Cells, name: &str) -> Result<Option<f64>, String> {
+    let s = c.str(name);
+    if s.is_empty() {
+        return Ok(None);
+    }
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(Some(v)),
+        _ => Err(format!("{name} '{s}' is not a latency (µs, 0 or more)")),
+    }
 }
 
 /// The load roles as load.csv's `role` column spells them (`load::record::Role::name`,

@@ -161,6 +161,10 @@ pub struct Meta {
     /// dropped and the windows triggers kept; absent in a run that never rotated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks: Option<ChunksMeta>,
+    /// The files the recording wrote and their sizes when it ended (see `manifest.rs`):
+    /// absent while it runs, in a recording cut short and in one made before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<Manifest>,
     /// The sections other parts add (`broker`, `broker_nodes`, `load`, `phases`...), set
     /// by type through [`Meta::set`] and read by type through [`Meta::load`],
     /// [`Meta::broker`], [`Meta::broker_nodes`] and `Meta::phases` (beside its type in
@@ -169,6 +173,17 @@ pub struct Meta {
     #[serde(flatten)]
     pub sections: BTreeMap<String, Value>,
 }
+
+/// One file of the manifest: its size when the recording ended.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ManifestFile {
+    pub bytes: u64,
+}
+
+/// meta.json `manifest` (see `manifest.rs`): path in the run directory -> the file as
+/// the recording left it.
+pub type Manifest = BTreeMap<String, ManifestFile>;
 
 /// meta.json `chunks`: how diskstats.csv.gz is cut into chunks and what became of them,
 /// rewritten as each chunk closes. Closed chunks are `chunks/diskstats.NNNNNN.csv.gz`
@@ -593,8 +608,14 @@ impl Meta {
     /// Reads a run's `meta.json`. Errors say what is wrong: no file, not JSON, not
     /// diskpulse's, another format version (see [`super::check_version`]).
     pub fn read(dir: &Path) -> Result<Meta, MetaError> {
-        let text = std::fs::read_to_string(dir.join(FILE))
-            .map_err(|_| MetaError::NotARecording("no meta.json"))?;
+        let p = dir.join(FILE);
+        let text = super::regular::read_to_string(&p).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => MetaError::NotARecording("no meta.json"),
+            std::io::ErrorKind::InvalidData => {
+                MetaError::NotARecording("meta.json is not text (UTF-8): it is damaged")
+            }
+            _ => MetaError::Unreadable(format!("cannot read {}: {e}", p.display())),
+        })?;
         let v: Value = serde_json::from_str(&text)
             .map_err(|_| MetaError::NotARecording("meta.json is not JSON"))?;
         let version = v.get("format_version").and_then(Value::as_u64);
@@ -617,6 +638,8 @@ pub enum MetaError {
     Version(anyhow::Error),
     /// The right version, but a field does not parse.
     Invalid(String),
+    /// meta.json is there but cannot be read (not a regular file, no permission): why.
+    Unreadable(String),
 }
 
 impl std::fmt::Display for MetaError {
@@ -624,6 +647,7 @@ impl std::fmt::Display for MetaError {
         match self {
             MetaError::NotARecording(why) => write!(f, "{why}"),
             MetaError::Version(e) => write!(f, "{e}"),
+            MetaError::Unreadable(e) => write!(f, "{e}"),
             MetaError::Invalid(e) => write!(
                 f,
                 "meta.json does not parse: {e}; the file is damaged (every *_ns is a whole number of ns)"

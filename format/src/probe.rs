@@ -329,7 +329,7 @@ impl ProbeJson {
 
 impl ProbeJson {
     pub fn read(path: &Path) -> anyhow::Result<ProbeJson> {
-        let text = std::fs::read_to_string(path)
+        let text = super::regular::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         serde_json::from_str(&text)
             .map_err(|e| anyhow::anyhow!("{}: not a probe result: {e}", path.display()))

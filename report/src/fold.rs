@@ -230,8 +230,12 @@ fn for_each_row(
             }
             f(cols, t, &vals);
             Ok(())
-        })?;
-        warnings.extend(w);
+        });
+        // A chunk that cannot be read at all is a hole, not the whole run refused.
+        match w {
+            Ok(w) => warnings.extend(w),
+            Err(e) => warnings.push(csv::skip_chunk(p, e, files.len() > 1)?),
+        }
     }
     Ok(Some(warnings))
 }

@@ -70,6 +70,37 @@ pub struct Run {
     pub warnings: Vec<String>,
 }
 
+/// What meta.json itself lacks, and each file against its manifest (missing, cut,
+/// replaced or foreign: [`format::manifest::check`]). A meta.json without
+/// `clock_zero_unix_ns` takes the zero from `start_wall` (the same instant, read a few
+/// µs apart), so wall-clock times do not fall in 1970; said in a warning.
+fn check_meta(dir: &Path, meta: &mut Meta) -> Vec<String> {
+    let mut warnings = vec![];
+    if meta.clock_zero_unix_ns == 0 {
+        let file = dir.join(format::meta::FILE);
+        match chrono::DateTime::parse_from_rfc3339(&meta.start_wall)
+            .ok()
+            .and_then(|t| t.timestamp_nanos_opt())
+            .and_then(|n| u64::try_from(n).ok())
+        {
+            Some(n) => {
+                meta.clock_zero_unix_ns = n;
+                warnings.push(format!(
+                    "{}: no clock_zero_unix_ns (the file is damaged or hand-made): wall-clock times (rates.csv unix_ms) are taken from start_wall {}",
+                    file.display(),
+                    meta.start_wall
+                ));
+            }
+            None => warnings.push(format!(
+                "{}: no clock_zero_unix_ns nor a start_wall: wall-clock times (rates.csv unix_ms) count from 1970; the run's own times (t_ns) are right",
+                file.display()
+            )),
+        }
+    }
+    warnings.extend(format::manifest::check(dir, meta));
+    warnings
+}
+
 /// What the rows said of one device ([`Run::disks`]).
 #[derive(Debug, Clone, Default)]
 pub struct Disk {
@@ -119,7 +150,7 @@ impl Run {
         if !dir.is_dir() {
             return Err(not_rec("not a directory"));
         }
-        let meta = match Meta::read(dir) {
+        let mut meta = match Meta::read(dir) {
             Ok(m) => m,
             Err(MetaError::NotARecording(why)) => return Err(not_rec(why)),
             Err(e) => return Err(usage!("RUN '{}': {e}", dir.display())),
@@ -134,7 +165,7 @@ impl Run {
         }
         // A file that is not what it should be is a bad input (exit 2), named by the error.
         let bad = |e: anyhow::Error| usage!("RUN '{}': {e:#}", dir.display());
-        let mut warnings = vec![];
+        let mut warnings = check_meta(dir, &mut meta);
         // Every chunk of a chunked run (`record --chunk`) in order, or the one file.
         let ds_files = diskstats::files(dir);
         if ds_files.is_empty() {
@@ -208,11 +239,13 @@ impl Run {
             });
         let mut hlog = |name: &str| {
             // The current file and its closed chunks (`record --chunk`).
-            match hist::read_run(dir, name) {
-                Ok(v) => v
-                    .into_iter()
-                    .filter(|i| i.start_ns.saturating_add(i.duration_ns) <= MAX_T_NS)
-                    .collect(),
+            match hist::read_run_noted(dir, name) {
+                Ok((v, w)) => {
+                    warnings.extend(w);
+                    v.into_iter()
+                        .filter(|i| i.start_ns.saturating_add(i.duration_ns) <= MAX_T_NS)
+                        .collect()
+                }
                 Err(e) => {
                     warnings.push(left_out("the interference", e));
                     vec![]
@@ -304,6 +337,20 @@ impl Run {
         let mut warnings = p.warnings.clone();
         warnings.append(&mut self.warnings);
         warnings.extend(w);
+        if self.meta.device_filter == "listed" && !self.meta.devices.is_empty() {
+            for d in self
+                .disks
+                .iter()
+                .filter(|d| !self.meta.devices.iter().any(|m| m.name == d.name))
+            {
+                warnings.push(format!(
+                    "{}: {} rows of device {}, which meta.json's devices (device_filter listed) does not name: not recorded by this run (rows copied in from another?); shown, but not of this recording",
+                    self.diskstats_files.last().unwrap_or(&self.dir).display(),
+                    d.rows,
+                    d.name
+                ));
+            }
+        }
         // A device that vanished mid-run (removed, or a loop device detached): its rows
         // end there; said with when, so its flat tail is not read as an idle device.
         let dir = &self.dir;

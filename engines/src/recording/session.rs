@@ -208,6 +208,7 @@ impl Recording {
             kernel: kernel(),
             start_wall: start_wall.to_rfc3339_opts(chrono::SecondsFormat::Nanos, true),
             end_wall: None,
+            manifest: None,
             clock_zero_monotonic_ns: clock.zero_monotonic_ns(),
             clock_zero_unix_ns: clock_zero_unix_ns(clock.zero_monotonic_ns()),
             duration_ns: None,
@@ -599,6 +600,8 @@ impl Recording {
         // A sampler that failed (its file could not be written: a full disk) lost the
         // rows after the failure: the recording is not complete, and says so.
         self.m().complete = first_err.is_none();
+        // Every writer has closed its file: what a reader will check them against.
+        self.m().manifest = Some(format::manifest::of(&self.dir));
         let meta_written = self.write_meta();
         let _ = std::fs::remove_file(self.dir.join(RESERVE_FILE));
         match (first_err, meta_written) {
