@@ -193,6 +193,36 @@ fn pub_whose_server_is_stopped_ends_and_says_it_stopped_answering() {
     assert!(err.contains("the server stopped answering at"), "{err}");
 }
 
+#[test]
+fn sub_alone_whose_server_is_stopped_fails_saying_it_stopped_answering() {
+    // The sweep's last case: a subscriber alone cannot tell a SIGSTOPped server from a
+    // quiet subject while it listens; it exited 0 and said nothing. Its end-of-run PING
+    // now gets no PONG within 2 s. The same load with the server running exits 0.
+    if !have_nats_server() {
+        return;
+    }
+    let s = JsServer::start();
+    let sub = |s: &JsServer| {
+        let mut c = diskpulse();
+        c.args(["load", "sub", "--duration", "3s", "--quiet"])
+            .args(["--server", &s.url]);
+        c
+    };
+    let quiet = sub(&s).output().unwrap();
+    assert_eq!(
+        quiet.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&quiet.stderr)
+    );
+    let (out, took) = run_with_fault(&s, &mut sub(&s), libc::SIGSTOP, Duration::from_millis(1500));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(took < Duration::from_secs(9), "took {took:?}: {err}");
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("the server no longer answered at"), "{err}");
+    assert!(err.contains("got no PONG"), "{err}");
+}
+
 /// A file `name` in `dir` that runs `script` (a fake nats-server).
 fn fake_tool(dir: &Path, name: &str, script: &str) -> String {
     use std::os::unix::fs::PermissionsExt;

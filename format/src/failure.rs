@@ -32,6 +32,7 @@ pub fn kind_words(kind: &str) -> (&'static str, String) {
         "stream_full" => "the stream reached its limits",
         "account_limits" => "the account reached its JetStream limits",
         "timeout" => "the server stopped answering",
+        "no_pong" => "the server no longer answered",
         "no_responders" => "nothing served the subject",
         "not_found" => "reads asked for what was never written",
         "mismatch" | "digest_mismatch" => "data read back differed from what was written",

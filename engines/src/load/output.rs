@@ -307,6 +307,7 @@ fn error_hint(kind: &str) -> Option<&'static str> {
         "storage_full" | "memory_full" | "insufficient_resources" | "account_limits" => {
             "the server's JetStream storage is full; free space or raise its max_file_store/max_memory_store"
         }
+        "no_pong" => "the subscriber's PING at the end of the run got no PONG within 2 s: the server is stopped or hung (a quiet subject would have answered); when it stopped is not known to a subscriber alone",
         "no_responders" => "nothing serves the subject; start `diskpulse load reply` or add --reply N",
         "timeout" => "the server did not answer within --timeout, or the connection dropped with acks in flight (see the nats_client events)",
         "not_found" => "reads asked for keys or objects that were never put; put them first (kv-put with the same --keys, obj-put)",

@@ -260,6 +260,8 @@ pub(crate) async fn raw_receive_loop(
     let mut fault = FaultWatch::default();
     let mut start = 0usize;
     let limit = ctx.expected.unwrap_or(u64::MAX);
+    // Set when the loop ended on a fault it has already recorded.
+    let mut said = false;
     loop {
         let now = rec.now();
         let reached = got >= limit;
@@ -320,6 +322,7 @@ pub(crate) async fn raw_receive_loop(
                     .await
                 };
                 if !again {
+                    said = true; // already said: the connection was lost
                     break;
                 }
                 start = 0;
@@ -366,6 +369,7 @@ pub(crate) async fn raw_receive_loop(
             rec.error(now, "server_error", || format!("raw subscriber: {e}"));
             fault.failed("server_error", 1);
             if p.fatal {
+                said = true; // already said: the server's error
                 break;
             }
         }
@@ -387,9 +391,49 @@ pub(crate) async fn raw_receive_loop(
             });
         }
     }
-    let _ = conn.w.write_all(b"UNSUB 1\r\n").await;
+    if !said && !conn.still_answers().await {
+        // A stopped or hung server looks like a quiet subject to a subscriber alone
+        // (issue 25: a `load sub` whose server was SIGSTOPped exited 0 and said nothing).
+        rec.error(rec.now(), "no_pong", || {
+            format!(
+                "raw subscriber: the server did not answer a PING within {} s at the end of the run (stopped or hung?)",
+                END_PONG.as_secs()
+            )
+        });
+    } else if said {
+        let _ = conn.w.write_all(b"UNSUB 1\r\n").await;
+    }
     let _ = conn.w.shutdown().await;
     rec.finish();
+}
+
+/// How long the end-of-run `PING` waits for its `PONG`.
+const END_PONG: Duration = Duration::from_secs(2);
+
+impl RawSubConn {
+    /// Unsubscribes and asks `PING`: true when the `PONG` comes within [`END_PONG`]
+    /// (messages still arriving before it are not counted: the run has ended).
+    async fn still_answers(&mut self) -> bool {
+        if self.w.write_all(b"UNSUB 1\r\nPING\r\n").await.is_err() {
+            return false;
+        }
+        let deadline = tokio::time::Instant::now() + END_PONG;
+        // The last bytes of the previous read: a PONG split between two reads.
+        let mut tail: Vec<u8> = Vec::with_capacity(8);
+        let mut b = vec![0u8; 64 * 1024];
+        loop {
+            let n = match tokio::time::timeout_at(deadline, self.r.read(&mut b)).await {
+                Ok(Ok(n)) if n > 0 => n,
+                _ => return false,
+            };
+            tail.extend_from_slice(&b[..n.min(b.len())]);
+            if tail.windows(6).any(|w| w == b"PONG\r\n") {
+                return true;
+            }
+            let keep = tail.len().saturating_sub(5);
+            tail.drain(..keep);
+        }
+    }
 }
 
 #[cfg(test)]
