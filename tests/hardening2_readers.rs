@@ -1,6 +1,6 @@
 //! Issue 25, class 7 (damaged run directories read silently or with a wrong reason) and
 //! class 3's FIFO case: `report` of a real recording damaged one way at a time. Two bases
-//! are made once: `demo --chunk 1s --duration 4s` (chunked, with load.csv and load.hlog;
+//! are made once: `demo --chunk 1s --duration 4500ms` (chunked, with load.csv and load.hlog;
 //! needs nats-server) and `record --duration 1s` (one file each, every device). Each case
 //! copies a base, damages it, runs the real binary (with a deadline: a FIFO must not
 //! hang it) and wants the exit code and a line naming the file and the cause; the files
@@ -24,14 +24,23 @@ fn chunked() -> Option<&'static Path> {
         }
         let d = tempfile::tempdir().unwrap();
         let run = d.path().join("demo");
+        // The cases damage the current files and the first two closed chunks. 4.5 s, not
+        // 4: a load that ends on a chunk boundary closes its last chunk and leaves no
+        // load.csv or load.hlog beside them (seen 1 run in 5 beside other test binaries).
         let o = diskpulse()
-            .args(["demo", "--chunk", "1s", "--duration", "4s", "--no-progress"])
+            .args([
+                "demo",
+                "--chunk",
+                "1s",
+                "--duration",
+                "4500ms",
+                "--no-progress",
+            ])
             .arg("--out")
             .arg(&run)
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        // The cases damage the current files and the first two closed chunks.
         for f in ["load.csv", "load.hlog", C2, "chunks/load.000001.csv"] {
             assert!(run.join(f).is_file(), "the demo wrote no {f}");
         }
@@ -400,11 +409,27 @@ fn files_copied_from_another_run_are_warned() {
         std::fs::copy(plain().join("diskstats.csv.gz"), r.join("diskstats.csv.gz")).unwrap();
     })
     .warned("diskstats.csv.gz", SIZE);
-    // load.csv and load.hlog of another run: here the run's own first chunks, whole files
-    // with their header.
+    // load.csv and load.hlog of another run, longer than the run's own: here its first
+    // chunk with the rows of its second after them, whole files with their header (the
+    // first chunk alone can be the size of the last partial file, byte for byte).
     report_after(b, |r| {
-        std::fs::copy(r.join("chunks/load.000001.csv"), r.join("load.csv")).unwrap();
-        std::fs::copy(r.join("chunks/load.000001.hlog"), r.join("load.hlog")).unwrap();
+        for ext in ["csv", "hlog"] {
+            let mut f = std::fs::read(r.join(format!("chunks/load.000001.{ext}"))).unwrap();
+            let second = std::fs::read(r.join(format!("chunks/load.000002.{ext}"))).unwrap();
+            // Its rows only: the CSV's header is its first line, the hlog's its `#` and
+            // `"` lines.
+            for (n, line) in second.split_inclusive(|&c| c == b'\n').enumerate() {
+                let head = if ext == "csv" {
+                    n == 0
+                } else {
+                    line.starts_with(b"#") || line.starts_with(b"\"")
+                };
+                if !head {
+                    f.extend_from_slice(line);
+                }
+            }
+            std::fs::write(r.join(format!("load.{ext}")), f).unwrap();
+        }
     })
     .warned("load.csv", SIZE)
     .warned("load.hlog", SIZE);

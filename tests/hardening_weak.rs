@@ -616,8 +616,9 @@ args = ["pub", "--msgs", "100", "--server", "nats://127.0.0.1:{po}", "--creds", 
     );
     assert_no_secret("run", &o, &[&study], &secrets);
     let sj = read_json(&study.join("study.json"));
-    assert_eq!(sj["cells"][0]["id"], "pw----", "{sj:#}");
-    assert_eq!(sj["cells"][0]["params"][0][1], "***", "{sj:#}");
+    // Decision 0087: a secret value is its place in the list (`***1`, id `pw-secret1`).
+    assert_eq!(sj["cells"][0]["id"], "pw-secret1", "{sj:#}");
+    assert_eq!(sj["cells"][0]["params"][0][1], "***1", "{sj:#}");
     let runs = sj["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0]["status"], "ok", "{sj:#}");

@@ -14,3 +14,4 @@ pub mod study_charts;
 pub mod study_page;
 pub mod validate;
 pub mod verdict;
+mod volume_path;

@@ -232,7 +232,7 @@ fn check_cell(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
     for v in &s.volumes {
         let name = v.name.get_ref();
         if let Some(p) = &v.path {
-            if let Some(m) = check_path(name, p, v.create) {
+            if let Some(m) = super::volume_path::check(name, p, v.create) {
                 return Err(cx.at("path", p, v.name.span(), m));
             }
         } else if v.create {
@@ -455,50 +455,6 @@ fn check_samplers(cx: &Cx, s: &Scenario) -> Result<(), SpecError> {
         })?;
     }
     Ok(())
-}
-
-/// A volume `path`: absolute, an existing directory, or with `create` a missing one whose
-/// parent is a directory (one level is made, never a tree). The problem, or None.
-fn check_path(name: &str, p: &str, create: bool) -> Option<String> {
-    let path = Path::new(p);
-    let fix =
-        "create it first, or declare a lab volume (lab = { size = \"1G\" }) that diskpulse makes";
-    if !path.is_absolute() {
-        return Some(format!(
-            "volume '{name}': path '{p}' is not absolute; write the directory as /dir"
-        ));
-    }
-    let pseudo = |dir: &Path| {
-        collectors::probe::target::pseudo_fs_name(dir).map(|fs| {
-            format!(
-                "volume '{name}': path '{p}' is on {fs}, a kernel pseudo file system, not storage; name a directory on a disk-backed file system, or declare a lab volume (lab = {{ size = \"1G\" }})"
-            )
-        })
-    };
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => pseudo(path),
-        Ok(_) => Some(format!(
-            "volume '{name}': path '{p}' is not a directory; {fix}"
-        )),
-        Err(e) if create && e.kind() == std::io::ErrorKind::NotFound => {
-            let parent = path.parent().unwrap_or(Path::new("/"));
-            if !parent.is_dir() {
-                return Some(format!(
-                    "volume '{name}': path '{p}': its parent {} is not a directory; create = true makes only the last directory, never a tree",
-                    parent.display()
-                ));
-            }
-            pseudo(parent)
-        }
-        Err(e) => Some(format!(
-            "volume '{name}': path '{p}': {e}; {fix}{}",
-            if create {
-                ""
-            } else {
-                ", or add create = true to make its last directory"
-            }
-        )),
-    }
 }
 
 /// A phase's child command line (`diskpulse load|probe|fsync|check ...`), parsed with

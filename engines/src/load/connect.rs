@@ -546,8 +546,13 @@ mod tests {
 /// the file.
 pub fn read_nkey_seed(path: &std::path::Path) -> anyhow::Result<String> {
     let bytes = std::fs::read(path).map_err(|e| {
+        // The words of the other file flags' check (`--creds X: no such file`).
+        let why = match e.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_string(),
+            _ => e.to_string(),
+        };
         usage!(
-            "--nkey {}: {e}; give the file holding a user's NKey seed",
+            "--nkey {}: {why}; give the file holding a user's NKey seed",
             path.display()
         )
     })?;

@@ -391,19 +391,7 @@ pub(crate) async fn raw_receive_loop(
             });
         }
     }
-    if !said && !conn.still_answers().await {
-        // A stopped or hung server looks like a quiet subject to a subscriber alone
-        // (issue 25: a `load sub` whose server was SIGSTOPped exited 0 and said nothing).
-        rec.error(rec.now(), "no_pong", || {
-            format!(
-                "raw subscriber: the server did not answer a PING within {} s at the end of the run (stopped or hung?)",
-                END_PONG.as_secs()
-            )
-        });
-    } else if said {
-        let _ = conn.w.write_all(b"UNSUB 1\r\n").await;
-    }
-    let _ = conn.w.shutdown().await;
+    conn.close(said, &mut rec).await;
     rec.finish();
 }
 
@@ -411,6 +399,24 @@ pub(crate) async fn raw_receive_loop(
 const END_PONG: Duration = Duration::from_secs(2);
 
 impl RawSubConn {
+    /// Ends the subscription. `said`: the loop ended on a fault it recorded; otherwise a
+    /// server that does not answer the end's `PING` is one `no_pong` error: a stopped or
+    /// hung server looks like a quiet subject to a subscriber alone (issue 25: a `load
+    /// sub` whose server was SIGSTOPped exited 0 and said nothing).
+    async fn close(mut self, said: bool, rec: &mut Recorder) {
+        if said {
+            let _ = self.w.write_all(b"UNSUB 1\r\n").await;
+        } else if !self.still_answers().await {
+            rec.error(rec.now(), "no_pong", || {
+                format!(
+                    "raw subscriber: the server did not answer a PING within {} s at the end of the run (stopped or hung?)",
+                    END_PONG.as_secs()
+                )
+            });
+        }
+        let _ = self.w.shutdown().await;
+    }
+
     /// Unsubscribes and asks `PING`: true when the `PONG` comes within [`END_PONG`]
     /// (messages still arriving before it are not counted: the run has ended).
     async fn still_answers(&mut self) -> bool {
