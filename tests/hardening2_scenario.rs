@@ -13,9 +13,8 @@
 mod common;
 use common::*;
 
-use std::io::Read;
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -62,43 +61,6 @@ impl Drop for AuthServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Every file under `dir` (gzip read through) whose bytes or name contain `needle`.
-fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
-    let mut hits = vec![];
-    let mut stack = vec![dir.to_path_buf()];
-    let mut seen = 0;
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.to_string_lossy().contains(needle) {
-                hits.push(p.clone());
-            }
-            if p.is_dir() {
-                stack.push(p);
-                continue;
-            }
-            seen += 1;
-            let mut bytes = std::fs::read(&p).unwrap();
-            if p.extension().is_some_and(|x| x == "gz") {
-                let mut out = vec![];
-                flate2::read::MultiGzDecoder::new(&bytes[..])
-                    .read_to_end(&mut out)
-                    .unwrap();
-                bytes = out;
-            }
-            if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
-                hits.push(p);
-            }
-        }
-    }
-    assert!(
-        seen > 5,
-        "{} holds {seen} files: did the study run?",
-        dir.display()
-    );
-    hits
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -205,7 +167,7 @@ fn a_matrix_value_used_as_a_url_password_is_in_no_file_name_or_line_of_the_study
         !out.contains(SECRET) && !err.contains(SECRET),
         "{out}\n{err}"
     );
-    let hits = files_containing(&study, SECRET);
+    let hits = files_containing(&study, SECRET, true, 6);
     assert!(hits.is_empty(), "the secret is in {hits:?}");
     assert!(
         study.join("cells/pw-secret1/r1/load.csv").is_file(),

@@ -12,9 +12,7 @@
 mod common;
 use common::*;
 
-use std::io::Read;
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -73,36 +71,6 @@ impl Drop for AuthServer {
     }
 }
 
-/// Every file under `dir` (recursively) whose text (gunzipped for `.gz`) contains `needle`.
-fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
-    let mut hits = vec![];
-    let mut stack = vec![dir.to_path_buf()];
-    let mut seen = 0;
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
-            }
-            seen += 1;
-            let mut bytes = std::fs::read(&p).unwrap();
-            if p.extension().is_some_and(|x| x == "gz") {
-                let mut out = vec![];
-                flate2::read::MultiGzDecoder::new(&bytes[..])
-                    .read_to_end(&mut out)
-                    .unwrap();
-                bytes = out;
-            }
-            if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
-                hits.push(p);
-            }
-        }
-    }
-    assert!(seen > 0, "{} holds no files", dir.display());
-    hits
-}
-
 fn text(o: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&o.stdout).to_string(),
@@ -143,7 +111,7 @@ fn load_keeps_the_secret(auth_args: &[String]) {
     assert_eq!(ops, 300, "the load did not run: {out}");
     assert!(!out.contains(SECRET), "stdout shows the secret:\n{out}");
     assert!(!err.contains(SECRET), "stderr shows the secret:\n{err}");
-    let hits = files_containing(&run, SECRET);
+    let hits = files_containing(&run, SECRET, false, 1);
     assert!(hits.is_empty(), "the secret is in {hits:?}");
     let meta = read_json(&run.join("meta.json"));
     let argv = meta["argv"].to_string();
@@ -370,7 +338,7 @@ args = ["pub", "--msgs", "200", "--server", "nats://{hp}", "--user", "alice", "-
         !out.contains(SECRET) && !err.contains(SECRET),
         "{out}\n{err}"
     );
-    let hits = files_containing(&study, SECRET);
+    let hits = files_containing(&study, SECRET, false, 1);
     assert!(hits.is_empty(), "the secret is in {hits:?}");
     // The phases ran (authenticated: 200 messages each) and their args are there, redacted.
     let meta = read_json(&study.join("cells/base/r1/meta.json"));

@@ -415,3 +415,43 @@ pub fn check_chunk_list(
         dropped_to,
     }
 }
+
+/// Every file under `dir` (recursively; `.gz` read through) whose bytes contain `needle`,
+/// and with `names` every path whose name does. Fails when `dir` holds fewer than
+/// `min_files` files (a run that made nothing finds no secret either).
+pub fn files_containing(dir: &Path, needle: &str, names: bool, min_files: usize) -> Vec<PathBuf> {
+    use std::io::Read;
+    let mut hits = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    let mut seen = 0;
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if names && p.to_string_lossy().contains(needle) {
+                hits.push(p.clone());
+            }
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            seen += 1;
+            let mut bytes = std::fs::read(&p).unwrap();
+            if p.extension().is_some_and(|x| x == "gz") {
+                let mut out = vec![];
+                flate2::read::MultiGzDecoder::new(&bytes[..])
+                    .read_to_end(&mut out)
+                    .unwrap();
+                bytes = out;
+            }
+            if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                hits.push(p);
+            }
+        }
+    }
+    assert!(
+        seen >= min_files,
+        "{} holds {seen} files: did the run write anything?",
+        dir.display()
+    );
+    hits
+}
