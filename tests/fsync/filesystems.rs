@@ -136,11 +136,13 @@ fn a_throttled_loop_device_caps_o_dsync_and_fdatasync() {
         // An op is at least one write I/O, so the cap bounds ops/s. On ext4 an op that
         // overwrites a block with O_DSYNC/fdatasync is the data write and a cache flush, and
         // the cgroup counts both: ops/s sits near cap / I/Os per op, and the device does
-        // I/Os at the cap.
+        // I/Os at the cap. The count also holds the fill's writes, made before the timed
+        // seconds, which the per-op figure spreads over the ops: up to a quarter above the cap
+        // (CI saw 44.3 of 40 with 2.11 I/Os per op), while an unthrottled row is 50x above.
         assert!(s <= CAP_IOPS * 1.05, "{id}: {s} ops/s above the cap");
         let iops = s * ios_per_op;
         assert!(
-            (0.75 * CAP_IOPS..=1.1 * CAP_IOPS).contains(&iops),
+            (0.75 * CAP_IOPS..=1.25 * CAP_IOPS).contains(&iops),
             "{id}: {iops:.1} I/Os per second, not near the cap of {CAP_IOPS}"
         );
         assert!(f >= 5.0 * s, "{id}: unthrottled {f} not far above {s}");
