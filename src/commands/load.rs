@@ -26,6 +26,26 @@ pub enum Style {
     /// `nats bench`'s summary blocks on stdout (natscli's text, for its readers), `load`'s
     /// summary on stderr, and natscli's "Saved metric data in csv file" line.
     NatsBench,
+    /// natscli v0.2's report on stdout and its CSV (latency columns for the kinds that
+    /// have them), `load`'s summary on stderr.
+    NatsBenchV2(load::natscli_v2::Kind),
+}
+
+impl Style {
+    /// The natscli CSV of this style (v0.1's for `load` and v0.1).
+    fn csv(&self, run_id: &str, clients: &[load::record::ClientTotals]) -> String {
+        match self {
+            Style::NatsBenchV2(k) => load::natscli_v2::csv(k, run_id, clients),
+            _ => load::natscli::csv(run_id, clients),
+        }
+    }
+
+    fn csv_header(&self) -> &'static str {
+        match self {
+            Style::NatsBenchV2(k) => k.csv_header(),
+            _ => load::natscli::CSV_HEADER,
+        }
+    }
 }
 
 pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
@@ -169,7 +189,7 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
                 // Nothing was measured: CSVs with their headers, so scripts read an empty run.
                 let _ = ::format::atomic::write(
                     p,
-                    format!("{}\n", load::natscli::CSV_HEADER).as_bytes(),
+                    format!("{}\n", style.csv_header()).as_bytes(),
                 );
                 let _ = ::format::atomic::write(
                     &load::natscli::extras_path(p),
@@ -189,7 +209,7 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
     let run_id = output::run_id();
     let mut saved = vec![];
     if let Some(p) = &a.load.csv {
-        ::format::atomic::write(p, load::natscli::csv(&run_id, &outcome.clients).as_bytes())?;
+        ::format::atomic::write(p, style.csv(&run_id, &outcome.clients).as_bytes())?;
         let x = load::natscli::extras_path(p);
         ::format::atomic::write(
             &x,
@@ -241,6 +261,11 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
     } else if style == Style::NatsBench {
         println!();
         print!("{}", load::natscli::report(&json.clients));
+        eprint!("{}", output::human(&json.roles, &json.clients));
+    } else if let Style::NatsBenchV2(k) = style {
+        // natscli's printResults: a blank line, the report, a blank line.
+        println!();
+        println!("{}", load::natscli_v2::report(&k, &json.clients));
         eprint!("{}", output::human(&json.roles, &json.clients));
     } else {
         print!("{}", output::human(&json.roles, &json.clients));

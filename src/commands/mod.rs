@@ -10,6 +10,7 @@ pub use engines::fsync;
 pub mod lab;
 pub mod load;
 pub mod nats_bench;
+pub mod nats_bench_v2;
 pub use engines::probe;
 pub mod proxy;
 pub mod record;
@@ -86,8 +87,17 @@ Examples:
   diskpulse load kv-put --record --out runs/kv")]
     Load(Box<load::LoadCmdArgs>),
     /// natscli's `nats bench` command line, run by the load generator: its summary and its CSV.
-    #[command(after_help = "\
+    #[command(
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true,
+        after_help = "\
+Two forms: natscli v0.2's `nats-bench pub|sub|service|js|kv ...` (a first word that is one of
+those), and v0.1's flat `nats-bench SUBJECT --pub N --sub M ...` (a subject spelled like one
+of those words goes after `--`: `nats-bench --pub 1 -- pub`).
+
 Examples:
+  diskpulse nats-bench pub foo --clients 10 --msgs 10000 --size 512
+  diskpulse nats-bench js pub foo --create --batch 1000 --csv=results.csv
   diskpulse nats-bench my_subject --msgs 1000000 --pub 4 --sub 4 --csv=results.csv
   diskpulse nats-bench benchsubject --js --purge --pub 1 --sub 2 --no-progress
   diskpulse nats-bench benchsubject --pub 10 --sub 2 --request --server nats://a:4222,nats://b:4222
@@ -96,7 +106,8 @@ Examples:
 Without --server (or $NATS_URL) it starts an embedded nats-server, as `load` does.
 --csv FILE is natscli's CSV; FILE.diskpulse.csv holds diskpulse's extra columns, FILE.png
 and FILE.svg the per-client rates.
-Exit codes: 0 done, 1 operations failed or messages were lost, 2 bad input (nothing written).")]
+Exit codes: 0 done, 1 operations failed or messages were lost, 2 bad input (nothing written)."
+    )]
     NatsBench(Box<nats_bench::NatsBenchArgs>),
     /// Run a whole study from a scenario file: volumes, broker, phases, matrix, report.
     #[command(after_help = "\

@@ -19,9 +19,13 @@ pub enum BenchStorage {
 
 #[derive(Args, Debug)]
 pub struct NatsBenchArgs {
-    /// Subject to use for the benchmark (natscli's only argument).
-    #[arg(value_name = "SUBJECT")]
-    pub subject: String,
+    /// natscli v0.2's form (`pub`, `sub`, `service`, `js`, `kv`); see nats_bench_v2.
+    #[command(subcommand)]
+    pub v2: Option<super::nats_bench_v2::Bench>,
+    /// Subject to use for the benchmark (natscli v0.1's only argument; after `--` when it
+    /// is spelled like a v0.2 subcommand).
+    #[arg(value_name = "SUBJECT", required = true)]
+    pub subject: Option<String>,
     /// Number of concurrent publishers.
     #[arg(long = "pub", default_value_t = 0, value_name = "N")]
     pub pubs: usize,
@@ -109,10 +113,10 @@ pub struct NatsBenchArgs {
 /// Forms natscli refuses, or that have no meaning here, are usage errors naming the flag.
 pub fn to_load(a: &NatsBenchArgs) -> anyhow::Result<Vec<String>> {
     let (p, s) = (a.pubs, a.subs);
+    let subject = a.subject.as_deref().unwrap_or_default();
     if p == 0 && s == 0 {
         return Err(usage!(
-            "nats-bench needs --pub N and/or --sub M (both are 0): e.g. `diskpulse nats-bench {} --pub 1 --sub 1`",
-            a.subject
+            "nats-bench needs --pub N and/or --sub M (both are 0): e.g. `diskpulse nats-bench {subject} --pub 1 --sub 1`"
         ));
     }
     if a.js && a.kv {
@@ -209,7 +213,7 @@ pub fn to_load(a: &NatsBenchArgs) -> anyhow::Result<Vec<String>> {
     } else {
         push(&["sub", "--clients", &n(s)]);
     }
-    push(&["--subject", &a.subject, "--msgs", &a.msgs.to_string()]);
+    push(&["--subject", subject, "--msgs", &a.msgs.to_string()]);
     push(&["--size", &a.size.to_string()]);
     if a.js || a.kv {
         push(&[
@@ -247,19 +251,25 @@ fn banner(a: &NatsBenchArgs) -> String {
     };
     format!(
         "Starting {kind} benchmark [subject={}, msgs={}, msgsize={} B, pubs={}, subs={}, js={}, kv={}]",
-        a.subject, a.msgs, a.size, a.pubs, a.subs, a.js, a.kv
+        a.subject.as_deref().unwrap_or_default(),
+        a.msgs,
+        a.size,
+        a.pubs,
+        a.subs,
+        a.js,
+        a.kv
     )
 }
 
-pub fn run(a: NatsBenchArgs) -> anyhow::Result<i32> {
-    let argv = to_load(&a)?;
+/// `diskpulse load` parsed from `argv` (what [`to_load`] or the v0.2 plan made).
+fn load_args(argv: &[String]) -> anyhow::Result<LoadCmdArgs> {
     #[derive(clap::Parser)]
     struct Wrap {
         #[command(flatten)]
         load: LoadCmdArgs,
     }
     use clap::Parser;
-    let mut w = Wrap::try_parse_from(std::iter::once("load".to_string()).chain(argv.clone()))
+    let w = Wrap::try_parse_from(std::iter::once("load".to_string()).chain(argv.iter().cloned()))
         .map_err(|e| {
             usage!(
                 "{}",
@@ -269,16 +279,39 @@ pub fn run(a: NatsBenchArgs) -> anyhow::Result<i32> {
                     .unwrap_or("bad nats-bench flags")
             )
         })?;
+    Ok(w.load)
+}
+
+/// natscli v0.2's form: its plan run by the load generator, printed as natscli v0.2.
+fn run_v2(b: &super::nats_bench_v2::Bench) -> anyhow::Result<i32> {
+    let plan = b.plan()?;
+    let mut load = load_args(&plan.argv)?;
+    load.load.connect = plan.common.connect.clone();
+    load.load.csv = plan.common.csv.clone();
+    load.nats_server = plan.common.nats_server.clone();
+    if !plan.common.json {
+        eprintln!("{}", plan.banner);
+        eprintln!("(diskpulse load {})", plan.argv.join(" "));
+    }
+    super::load::run_as(load, Style::NatsBenchV2(plan.kind))
+}
+
+pub fn run(a: NatsBenchArgs) -> anyhow::Result<i32> {
+    if let Some(b) = &a.v2 {
+        return run_v2(b);
+    }
+    let argv = to_load(&a)?;
+    let mut w = load_args(&argv)?;
     // The connection as given: --server (comma-separated), credentials, $NATS_* (read
     // by clap, flags first).
-    w.load.load.connect = a.connect.clone();
-    w.load.load.csv = a.csv.clone();
-    w.load.nats_server = a.nats_server.clone();
+    w.load.connect = a.connect.clone();
+    w.load.csv = a.csv.clone();
+    w.nats_server = a.nats_server.clone();
     if !a.json {
         eprintln!("{}", banner(&a));
         eprintln!("(diskpulse load {})", argv.join(" "));
     }
-    super::load::run_as(w.load, Style::NatsBench)
+    super::load::run_as(w, Style::NatsBench)
 }
 
 #[cfg(test)]

@@ -328,6 +328,10 @@ pub struct LoadArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// reply (and request/cast --reply M): responders spend this long on each request
+    /// before replying (a service's processing time; natscli's `service serve --sleep`).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub service_time: Option<Duration>,
 }
 
 /// Parses load flags from an argument vector (for commands that drive the load

@@ -20,6 +20,7 @@ pub mod flow;
 pub mod js;
 pub mod kv;
 pub mod natscli;
+pub mod natscli_v2;
 pub mod obj;
 pub mod output;
 pub mod pace;
@@ -311,6 +312,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
         kv_direct: prepared.kv_direct,
         catalog: prepared.catalog.clone().unwrap_or_default(),
         consume_limit,
+        served: Default::default(),
     };
     // Receivers subscribe (and consumers, buckets open) before any sender starts.
     let mut opened = vec![];

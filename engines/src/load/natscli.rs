@@ -126,7 +126,7 @@ pub(crate) fn sibling(p: &Path, ext: &str) -> PathBuf {
 }
 
 /// nats.go's `commaFormat`.
-pub(crate) fn commas(n: u64) -> String {
+pub fn commas(n: u64) -> String {
     let d = n.to_string();
     let mut o = String::new();
     for (i, ch) in d.chars().enumerate() {

@@ -228,12 +228,17 @@ impl Inbox for CoreSub {
 /// Responder in queue group `diskpulse`: replies with `payload` when the message has a
 /// reply subject (request/"call"), counts it either way ("cast"). Beside requesters of
 /// this run it ends 1 s after they finish; alone (`reply`) it serves until `limit`
-/// requests, --duration or Ctrl-C.
+/// requests, --duration or Ctrl-C. The limit counts the requests of all the run's
+/// responders together (`served`, shared): a queue group splits the requests, so a
+/// count of each one's own would never be reached by all of them.
 pub(crate) struct Responder {
     pub client: async_nats::Client,
     pub connects: Connects,
     pub payload: Bytes,
     pub limit: Option<u64>,
+    pub served: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Time spent on each request before its reply (natscli's `service serve --sleep`).
+    pub service_time: Option<Duration>,
 }
 
 impl Inbox for Responder {
@@ -247,8 +252,9 @@ impl Inbox for Responder {
         self.connects.connected()
     }
 
-    fn should_end(&self, ctx: &Ctx, rec: &Recorder, _got: u64, last: u64, now: u64) -> bool {
-        let reached = !ctx.with_senders && self.limit.is_some_and(|l| rec.ops() >= l);
+    fn should_end(&self, ctx: &Ctx, _rec: &Recorder, _got: u64, last: u64, now: u64) -> bool {
+        let served = self.served.load(Ordering::Relaxed);
+        let reached = !ctx.with_senders && self.limit.is_some_and(|l| served >= l);
         // Requesters' --duration ends their sending; replies to requests still in flight
         // are served for 2 s more.
         let grace_end = ctx
@@ -275,6 +281,15 @@ impl Inbox for Responder {
             }
             return Taken::Skipped;
         }
+        if let Some(t) = self.service_time {
+            // Below the timer's 1 ms grain a blocking sleep is the only one that short;
+            // the responder is busy meanwhile, as natscli's handler is.
+            if t < Duration::from_millis(1) {
+                std::thread::sleep(t);
+            } else {
+                tokio::time::sleep(t).await;
+            }
+        }
         if let Some(r) = m.reply {
             if let Err(e) = self.client.publish(r, self.payload.clone()).await {
                 rec.error(now, "reply", || e.to_string());
@@ -282,6 +297,7 @@ impl Inbox for Responder {
             }
         }
         rec.op(now, m.payload.len() as u64);
+        self.served.fetch_add(1, Ordering::Relaxed);
         Taken::Counted
     }
 

@@ -55,6 +55,8 @@ pub(crate) struct RunShared {
     pub(crate) msg_ids: Option<super::reconcile::MsgIds>,
     /// `pub --sub M`: publishers wait for the subscribers (see [`super::flow`]).
     pub flow: Option<Arc<Flow>>,
+    /// Requests served by all the run's responders (their --msgs limit is of the sum).
+    pub(crate) served: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// What a worker gets when the load starts.
@@ -264,6 +266,8 @@ impl RoleWorker for Replier {
                 client: c.client,
                 payload: Bytes::from(vec![b'r'; s.a.size as usize]),
                 limit: s.a.msgs.filter(|_| s.a.mode == Mode::Reply),
+                served: s.served.clone(),
+                service_time: s.a.service_time,
             };
             ready(move |st: Start| receive_loop(sub, inbox, st.rec, st.ctx).boxed())
         }

@@ -1,0 +1,535 @@
+//! `diskpulse nats-bench pub|sub|service|js|kv ...`: today's natscli `nats bench` form
+//! (v0.2 and later, natscli's `cli/bench_command.go` and `cli/cheats/bench.md`), mapped
+//! onto `diskpulse load` as the v0.1 flat form is ([`super::nats_bench`]), printed and
+//! written in natscli v0.2's report and CSV ([`engines::load::natscli_v2`]).
+//!
+//! Which form runs (decision 0097): a first word that is one of natscli v0.2's
+//! subcommands (`pub`, `sub`, `service`, `js`, `kv`) is the v0.2 form; anything else is
+//! the v0.1 form's SUBJECT. A v0.1 subject spelled like a subcommand goes after `--`
+//! (`diskpulse nats-bench --pub 1 -- pub`).
+//!
+//! Every flag of natscli v0.2 is one struct ([`Common`]); a flag that natscli does not
+//! have on the subcommand given is refused naming it ([`Bench::check_flags`]), so a
+//! command line natscli refuses is refused here too.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use ::format::cli::{parse_duration, parse_size};
+use ::format::usage;
+use engines::load::connect::ConnectArgs;
+use engines::load::natscli_v2::Kind;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Acks {
+    Explicit,
+    None,
+    All,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum V2Storage {
+    File,
+    Memory,
+}
+
+/// The flags of natscli v0.2's `nats bench` subcommands, natscli's defaults.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// Number of concurrent clients.
+    #[arg(long, default_value_t = 1)]
+    pub clients: usize,
+    /// Number of messages to publish or subscribe to (`service serve`: serve this many
+    /// requests, all servers together, then end; without it, until Ctrl-C).
+    #[arg(long)]
+    pub msgs: Option<u64>,
+    /// Enable or disable the progress bar (`--progress=false`, or `--no-progress`).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub progress: Option<bool>,
+    /// Disable the progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Save benchmark data to CSV file (natscli v0.2's columns, latencies included);
+    /// diskpulse's extra columns go to FILE.diskpulse.csv.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Size of the test messages (128, 1KB, 4KiB, 1MB: K = 1024).
+    #[arg(long, default_value = "128", value_parser = parse_size)]
+    pub size: u64,
+    /// Sleep for this long between publications (per client), or, `service serve`, before
+    /// replying to each request.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub sleep: Option<Duration>,
+    /// Throttle the aggregate send rate to about THROUGHPUT msgs/s across all clients.
+    #[arg(long, value_name = "THROUGHPUT")]
+    pub throughput: Option<u64>,
+    /// Run for about this long: --msgs becomes THROUGHPUT x DURATION (needs --throughput).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+    /// js: the stream to create or use.
+    #[arg(long, default_value = "benchstream")]
+    pub stream: String,
+    /// kv: the bucket to use.
+    #[arg(long, default_value = "benchbucket")]
+    pub bucket: String,
+    /// js pub: create or update the stream first.
+    #[arg(long)]
+    pub create: bool,
+    /// js pub, consume, fetch, ordered, kv put: purge the stream or bucket first.
+    #[arg(long)]
+    pub purge: bool,
+    /// js pub: async acks in flight per client (1: synchronous publishing); js consume,
+    /// fetch, ordered: messages buffered per pull.
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// js consume, fetch: the consumer's acknowledgement mode.
+    #[arg(long, value_enum)]
+    pub acks: Option<Acks>,
+    /// kv put, get: keys between 0 and this number (0: one key per message).
+    #[arg(long)]
+    pub randomize: Option<u64>,
+    /// js pub, kv put: storage of the stream or bucket created.
+    #[arg(long, value_enum)]
+    pub storage: Option<V2Storage>,
+    /// js pub, kv put: replicas of the stream or bucket created.
+    #[arg(long)]
+    pub replicas: Option<usize>,
+    /// js pub, kv put: the maximum size of the stream or bucket.
+    #[arg(long, value_parser = parse_size)]
+    pub maxbytes: Option<u64>,
+    /// js pub: set a message id on each publish (the stream de-duplicates).
+    #[arg(long)]
+    pub dedup: bool,
+    /// Print diskpulse's summary as JSON (as `load --json`).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+    /// Embedded broker (no --server and no $NATS_URL): the nats-server binary.
+    #[arg(long, value_name = "PATH")]
+    pub nats_server: Option<PathBuf>,
+}
+
+/// A subcommand whose only argument is a subject.
+#[derive(Args, Debug, Clone)]
+pub struct WithSubject {
+    /// Subject to use for the benchmark.
+    pub subject: String,
+    #[command(flatten)]
+    pub c: Common,
+}
+
+/// A subcommand without arguments.
+#[derive(Args, Debug, Clone)]
+pub struct NoSubject {
+    #[command(flatten)]
+    pub c: Common,
+}
+
+/// `js pub [sync|async] SUBJECT`.
+#[derive(Args, Debug, Clone)]
+pub struct JsPub {
+    /// `[sync|async] SUBJECT`: without the mode word, --batch 1 publishes synchronously
+    /// and a larger --batch asynchronously (natscli 0.2.0's form, the cheat sheet's).
+    #[arg(num_args = 1..=2, required = true, value_name = "[MODE] SUBJECT")]
+    pub words: Vec<String>,
+    #[command(flatten)]
+    pub c: Common,
+}
+
+/// natscli v0.2's `nats bench` subcommands.
+#[derive(Subcommand, Debug, Clone)]
+pub enum Bench {
+    /// Publish Core NATS messages.
+    Pub(WithSubject),
+    /// Subscribe to Core NATS messages.
+    Sub(WithSubject),
+    /// Micro-service mode: `service serve SUBJECT`, `service request SUBJECT`.
+    #[command(subcommand)]
+    Service(Service),
+    /// JetStream: `js pub`, `js ordered`, `js consume`, `js fetch`.
+    #[command(subcommand)]
+    Js(Js),
+    /// KV: `kv put`, `kv get`.
+    #[command(subcommand)]
+    Kv(Kv),
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum Service {
+    /// Service requests (until --msgs requests are served, or Ctrl-C).
+    Serve(WithSubject),
+    /// Send requests and wait for their replies.
+    Request(WithSubject),
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum Js {
+    /// Publish JetStream messages.
+    Pub(JsPub),
+    /// Consume the stream with an ephemeral ordered consumer per client.
+    Ordered(NoSubject),
+    /// Consume the stream through a durable consumer shared by the clients.
+    Consume(NoSubject),
+    /// Consume the stream through a durable consumer with fetches of --batch.
+    Fetch(NoSubject),
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum Kv {
+    /// Put messages in a KV bucket.
+    Put(NoSubject),
+    /// Get messages from a KV bucket.
+    Get(NoSubject),
+}
+
+/// What one v0.2 command line runs: natscli's kind and the `load` arguments.
+pub struct Plan {
+    pub kind: Kind,
+    pub argv: Vec<String>,
+    pub common: Common,
+    /// natscli's banner (stderr).
+    pub banner: String,
+}
+
+impl Bench {
+    fn common(&self) -> &Common {
+        match self {
+            Bench::Pub(a) | Bench::Sub(a) => &a.c,
+            Bench::Service(Service::Serve(a) | Service::Request(a)) => &a.c,
+            Bench::Js(Js::Pub(a)) => &a.c,
+            Bench::Js(Js::Ordered(a) | Js::Consume(a) | Js::Fetch(a)) => &a.c,
+            Bench::Kv(Kv::Put(a) | Kv::Get(a)) => &a.c,
+        }
+    }
+
+    /// natscli's name of the subcommand (`js fetch`).
+    fn name(&self) -> &'static str {
+        match self {
+            Bench::Pub(_) => "pub",
+            Bench::Sub(_) => "sub",
+            Bench::Service(Service::Serve(_)) => "service serve",
+            Bench::Service(Service::Request(_)) => "service request",
+            Bench::Js(Js::Pub(_)) => "js pub",
+            Bench::Js(Js::Ordered(_)) => "js ordered",
+            Bench::Js(Js::Consume(_)) => "js consume",
+            Bench::Js(Js::Fetch(_)) => "js fetch",
+            Bench::Kv(Kv::Put(_)) => "kv put",
+            Bench::Kv(Kv::Get(_)) => "kv get",
+        }
+    }
+
+    /// Refuses the flags natscli does not have on this subcommand, naming the first.
+    fn check_flags(&self) -> anyhow::Result<()> {
+        let c = self.common();
+        let n = self.name();
+        let js_pub = n == "js pub";
+        let js_consumer = matches!(n, "js consume" | "js fetch");
+        let sends = matches!(n, "pub" | "service request" | "js pub" | "kv put");
+        let allowed: [(&str, bool, bool); 12] = [
+            ("--throughput", c.throughput.is_some(), sends),
+            ("--duration", c.duration.is_some(), sends),
+            (
+                "--sleep",
+                c.sleep.is_some(),
+                sends || n == "service serve" || n.starts_with("js ") || n == "kv get",
+            ),
+            ("--create", c.create, js_pub),
+            (
+                "--purge",
+                c.purge,
+                js_pub || js_consumer || n == "js ordered" || n == "kv put",
+            ),
+            ("--batch", c.batch.is_some(), n.starts_with("js ")),
+            ("--acks", c.acks.is_some(), js_consumer),
+            ("--randomize", c.randomize.is_some(), n.starts_with("kv ")),
+            ("--storage", c.storage.is_some(), js_pub || n == "kv put"),
+            ("--replicas", c.replicas.is_some(), js_pub || n == "kv put"),
+            ("--maxbytes", c.maxbytes.is_some(), js_pub || n == "kv put"),
+            ("--dedup", c.dedup, js_pub),
+        ];
+        for (flag, given, ok) in allowed {
+            if given && !ok {
+                return Err(usage!(
+                    "{flag} is not a flag of `nats bench {n}` (natscli refuses it too); leave it out"
+                ));
+            }
+        }
+        if c.clients == 0 {
+            return Err(usage!("--clients 0: at least one client (natscli's default is 1)"));
+        }
+        if c.acks == Some(Acks::All) {
+            return Err(usage!(
+                "--acks=all is not run here (the load generator acks each message or none); use --acks=explicit or --acks=none"
+            ));
+        }
+        Ok(())
+    }
+
+    /// --msgs as natscli reads it: --duration x --throughput when given, else --msgs, else 100,000.
+    fn msgs(&self) -> anyhow::Result<u64> {
+        let c = self.common();
+        if let Some(d) = c.duration {
+            let Some(t) = c.throughput.filter(|t| *t > 0) else {
+                return Err(usage!(
+                    "--duration {} needs --throughput: it sets --msgs to THROUGHPUT x DURATION (natscli's rule); add e.g. --throughput 50000",
+                    ::format::cli::fmt_duration(d)
+                ));
+            };
+            let m = (t as f64 * d.as_secs_f64()).round() as u64;
+            if m == 0 {
+                return Err(usage!(
+                    "--throughput {t} --duration {}: that is zero messages; use a longer --duration",
+                    ::format::cli::fmt_duration(d)
+                ));
+            }
+            return Ok(m);
+        }
+        match c.msgs {
+            Some(0) => Err(usage!("--msgs 0: the number of messages must be above 0")),
+            Some(m) => Ok(m),
+            None => Ok(100_000),
+        }
+    }
+
+    /// The aggregate send rate --throughput and --sleep give (ops/s over all clients):
+    /// --sleep S lets each client send at most 1/S per second.
+    fn rate(&self) -> Option<f64> {
+        let c = self.common();
+        let by_sleep = c
+            .sleep
+            .filter(|s| !s.is_zero())
+            .map(|s| c.clients as f64 / s.as_secs_f64());
+        let by_throughput = c.throughput.filter(|t| *t > 0).map(|t| t as f64);
+        match (by_sleep, by_throughput) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The `load` arguments and natscli's kind of this command line.
+    pub fn plan(&self) -> anyhow::Result<Plan> {
+        self.check_flags()?;
+        let c = self.common();
+        let msgs = self.msgs()?;
+        let clients = c.clients.to_string();
+        let mut v: Vec<String> = vec![];
+        let mut push = |xs: &[&str]| v.extend(xs.iter().map(|x| x.to_string()));
+        let (kind, subject) = match self {
+            Bench::Pub(a) => {
+                push(&["pub"]);
+                (Kind::CORE_PUB, Some(a.subject.clone()))
+            }
+            Bench::Sub(a) => {
+                push(&["sub"]);
+                (Kind::CORE_SUB, Some(a.subject.clone()))
+            }
+            Bench::Service(Service::Serve(a)) => {
+                push(&["reply"]);
+                if let Some(s) = c.sleep.filter(|s| !s.is_zero()) {
+                    push(&["--service-time", &::format::cli::fmt_duration(s)]);
+                }
+                (Kind::SERVE, Some(a.subject.clone()))
+            }
+            Bench::Service(Service::Request(a)) => {
+                push(&["request"]);
+                (Kind::REQUEST, Some(a.subject.clone()))
+            }
+            Bench::Js(Js::Pub(a)) => {
+                let (mode, subject) = match a.words.as_slice() {
+                    [s] => (None, s.clone()),
+                    [m, s] => (Some(m.as_str()), s.clone()),
+                    _ => unreachable!("clap takes 1 or 2"),
+                };
+                let batch = c.batch.unwrap_or(500).max(1);
+                let sync = match mode {
+                    Some("sync") => true,
+                    Some("async") => false,
+                    None => batch == 1,
+                    Some(m) => {
+                        return Err(usage!(
+                            "js pub {m}: the publish mode is `sync` or `async` (natscli's atomic and fast batches are not run here); e.g. `js pub async {subject} --batch 500`"
+                        ))
+                    }
+                };
+                push(&["js-pub", "--stream", &c.stream]);
+                if sync {
+                    push(&["--sync"]);
+                } else {
+                    push(&["--window", &batch.to_string()]);
+                }
+                if c.dedup {
+                    push(&["--msg-id"]);
+                }
+                let k = if sync {
+                    Kind::JS_SYNC_PUB
+                } else {
+                    Kind::JS_ASYNC_PUB
+                };
+                (k, Some(subject))
+            }
+            Bench::Js(j) => {
+                push(&["js-consume", "--stream", &c.stream]);
+                if let Some(b) = c.batch {
+                    push(&["--batch", &b.to_string()]);
+                }
+                let kind = match j {
+                    Js::Ordered(_) => {
+                        push(&["--ordered"]);
+                        Kind::JS_ORDERED
+                    }
+                    Js::Consume(_) => Kind::JS_CONSUME,
+                    _ => Kind::JS_FETCH,
+                };
+                if c.acks == Some(Acks::None) {
+                    push(&["--ack", "none"]);
+                }
+                (kind, None)
+            }
+            Bench::Kv(k) => {
+                let put = matches!(k, Kv::Put(_));
+                push(&[if put { "kv-put" } else { "kv-get" }, "--bucket", &c.bucket]);
+                // natscli: keys 0..msgs without --randomize, 0..R with it.
+                let keys = c.randomize.filter(|r| *r > 0).unwrap_or(msgs);
+                push(&["--keys", &keys.to_string()]);
+                (if put { Kind::KV_PUT } else { Kind::KV_GET }, None)
+            }
+        };
+        push(&["--clients", &clients]);
+        if let Some(s) = &subject {
+            push(&["--subject", s]);
+        }
+        // The server serves until Ctrl-C unless --msgs is given (natscli: always).
+        let open_ended = kind == Kind::SERVE && c.msgs.is_none();
+        if !open_ended {
+            push(&["--msgs", &msgs.to_string()]);
+        }
+        push(&["--size", &c.size.to_string()]);
+        if let Some(r) = self.rate().filter(|_| kind != Kind::SERVE) {
+            push(&["--rate", &format!("{r}")]);
+        }
+        let stores = c.storage.is_some() || c.replicas.is_some() || c.maxbytes.is_some();
+        if stores || c.purge {
+            if let Some(s) = c.storage {
+                push(&["--storage", if s == V2Storage::Memory { "memory" } else { "file" }]);
+            }
+            if let Some(r) = c.replicas {
+                push(&["--replicas", &r.to_string()]);
+            }
+            if let Some(m) = c.maxbytes {
+                push(&["--max-bytes", &m.to_string()]);
+            }
+            if c.purge {
+                push(&["--purge"]);
+            }
+        }
+        if c.no_progress || c.progress == Some(false) {
+            push(&["--quiet"]);
+        }
+        if c.json {
+            push(&["--json"]);
+        }
+        let banner = banner(kind, subject.as_deref(), msgs, c, &self.name());
+        Ok(Plan {
+            kind,
+            argv: v,
+            common: c.clone(),
+            banner,
+        })
+    }
+}
+
+/// natscli's banner: `Starting <label> benchmark [clients=1, msg-size=128 B, msgs=..]`,
+/// the names sorted as natscli sorts them.
+fn banner(kind: Kind, subject: Option<&str>, msgs: u64, c: &Common, name: &str) -> String {
+    use engines::load::natscli_v2::ibytes;
+    let mut kv: Vec<(&str, String)> = vec![
+        ("clients", c.clients.to_string()),
+        ("msg-size", ibytes(c.size)),
+        ("msgs", ::engines::load::natscli::commas(msgs)),
+    ];
+    if let Some(s) = subject {
+        kv.push(("subject", s.to_string()));
+    }
+    let sleep = c.sleep.map(::format::cli::fmt_duration);
+    kv.push(("sleep", sleep.unwrap_or_else(|| "0s".into())));
+    if name.starts_with("js ") {
+        kv.push(("stream", c.stream.clone()));
+        kv.push(("purge", c.purge.to_string()));
+    }
+    if name.starts_with("kv ") {
+        kv.push(("bucket", c.bucket.clone()));
+    }
+    if let Some(t) = c.throughput {
+        kv.push(("throughput", ::engines::load::natscli::commas(t)));
+    }
+    kv.sort();
+    let inner: Vec<String> = kv.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("Starting {} benchmark [{}]", kind.label, inner.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(args: &[&str]) -> String {
+        #[derive(clap::Parser)]
+        struct W {
+            #[command(subcommand)]
+            b: Bench,
+        }
+        use clap::Parser;
+        let w = W::try_parse_from(std::iter::once("nats-bench").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        match w.b.plan() {
+            Ok(p) => format!("{} | {}", p.kind.label, p.argv.join(" ")),
+            Err(e) => format!("ERR {e}"),
+        }
+    }
+
+    #[test]
+    fn the_cheat_sheet_lines_map_onto_load_modes() {
+        assert_eq!(
+            plan(&["pub", "foo", "--clients", "10", "--msgs", "10000", "--size", "512"]),
+            "Core NATS publisher | pub --clients 10 --subject foo --msgs 10000 --size 512"
+        );
+        assert_eq!(
+            plan(&["service", "serve", "--clients", "4", "testservice"]),
+            "Core NATS service server | reply --clients 4 --subject testservice --size 128"
+        );
+        assert_eq!(
+            plan(&["js", "pub", "foo", "--create", "--batch", "1000"]),
+            "JetStream asynchronous publisher | js-pub --stream benchstream --window 1000 --clients 1 --subject foo --msgs 100000 --size 128"
+        );
+        assert!(plan(&["js", "pub", "foo", "--purge", "--batch=1", "--clients=10"])
+            .starts_with("JetStream synchronous publisher | js-pub --stream benchstream --sync "));
+        assert!(plan(&["js", "fetch", "--clients", "4", "--acks=none", "--batch=1000"])
+            .contains("js-consume --stream benchstream --batch 1000 --ack none --clients 4"));
+        assert!(plan(&["service", "serve", "testservice", "--sleep", "50us"])
+            .contains("reply --service-time 50us "));
+        assert!(plan(&["pub", "foo", "--sleep=100ns"]).ends_with("--rate 10000000"));
+        assert!(plan(&["pub", "foo", "--clients", "4", "--throughput", "50000", "--duration", "30s"])
+            .contains("--msgs 1500000 --size 128 --rate 50000"));
+        assert!(plan(&["kv", "get", "--randomize=100000", "--clients", "10"])
+            .starts_with("JetStream KV getter | kv-get --bucket benchbucket --keys 100000 --clients 10"));
+        assert!(plan(&["js", "ordered", "--no-progress"]).ends_with("--quiet"));
+        assert!(plan(&["js", "ordered", "--progress=false"]).ends_with("--quiet"));
+    }
+
+    #[test]
+    fn flags_natscli_does_not_have_there_are_refused_by_name() {
+        for (args, flag) in [
+            (&["sub", "foo", "--throughput", "5"][..], "--throughput"),
+            (&["pub", "foo", "--create"], "--create"),
+            (&["pub", "foo", "--duration", "1s"], "--duration needs --throughput"),
+            (&["kv", "put", "--acks", "none"], "--acks"),
+            (&["js", "pub", "fast", "foo"], "js pub fast"),
+            (&["js", "fetch", "--acks", "all"], "--acks=all"),
+        ] {
+            let p = plan(args);
+            assert!(p.starts_with("ERR ") && p.contains(flag), "{args:?}: {p}");
+        }
+    }
+}
