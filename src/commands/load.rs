@@ -187,10 +187,7 @@ pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
         Err(e) => {
             if let Some(p) = &a.load.csv {
                 // Nothing was measured: CSVs with their headers, so scripts read an empty run.
-                let _ = ::format::atomic::write(
-                    p,
-                    format!("{}\n", style.csv_header()).as_bytes(),
-                );
+                let _ = ::format::atomic::write(p, format!("{}\n", style.csv_header()).as_bytes());
                 let _ = ::format::atomic::write(
                     &load::natscli::extras_path(p),
                     format!("{}\n", output::EXTRAS_CSV_HEADER).as_bytes(),

@@ -271,14 +271,14 @@ fn load_args(argv: &[String]) -> anyhow::Result<LoadCmdArgs> {
     use clap::Parser;
     let w = Wrap::try_parse_from(std::iter::once("load".to_string()).chain(argv.iter().cloned()))
         .map_err(|e| {
-            usage!(
-                "{}",
-                e.to_string()
-                    .lines()
-                    .next()
-                    .unwrap_or("bad nats-bench flags")
-            )
-        })?;
+        usage!(
+            "{}",
+            e.to_string()
+                .lines()
+                .next()
+                .unwrap_or("bad nats-bench flags")
+        )
+    })?;
     Ok(w.load)
 }
 

@@ -258,7 +258,9 @@ impl Bench {
             }
         }
         if c.clients == 0 {
-            return Err(usage!("--clients 0: at least one client (natscli's default is 1)"));
+            return Err(usage!(
+                "--clients 0: at least one client (natscli's default is 1)"
+            ));
         }
         if c.acks == Some(Acks::All) {
             return Err(usage!(
@@ -413,7 +415,14 @@ impl Bench {
         let stores = c.storage.is_some() || c.replicas.is_some() || c.maxbytes.is_some();
         if stores || c.purge {
             if let Some(s) = c.storage {
-                push(&["--storage", if s == V2Storage::Memory { "memory" } else { "file" }]);
+                push(&[
+                    "--storage",
+                    if s == V2Storage::Memory {
+                        "memory"
+                    } else {
+                        "file"
+                    },
+                ]);
             }
             if let Some(r) = c.replicas {
                 push(&["--replicas", &r.to_string()]);
@@ -492,7 +501,16 @@ mod tests {
     #[test]
     fn the_cheat_sheet_lines_map_onto_load_modes() {
         assert_eq!(
-            plan(&["pub", "foo", "--clients", "10", "--msgs", "10000", "--size", "512"]),
+            plan(&[
+                "pub",
+                "foo",
+                "--clients",
+                "10",
+                "--msgs",
+                "10000",
+                "--size",
+                "512"
+            ]),
             "Core NATS publisher | pub --clients 10 --subject foo --msgs 10000 --size 512"
         );
         assert_eq!(
@@ -503,17 +521,41 @@ mod tests {
             plan(&["js", "pub", "foo", "--create", "--batch", "1000"]),
             "JetStream asynchronous publisher | js-pub --stream benchstream --window 1000 --clients 1 --subject foo --msgs 100000 --size 128"
         );
-        assert!(plan(&["js", "pub", "foo", "--purge", "--batch=1", "--clients=10"])
-            .starts_with("JetStream synchronous publisher | js-pub --stream benchstream --sync "));
-        assert!(plan(&["js", "fetch", "--clients", "4", "--acks=none", "--batch=1000"])
-            .contains("js-consume --stream benchstream --batch 1000 --ack none --clients 4"));
-        assert!(plan(&["service", "serve", "testservice", "--sleep", "50us"])
-            .contains("reply --service-time 50us "));
+        assert!(
+            plan(&["js", "pub", "foo", "--purge", "--batch=1", "--clients=10"]).starts_with(
+                "JetStream synchronous publisher | js-pub --stream benchstream --sync "
+            )
+        );
+        assert!(plan(&[
+            "js",
+            "fetch",
+            "--clients",
+            "4",
+            "--acks=none",
+            "--batch=1000"
+        ])
+        .contains("js-consume --stream benchstream --batch 1000 --ack none --clients 4"));
+        assert!(
+            plan(&["service", "serve", "testservice", "--sleep", "50us"])
+                .contains("reply --service-time 50us ")
+        );
         assert!(plan(&["pub", "foo", "--sleep=100ns"]).ends_with("--rate 10000000"));
-        assert!(plan(&["pub", "foo", "--clients", "4", "--throughput", "50000", "--duration", "30s"])
-            .contains("--msgs 1500000 --size 128 --rate 50000"));
-        assert!(plan(&["kv", "get", "--randomize=100000", "--clients", "10"])
-            .starts_with("JetStream KV getter | kv-get --bucket benchbucket --keys 100000 --clients 10"));
+        assert!(plan(&[
+            "pub",
+            "foo",
+            "--clients",
+            "4",
+            "--throughput",
+            "50000",
+            "--duration",
+            "30s"
+        ])
+        .contains("--msgs 1500000 --size 128 --rate 50000"));
+        assert!(
+            plan(&["kv", "get", "--randomize=100000", "--clients", "10"]).starts_with(
+                "JetStream KV getter | kv-get --bucket benchbucket --keys 100000 --clients 10"
+            )
+        );
         assert!(plan(&["js", "ordered", "--no-progress"]).ends_with("--quiet"));
         assert!(plan(&["js", "ordered", "--progress=false"]).ends_with("--quiet"));
     }
@@ -523,7 +565,10 @@ mod tests {
         for (args, flag) in [
             (&["sub", "foo", "--throughput", "5"][..], "--throughput"),
             (&["pub", "foo", "--create"], "--create"),
-            (&["pub", "foo", "--duration", "1s"], "--duration needs --throughput"),
+            (
+                &["pub", "foo", "--duration", "1s"],
+                "--duration needs --throughput",
+            ),
             (&["kv", "put", "--acks", "none"], "--acks"),
             (&["js", "pub", "fast", "foo"], "js pub fast"),
             (&["js", "fetch", "--acks", "all"], "--acks=all"),

@@ -350,7 +350,11 @@ mod tests {
         assert_eq!(l.len(), 5, "{r}");
         let csv = csv(&Kind::CORE_SUB, "R", &cs);
         assert_eq!(csv.lines().next(), Some(CSV_HEADER));
-        assert_eq!(csv.lines().count(), 3, "the publisher is not a subscriber: {csv}");
+        assert_eq!(
+            csv.lines().count(),
+            3,
+            "the publisher is not a subscriber: {csv}"
+        );
         assert_eq!(
             report(&Kind::SERVE, &cs),
             "No publisher or subscribers. Nothing to report."
