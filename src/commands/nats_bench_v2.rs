@@ -565,10 +565,7 @@ mod tests {
         for (args, flag) in [
             (&["sub", "foo", "--throughput", "5"][..], "--throughput"),
             (&["pub", "foo", "--create"], "--create"),
-            (
-                &["pub", "foo", "--duration", "1s"],
-                "--duration needs --throughput",
-            ),
+            (&["pub", "foo", "--duration", "1s"], "needs --throughput"),
             (&["kv", "put", "--acks", "none"], "--acks"),
             (&["js", "pub", "fast", "foo"], "js pub fast"),
             (&["js", "fetch", "--acks", "all"], "--acks=all"),
