@@ -440,7 +440,7 @@ impl Bench {
         if c.json {
             push(&["--json"]);
         }
-        let banner = banner(kind, subject.as_deref(), msgs, c, &self.name());
+        let banner = banner(kind, subject.as_deref(), msgs, c, self.name());
         Ok(Plan {
             kind,
             argv: v,
