@@ -85,6 +85,34 @@ pub struct NatsBenchArgs {
     /// Disable the progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// Sleep between publications, per publisher (as `--rate PUBS/SLEEP`).
+    #[arg(long, value_parser = ::format::cli::parse_duration, value_name = "DURATION")]
+    pub pubsleep: Option<std::time::Duration>,
+    /// --reply: time each responder spends on a request before replying.
+    #[arg(long, value_parser = ::format::cli::parse_duration, value_name = "DURATION")]
+    pub subsleep: Option<std::time::Duration>,
+    /// --js: async publishes in flight per publisher (natscli's batch of async publishes).
+    #[arg(long, value_name = "N")]
+    pub pubbatch: Option<usize>,
+    /// --js --pull/--push: messages per pull (natscli's --pullbatch, --consumerbatch).
+    #[arg(long, alias = "consumerbatch", value_name = "N")]
+    pub pullbatch: Option<usize>,
+    /// --js/--kv: the maximum size of the stream or bucket created.
+    #[arg(long, value_parser = ::format::cli::parse_size)]
+    pub maxbytes: Option<u64>,
+    /// --js: a message id on each publish (the stream de-duplicates).
+    #[arg(long)]
+    pub dedup: bool,
+    /// --js/--kv: the timeout of each JetStream operation.
+    #[arg(long, value_parser = ::format::cli::parse_duration, value_name = "DURATION")]
+    pub jstimeout: Option<std::time::Duration>,
+    /// natscli's --multisubject, --history N, --retries N: refused here (exit 2, saying so).
+    #[arg(long, hide = true)]
+    pub multisubject: bool,
+    #[arg(long, hide = true)]
+    pub history: Option<u64>,
+    #[arg(long, hide = true)]
+    pub retries: Option<u64>,
     /// Print the summary as JSON (diskpulse's, as `load --json`).
     #[arg(long)]
     pub json: bool,
@@ -151,6 +179,7 @@ pub fn to_load(a: &NatsBenchArgs) -> anyhow::Result<Vec<String>> {
     if a.syncpub && !a.js {
         return Err(usage!("--syncpub publishes to a stream; it needs --js"));
     }
+    v01_refused(a)?;
     let storage_flags = a.purge || a.replicas != 1 || a.storage != BenchStorage::File;
     if storage_flags && !(a.js || a.kv) {
         return Err(usage!(
@@ -229,6 +258,7 @@ pub fn to_load(a: &NatsBenchArgs) -> anyhow::Result<Vec<String>> {
             push(&["--purge"]);
         }
     }
+    v01_flags(a, &mut push)?;
     if a.no_progress {
         push(&["--quiet"]);
     }
@@ -236,6 +266,79 @@ pub fn to_load(a: &NatsBenchArgs) -> anyhow::Result<Vec<String>> {
         push(&["--json"]);
     }
     Ok(v)
+}
+
+/// natscli v0.1 flags with no meaning for the form given, or not run here.
+fn v01_refused(a: &NatsBenchArgs) -> anyhow::Result<()> {
+    let not_here = [
+        (a.multisubject, "--multisubject (a subject per message)"),
+        (a.history.is_some(), "--history (KV history depth)"),
+        (a.retries.is_some(), "--retries (JetStream publish retries)"),
+    ];
+    if let Some((_, f)) = not_here.iter().find(|(given, _)| *given) {
+        return Err(usage!(
+            "{f} is not run by diskpulse's nats-bench; leave it out (see docs/commands/nats-bench.md)"
+        ));
+    }
+    let needs = [
+        (
+            a.subsleep.is_some() && !a.reply && !a.request,
+            "--subsleep",
+            "--reply or --request (responders here)",
+        ),
+        (a.pubbatch.is_some() && !a.js, "--pubbatch", "--js"),
+        (
+            a.pullbatch.is_some() && !(a.js && (a.pull || a.push)),
+            "--pullbatch",
+            "--js --pull or --js --push",
+        ),
+        (
+            a.maxbytes.is_some() && !(a.js || a.kv),
+            "--maxbytes",
+            "--js or --kv",
+        ),
+        (a.dedup && !a.js, "--dedup", "--js"),
+        (
+            a.jstimeout.is_some() && !(a.js || a.kv),
+            "--jstimeout",
+            "--js or --kv",
+        ),
+        (a.pubsleep.is_some() && a.pubs == 0, "--pubsleep", "--pub N"),
+    ];
+    if let Some((_, f, what)) = needs.iter().find(|(bad, _, _)| *bad) {
+        return Err(usage!("{f} needs {what} (as natscli)"));
+    }
+    Ok(())
+}
+
+/// The `load` flags of natscli v0.1's --pubsleep, --subsleep, --pubbatch, --pullbatch,
+/// --maxbytes, --dedup and --jstimeout.
+fn v01_flags(a: &NatsBenchArgs, push: &mut impl FnMut(&[&str])) -> anyhow::Result<()> {
+    if let Some(s) = a.pubsleep.filter(|s| !s.is_zero()) {
+        push(&["--rate", &format!("{}", a.pubs as f64 / s.as_secs_f64())]);
+    }
+    if let Some(s) = a.subsleep.filter(|s| !s.is_zero()) {
+        push(&["--service-time", &::format::cli::fmt_duration(s)]);
+    }
+    if let Some(b) = a.pubbatch {
+        if a.syncpub && b > 1 {
+            return Err(usage!("--pubbatch {b} with --syncpub: synchronous publishing has one in flight; leave one out"));
+        }
+        push(&["--window", &b.max(1).to_string()]);
+    }
+    if let Some(b) = a.pullbatch {
+        push(&["--batch", &b.to_string()]);
+    }
+    if let Some(m) = a.maxbytes {
+        push(&["--max-bytes", &m.to_string()]);
+    }
+    if a.dedup {
+        push(&["--msg-id"]);
+    }
+    if let Some(t) = a.jstimeout {
+        push(&["--timeout", &::format::cli::fmt_duration(t)]);
+    }
+    Ok(())
 }
 
 /// natscli's banner line (on stderr): what runs, in its words.
@@ -398,6 +501,45 @@ mod tests {
         ] {
             let e = to_load(&parse(args)).unwrap_err();
             assert!(e.downcast_ref::<::format::cli::UsageError>().is_some());
+            assert!(e.to_string().contains(flag), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn v01_s_other_flags_map_onto_load_flags_or_are_refused_by_name() {
+        assert!(load(&["s", "--pub", "4", "--pubsleep", "1ms"]).ends_with("--rate 4000"));
+        assert!(load(&["s", "--sub", "2", "--reply", "--subsleep", "50us"])
+            .ends_with("--service-time 50us"));
+        assert!(
+            load(&["s", "--js", "--pub", "1", "--pubbatch", "100", "--dedup"])
+                .ends_with("--window 100 --msg-id")
+        );
+        assert!(
+            load(&["s", "--js", "--sub", "2", "--pull", "--pullbatch", "50"])
+                .ends_with("--batch 50")
+        );
+        assert!(load(&[
+            "s",
+            "--kv",
+            "--pub",
+            "1",
+            "--maxbytes",
+            "1MB",
+            "--jstimeout",
+            "2s"
+        ])
+        .ends_with("--max-bytes 1048576 --timeout 2s"));
+        for (args, flag) in [
+            (&["s", "--pub", "1", "--multisubject"][..], "--multisubject"),
+            (&["s", "--kv", "--pub", "1", "--history", "5"], "--history"),
+            (&["s", "--pub", "1", "--subsleep", "1ms"], "--subsleep"),
+            (&["s", "--pub", "1", "--pubbatch", "5"], "--pubbatch"),
+            (
+                &["s", "--js", "--sub", "1", "--pullbatch", "5"],
+                "--pullbatch",
+            ),
+        ] {
+            let e = to_load(&parse(args)).unwrap_err();
             assert!(e.to_string().contains(flag), "{args:?}: {e}");
         }
     }
