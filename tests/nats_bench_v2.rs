@@ -452,3 +452,53 @@ fn the_walkthrough_s_v01_line_and_a_subject_after_dashes_keep_v01_s_shape() {
     let r = rows(&std::fs::read_to_string(d.join("x.csv")).unwrap(), HEADER);
     assert_eq!(total(&r, "P", 1), 100);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_is_a_push_consumer_whose_clients_share_a_queue_group() {
+    let Some((srv, dir)) = setup() else { return };
+    let (d, u) = (dir.path(), srv.url.as_str());
+    // natscli v0.1: nats bench s --js --pub 1 --sub 2 --push
+    let csv = d.join("push.csv");
+    let mut run = Bg::spawn(
+        d,
+        u,
+        &[
+            "s", "--js", "--pub", "1", "--sub", "2", "--push", "--msgs", "20000", "--csv",
+            "push.csv",
+        ],
+    );
+    let js = async_nats::jetstream::new(async_nats::connect(u).await.unwrap());
+    let mut seen = None;
+    // The consumer lives from before the first publish to the end of the run.
+    while seen.is_none() && !run.ended() {
+        if let Ok(s) = js.get_stream("benchstream").await {
+            if let Ok(info) = s.consumer_info("diskpulse-benchstream").await {
+                seen = Some(info.config.clone());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let cfg = seen.expect("the run's durable consumer, seen while it ran");
+    assert_eq!(
+        cfg.deliver_subject.as_deref(),
+        Some("diskpulse.push.benchstream")
+    );
+    assert_eq!(cfg.deliver_group.as_deref(), Some("diskpulse"));
+    let (code, out) = tokio::task::spawn_blocking(move || run.wait(60))
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{out}");
+    let r = rows(&std::fs::read_to_string(&csv).unwrap(), HEADER);
+    let subs: Vec<u64> = r
+        .iter()
+        .filter(|r| r[1].starts_with('S'))
+        .map(|r| r[2].parse().unwrap())
+        .collect();
+    assert_eq!(subs.len(), 2);
+    assert_eq!(
+        subs.iter().sum::<u64>(),
+        20000,
+        "the queue group split the messages: {subs:?}"
+    );
+    assert!(subs.iter().all(|&n| n > 0), "both got some: {subs:?}");
+}

@@ -60,8 +60,7 @@ pub struct NatsBenchArgs {
     /// than one ordered consumer each.
     #[arg(long)]
     pub pull: bool,
-    /// --js: a shared durable consumer (natscli's push consumer with a queue group; here
-    /// it is pulled, see docs/commands/nats-bench.md).
+    /// --js: a shared durable push consumer, its clients in one queue group (as natscli).
     #[arg(long)]
     pub push: bool,
     /// --js: the stream (created on SUBJECT if missing).
@@ -215,6 +214,9 @@ pub fn to_load(a: &NatsBenchArgs) -> anyhow::Result<Vec<String>> {
         }
         if s > 0 && !durable {
             push(&["--ordered"]);
+        }
+        if a.push {
+            push(&["--push"]);
         }
         push(&["--stream", &a.stream]);
     } else if a.request {
@@ -465,7 +467,7 @@ mod tests {
         assert!(load(&["s", "--js", "--sub", "3", "--pull"])
             .starts_with("js-consume --clients 3 --stream benchstream "));
         assert!(load(&["s", "--js", "--sub", "3", "--push"])
-            .starts_with("js-consume --clients 3 --stream"));
+            .starts_with("js-consume --clients 3 --push --stream"));
         assert!(
             load(&["s", "--kv", "--pub", "2", "--size", "1KB"]).starts_with(
                 "kv-put --clients 2 --bucket benchbucket --subject s --msgs 100000 --size 1024"

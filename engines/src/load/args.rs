@@ -332,6 +332,10 @@ pub struct LoadArgs {
     /// before replying (a service's processing time; natscli's `service serve --sleep`).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub service_time: Option<Duration>,
+    /// js-consume (and js-pub --consume M): the shared durable is a push consumer with
+    /// queue group `diskpulse` (natscli v0.1's `--push`) instead of a pull consumer.
+    #[arg(long, conflicts_with = "ordered")]
+    pub push: bool,
 }
 
 /// Parses load flags from an argument vector (for commands that drive the load

@@ -9,6 +9,10 @@
 //!   client does not wait for), or not at all (`--ack none`: the consumer's ack policy is
 //!   none, which takes the ack traffic out of what is measured).
 //! - `--ordered`: each client its own ordered consumer, so every client gets every message.
+//! - `--push`: the shared durable is a push consumer (natscli v0.1's `--push`): the server
+//!   delivers to `diskpulse.push.<stream>` and the clients subscribe in queue group
+//!   [`PUSH_GROUP`] (`deliver_group`), so each message goes to one of them. At most
+//!   `max_ack_pending` messages are unacked at once, the server's flow control for it.
 //!
 //! The durable is created fresh for each run (deleted first if it exists, deleted again at
 //! the end), so `js-consume` reads the stream from its first message and a run never
@@ -33,6 +37,14 @@ use async_nats::jetstream::{self, consumer};
 /// The shared pull consumer's name for a stream.
 fn durable_name(stream: &str) -> String {
     format!("diskpulse-{stream}")
+}
+
+/// The queue group of `--push` clients (the push consumer's `deliver_group`).
+pub const PUSH_GROUP: &str = "diskpulse";
+
+/// Where a `--push` consumer delivers.
+fn push_subject(stream: &str) -> String {
+    format!("diskpulse.push.{stream}")
 }
 
 /// The one line a user sees when the stream is not there.
@@ -72,20 +84,42 @@ pub(crate) async fn prepare_pull(
     let name = durable_name(&a.stream);
     // A leftover from an earlier run would start where that run stopped.
     let _ = stream.delete_consumer(&name).await;
+    let deliver_policy = if new_only {
+        consumer::DeliverPolicy::New
+    } else {
+        consumer::DeliverPolicy::All
+    };
+    let ack_policy = match a.ack {
+        AckMode::Explicit => consumer::AckPolicy::Explicit,
+        AckMode::None => consumer::AckPolicy::None,
+    };
+    let max_ack_pending = (4 * a.batch * clients).max(1000) as i64;
+    if a.push {
+        let cfg = consumer::push::Config {
+            durable_name: Some(name.clone()),
+            description: Some("diskpulse load js-consume --push (shared by its clients)".into()),
+            deliver_subject: push_subject(&a.stream),
+            deliver_group: Some(PUSH_GROUP.into()),
+            deliver_policy,
+            ack_policy,
+            max_ack_pending,
+            ..Default::default()
+        };
+        stream.create_consumer(cfg).await.map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create push consumer '{name}' on '{}': {e}",
+                a.stream
+            )
+        })?;
+        return Ok(());
+    }
     let cfg = consumer::pull::Config {
         durable_name: Some(name.clone()),
         description: Some("diskpulse load js-consume (shared by its clients)".into()),
-        deliver_policy: if new_only {
-            consumer::DeliverPolicy::New
-        } else {
-            consumer::DeliverPolicy::All
-        },
-        ack_policy: match a.ack {
-            AckMode::Explicit => consumer::AckPolicy::Explicit,
-            AckMode::None => consumer::AckPolicy::None,
-        },
+        deliver_policy,
+        ack_policy,
         // Enough that the clients' pulls in flight never wait for acks.
-        max_ack_pending: (4 * a.batch * clients).max(1000) as i64,
+        max_ack_pending,
         ..Default::default()
     };
     stream
@@ -110,6 +144,7 @@ pub(crate) async fn cleanup_pull(stream: &str, js: &jetstream::Context) {
 pub enum Source {
     Pull(Box<consumer::pull::Stream>),
     Ordered(Box<consumer::pull::Ordered>),
+    Push(Box<consumer::push::Messages>),
 }
 
 /// Opens a client's source on its own connection.
@@ -140,6 +175,18 @@ pub async fn open(
         Ok(Source::Ordered(Box::new(c.messages().await.map_err(
             |e| anyhow::anyhow!("cannot consume from '{}': {e}", a.stream),
         )?)))
+    } else if a.push {
+        let name = durable_name(&a.stream);
+        let c: consumer::PushConsumer = stream
+            .get_consumer(&name)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot open push consumer '{name}': {e}"))?;
+        // In the queue group (deliver_group): async-nats queue-subscribes.
+        let m = c
+            .messages()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot consume from '{}': {e}", a.stream))?;
+        Ok(Source::Push(Box::new(m)))
     } else {
         let name = durable_name(&a.stream);
         let c: consumer::PullConsumer = stream
@@ -197,6 +244,15 @@ fn pull_error_kind(e: &consumer::pull::MessagesError) -> &'static str {
     }
 }
 
+fn push_error_kind(e: &consumer::push::MessagesError) -> &'static str {
+    use consumer::push::MessagesErrorKind as K;
+    match e.kind() {
+        K::MissingHeartbeat => "missing_heartbeat",
+        K::ConsumerDeleted => "consumer_deleted",
+        K::PullBasedConsumer | K::Other => "consume",
+    }
+}
+
 fn ordered_error_kind(e: &consumer::pull::OrderedError) -> &'static str {
     use consumer::pull::OrderedErrorKind as K;
     match e.kind() {
@@ -225,6 +281,15 @@ pub async fn consume(
         Source::Pull(s) => {
             let inbox = Consumer {
                 kind_of: pull_error_kind,
+                ack,
+                limit,
+                connects: connects.clone(),
+            };
+            receive_loop(s, inbox, rec, ctx).await
+        }
+        Source::Push(s) => {
+            let inbox = Consumer {
+                kind_of: push_error_kind,
                 ack,
                 limit,
                 connects: connects.clone(),
