@@ -7,20 +7,27 @@
 # pg's own round-to-round ratios: diskpulse cannot be judged closer than that), and
 # diskpulse's p50/p99. A figure, not an assertion.
 #
+# Same blocks for both (decision 0099): on the loop device it makes, a fresh ext4 (mkfs
+# -E nodiscard, so the image keeps its blocks on the disk below) before EVERY run, and
+# both write pg's file name, so each tool's 16 MiB file is inode 12 on the same extent of
+# the loop device and of the disk under its image. Without that, ext4 puts each new file
+# after the last one and the two tools' rows are timed on different parts of the disk.
+# With a DIR of your own (the root disk's /var/tmp) the files land where that file
+# system puts them.
+#
 #   benches/vs-pg-test-fsync.sh [DIR]      # default: ext4 on a fresh loop device (root)
-#   SECS=2 ROUNDS=3 PG_TEST_FSYNC=/usr/lib/postgresql/15/bin/pg_test_fsync benches/vs-pg-test-fsync.sh
+#   SECS=2 ROUNDS=4 PG_TEST_FSYNC=/usr/lib/postgresql/15/bin/pg_test_fsync benches/vs-pg-test-fsync.sh
 #   WRAP="nice -n -10" benches/vs-pg-test-fsync.sh    # run both under the same prefix (a busy host)
 #   BACKING=/dev/shm benches/vs-pg-test-fsync.sh      # loop image in RAM: the host disk's noise out
 #   KEEP=/var/tmp/pgcmp benches/vs-pg-test-fsync.sh    # keep every round's raw output there
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-2}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-4}
 PG=${PG_TEST_FSYNC:-/usr/lib/postgresql/15/bin/pg_test_fsync}
 read -r -a WRAP <<< "${WRAP:-}"
 [ -x "$PG" ] || { echo "pg_test_fsync not found at $PG (apt-get install postgresql-15, or set PG_TEST_FSYNC)" >&2; exit 1; }
-cargo build --release -q
-BIN=$PWD/target/release/diskpulse
+if [ -z "${BIN:-}" ]; then cargo build --release -q; BIN=$PWD/target/release/diskpulse; fi
 WORK=$(mktemp -d "${BACKING:-/var/tmp}/dp-pgfsync.XXXXXX")
 DEV=""
 cleanup() {
@@ -34,19 +41,26 @@ if [ $# -ge 1 ]; then
 else
   truncate -s 1G "$WORK/vol.img"
   DEV=$(losetup -f --show "$WORK/vol.img")
-  mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$DEV"
-  mkdir "$WORK/mnt" && mount "$DEV" "$WORK/mnt"
+  mkdir "$WORK/mnt"
   DIR=$WORK/mnt
 fi
+# A fresh file system before each run (only on our own loop device).
+fresh() {
+  [ -n "$DEV" ] || return 0
+  umount "$DIR" 2>/dev/null || true
+  mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 "$DEV"
+  mount "$DEV" "$DIR"
+}
 # pg_test_fsync's 16 rows (fsync_writethrough is n/a on Linux), as diskpulse ids.
 ONLY=one_8k.open_datasync,one_8k.fdatasync,one_8k.fsync,one_8k.open_sync
 ONLY=$ONLY,two_8k.open_datasync,two_8k.fdatasync,two_8k.fsync,two_8k.open_sync
 ONLY=$ONLY,open_sync_16k,other_fd,no_sync
+fresh
 echo "dir $DIR ($(stat -f -c %T "$DIR")), ${SECS}s per test, $ROUNDS rounds, wrap '${WRAP[*]}'; $("$PG" --version)" >&2
 for r in $(seq 1 "$ROUNDS"); do
-  run_pg() { "${WRAP[@]}" "$PG" -s "$SECS" -f "$DIR/pg_test_fsync.out" > "$WORK/pg.$r.txt"; }
-  # pg_test_fsync's own command line (-f FILE -s SECS), pg's rows only.
-  run_dp() { "${WRAP[@]}" "$BIN" fsync -f "$DIR/dp_test_fsync.out" -s "$SECS" --only "$ONLY" --json > "$WORK/dp.$r.json"; }
+  run_pg() { fresh; "${WRAP[@]}" "$PG" -s "$SECS" -f "$DIR/pg_test_fsync.out" > "$WORK/pg.$r.txt"; }
+  # pg_test_fsync's own command line (-f FILE -s SECS) and file name, pg's rows only.
+  run_dp() { fresh; "${WRAP[@]}" "$BIN" fsync -f "$DIR/pg_test_fsync.out" -s "$SECS" --only "$ONLY" --json > "$WORK/dp.$r.json"; }
   if [ $((r % 2)) -eq 1 ]; then run_pg; run_dp; else run_dp; run_pg; fi
   echo "round $r done" >&2
 done
@@ -75,6 +89,7 @@ hdr = (f"{'row (pg_test_fsync label)':<38} {'pg ops/s':>10} {'diskpulse':>10} {'
 print(hdr)
 print("-" * len(hdr))
 last = None
+inside = rows = 0
 short = {"one_8k": "1x8k", "two_8k": "2x8k", "open_sync_16k": "16k", "other_fd": "fd", "no_sync": "nosync"}
 for i, t in enumerate(dp[0]["tests"]):
     key = (t["pg_section"], t["pg_test_fsync"])
@@ -91,7 +106,10 @@ for i, t in enumerate(dp[0]["tests"]):
     floor = [b / a for a, b in zip(p, p[1:])] or [1.0]
     p50 = statistics.median(x["tests"][i]["lat_p50_us"] for x in dp)
     p99 = statistics.median(x["tests"][i]["lat_p99_us"] for x in dp)
+    inside += 0.9 <= statistics.median(ratios) <= 1.1
+    rows += 1
     print(f"  {t['pg_test_fsync']:<36} {statistics.median(p):>10.1f} {statistics.median(d):>10.1f} "
           f"{statistics.median(ratios):>6.2f} {min(ratios):>6.2f}-{max(ratios):<6.2f}"
           f"  {min(floor):>6.2f}-{max(floor):<6.2f}  {p50:>9.1f} {p99:>9.1f}")
+print(f"{inside} of {rows} rows have a median ratio within 0.9-1.1 over {rounds} alternating pairs")
 PY
