@@ -20,6 +20,7 @@
 #   WRAP="nice -n -10" benches/vs-pg-test-fsync.sh    # run both under the same prefix (a busy host)
 #   BACKING=/dev/shm benches/vs-pg-test-fsync.sh      # loop image in RAM: the host disk's noise out
 #   KEEP=/var/tmp/pgcmp benches/vs-pg-test-fsync.sh    # keep every round's raw output there
+#   TOGETHER=1 benches/vs-pg-test-fsync.sh             # both at once, a loop device each (see below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-2}
@@ -29,39 +30,62 @@ read -r -a WRAP <<< "${WRAP:-}"
 [ -x "$PG" ] || { echo "pg_test_fsync not found at $PG (apt-get install postgresql-15, or set PG_TEST_FSYNC)" >&2; exit 1; }
 if [ -z "${BIN:-}" ]; then cargo build --release -q; BIN=$PWD/target/release/diskpulse; fi
 WORK=$(mktemp -d "${BACKING:-/var/tmp}/dp-pgfsync.XXXXXX")
-DEV=""
+DEVS=()
 cleanup() {
   if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$WORK"/pg.*.txt "$WORK"/dp.*.json "$KEEP"/ 2>/dev/null || true; fi
-  if [ -n "$DEV" ]; then umount "$WORK/mnt" 2>/dev/null || true; losetup -d "$DEV" 2>/dev/null || true; fi
+  for i in "${!DEVS[@]}"; do
+    umount "$WORK/mnt$i" 2>/dev/null || true
+    losetup -d "${DEVS[$i]}" 2>/dev/null || true
+  done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# TOGETHER=1: both tools at the same time, each on a loop device of its own (they swap
+# devices every round), so both see the same disk and CPU weather, row by row (each row
+# lasts SECS in both). The default: one after the other on one device, alternating who
+# goes first.
+TOGETHER=${TOGETHER:-0}
 if [ $# -ge 1 ]; then
-  DIR=$1
+  [ "$TOGETHER" = 1 ] && { echo "TOGETHER=1 needs the bench's own loop devices: no DIR" >&2; exit 2; }
+  DIRS=("$1")
 else
-  truncate -s 1G "$WORK/vol.img"
-  DEV=$(losetup -f --show "$WORK/vol.img")
-  mkdir "$WORK/mnt"
-  DIR=$WORK/mnt
+  DIRS=()
+  for i in $( [ "$TOGETHER" = 1 ] && echo 0 1 || echo 0 ); do
+    truncate -s 1G "$WORK/vol$i.img"
+    DEVS[$i]=$(losetup -f --show "$WORK/vol$i.img")
+    mkdir "$WORK/mnt$i"
+    DIRS[$i]=$WORK/mnt$i
+  done
 fi
-# A fresh file system before each run (only on our own loop device).
+# A fresh file system before each run (only on our own loop devices).
 fresh() {
-  [ -n "$DEV" ] || return 0
-  umount "$DIR" 2>/dev/null || true
-  mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 "$DEV"
-  mount "$DEV" "$DIR"
+  local i=$1
+  [ -n "${DEVS[$i]:-}" ] || return 0
+  umount "${DIRS[$i]}" 2>/dev/null || true
+  mkfs.ext4 -q -F -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 "${DEVS[$i]}"
+  mount "${DEVS[$i]}" "${DIRS[$i]}"
 }
 # pg_test_fsync's 16 rows (fsync_writethrough is n/a on Linux), as diskpulse ids.
 ONLY=one_8k.open_datasync,one_8k.fdatasync,one_8k.fsync,one_8k.open_sync
 ONLY=$ONLY,two_8k.open_datasync,two_8k.fdatasync,two_8k.fsync,two_8k.open_sync
 ONLY=$ONLY,open_sync_16k,other_fd,no_sync
-fresh
-echo "dir $DIR ($(stat -f -c %T "$DIR")), ${SECS}s per test, $ROUNDS rounds, wrap '${WRAP[*]}'; $("$PG" --version)" >&2
+fresh 0
+echo "dir ${DIRS[*]} ($(stat -f -c %T "${DIRS[0]}")), ${SECS}s per test, $ROUNDS rounds, together=$TOGETHER, wrap '${WRAP[*]}'; $("$PG" --version)" >&2
+run_pg() { "${WRAP[@]}" "$PG" -s "$SECS" -f "${DIRS[$1]}/pg_test_fsync.out" > "$WORK/pg.$r.txt"; }
+# pg_test_fsync's own command line (-f FILE -s SECS) and file name, pg's rows only.
+run_dp() { "${WRAP[@]}" "$BIN" fsync -f "${DIRS[$1]}/pg_test_fsync.out" -s "$SECS" --only "$ONLY" --json > "$WORK/dp.$r.json"; }
 for r in $(seq 1 "$ROUNDS"); do
-  run_pg() { fresh; "${WRAP[@]}" "$PG" -s "$SECS" -f "$DIR/pg_test_fsync.out" > "$WORK/pg.$r.txt"; }
-  # pg_test_fsync's own command line (-f FILE -s SECS) and file name, pg's rows only.
-  run_dp() { fresh; "${WRAP[@]}" "$BIN" fsync -f "$DIR/pg_test_fsync.out" -s "$SECS" --only "$ONLY" --json > "$WORK/dp.$r.json"; }
-  if [ $((r % 2)) -eq 1 ]; then run_pg; run_dp; else run_dp; run_pg; fi
+  if [ "$TOGETHER" = 1 ]; then
+    a=$(( r % 2 )); b=$(( 1 - a ))
+    fresh 0; fresh 1
+    run_pg "$a" & p=$!
+    run_dp "$b" & q=$!
+    wait "$p"; wait "$q"
+  elif [ $((r % 2)) -eq 1 ]; then
+    fresh 0; run_pg 0; fresh 0; run_dp 0
+  else
+    fresh 0; run_dp 0; fresh 0; run_pg 0
+  fi
   echo "round $r done" >&2
 done
 python3 - "$WORK" "$ROUNDS" <<'PY'
