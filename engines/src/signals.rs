@@ -32,11 +32,20 @@ fn signal_ignored(sig: libc::c_int) -> bool {
 /// break, and the thread just waits. For the commands that run long or talk to brokers;
 /// the short ones keep SIGPIPE's default and end quietly (`report x | head`).
 pub fn survive_closed_output() {
-    // SAFETY: setting a signal disposition has no preconditions.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    ignore_sigpipe();
     let _ = std::thread::Builder::new()
         .name("stdio-watch".into())
         .spawn(watch_stdio);
+}
+
+/// SIGPIPE ignored, no watcher thread: for a command that must stay single-threaded and
+/// handles its own write errors (`fsync`: pg_test_fsync is one thread, and a second one
+/// makes every read/write/sync do atomic fdget/fput and glibc cancellation bookkeeping
+/// that pg's loop does not; decision 0099). A broken stdout there is an error the command
+/// sees (EPIPE), not a signal that kills it.
+pub fn ignore_sigpipe() {
+    // SAFETY: setting a signal disposition has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
 }
 
 fn watch_stdio() {

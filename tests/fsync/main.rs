@@ -11,6 +11,7 @@ use common::*;
 mod device;
 mod filesystems;
 mod pg_form;
+mod pg_rows;
 mod run;
 
 use std::path::{Path, PathBuf};
