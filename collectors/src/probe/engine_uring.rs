@@ -172,9 +172,18 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
     let mut issuing = true;
     let mut err: Option<ProbeError> = None;
     let mut abs_timer = true;
+    // P2a: fio's iodepth_batch_submit / iodepth_batch_complete_min / _max (spec::Timing).
+    let batch = (c.timing.batch_submit.max(1) as usize).min(depth);
+    let cmin = c.timing.complete_min.max(1) as usize;
+    let cmax = c.timing.complete_max.max(c.timing.complete_min).max(1) as usize;
 
     loop {
         let now = monotonic_ns();
+        if c.think_pending() && depth == free.len() && syncs_inflight == 0 && pending_syncs == 0 {
+            c.think();
+            continue;
+        }
+        let mut wait_due = None;
         if issuing && c.stop.load(Ordering::Relaxed) {
             issuing = false;
             pending_syncs = 0;
@@ -194,7 +203,12 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
             pending_syncs -= 1;
             syncs_inflight += 1;
         }
-        while issuing && !free.is_empty() && !sq.is_full() {
+        while issuing
+            && !free.is_empty()
+            && !sq.is_full()
+            && queued.len() < batch
+            && !c.think_pending()
+        {
             let intended = match c.sched.as_mut() {
                 Some(s) => {
                     let due = s.next_ns();
@@ -204,6 +218,7 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
                         break;
                     }
                     if due > now {
+                        wait_due = Some(due);
                         break;
                     }
                     s.advance(&mut c.sched_rng);
@@ -252,12 +267,19 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
             // SAFETY: the buffer belongs to slot si, which stays busy until its CQE.
             unsafe { sq.push(&sqe) }.expect("room checked with is_full");
             queued.push(si as u32);
+            c.issued_one();
         }
         sq.sync();
         let inflight = (depth - free.len()) + syncs_inflight;
         if inflight == 0 {
             if !issuing || err.is_some() {
+                if c.think_pending() && err.is_none() {
+                    continue;
+                }
                 break;
+            }
+            if c.think_pending() {
+                continue;
             }
             // Paced, nothing in flight: wait for the next intended start.
             if let Some(s) = &c.sched {
@@ -285,10 +307,21 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
             }
             queued_syncs.clear();
         }
-        // Wait for one completion (with a rate and a free slot: or for the next intended
-        // start), then reap everything that is there.
+        // Like fio, reap only once the queue is full or nothing more can go now: a
+        // completion waits to be reaped while the queue fills, and that wait is in clat
+        // as in fio's. Then wait for iodepth_batch_complete_min completions (with a rate
+        // and a free slot: or for the next intended start) and reap up to _max of them.
+        let can_issue = issuing && !free.is_empty() && !c.think_pending() && err.is_none();
+        if can_issue && wait_due.is_none() && !sq.is_full() {
+            continue;
+        }
+        let max = if issuing && !c.think_pending() {
+            cmax
+        } else {
+            usize::MAX
+        };
         let res = match &c.sched {
-            Some(s) if issuing && !free.is_empty() => {
+            Some(s) if can_issue => {
                 let due = s.next_ns().min(c.end_ns);
                 let now = monotonic_ns();
                 if due <= now {
@@ -297,7 +330,7 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
                     wait_until(&submitter, due, now, &mut abs_timer)
                 }
             }
-            _ => submitter.submit_and_wait(1),
+            _ => submitter.submit_and_wait(cmin.min(inflight).max(1)),
         };
         if let Err(e) = res {
             if !transient(&e) {
@@ -321,7 +354,7 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
             io.into_iter().chain(sync).min().unwrap_or(u64::MAX)
         });
         c.win.last_done_ns = t_done;
-        for cqe in &mut cq {
+        for cqe in (&mut cq).take(max) {
             let ud = cqe.user_data();
             let res = cqe.result();
             if ud & SYNC_TAG != 0 {
@@ -351,16 +384,18 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
             free.push(si as u32);
             let s = std::mem::replace(&mut slots[si], free_slot);
             if res < 0 {
+                let e = std::io::Error::from_raw_os_error(-res);
+                if c.ends_at_enospc(&e, s.dir) {
+                    issuing = false;
+                    pending_syncs = 0;
+                    continue;
+                }
                 if err.is_none() {
                     let what = if s.dir == READ { "read" } else { "write" };
-                    err = Some(c.target.io_error(
-                        std::io::Error::from_raw_os_error(-res),
-                        "measuring",
-                        what,
-                        s.offset,
-                        s.len,
-                        c.direct,
-                    ));
+                    err = Some(
+                        c.target
+                            .io_error(e, "measuring", what, s.offset, s.len, c.direct),
+                    );
                     c.stop.store(true, Ordering::SeqCst);
                 }
                 issuing = false;
@@ -379,9 +414,18 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
                     s.offset,
                 );
             }
+            c.completed_one(s.dir, res as u64);
             if s.sync_after && err.is_none() {
                 pending_syncs += 1;
             }
+        }
+        if let Some(e) = c.min_rate_check(t_done) {
+            if err.is_none() {
+                err = Some(e);
+                c.stop.store(true, Ordering::SeqCst);
+            }
+            issuing = false;
+            pending_syncs = 0;
         }
     }
     match err {

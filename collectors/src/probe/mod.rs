@@ -25,8 +25,10 @@ pub mod stats;
 pub mod target;
 pub mod workload;
 
+mod engine_aio;
 mod engine_sync;
 mod engine_uring;
+mod timing;
 
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -301,6 +303,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) win: WindowCursor,
     /// `--write-lat-log`: this job's raw completion latencies.
     pub(crate) lat_log: Option<latlog::LatLog>,
+    // P2a: engines and timing
+    pub(crate) timing: spec::Timing,
+    pub(crate) tstate: timing::TimingState,
 }
 
 impl Ctx<'_> {
@@ -409,8 +414,14 @@ pub fn run(
                                 }
                             }
                         }
-                        Engine::Sync => None,
+                        Engine::Sync | Engine::Aio => None,
                     };
+                    // P2a: the libaio engine's context, set up as the ring is.
+                    let aio = (spec.engine == Engine::Aio).then(|| {
+                        engine_aio::Aio::new(spec.iodepth, gen.max_bs()).inspect_err(|_| {
+                            stop.store(true, Ordering::SeqCst);
+                        })
+                    });
                     setup.wait();
                     go.wait();
                     let start = start_cell.load(Ordering::SeqCst);
@@ -435,6 +446,21 @@ pub fn run(
                         free: frx,
                         usage_at_meas: (idx >= 0).then(Usage::thread),
                         last_done_ns: start,
+                    };
+                    let mut aio = match aio {
+                        Some(Err(e)) => {
+                            win.finish(
+                                0,
+                                Some(ProbeError::Io {
+                                    path: target.path.clone(),
+                                    op: "io_setup (libaio)".into(),
+                                    source: e,
+                                }),
+                            );
+                            return;
+                        }
+                        Some(Ok(a)) => Some(a),
+                        None => None,
                     };
                     let mut ring = match ring {
                         Some(Err(e)) => {
@@ -467,10 +493,13 @@ pub fn run(
                         stop,
                         win,
                         lat_log,
+                        timing: spec.timing.clone(),
+                        tstate: timing::TimingState::new(start),
                     };
-                    let r = match ring.as_mut() {
-                        Some(ring) => engine_uring::run(&mut c, ring),
-                        None => engine_sync::run(&mut c),
+                    let r = match (ring.as_mut(), aio.as_mut()) {
+                        (Some(ring), _) => engine_uring::run(&mut c, ring),
+                        (None, Some(a)) => engine_aio::run(&mut c, a),
+                        (None, None) => engine_sync::run(&mut c),
                     };
                     if r.is_err() {
                         stop.store(true, Ordering::SeqCst);

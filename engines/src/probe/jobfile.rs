@@ -279,6 +279,8 @@ pub(super) fn overlay(file: ProbeArgs, cli: &ProbeArgs) -> ProbeArgs {
         seed: c.seed.or(file.seed),
         write_lat_log: c.write_lat_log.or(file.write_lat_log),
         log_offset: c.log_offset || file.log_offset,
+        // P2a: engines and timing
+        timing: file.timing.overlay(&c.timing),
     }
 }
 

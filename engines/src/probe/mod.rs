@@ -14,6 +14,7 @@ mod csv;
 mod jobfile;
 mod output;
 mod summary;
+mod timing;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,8 +95,13 @@ fn target_of(r: &Resolved) -> anyhow::Result<target::Target> {
         sysfs: "/sys".into(),
         procfs: "/proc".into(),
     };
-    let tgt = target::inspect(&r.filename, &opts).map_err(refusal_is_usage)?;
-    check_room(&tgt)?;
+    let mut tgt = target::inspect(&r.filename, &opts).map_err(refusal_is_usage)?;
+    // P2a: fill_device writes into the free space (no layout) until ENOSPC.
+    if r.spec.timing.fill_device {
+        fill_device_target(&mut tgt, r.spec.bs[1])?;
+    } else {
+        check_room(&tgt)?;
+    }
     let big = r.spec.bs[0].max(r.spec.bs[1]);
     if tgt.size < big {
         return Err(usage!(
@@ -135,6 +141,31 @@ pub fn planned(a: &ProbeArgs) -> anyhow::Result<Planned> {
 
 /// A file to lay out must fit in its file system's free space: `--size 16383G` wrote
 /// until the disk was full, `--size 18446744073709551615` overflowed rounding up.
+/// fio's fill_device: a file grows into the file system's free space (from its current
+/// length, not laid out first); a block device keeps its size.
+fn fill_device_target(tgt: &mut target::Target, bs: u64) -> anyhow::Result<()> {
+    let len = match tgt.kind {
+        TargetKind::BlockDevice { .. } => return Ok(()),
+        TargetKind::NewFile => 0,
+        TargetKind::ExistingFile { len } => len,
+    };
+    let dir = match tgt.path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let free = crate::lab::os::free_bytes(dir).unwrap_or(0);
+    let size = (len + free) / bs * bs;
+    if size < bs {
+        return Err(usage!(
+            "--fill-device: {} has no free space for one block of {bs} bytes; free some space there",
+            dir.display()
+        ));
+    }
+    tgt.size = size;
+    tgt.layout = Some((len, len));
+    Ok(())
+}
+
 fn check_room(tgt: &target::Target) -> anyhow::Result<()> {
     let Some((from, to)) = tgt.layout else {
         return Ok(());
