@@ -601,7 +601,9 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             grid_zero_ns: None,
             lat_log: a.write_lat_log.clone(),
             log_offset: a.log_offset,
-            timing: super::timing::resolve(&a.timing, rw, iodepth)?,
+            timing: super::timing::resolve(&a.timing, rw, iodepth).and_then(|t| {
+                super::timing::check_min_vs_rate(&t, fio_rate.as_deref(), bs).map(|_| t)
+            })?,
         },
         filename,
         size,

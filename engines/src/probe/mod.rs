@@ -154,8 +154,10 @@ fn fill_device_target(tgt: &mut target::Target, bs: u64) -> anyhow::Result<()> {
         _ => std::path::Path::new("."),
     };
     let free = crate::lab::os::free_bytes(dir).unwrap_or(0);
-    let size = (len + free) / bs * bs;
-    if size < bs {
+    // As fio: a size the file cannot reach (the whole file system's), so ENOSPC ends it.
+    let whole = fs_bytes(dir).max(len + free);
+    let size = whole / bs * bs;
+    if free < bs {
         return Err(usage!(
             "--fill-device: {} has no free space for one block of {bs} bytes; free some space there",
             dir.display()
@@ -164,6 +166,20 @@ fn fill_device_target(tgt: &mut target::Target, bs: u64) -> anyhow::Result<()> {
     tgt.size = size;
     tgt.layout = Some((len, len));
     Ok(())
+}
+
+/// The size of the file system holding `dir` (statvfs f_blocks * f_frsize), 0 if unknown.
+fn fs_bytes(dir: &std::path::Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return 0;
+    };
+    // SAFETY: an all-zero statvfs is valid; statvfs fills it from a NUL-terminated path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return 0;
+    }
+    st.f_blocks as u64 * st.f_frsize as u64
 }
 
 fn check_room(tgt: &target::Target) -> anyhow::Result<()> {
@@ -252,12 +268,16 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
 
     if let Some((from, to)) = tgt.layout {
         let t = std::time::Instant::now();
-        eprintln!(
-            "laying out {} ({} MiB{})",
-            tgt.path.display(),
-            (to - from) >> 20,
-            if from > 0 { ", extending" } else { "" }
-        );
+        // fill_device's empty layout only creates the file: nothing to say.
+        let say = to > from;
+        if say {
+            eprintln!(
+                "laying out {} ({} MiB{})",
+                tgt.path.display(),
+                (to - from) >> 20,
+                if from > 0 { ", extending" } else { "" }
+            );
+        }
         if let Err(e) = tgt.lay_out(r.spec.direct, &stop) {
             return Err(anyhow::Error::new(e));
         }
@@ -265,7 +285,9 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
             eprintln!("interrupted while laying out the file: nothing was measured");
             return Ok(130);
         }
-        eprintln!("laid out in {:.1}s", t.elapsed().as_secs_f64());
+        if say {
+            eprintln!("laid out in {:.1}s", t.elapsed().as_secs_f64());
+        }
     }
     let disk_names = devices_of(&tgt);
     let disks_before = disk_counters(&disk_names);

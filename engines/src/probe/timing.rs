@@ -174,6 +174,30 @@ pub(crate) fn rate_as_iops(
     Ok(Some(format!("{},{}", f(0), f(1))))
 }
 
+/// fio refuses a minimum above the rate (init.c: "minimum rate exceeds rate"): so do we,
+/// naming both. `fio_rate`: the `rate_iops` value (`R,W` blocks per second per job).
+pub(crate) fn check_min_vs_rate(
+    t: &Timing,
+    fio_rate: Option<&str>,
+    bs: [u64; 2],
+) -> anyhow::Result<()> {
+    let Some(r) = fio_rate else { return Ok(()) };
+    let parts: Vec<&str> = r.split(',').collect();
+    for (dir, name) in [(0, "reads"), (1, "writes")] {
+        let p = parts.get(dir).or(parts.first()).copied().unwrap_or("");
+        let Ok(iops) = p.trim().parse::<f64>() else {
+            continue;
+        };
+        let (min_iops, min_b) = (t.min_iops[dir] as f64, t.min_bytes_s[dir] as f64);
+        if min_iops > iops || min_b > iops * bs[dir] as f64 {
+            return Err(usage!(
+                "--ratemin/--rate-iops-min for {name} is above the rate the job is paced at ({iops} I/Os per second): fio refuses this too (minimum rate exceeds rate); lower the minimum or raise the rate"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The spec's `Timing` from the flags; `iodepth` bounds the batch sizes.
 pub(crate) fn resolve(t: &TimingArgs, rw: Rw, iodepth: u32) -> anyhow::Result<Timing> {
     let mut o = Timing::default();
