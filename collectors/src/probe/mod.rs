@@ -12,7 +12,8 @@
 //! of the run's zero, so callers place windows on the run clock by subtracting it.
 //!
 //! Engines: [`Engine::Sync`] (`pread`/`pwrite`, fio's `psync`, queue depth 1) and
-//! [`Engine::IoUring`] (see `engine_uring`). With a rate, each job follows a
+//! [`Engine::IoUring`] (see `engine_uring`) and [`Engine::Aio`] (fio's libaio, see
+//! `engine_aio`). With a rate, each job follows a
 //! [`pace::Schedule`] of intended start times (total rate / numjobs, phases
 //! interleaved), and latency is also recorded from the intended start (`lat_co`).
 

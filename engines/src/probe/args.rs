@@ -68,14 +68,14 @@ pub struct ProbeArgs {
     /// Block size, or READ,WRITE sizes (8k or 8k,64k). Default 4k.
     #[arg(long, alias = "blocksize", value_name = "SIZE[,SIZE]")]
     pub bs: Option<String>,
-    /// I/Os in flight per job (needs --ioengine io_uring above 1). Default 1.
+    /// I/Os in flight per job (needs io_uring or libaio above 1). Default 1.
     #[arg(long, value_name = "N")]
     pub iodepth: Option<u32>,
     /// Parallel jobs (threads), each with its own descriptor, buffers and ring. Default 1.
     #[arg(long, value_name = "N")]
     pub numjobs: Option<u32>,
-    /// sync (pread/pwrite; fio's psync, vsync, pvsync, pvsync2 are taken as it) or io_uring
-    /// (libaio, posixaio and the others are refused: not what we run). Default: io_uring when --iodepth > 1,
+    /// sync (pread/pwrite; fio's psync, vsync, pvsync, pvsync2 are taken as it), io_uring or
+    /// libaio (posixaio and the others are refused). Default: io_uring when --iodepth > 1,
     /// else sync. Without this flag, a kernel that refuses io_uring gets sync at depth 1 (with
     /// a warning); with it, the probe stops instead.
     #[arg(long, value_name = "ENGINE")]

@@ -282,6 +282,46 @@ pub(crate) fn resolve(t: &TimingArgs, rw: Rw, iodepth: u32) -> anyhow::Result<Ti
     Ok(o)
 }
 
+/// `--show-job`'s lines for these options (fio's names; what reads back to the same job).
+pub(crate) fn render(t: &Timing, o: &mut String) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        o,
+        "iodepth_batch_submit={}\niodepth_batch_complete_min={}\niodepth_batch_complete_max={}",
+        t.batch_submit, t.complete_min, t.complete_max
+    );
+    if t.think_ns > 0 {
+        let _ = writeln!(
+            o,
+            "thinktime={}\nthinktime_spin={}\nthinktime_blocks={}\nthinktime_blocks_type={}",
+            t.think_ns / 1_000,
+            t.think_spin_ns / 1_000,
+            t.think_blocks,
+            if t.think_on_complete {
+                "complete"
+            } else {
+                "issue"
+            }
+        );
+    }
+    let pair = |v: [u64; 2]| {
+        let f = |x: u64| if x == 0 { String::new() } else { x.to_string() };
+        format!("{},{}", f(v[0]), f(v[1]))
+    };
+    if t.min_bytes_s != [0, 0] {
+        let _ = writeln!(o, "ratemin={}", pair(t.min_bytes_s));
+    }
+    if t.min_iops != [0, 0] {
+        let _ = writeln!(o, "rate_iops_min={}", pair(t.min_iops));
+    }
+    if t.min_bytes_s != [0, 0] || t.min_iops != [0, 0] {
+        let _ = writeln!(o, "rate_cycle={}", t.rate_cycle_ns / 1_000_000);
+    }
+    if t.fill_device {
+        let _ = writeln!(o, "fill_device");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,7 +390,7 @@ mod tests {
             },
             Rw::Read
         )
-        .contains("latency_target"));
+        .contains("latency-target"));
         assert!(e(
             TimingArgs {
                 io_submit_mode: Some("offload".into()),
