@@ -374,6 +374,12 @@ fn job_options(r: &Resolved, info: &RunInfo) -> J {
     if sp.time_based {
         v.push(("time_based", s("1")));
     }
+    // P2a: engines and timing (those not at fio's defaults)
+    v.extend(
+        super::timing::job_options(&sp.timing)
+            .into_iter()
+            .map(|(k, x)| (k, s(x))),
+    );
     obj(v)
 }
 

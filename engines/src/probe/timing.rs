@@ -322,6 +322,44 @@ pub(crate) fn render(t: &Timing, o: &mut String) {
     }
 }
 
+/// The JSON's `job options` for these: the ones not at fio's defaults, in fio's names
+/// (times in fio's microseconds).
+pub(crate) fn job_options(t: &Timing) -> Vec<(&'static str, String)> {
+    let mut text = String::new();
+    render(t, &mut text);
+    let d = Timing::default();
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=').unwrap_or((l, "1"));
+            let default = match k {
+                "iodepth_batch_submit" => t.batch_submit == d.batch_submit,
+                "iodepth_batch_complete_min" => t.complete_min == d.complete_min,
+                "iodepth_batch_complete_max" => t.complete_max == d.complete_max,
+                "thinktime_spin" => t.think_spin_ns == 0,
+                "thinktime_blocks" => t.think_blocks == d.think_blocks,
+                "thinktime_blocks_type" => t.think_on_complete,
+                "rate_cycle" => t.rate_cycle_ns == d.rate_cycle_ns,
+                _ => false,
+            };
+            const NAMES: [&str; 11] = [
+                "iodepth_batch_submit",
+                "iodepth_batch_complete_min",
+                "iodepth_batch_complete_max",
+                "thinktime",
+                "thinktime_spin",
+                "thinktime_blocks",
+                "thinktime_blocks_type",
+                "ratemin",
+                "rate_iops_min",
+                "rate_cycle",
+                "fill_device",
+            ];
+            let name = NAMES.iter().find(|n| **n == k)?;
+            (!default).then(|| (*name, v.to_string()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,6 +381,25 @@ mod tests {
         assert_eq!(
             (o.batch_submit, o.complete_min, o.complete_max),
             (16, 1, 16)
+        );
+    }
+
+    #[test]
+    fn job_options_list_only_what_differs_from_fio_defaults() {
+        assert!(job_options(&Timing::default()).is_empty());
+        let a = TimingArgs {
+            thinktime: Some("10ms".into()),
+            fill_device: true,
+            ..t()
+        };
+        let o = resolve(&a, Rw::Write, 1).unwrap();
+        let v = job_options(&o);
+        assert_eq!(
+            v,
+            vec![
+                ("thinktime", "10000".to_string()),
+                ("fill_device", "1".to_string())
+            ]
         );
     }
 
