@@ -102,22 +102,31 @@ fn lat3(d: &serde_json::Value) -> (f64, f64, f64) {
     (m("slat_ns"), m("clat_ns"), m("lat_ns"))
 }
 
+/// libaio beside fio's libaio on the same loop device, 4k random writes at QD8, direct:
+/// median of 5 alternating pairs within 15%. The device is capped at 3000 write IOPS
+/// (cgroup blkio throttle) so the device, not the CPU, sets the pace: this VM's 2 CPUs are
+/// shared by many jobs, and a CPU-bound comparison of a debug build with fio's -O2 measured
+/// the load of the moment (ratios 0.5 to 1.15 in one run at load 9; 0.89 to 1.10 at a
+/// quieter time). What it still catches: an engine that loses, stalls or double-counts
+/// I/Os lands away from fio's figure at the same cap; it does not compare CPU cost.
 #[test]
-fn libaio_runs_at_fios_libaio_iops_on_the_same_file() {
+fn libaio_runs_at_fios_libaio_iops_on_the_same_device() {
     if !ready() {
         return;
     }
     let _t = timing();
-    let mut lo = LoopDev::new("512M");
-    let m = lo.mount_ext4();
-    let f = m.join("aio.dat");
-    write_direct(&f, 128 << 20, 1 << 20);
-    let fname = f.to_str().unwrap();
+    let _lock = cgroup::lock();
+    let Some(h) = cgroup::hierarchy() else {
+        return;
+    };
+    let lo = LoopDev::new("256M");
+    let cap = 3000.0;
+    let cg = cgroup::Throttled::new(&h, &lo.dev, cap as u32);
     let job = [
         "--filename",
-        fname,
+        &lo.dev,
         "--rw",
-        "randread",
+        "randwrite",
         "--bs",
         "4k",
         "--iodepth",
@@ -130,21 +139,40 @@ fn libaio_runs_at_fios_libaio_iops_on_the_same_file() {
         "1500ms",
         "--time_based",
     ];
-    let fio_job = fio_args(&job);
-    let fio_job: Vec<&str> = fio_job.iter().map(|s| s.as_str()).collect();
+    let bin = env!("CARGO_BIN_EXE_diskpulse");
+    let mut ours_argv = vec![
+        bin,
+        "probe",
+        "--allow-destructive",
+        "--output-format",
+        "json",
+    ];
+    ours_argv.extend_from_slice(&job);
+    let mut fio_argv = vec![
+        FIO.to_string(),
+        "--name=p2a".into(),
+        "--output-format=json".into(),
+    ];
+    fio_argv.extend(fio_args(&job));
+    let fio_argv: Vec<&str> = fio_argv.iter().map(|s| s.as_str()).collect();
     let mut ratios = vec![];
     for _ in 0..5 {
-        let o = probe(&job);
+        let o = cg.command(&ours_argv).output().unwrap();
         assert!(o.status.success(), "{}", text(&o.stderr));
         let ours = json(&o);
-        let theirs = json(&fio(&fio_job));
-        let r = &ours["jobs"][0]["read"];
+        let fo = cg.command(&fio_argv).output().unwrap();
+        assert!(fo.status.success(), "{}", text(&fo.stderr));
+        let theirs = json(&fo);
+        let w = &ours["jobs"][0]["write"];
         assert_eq!(ours["diskpulse"]["engine"], "libaio");
         // Every I/O submitted is in slat's count: the engine stamps each after io_submit.
-        assert_eq!(r["slat_ns"]["N"], r["clat_ns"]["N"], "{r}");
-        let a = r["iops"].as_f64().unwrap();
-        let b = theirs["jobs"][0]["read"]["iops"].as_f64().unwrap();
-        eprintln!("libaio 4k randread QD8 direct: probe {a:.0} IOPS, fio {b:.0} IOPS");
+        assert_eq!(w["slat_ns"]["N"], w["clat_ns"]["N"], "{w}");
+        let a = w["iops"].as_f64().unwrap();
+        let b = theirs["jobs"][0]["write"]["iops"].as_f64().unwrap();
+        eprintln!(
+            "libaio 4k randwrite QD8 direct, capped at {cap}: probe {a:.0} IOPS, fio {b:.0} IOPS"
+        );
+        assert!(a < 1.25 * cap, "{a} IOPS past the cap of {cap}");
         ratios.push(a / b);
     }
     let med = median(ratios.clone());
