@@ -54,7 +54,7 @@ pub struct TimingArgs {
     pub thinktime_blocks_type: Option<String>,
     /// fio's rate: bytes per second per job and per direction (1m, or 1m,500k for
     /// reads,writes), paced as --rate_iops at that many blocks per second.
-    #[arg(long, value_name = "BYTES[,BYTES]")]
+    #[arg(long, value_name = "BYTES[,BYTES]", conflicts_with = "rate_iops_total")]
     pub rate: Option<String>,
     /// fio's ratemin: the job fails when a rate_cycle after a 2 s settle period falls below
     /// this many bytes per second (per job, READ[,WRITE]).
