@@ -51,6 +51,7 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
             }
             return Ok(());
         };
+        c.issued_one();
         let t0 = monotonic_ns();
         let intended = due.unwrap_or(t0);
         // SAFETY: ptr is valid for max_bs >= op.len bytes for the life of buf; fd is open.
@@ -68,6 +69,9 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
                 now = t1;
                 continue;
             }
+            if c.ends_at_enospc(&e, op.dir) {
+                return Ok(());
+            }
             let what = if op.dir == READ { "read" } else { "write" };
             return Err(c
                 .target
@@ -83,6 +87,14 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
         }
         c.win.last_done_ns = t1;
         now = t1;
+        c.completed_one(op.dir, r as u64);
+        if let Some(e) = c.min_rate_check(t1) {
+            return Err(e);
+        }
+        if c.think_pending() {
+            c.think();
+            now = monotonic_ns();
+        }
         if op.sync_after {
             let ts = monotonic_ns();
             // SAFETY: plain system calls on an open fd.

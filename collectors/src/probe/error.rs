@@ -40,6 +40,15 @@ pub enum ProbeError {
         source: std::io::Error,
     },
 
+    /// fio's `ratemin`/`rate_iops_min` not met over a `rate_cycle` (fio's check_min_rate).
+    #[error("{path}: {what} not met, got {got} over the last {cycle_ms} ms (fio's rate_cycle); the job stopped, as fio stops it: lower the minimum or find what slowed the device")]
+    MinRate {
+        path: PathBuf,
+        what: String,
+        got: String,
+        cycle_ms: u64,
+    },
+
     #[error("io_uring is not available here (io_uring_setup: {source}; {hint}); use --ioengine sync (queue depth 1) or allow io_uring")]
     UringUnavailable {
         source: std::io::Error,

@@ -12,7 +12,8 @@
 //! of the run's zero, so callers place windows on the run clock by subtracting it.
 //!
 //! Engines: [`Engine::Sync`] (`pread`/`pwrite`, fio's `psync`, queue depth 1) and
-//! [`Engine::IoUring`] (see `engine_uring`). With a rate, each job follows a
+//! [`Engine::IoUring`] (see `engine_uring`) and [`Engine::Aio`] (fio's libaio, see
+//! `engine_aio`). With a rate, each job follows a
 //! [`pace::Schedule`] of intended start times (total rate / numjobs, phases
 //! interleaved), and latency is also recorded from the intended start (`lat_co`).
 
@@ -25,8 +26,10 @@ pub mod stats;
 pub mod target;
 pub mod workload;
 
+mod engine_aio;
 mod engine_sync;
 mod engine_uring;
+mod timing;
 
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -301,6 +304,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) win: WindowCursor,
     /// `--write-lat-log`: this job's raw completion latencies.
     pub(crate) lat_log: Option<latlog::LatLog>,
+    // P2a: engines and timing
+    pub(crate) timing: spec::Timing,
+    pub(crate) tstate: timing::TimingState,
 }
 
 impl Ctx<'_> {
@@ -409,8 +415,14 @@ pub fn run(
                                 }
                             }
                         }
-                        Engine::Sync => None,
+                        Engine::Sync | Engine::Aio => None,
                     };
+                    // P2a: the libaio engine's context, set up as the ring is.
+                    let aio = (spec.engine == Engine::Aio).then(|| {
+                        engine_aio::Aio::new(spec.iodepth, gen.max_bs()).inspect_err(|_| {
+                            stop.store(true, Ordering::SeqCst);
+                        })
+                    });
                     setup.wait();
                     go.wait();
                     let start = start_cell.load(Ordering::SeqCst);
@@ -435,6 +447,21 @@ pub fn run(
                         free: frx,
                         usage_at_meas: (idx >= 0).then(Usage::thread),
                         last_done_ns: start,
+                    };
+                    let mut aio = match aio {
+                        Some(Err(e)) => {
+                            win.finish(
+                                0,
+                                Some(ProbeError::Io {
+                                    path: target.path.clone(),
+                                    op: "io_setup (libaio)".into(),
+                                    source: e,
+                                }),
+                            );
+                            return;
+                        }
+                        Some(Ok(a)) => Some(a),
+                        None => None,
                     };
                     let mut ring = match ring {
                         Some(Err(e)) => {
@@ -467,10 +494,13 @@ pub fn run(
                         stop,
                         win,
                         lat_log,
+                        timing: spec.timing.clone(),
+                        tstate: timing::TimingState::new(start),
                     };
-                    let r = match ring.as_mut() {
-                        Some(ring) => engine_uring::run(&mut c, ring),
-                        None => engine_sync::run(&mut c),
+                    let r = match (ring.as_mut(), aio.as_mut()) {
+                        (Some(ring), _) => engine_uring::run(&mut c, ring),
+                        (None, Some(a)) => engine_aio::run(&mut c, a),
+                        (None, None) => engine_sync::run(&mut c),
                     };
                     if r.is_err() {
                         stop.store(true, Ordering::SeqCst);

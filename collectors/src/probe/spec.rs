@@ -63,6 +63,8 @@ pub enum Engine {
     Sync,
     /// One io_uring per job, registered file and buffers.
     IoUring,
+    /// Linux native AIO (fio's `libaio`): `io_submit`/`io_getevents`, one context per job.
+    Aio,
 }
 
 impl Engine {
@@ -70,6 +72,7 @@ impl Engine {
         match self {
             Engine::Sync => "psync",
             Engine::IoUring => "io_uring",
+            Engine::Aio => "libaio",
         }
     }
 }
@@ -124,6 +127,55 @@ pub struct ProbeSpec {
     pub lat_log: Option<std::path::PathBuf>,
     /// fio's `log_offset`: the lat log has each I/O's offset.
     pub log_offset: bool,
+    // P2a: engines and timing
+    pub timing: Timing,
+}
+
+/// P2a: how an async engine submits and reaps, think time, minimum rates, fill_device
+/// (fio's names; see `Timing::default` for fio's defaults).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timing {
+    /// fio's `iodepth_batch_submit`: I/Os queued before one submit call (1..=iodepth).
+    pub batch_submit: u32,
+    /// fio's `iodepth_batch_complete_min`: completions waited for once the queue is full.
+    pub complete_min: u32,
+    /// fio's `iodepth_batch_complete_max`: at most this many reaped per round.
+    pub complete_max: u32,
+    /// fio's `thinktime`: pause this long (ns) after every `think_blocks` I/Os, once all in
+    /// flight have completed; `think_spin_ns` of it is spun, the rest slept.
+    pub think_ns: u64,
+    pub think_spin_ns: u64,
+    pub think_blocks: u32,
+    /// fio's `thinktime_blocks_type`: count completions (`complete`, fio's default) or
+    /// issues (`issue`).
+    pub think_on_complete: bool,
+    /// fio's `ratemin` (bytes/s) and `rate_iops_min` (I/Os per s), [read, write], per job:
+    /// the job fails when a `rate_cycle_ns` period after the ramp falls below.
+    pub min_bytes_s: [u64; 2],
+    pub min_iops: [u64; 2],
+    pub rate_cycle_ns: u64,
+    /// fio's `fill_device`: write until the file system is full (ENOSPC ends the job,
+    /// it is not an error).
+    pub fill_device: bool,
+}
+
+impl Default for Timing {
+    /// fio's: one I/O per submit call, one completion per reap, no think time, no minimum.
+    fn default() -> Self {
+        Timing {
+            batch_submit: 1,
+            complete_min: 1,
+            complete_max: 1,
+            think_ns: 0,
+            think_spin_ns: 0,
+            think_blocks: 1,
+            think_on_complete: true,
+            min_bytes_s: [0, 0],
+            min_iops: [0, 0],
+            rate_cycle_ns: 1_000_000_000,
+            fill_device: false,
+        }
+    }
 }
 
 impl ProbeSpec {

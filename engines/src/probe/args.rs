@@ -68,14 +68,14 @@ pub struct ProbeArgs {
     /// Block size, or READ,WRITE sizes (8k or 8k,64k). Default 4k.
     #[arg(long, alias = "blocksize", value_name = "SIZE[,SIZE]")]
     pub bs: Option<String>,
-    /// I/Os in flight per job (needs --ioengine io_uring above 1). Default 1.
+    /// I/Os in flight per job (needs io_uring or libaio above 1). Default 1.
     #[arg(long, value_name = "N")]
     pub iodepth: Option<u32>,
     /// Parallel jobs (threads), each with its own descriptor, buffers and ring. Default 1.
     #[arg(long, value_name = "N")]
     pub numjobs: Option<u32>,
-    /// sync (pread/pwrite; fio's psync, vsync, pvsync, pvsync2 are taken as it) or io_uring
-    /// (libaio, posixaio and the others are refused: not what we run). Default: io_uring when --iodepth > 1,
+    /// sync (pread/pwrite; fio's psync, vsync, pvsync, pvsync2 are taken as it), io_uring or
+    /// libaio (posixaio and the others are refused). Default: io_uring when --iodepth > 1,
     /// else sync. Without this flag, a kernel that refuses io_uring gets sync at depth 1 (with
     /// a warning); with it, the probe stops instead.
     #[arg(long, value_name = "ENGINE")]
@@ -161,6 +161,9 @@ pub struct ProbeArgs {
     /// fio's --log_offset: the latency log also has each I/O's offset (before prio).
     #[arg(long, alias = "log_offset", requires = "write_lat_log")]
     pub log_offset: bool,
+    // P2a: engines and timing
+    #[command(flatten)]
+    pub timing: super::timing::TimingArgs,
 }
 
 /// A preset's values: each applies where the flag was not given.
@@ -419,14 +422,10 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             Engine::Sync
         }
         Some("io_uring") => Engine::IoUring,
-        Some(other @ ("libaio" | "posixaio")) => {
-            return Err(usage!(
-                "--ioengine {other} is not implemented: diskpulse queues I/O with io_uring; --ioengine io_uring runs the same depth"
-            ))
-        }
+        Some("libaio") => Engine::Aio,
         Some(other) => {
             return Err(usage!(
-                "--ioengine takes sync, psync, vsync, pvsync, pvsync2 (pread/pwrite, one I/O at a time) or io_uring; got '{other}'"
+                "--ioengine takes sync, psync, vsync, pvsync, pvsync2 (pread/pwrite, one I/O at a time), io_uring or libaio; got '{other}'"
             ))
         }
         None if iodepth > 1 => Engine::IoUring,
@@ -434,7 +433,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
     };
     if engine == Engine::Sync && iodepth > 1 {
         return Err(usage!(
-            "--iodepth {iodepth} needs --ioengine io_uring: the sync engine does one I/O at a time"
+            "--iodepth {iodepth} needs --ioengine io_uring or libaio: the sync engine does one I/O at a time"
         ));
     }
     let direct = match &a.direct {
@@ -467,7 +466,8 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
     }
     let mut notes = vec![];
     let mix_given = a.rwmixread.is_some() || a.rwmixwrite.is_some() || p.rwmixread.is_some();
-    let (rate_iops, rwmixread, rate_flag) = match (&a.rate_iops, a.rate_iops_total) {
+    let fio_rate = super::timing::rate_as_iops(&a.timing, a.rate_iops.as_deref(), bs)?;
+    let (rate_iops, rwmixread, rate_flag) = match (&fio_rate, a.rate_iops_total) {
         (Some(f), _) => {
             let (t, mix) = fio_rate_to_total(f, rw, numjobs, rwmixread, mix_given, &mut notes)?;
             (Some(t), mix, "--rate_iops")
@@ -601,6 +601,9 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             grid_zero_ns: None,
             lat_log: a.write_lat_log.clone(),
             log_offset: a.log_offset,
+            timing: super::timing::resolve(&a.timing, rw, iodepth).and_then(|t| {
+                super::timing::check_min_vs_rate(&t, fio_rate.as_deref(), bs).map(|_| t)
+            })?,
         },
         filename,
         size,
@@ -698,8 +701,7 @@ mod tests {
             e.contains("--rate-iops-total 100") && e.contains("--rate_iops=100"),
             "{e}"
         );
-        assert!(usage_text(&["--ioengine", "libaio"]).contains("io_uring"));
-        assert!(usage_text(&["--ioengine", "mmap"]).contains("'mmap'"));
+        assert!(usage_text(&["--ioengine", "mmap"]).contains("libaio"));
         assert!(usage_text(&["--direct", "2"]).contains("--direct"));
         assert!(usage_text(&["--size", "4k", "--bs", "8k"]).contains("smaller"));
     }

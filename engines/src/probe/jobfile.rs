@@ -279,6 +279,8 @@ pub(super) fn overlay(file: ProbeArgs, cli: &ProbeArgs) -> ProbeArgs {
         seed: c.seed.or(file.seed),
         write_lat_log: c.write_lat_log.or(file.write_lat_log),
         log_offset: c.log_offset || file.log_offset,
+        // P2a: engines and timing
+        timing: file.timing.overlay(&c.timing),
     }
 }
 
@@ -400,6 +402,8 @@ pub(super) fn render(r: &Resolved) -> String {
             let _ = writeln!(o, "log_offset");
         }
     }
+    // P2a: engines and timing
+    super::timing::render(&sp.timing, &mut o);
     o
 }
 
@@ -496,8 +500,11 @@ mod tests {
 
     #[test]
     fn a_bad_value_names_its_line_unless_a_flag_beside_the_file_is_at_fault() {
-        let e = resolve_err("[global]\ndirect=1\n[j]\nioengine=libaio\n", &[]);
-        assert!(e.contains(":4: --ioengine libaio"), "{e}");
+        let e = resolve_err("[global]\ndirect=1\n[j]\nioengine=posixaio\n", &[]);
+        assert!(
+            e.contains(":4: --ioengine") && e.contains("'posixaio'"),
+            "{e}"
+        );
         let e = resolve_err("[j]\nrw=randrw\nrate_iops=10,\n", &[]);
         assert!(e.contains(":3: --rate_iops=10,"), "{e}");
         // The file is fine; the flag beside it is not: no line of the file is blamed.

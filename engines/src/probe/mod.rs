@@ -14,6 +14,7 @@ mod csv;
 mod jobfile;
 mod output;
 mod summary;
+mod timing;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,8 +95,13 @@ fn target_of(r: &Resolved) -> anyhow::Result<target::Target> {
         sysfs: "/sys".into(),
         procfs: "/proc".into(),
     };
-    let tgt = target::inspect(&r.filename, &opts).map_err(refusal_is_usage)?;
-    check_room(&tgt)?;
+    let mut tgt = target::inspect(&r.filename, &opts).map_err(refusal_is_usage)?;
+    // P2a: fill_device writes into the free space (no layout) until ENOSPC.
+    if r.spec.timing.fill_device {
+        fill_device_target(&mut tgt, r.spec.bs[1])?;
+    } else {
+        check_room(&tgt)?;
+    }
     let big = r.spec.bs[0].max(r.spec.bs[1]);
     if tgt.size < big {
         return Err(usage!(
@@ -135,6 +141,47 @@ pub fn planned(a: &ProbeArgs) -> anyhow::Result<Planned> {
 
 /// A file to lay out must fit in its file system's free space: `--size 16383G` wrote
 /// until the disk was full, `--size 18446744073709551615` overflowed rounding up.
+/// fio's fill_device: a file grows into the file system's free space (from its current
+/// length, not laid out first); a block device keeps its size.
+fn fill_device_target(tgt: &mut target::Target, bs: u64) -> anyhow::Result<()> {
+    let len = match tgt.kind {
+        TargetKind::BlockDevice { .. } => return Ok(()),
+        TargetKind::NewFile => 0,
+        TargetKind::ExistingFile { len } => len,
+    };
+    let dir = match tgt.path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let free = crate::lab::os::free_bytes(dir).unwrap_or(0);
+    // As fio: a size the file cannot reach (the whole file system's), so ENOSPC ends it.
+    let whole = fs_bytes(dir).max(len + free);
+    let size = whole / bs * bs;
+    if free < bs {
+        return Err(usage!(
+            "--fill-device: {} has no free space for one block of {bs} bytes; free some space there",
+            dir.display()
+        ));
+    }
+    tgt.size = size;
+    tgt.layout = Some((len, len));
+    Ok(())
+}
+
+/// The size of the file system holding `dir` (statvfs f_blocks * f_frsize), 0 if unknown.
+fn fs_bytes(dir: &std::path::Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return 0;
+    };
+    // SAFETY: an all-zero statvfs is valid; statvfs fills it from a NUL-terminated path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return 0;
+    }
+    st.f_blocks as u64 * st.f_frsize as u64
+}
+
 fn check_room(tgt: &target::Target) -> anyhow::Result<()> {
     let Some((from, to)) = tgt.layout else {
         return Ok(());
@@ -221,12 +268,16 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
 
     if let Some((from, to)) = tgt.layout {
         let t = std::time::Instant::now();
-        eprintln!(
-            "laying out {} ({} MiB{})",
-            tgt.path.display(),
-            (to - from) >> 20,
-            if from > 0 { ", extending" } else { "" }
-        );
+        // fill_device's empty layout only creates the file: nothing to say.
+        let say = to > from;
+        if say {
+            eprintln!(
+                "laying out {} ({} MiB{})",
+                tgt.path.display(),
+                (to - from) >> 20,
+                if from > 0 { ", extending" } else { "" }
+            );
+        }
         if let Err(e) = tgt.lay_out(r.spec.direct, &stop) {
             return Err(anyhow::Error::new(e));
         }
@@ -234,7 +285,9 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
             eprintln!("interrupted while laying out the file: nothing was measured");
             return Ok(130);
         }
-        eprintln!("laid out in {:.1}s", t.elapsed().as_secs_f64());
+        if say {
+            eprintln!("laid out in {:.1}s", t.elapsed().as_secs_f64());
+        }
     }
     let disk_names = devices_of(&tgt);
     let disks_before = disk_counters(&disk_names);

@@ -374,6 +374,12 @@ fn job_options(r: &Resolved, info: &RunInfo) -> J {
     if sp.time_based {
         v.push(("time_based", s("1")));
     }
+    // P2a: engines and timing (those not at fio's defaults)
+    v.extend(
+        super::timing::job_options(&sp.timing)
+            .into_iter()
+            .map(|(k, x)| (k, s(x))),
+    );
     obj(v)
 }
 
@@ -500,8 +506,9 @@ pub(crate) fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> Strin
         (
             "engine_note",
             s(match r.spec.engine {
-                Engine::IoUring => "one ring per job; registered file and buffers; one io_uring_enter submits a round, another waits; clat starts when the submit call returns (fio's definition)",
+                Engine::IoUring => "one ring per job; registered file and buffers; submits iodepth_batch_submit at a time and reaps once the queue is full, as fio; clat starts when the submit call returns (fio's definition)",
                 Engine::Sync => "pread/pwrite, one I/O at a time (fio's psync); slat is not measured, as in fio",
+                Engine::Aio => "Linux native AIO (io_submit/io_getevents, fio's libaio); clat starts when io_submit returns (fio's definition); buffered, the kernel does the I/O inside io_submit (slat)",
             }),
         ),
         (
