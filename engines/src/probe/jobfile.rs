@@ -279,6 +279,8 @@ pub(super) fn overlay(file: ProbeArgs, cli: &ProbeArgs) -> ProbeArgs {
         seed: c.seed.or(file.seed),
         write_lat_log: c.write_lat_log.or(file.write_lat_log),
         log_offset: c.log_offset || file.log_offset,
+        // P3: verify and logs
+        vl: c.vl.overlay(file.vl),
     }
 }
 
@@ -400,6 +402,7 @@ pub(super) fn render(r: &Resolved) -> String {
             let _ = writeln!(o, "log_offset");
         }
     }
+    super::verifylog::render(sp, &mut o);
     o
 }
 
@@ -462,8 +465,8 @@ mod tests {
 
     #[test]
     fn refusals_name_the_line() {
-        let e = err("[global]\nbs=4k\n[j]\nrw=read\nverify=crc32c\n");
-        assert!(e.contains(":5:") && e.contains("'verify'"), "{e}");
+        let e = err("[global]\nbs=4k\n[j]\nrw=read\nverify_backlog=16\n");
+        assert!(e.contains(":5:") && e.contains("'verify_backlog'"), "{e}");
         let e = err("[j]\nruntime=soon\n");
         assert!(e.contains(":2:") && e.contains("'soon'"), "{e}");
         let e = err("[a]\nrw=read\n[b]\nrw=write\n");

@@ -14,6 +14,7 @@ mod csv;
 mod jobfile;
 mod output;
 mod summary;
+mod verifylog;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
