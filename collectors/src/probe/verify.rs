@@ -8,18 +8,20 @@
 //!
 //! ```text
 //! 0  magic u16 = 0xacca      2  verify_type u16 (fio's numbers: meta 1, md5 2, crc64 3,
-//! 4  len u32 (the interval)                     crc32c 5, sha256 9, pattern 17)
+//! 4  len u32 (the interval)                     crc32c 5, sha256 9)
 //! 8  rand_seed u64 (what filled the data)    16 offset u64 (the interval's byte offset)
 //! 24 time_sec u32, 28 time_nsec u32 (CLOCK_MONOTONIC at the fill)
 //! 32 thread u16 (job from 1)   34 numberio u16 (the job's write count, wrapping)
 //! 36 crc32 u32: crc32c of bytes 0..36
 //! 40 checksum: crc32c 4 bytes, crc64 8 (fio's: the Jones polynomial, CRC-64/REDIS),
-//!    md5 16, sha256 32 in a 64-byte field; meta and pattern have none
+//!    md5 16, sha256 32 in a 64-byte field; meta has none
 //! ```
 //! The rest of the interval is random bytes (SplitMix64 from `rand_seed`), or
 //! `verify_pattern` repeated from the interval's start (the header overwrites its first
 //! bytes, as in fio). A block is good when its magic, length, offset and header crc are
-//! right and its checksum (pattern: every byte after the header) matches. The layout is
+//! right and its checksum matches (meta with `verify_pattern`: every byte after the
+//! header is the pattern's). `verify=pattern` writes no header at all, as fio 3.33 (its
+//! `pattern` is `VERIFY_PATTERN_NO_HDR`): every byte of the block is the pattern's. The layout is
 //! fio's, but the data and the seeds are ours: fio's `verify_only` does not accept our
 //! files, nor we its (each regenerates its own seeds); the verdicts are the same.
 //!
@@ -122,9 +124,13 @@ impl VerifyKind {
         }
     }
 
-    /// Header and checksum: the interval must be longer.
+    /// Header and checksum: the interval must be longer. `pattern` has no header (fio
+    /// 3.33's `verify=pattern` is its `VERIFY_PATTERN_NO_HDR`: the block is the pattern).
     pub fn hdr_bytes(self) -> usize {
-        HDR_BYTES + self.sum_bytes()
+        match self {
+            VerifyKind::Pattern => 0,
+            _ => HDR_BYTES + self.sum_bytes(),
+        }
     }
 }
 
@@ -228,6 +234,9 @@ impl JobVerify {
                     *b = p[j % p.len()];
                 }
             }
+            if self.spec.kind == VerifyKind::Pattern {
+                continue;
+            }
             let h = &mut blk[..HDR_BYTES];
             h[0..2].copy_from_slice(&MAGIC.to_le_bytes());
             h[2..4].copy_from_slice(&self.spec.kind.fio_type().to_le_bytes());
@@ -289,6 +298,9 @@ impl JobVerify {
         let u32_at = |o: usize| u32::from_le_bytes(blk[o..o + 4].try_into().unwrap());
         let u64_at = |o: usize| u64::from_le_bytes(blk[o..o + 8].try_into().unwrap());
         let header_bad = |m: String| bad(vec![format!("verify: {m} {tail}")], m);
+        if kind == VerifyKind::Pattern {
+            return self.check_pattern(blk, 0, &tail, bad);
+        }
         if blk.len() < hdr {
             return Err(header_bad(format!("short block of {} bytes", blk.len())));
         }
@@ -321,8 +333,8 @@ impl JobVerify {
         let data = &blk[hdr..];
         let stored = &blk[HDR_BYTES..hdr];
         let found: Vec<u8> = match kind {
-            VerifyKind::Meta => return Ok(()),
-            VerifyKind::Pattern => return self.check_pattern(blk, hdr, &tail, bad),
+            // meta with verify_pattern: the data after the header is the pattern.
+            VerifyKind::Meta | VerifyKind::Pattern => return self.check_pattern(blk, hdr, &tail, bad),
             VerifyKind::Crc32c => CRC32C.checksum(data).to_le_bytes().to_vec(),
             VerifyKind::Crc64 => CRC64.checksum(data).to_le_bytes().to_vec(),
             VerifyKind::Md5 => md5::Md5::digest(data).to_vec(),
@@ -332,8 +344,7 @@ impl JobVerify {
         if stored == found.as_slice() {
             return Ok(());
         }
-        let hex = |b: &[u8]| hex_of(b, matches!(kind, VerifyKind::Crc32c | VerifyKind::Crc64));
-        let (want, got) = (hex(stored), hex(&found));
+        let (want, got) = (hex_of(stored), hex_of(&found));
         Err(bad(
             vec![
                 format!("{}: verify failed {tail}", kind.name()),
@@ -397,18 +408,10 @@ pub(crate) fn after_read(v: &Option<JobVerify>, buf: &[u8], offset: u64) -> Resu
     }
 }
 
-/// A checksum as fio's hexdump shows it: crc32c and crc64 as their numbers (fio prints
-/// the bytes of a little-endian integer, i.e. the number's hex), digests byte by byte.
-fn hex_of(b: &[u8], number: bool) -> String {
-    let mut s = String::new();
-    let mut bytes = b.to_vec();
-    if number {
-        bytes.reverse();
-    }
-    for x in bytes {
-        s.push_str(&format!("{x:02x}"));
-    }
-    s
+/// A checksum as fio's hexdump shows it: its bytes in memory order (a crc is stored
+/// little endian, so its hex reads byte-reversed, as in fio's).
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// The read-back (after the write phase, or the whole job with `verify_only`): reads
@@ -450,11 +453,15 @@ pub(super) fn read_back(c: &mut Ctx) -> Result<u64, ProbeError> {
                 what: "the file ends before the blocks written".into(),
             });
         }
-        if let Err(bad) = v.check(&buf.as_slice()[..len], off) {
-            for l in &bad.lines {
-                eprintln!("{l}");
+        // One request per interval, as fio's read-back reads each written block (with
+        // the default interval, the block size): a bad block names itself.
+        for (i, blk) in buf.as_slice()[..len].chunks(iv as usize).enumerate() {
+            if let Err(bad) = v.check(blk, off + i as u64 * iv) {
+                for l in &bad.lines {
+                    eprintln!("{l}");
+                }
+                return Err(bad.error);
             }
-            return Err(bad.error);
         }
         checked += len as u64;
         u += n;
