@@ -23,11 +23,21 @@ fn probe(args: &[String]) -> Output {
 }
 
 fn fio(args: &[String]) -> Output {
+    // fio's boolean options take =1 on its command line; ours are bare flags there.
+    let args = args.iter().map(|a| {
+        if a == "--log_offset" {
+            "--log_offset=1".into()
+        } else {
+            a.clone()
+        }
+    });
     Command::new("/usr/bin/fio").args(args).output().unwrap()
 }
 
 fn ready() -> bool {
-    can_use_loop_devices() && have_tool("/usr/bin/fio", "fio") && have_tool("mkfs.ext4", "e2fsprogs")
+    can_use_loop_devices()
+        && have_tool("/usr/bin/fio", "fio")
+        && have_tool("mkfs.ext4", "e2fsprogs")
 }
 
 /// Zeroes 8 bytes of `path` at `offset` (dd conv=notrunc, as a user would): the same
@@ -103,7 +113,11 @@ fn every_verify_mode_passes_its_own_writes_and_a_corrupted_block_fails_as_in_fio
         ("pattern", "io_uring"),
     ] {
         let eng = format!("--ioengine={engine}");
-        let depth = if engine == "io_uring" { "--iodepth=8" } else { "--iodepth=1" };
+        let depth = if engine == "io_uring" {
+            "--iodepth=8"
+        } else {
+            "--iodepth=1"
+        };
         let ours = file(&mnt, &format!("ours-{mode}.dat"));
         let theirs = file(&mnt, &format!("fio-{mode}.dat"));
         // The write phase and the read-back after it (do_verify=1, fio's default).
@@ -125,7 +139,10 @@ fn every_verify_mode_passes_its_own_writes_and_a_corrupted_block_fails_as_in_fio
                 corrupt(p, 12288 + 16);
             }
         }
-        let only = ["--verify_only".to_string(), "--output-format=json".to_string()];
+        let only = [
+            "--verify_only".to_string(),
+            "--output-format=json".to_string(),
+        ];
         let mut a = job(&ours, mode, &[&eng, depth]);
         a.extend(only.iter().cloned());
         let o = probe(&a);
@@ -135,8 +152,14 @@ fn every_verify_mode_passes_its_own_writes_and_a_corrupted_block_fails_as_in_fio
         assert_eq!(o.status.code(), Some(1), "{mode}: {}", text(&o.stderr));
         assert_eq!(f.status.code(), Some(1), "fio {mode}: {}", text(&f.stderr));
         let bad = if mode == "meta" { 12288 } else { 8192 };
-        let (ol, fl) = (failure_line(&text(&o.stderr)), failure_line(&text(&f.stderr)));
-        assert!(ol.contains(&format!("offset {bad}, length 4096")), "{mode}: {ol}");
+        let (ol, fl) = (
+            failure_line(&text(&o.stderr)),
+            failure_line(&text(&f.stderr)),
+        );
+        assert!(
+            ol.contains(&format!("offset {bad}, length 4096")),
+            "{mode}: {ol}"
+        );
         // fio's verify_only of the meta header says "bad header offset"/"bad magic" as we
         // do; the checksum modes print the same line but for the file's name.
         let theirs_s = theirs.display().to_string();
@@ -145,12 +168,23 @@ fn every_verify_mode_passes_its_own_writes_and_a_corrupted_block_fails_as_in_fio
         // bytes ("length 4022250974"); up to the offset the lines are the same.
         let upto = |l: &str| l[..l.find(", length").unwrap()].to_string();
         if mode == "pattern" {
-            assert_eq!(upto(&ol), upto(&fl.replace(&theirs_s, &ours_s)), "{mode}: as fio's");
+            assert_eq!(
+                upto(&ol),
+                upto(&fl.replace(&theirs_s, &ours_s)),
+                "{mode}: as fio's"
+            );
         } else {
-            assert_eq!(ol, fl.replace(&theirs_s, &ours_s), "{mode}: the same line as fio's");
+            assert_eq!(
+                ol,
+                fl.replace(&theirs_s, &ours_s),
+                "{mode}: the same line as fio's"
+            );
         }
         let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(json["jobs"][0]["error"], 84, "{mode}: EILSEQ, as fio's JSON");
+        assert_eq!(
+            json["jobs"][0]["error"], 84,
+            "{mode}: EILSEQ, as fio's JSON"
+        );
         if mode == "crc32c" {
             // A read-only job with verify checks what it reads (fio: !td_rw).
             let mut r = job(&ours, mode, &[]);
@@ -201,7 +235,7 @@ fn log_job(file: &Path, prefix: &Path, extra: &[&str]) -> Vec<String> {
         format!("--write_lat_log={p}"),
         format!("--write_bw_log={p}"),
         format!("--write_iops_log={p}"),
-        "--log_offset=1".into(),
+        "--log_offset".into(),
         "--output-format=json".into(),
     ]
     .to_vec();
@@ -231,21 +265,45 @@ fn logs_have_fios_names_columns_and_averaged_rows() {
     assert_eq!(names(&lo), names(&lf), "fio's file names");
     assert_eq!(
         names(&lo),
-        ["bw.1.log", "clat.1.log", "iops.1.log", "lat.1.log", "slat.1.log"]
+        [
+            "bw.1.log",
+            "clat.1.log",
+            "iops.1.log",
+            "lat.1.log",
+            "slat.1.log"
+        ]
     );
     let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let ios = |d: &str| json["jobs"][0][d]["total_ios"].as_u64().unwrap();
     for ((name, rows), (_, frows)) in lo.iter().zip(&lf) {
         if name.starts_with("slat") {
-            assert!(rows.is_empty() && frows.is_empty(), "psync has no slat, in fio either");
+            assert!(
+                rows.is_empty() && frows.is_empty(),
+                "psync has no slat, in fio either"
+            );
             continue;
         }
-        assert_eq!(rows.len() as u64, ios("read") + ios("write"), "{name}: a line per I/O");
-        assert!(rows.iter().all(|r| r.len() == 6), "{name}: time, value, dir, bs, offset, prio");
-        assert!(frows.iter().all(|r| r.len() == 6), "fio's {name} has 6 columns too");
-        assert!(rows.iter().all(|r| r[2] <= 1 && r[3] == 4096 && r[4] % 4096 == 0 && r[5] == 0));
+        assert_eq!(
+            rows.len() as u64,
+            ios("read") + ios("write"),
+            "{name}: a line per I/O"
+        );
+        assert!(
+            rows.iter().all(|r| r.len() == 6),
+            "{name}: time, value, dir, bs, offset, prio"
+        );
+        assert!(
+            frows.iter().all(|r| r.len() == 6),
+            "fio's {name} has 6 columns too"
+        );
+        assert!(rows
+            .iter()
+            .all(|r| r[2] <= 1 && r[3] == 4096 && r[4] % 4096 == 0 && r[5] == 0));
         assert!(rows.iter().any(|r| r[2] == 0) && rows.iter().any(|r| r[2] == 1));
-        assert!(rows.last().unwrap()[0] <= 2100, "{name}: ms since the start");
+        assert!(
+            rows.last().unwrap()[0] <= 2100,
+            "{name}: ms since the start"
+        );
         if name.starts_with("iops") {
             assert!(rows.iter().all(|r| r[1] == 1), "iops: 1 per I/O, as fio");
         }
@@ -267,30 +325,89 @@ fn logs_have_fios_names_columns_and_averaged_rows() {
         }
         // 2 s / 250 ms = 8 windows, 2 directions; fio's windows are its own (one more or
         // less at the ends).
-        assert!((14..=18).contains(&rows.len()), "{name}: {} rows", rows.len());
-        assert!((14..=18).contains(&frows.len()), "fio's {name}: {} rows", frows.len());
-        assert!(rows.iter().all(|r| r[3] == 0 && r[4] == 0), "{name}: bs and offset 0, as fio");
+        assert!(
+            (14..=18).contains(&rows.len()),
+            "{name}: {} rows",
+            rows.len()
+        );
+        assert!(
+            (14..=18).contains(&frows.len()),
+            "fio's {name}: {} rows",
+            frows.len()
+        );
+        assert!(
+            rows.iter().all(|r| r[3] == 0 && r[4] == 0),
+            "{name}: bs and offset 0, as fio"
+        );
         for (d, dir) in [(0, "read"), (1, "write")] {
-            let vals: Vec<f64> = rows.iter().filter(|r| r[2] == d).map(|r| r[1] as f64).collect();
-            let mean = vals.iter().sum::<f64>() / vals.len() as f64;
             let j = &json["jobs"][0][dir];
-            let want = match &name[..name.find('.').unwrap()] {
-                "iops" => j["iops"].as_f64().unwrap(),
-                "bw" => j["bw"].as_f64().unwrap(),
-                "clat" => j["clat_ns"]["mean"].as_f64().unwrap(),
-                "lat" => j["lat_ns"]["mean"].as_f64().unwrap(),
-                other => panic!("{other}"),
+            let rows_d: Vec<&Vec<u64>> = rows.iter().filter(|r| r[2] == d).collect();
+            // Each window's I/Os, from the iops log: iops * span (250 ms, the last one
+            // shorter: it ends at the last completion).
+            let iops_rows: Vec<&Vec<u64>> = lo
+                .iter()
+                .find(|x| x.0.starts_with("iops"))
+                .unwrap()
+                .1
+                .iter()
+                .filter(|r| r[2] == d)
+                .collect();
+            assert_eq!(
+                rows_d.len(),
+                iops_rows.len(),
+                "{name}: the same windows as iops"
+            );
+            let mut prev = 0;
+            let spans: Vec<f64> = iops_rows
+                .iter()
+                .map(|r| {
+                    let s = (r[0] - prev).max(1) as f64;
+                    prev = r[0];
+                    s
+                })
+                .collect();
+            let n: Vec<f64> = iops_rows
+                .iter()
+                .zip(&spans)
+                .map(|(r, s)| r[1] as f64 * s / 1000.0)
+                .collect();
+            let sum = |v: &[f64]| v.iter().sum::<f64>();
+            let (got, want) = match &name[..name.find('.').unwrap()] {
+                "iops" => (sum(&n), j["total_ios"].as_f64().unwrap()),
+                "bw" => (
+                    sum(&rows_d
+                        .iter()
+                        .zip(&spans)
+                        .map(|(r, s)| r[1] as f64 * 1024.0 * s / 1000.0)
+                        .collect::<Vec<_>>()),
+                    j["io_bytes"].as_f64().unwrap(),
+                ),
+                k => {
+                    let w: Vec<f64> = rows_d
+                        .iter()
+                        .zip(&n)
+                        .map(|(r, n)| r[1] as f64 * n)
+                        .collect();
+                    (
+                        sum(&w) / sum(&n),
+                        j[format!("{k}_ns")]["mean"].as_f64().unwrap(),
+                    )
+                }
             };
             assert!(
-                (mean / want - 1.0).abs() < 0.25,
-                "{name} {dir}: mean of the rows {mean:.0}, the JSON's {want:.0}"
+                (got / want - 1.0).abs() < 0.03,
+                "{name} {dir}: the rows give {got:.0}, the JSON {want:.0}"
             );
         }
     }
 
     // per_job_logs=0: one file for all jobs, without the job number.
     let shared = logdir.path().join("shared");
-    let o = probe(&log_job(&data, &shared, &["--numjobs=2", "--per_job_logs=0", "--runtime=1"]));
+    let o = probe(&log_job(
+        &data,
+        &shared,
+        &["--numjobs=2", "--per_job_logs=0"],
+    ));
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(
         names(&logs(&shared)),
@@ -301,9 +418,15 @@ fn logs_have_fios_names_columns_and_averaged_rows() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|j| j["read"]["total_ios"].as_u64().unwrap() + j["write"]["total_ios"].as_u64().unwrap())
+        .map(|j| {
+            j["read"]["total_ios"].as_u64().unwrap() + j["write"]["total_ios"].as_u64().unwrap()
+        })
         .sum();
-    let clat = logs(&shared).into_iter().find(|x| x.0 == "clat.log").unwrap().1;
+    let clat = logs(&shared)
+        .into_iter()
+        .find(|x| x.0 == "clat.log")
+        .unwrap()
+        .1;
     assert_eq!(clat.len() as u64, all, "both jobs' lines, whole");
 }
 
@@ -325,7 +448,7 @@ fn log_offset_without_a_log_runs_as_in_fio() {
             format!("--filename={}", f.display()),
             "--size=1m".into(),
             "--direct=0".into(),
-            "--log_offset=1".into(),
+            "--log_offset".into(),
         ],
         vec![job.display().to_string()],
     ] {
@@ -333,6 +456,9 @@ fn log_offset_without_a_log_runs_as_in_fio() {
         let e = text(&o.stderr);
         assert!(o.status.success(), "{e}");
         assert!(!e.contains("required arguments"), "{e}");
-        assert!(e.contains("log_offset changes nothing without write_lat_log"), "{e}");
+        assert!(
+            e.contains("log_offset changes nothing without write_lat_log"),
+            "{e}"
+        );
     }
 }

@@ -334,7 +334,9 @@ impl JobVerify {
         let stored = &blk[HDR_BYTES..hdr];
         let found: Vec<u8> = match kind {
             // meta with verify_pattern: the data after the header is the pattern.
-            VerifyKind::Meta | VerifyKind::Pattern => return self.check_pattern(blk, hdr, &tail, bad),
+            VerifyKind::Meta | VerifyKind::Pattern => {
+                return self.check_pattern(blk, hdr, &tail, bad)
+            }
             VerifyKind::Crc32c => CRC32C.checksum(data).to_le_bytes().to_vec(),
             VerifyKind::Crc64 => CRC64.checksum(data).to_le_bytes().to_vec(),
             VerifyKind::Md5 => md5::Md5::digest(data).to_vec(),
