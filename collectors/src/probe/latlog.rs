@@ -239,9 +239,8 @@ impl LatLog {
     pub(crate) fn set_start(&mut self, start_ns: u64, meas_ns: u64) {
         self.start_ns = start_ns;
         self.meas_ns = meas_ns;
-        if self.avg_ns > 0 {
-            let since = meas_ns.saturating_sub(start_ns);
-            self.win_end_ns = start_ns + (since / self.avg_ns + 1) * self.avg_ns;
+        if let Some(k) = meas_ns.saturating_sub(start_ns).checked_div(self.avg_ns) {
+            self.win_end_ns = start_ns + (k + 1) * self.avg_ns;
         }
     }
 

@@ -107,7 +107,7 @@ fn parse_pattern(s: &str) -> anyhow::Result<Vec<u8>> {
     }
     for q in ['"', '\''] {
         if t.len() >= 3 && t.starts_with(q) && t.ends_with(q) {
-            return Ok(t[1..t.len() - 1].as_bytes().to_vec());
+            return Ok(t.as_bytes()[1..t.len() - 1].to_vec());
         }
     }
     Err(bad())
