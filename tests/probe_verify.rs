@@ -23,14 +23,6 @@ fn probe(args: &[String]) -> Output {
 }
 
 fn fio(args: &[String]) -> Output {
-    // fio's boolean options take =1 on its command line; ours are bare flags there.
-    let args = args.iter().map(|a| {
-        if a == "--log_offset" {
-            "--log_offset=1".into()
-        } else {
-            a.clone()
-        }
-    });
     Command::new("/usr/bin/fio").args(args).output().unwrap()
 }
 
@@ -235,7 +227,7 @@ fn log_job(file: &Path, prefix: &Path, extra: &[&str]) -> Vec<String> {
         format!("--write_lat_log={p}"),
         format!("--write_bw_log={p}"),
         format!("--write_iops_log={p}"),
-        "--log_offset".into(),
+        "--log_offset=1".into(),
         "--output-format=json".into(),
     ]
     .to_vec();
@@ -448,7 +440,7 @@ fn log_offset_without_a_log_runs_as_in_fio() {
             format!("--filename={}", f.display()),
             "--size=1m".into(),
             "--direct=0".into(),
-            "--log_offset".into(),
+            "--log_offset=1".into(),
         ],
         vec![job.display().to_string()],
     ] {

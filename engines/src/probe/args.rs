@@ -158,8 +158,8 @@ pub struct ProbeArgs {
     /// bs, prio"; time 0 is the probe's start (the `probe_start` event in a recording).
     #[arg(long, alias = "write_lat_log", value_name = "PREFIX")]
     pub write_lat_log: Option<PathBuf>,
-    /// fio's --log_offset: the logs also have each I/O's offset (before prio).
-    #[arg(long, alias = "log_offset")]
+    /// fio's --log_offset (or =1, =0): the logs also have each I/O's offset (before prio).
+    #[arg(long, alias = "log_offset", value_name = "0|1", num_args = 0..=1, default_missing_value = "1", default_value = "0", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
     pub log_offset: bool,
     // P3: verify and logs
     #[command(flatten)]

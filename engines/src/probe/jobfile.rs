@@ -174,8 +174,14 @@ pub(super) fn load_placed(path: &Path) -> anyhow::Result<(ProbeArgs, Vec<(String
                 Some(v) => Some(format!("--{}={v}", k.long)),
                 // fio's bare `direct` is direct=1 (P3: do_verify, log_max_value and
                 // per_job_logs too); other options need a value.
-                None if ["direct", "do-verify", "log-max-value", "per-job-logs"]
-                    .contains(&k.long.as_str()) =>
+                None if [
+                    "direct",
+                    "do-verify",
+                    "log-max-value",
+                    "per-job-logs",
+                    "log-offset",
+                ]
+                .contains(&k.long.as_str()) =>
                 {
                     Some(format!("--{}=1", k.long))
                 }
