@@ -16,7 +16,8 @@
 //! 40 checksum: crc32c 4 bytes, crc64 8 (fio's: the Jones polynomial, CRC-64/REDIS),
 //!    md5 16, sha256 32 in a 64-byte field; meta has none
 //! ```
-//! The rest of the interval is random bytes (SplitMix64 from `rand_seed`), or
+//! The rest of the interval is random bytes (a copy from a per-job 1 MiB SplitMix64 pool,
+//! starting where `rand_seed` says), or
 //! `verify_pattern` repeated from the interval's start (the header overwrites its first
 //! bytes, as in fio). A block is good when its magic, length, offset and header crc are
 //! right and its checksum matches (meta with `verify_pattern`: every byte after the
@@ -168,7 +169,13 @@ pub(crate) struct JobVerify {
     path: PathBuf,
     /// Reads are checked as they complete (a read-only job; fio: `!td_rw`).
     check_reads: bool,
+    /// Random bytes made once; each block's data is a copy from a seed-chosen place in it
+    /// (a `memcpy` per block instead of a generator call per 8 bytes).
+    pool: Vec<u8>,
 }
+
+/// Bytes of the random pool the data is copied from.
+const POOL_BYTES: usize = 1 << 20;
 
 impl JobVerify {
     /// `interval`: the resolved interval (bytes); `size`: the job's region.
@@ -192,6 +199,15 @@ impl JobVerify {
             written: vec![0; units.div_ceil(64) as usize],
             path: path.to_path_buf(),
             check_reads,
+            pool: if spec.pattern.is_empty() {
+                let mut r = SplitMix64::new(seed ^ 0xDA7A);
+                let n = POOL_BYTES + interval as usize;
+                (0..n.div_ceil(8))
+                    .flat_map(|_| r.next_u64().to_le_bytes())
+                    .collect()
+            } else {
+                vec![]
+            },
         }
     }
 
@@ -223,11 +239,8 @@ impl JobVerify {
         for (i, blk) in buf.chunks_mut(iv).enumerate() {
             let seed = self.seed.next_u64();
             if self.spec.pattern.is_empty() {
-                let mut r = SplitMix64::new(seed);
-                for w in blk.chunks_mut(8) {
-                    let x = r.next_u64().to_le_bytes();
-                    w.copy_from_slice(&x[..w.len()]);
-                }
+                let at = (seed % POOL_BYTES as u64) as usize & !7;
+                blk.copy_from_slice(&self.pool[at..at + blk.len()]);
             } else {
                 let p = &self.spec.pattern;
                 for (j, b) in blk.iter_mut().enumerate() {
