@@ -234,7 +234,7 @@ fn a_bad_job_file_is_one_line_and_exit_2_with_nothing_written() {
     std::fs::write(
         &job,
         format!(
-            "[global]\nfilename={}\nsize=4m\n\n[j]\nrw=randwrite\nverify=md5\n",
+            "[global]\nfilename={}\nsize=4m\n\n[j]\nrw=randwrite\nverify_backlog=16\n",
             target.display()
         ),
     )
@@ -245,7 +245,8 @@ fn a_bad_job_file_is_one_line_and_exit_2_with_nothing_written() {
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
-        lines[0].contains(&format!("{}:7:", job.display())) && lines[0].contains("'verify'"),
+        lines[0].contains(&format!("{}:7:", job.display()))
+            && lines[0].contains("'verify_backlog'"),
         "{err}"
     );
     assert!(!target.exists(), "nothing written");

@@ -174,7 +174,16 @@ const ROWS: &[Row] = rows![
     2, "a value is required", ["probe", "--filename", "{T}/p.dat", "--size", "1M", "--write-lat-log", ""];
     2, "--write-lat-log /proc/x", ["probe", "--filename", "{T}/p.dat", "--size", "1M", "--write-lat-log", "/proc/x"];
     2, "got '{D}/'", ["probe", "--filename", "{T}/p.dat", "--size", "1M", "--write-lat-log", "{D}/"];
-    2, "--write-lat-log <PREFIX>", ["probe", "--filename", "{T}/p.dat", "--size", "1M", "--log-offset"];
+    // P3: log_offset alone runs as in fio (tests/probe_verify.rs); its value is checked.
+    2, "invalid value 'x'", ["probe", "--filename", "{T}/p.dat", "--size", "1M", "--log-offset=x"];
+    2, "--verify=crc7: diskpulse runs md5", ["probe", "--filename", "{T}/p.dat", "--size", "1M", "--verify", "crc7"];
+    2, "--verify_pattern takes 0x", ["probe", "--filename", "{T}/p.dat", "--size", "1M", "--verify-pattern", "0xzz"];
+    2, "--verify=pattern needs --verify_pattern", ["probe", "--filename", "{T}/p.dat", "--size", "1M", "--verify", "pattern"];
+    2, "--verify_only needs --verify", ["probe", "--filename", "{T}/p.dat", "--size", "1M", "--verify-only"];
+    2, "--verify_interval 100", ["probe", "--filename", "{T}/p.dat", "--size", "1M", "--verify", "md5", "--verify-interval", "100"];
+    2, "--do_verify takes 0 or 1", ["probe", "--filename", "{T}/p.dat", "--size", "1M", "--verify", "md5", "--do-verify=2"];
+    2, "does not exist", ["probe", "--filename", "{T}/p.dat", "--size", "1M", "--write-bw-log", "{T}/no/x"];
+    2, "--write-iops-log /proc/x", ["probe", "--filename", "{T}/p.dat", "--size", "1M", "--write-iops-log", "/proc/x"];
     // check
     2, "required arguments were not provided", ["check"];
     2, "neither an existing path nor a block device", ["check", "{T}/nope"];

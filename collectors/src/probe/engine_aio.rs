@@ -23,7 +23,7 @@
 use std::sync::atomic::Ordering;
 
 use super::stats::READ;
-use super::{pace, Ctx, ProbeError, SyncKind};
+use super::{pace, verify, Ctx, ProbeError, SyncKind};
 use crate::clock::monotonic_ns;
 use crate::directio::AlignedBuf;
 
@@ -236,6 +236,11 @@ pub(super) fn run(c: &mut Ctx, a: &mut Aio) -> Result<(), ProbeError> {
                 issue: 0,
                 sync_after: op.sync_after,
             };
+            if op.dir != READ {
+                // SAFETY: slot si's buffer (max_bs >= len bytes) is free until this iocb.
+                let b = unsafe { std::slice::from_raw_parts_mut(buf_ptrs[si], op.len as usize) };
+                verify::before_write(&mut c.verify, b, op.offset);
+            }
             iocbs[si] = Iocb {
                 aio_data: si as u64,
                 aio_lio_opcode: if op.dir == READ {
@@ -358,13 +363,17 @@ pub(super) fn run(c: &mut Ctx, a: &mut Aio) -> Result<(), ProbeError> {
                 true,
             );
             if let Some(l) = c.lat_log.as_mut() {
-                l.io(
-                    t_done,
-                    t_done.saturating_sub(s.issue),
-                    s.dir,
-                    s.len,
-                    s.offset,
-                );
+                l.io(s.dir, s.len, s.offset, s.start, s.issue, t_done, true);
+            }
+            if s.dir == READ && err.is_none() {
+                // SAFETY: the kernel is done with slot si's buffer (its event is here).
+                let b = unsafe { std::slice::from_raw_parts(buf_ptrs[si], ev.res as usize) };
+                if let Err(e) = verify::after_read(&c.verify, b, s.offset) {
+                    err = Some(e);
+                    c.stop.store(true, Ordering::SeqCst);
+                    issuing = false;
+                    continue;
+                }
             }
             c.completed_one(s.dir, ev.res as u64);
             if s.sync_after && err.is_none() {

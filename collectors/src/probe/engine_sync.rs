@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 
 use super::stats::READ;
-use super::{pace, Ctx, ProbeError, SyncKind};
+use super::{pace, verify, Ctx, ProbeError, SyncKind};
 use crate::clock::monotonic_ns;
 use crate::directio::AlignedBuf;
 
@@ -52,6 +52,11 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
             return Ok(());
         };
         c.issued_one();
+        if op.dir != READ {
+            // SAFETY: ptr is valid for max_bs >= op.len bytes; nothing else uses buf now.
+            let b = unsafe { std::slice::from_raw_parts_mut(ptr, op.len as usize) };
+            verify::before_write(&mut c.verify, b, op.offset);
+        }
         let t0 = monotonic_ns();
         let intended = due.unwrap_or(t0);
         // SAFETY: ptr is valid for max_bs >= op.len bytes for the life of buf; fd is open.
@@ -83,7 +88,12 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
             .stats
             .record_io(op.dir, op.len, r as u64, intended, t0, t0, t1, false);
         if let Some(l) = c.lat_log.as_mut() {
-            l.io(t1, t1 - t0, op.dir, op.len, op.offset);
+            l.io(op.dir, op.len, op.offset, t0, t0, t1, false);
+        }
+        if op.dir == READ {
+            // SAFETY: the read filled r <= op.len bytes of buf.
+            let b = unsafe { std::slice::from_raw_parts(ptr, r as usize) };
+            verify::after_read(&c.verify, b, op.offset)?;
         }
         c.win.last_done_ns = t1;
         now = t1;

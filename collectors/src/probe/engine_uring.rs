@@ -38,7 +38,7 @@ use std::sync::atomic::Ordering;
 use io_uring::{opcode, types, IoUring};
 
 use super::stats::READ;
-use super::{pace, Ctx, ProbeError, SyncKind};
+use super::{pace, verify, Ctx, ProbeError, SyncKind};
 use crate::clock::monotonic_ns;
 use crate::directio::AlignedBuf;
 
@@ -257,6 +257,11 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
             };
             let p = buf_ptrs[si];
             let len = op.len as u32;
+            if op.dir != READ {
+                // SAFETY: slot si's buffer (max_bs >= len bytes) is free until this SQE.
+                let b = unsafe { std::slice::from_raw_parts_mut(p, op.len as usize) };
+                verify::before_write(&mut c.verify, b, op.offset);
+            }
             let sqe = match (op.dir == READ, fixed_bufs) {
                 (true, true) => opcode::ReadFixed::new(file, p, len, si as u16)
                     .offset(op.offset)
@@ -410,13 +415,18 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
                 s.dir, s.len, res as u64, s.intended, s.start, s.issue, t_done, true,
             );
             if let Some(l) = c.lat_log.as_mut() {
-                l.io(
-                    t_done,
-                    t_done.saturating_sub(s.issue),
-                    s.dir,
-                    s.len,
-                    s.offset,
-                );
+                l.io(s.dir, s.len, s.offset, s.start, s.issue, t_done, true);
+            }
+            if s.dir == READ && err.is_none() {
+                // SAFETY: the kernel is done with slot si's buffer (its CQE is here).
+                let b = unsafe { std::slice::from_raw_parts(buf_ptrs[si], res as usize) };
+                if let Err(e) = verify::after_read(&c.verify, b, s.offset) {
+                    err = Some(e);
+                    c.stop.store(true, Ordering::SeqCst);
+                    issuing = false;
+                    pending_syncs = 0;
+                    continue;
+                }
             }
             c.completed_one(s.dir, res as u64);
             if s.sync_after && err.is_none() {

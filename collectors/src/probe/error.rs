@@ -54,6 +54,16 @@ pub enum ProbeError {
         source: std::io::Error,
         hint: &'static str,
     },
+
+    // P3: verify
+    /// A block read back is not what was written (fio's EILSEQ, 84 in the JSON).
+    #[error("{path}: verify failed at offset {offset}, length {len}: {what} (fio's error 84, EILSEQ: the data read back is not what the job wrote; the lines above say how)")]
+    Verify {
+        path: PathBuf,
+        offset: u64,
+        len: u64,
+        what: String,
+    },
 }
 
 impl ProbeError {

@@ -24,6 +24,7 @@ pub mod rng;
 pub mod spec;
 pub mod stats;
 pub mod target;
+pub mod verify;
 pub mod workload;
 
 mod engine_aio;
@@ -127,6 +128,9 @@ pub struct JobResult {
     /// With a rate: scheduled I/Os that were not issued by the end (behind schedule).
     pub rate_missed: u64,
     pub error: Option<ProbeError>,
+    // P3: verify
+    /// Bytes read back and checked after the write phase (verify), not in `totals`.
+    pub verified_bytes: u64,
 }
 
 /// The probe's results; present even when a job failed (what was measured is kept).
@@ -203,6 +207,7 @@ enum Msg {
         usage: Usage,
         rate_missed: u64,
         error: Option<ProbeError>,
+        verified_bytes: u64,
     },
 }
 
@@ -268,7 +273,7 @@ impl WindowCursor {
         }
     }
 
-    fn finish(mut self, rate_missed: u64, error: Option<ProbeError>) {
+    fn finish(mut self, rate_missed: u64, error: Option<ProbeError>, verified_bytes: u64) {
         let end = Usage::thread();
         let usage = end.since(&self.usage_at_meas.unwrap_or(end));
         let stats = std::mem::take(&mut self.stats);
@@ -285,6 +290,7 @@ impl WindowCursor {
             usage,
             rate_missed,
             error,
+            verified_bytes,
         });
     }
 }
@@ -307,6 +313,9 @@ pub(crate) struct Ctx<'a> {
     // P2a: engines and timing
     pub(crate) timing: spec::Timing,
     pub(crate) tstate: timing::TimingState,
+    // P3: verify
+    /// fio's `verify`: fills writes, checks reads, remembers what was written.
+    pub(crate) verify: Option<verify::JobVerify>,
 }
 
 impl Ctx<'_> {
@@ -366,10 +375,10 @@ pub fn run(
     let mut lat_logs = Vec::with_capacity(n);
     for job in 0..n {
         files.push(target.open(target.open_flags(writes, spec.direct, spec.sync), job == 0)?);
-        lat_logs.push(match &spec.lat_log {
-            Some(prefix) => Some(latlog::LatLog::create(prefix, job as u32, spec.log_offset)?),
-            None => None,
-        });
+        lat_logs.push(latlog::LatLog::create(
+            &latlog::LogSpec::of(spec),
+            job as u32,
+        )?);
     }
     let (tx, rx) = mpsc::sync_channel::<Msg>(4096);
     let setup = Arc::new(Barrier::new(n + 1));
@@ -457,6 +466,7 @@ pub fn run(
                                     op: "io_setup (libaio)".into(),
                                     source: e,
                                 }),
+                                0,
                             );
                             return;
                         }
@@ -472,6 +482,7 @@ pub fn run(
                                     op: "setting up io_uring".into(),
                                     source: e,
                                 }),
+                                0,
                             );
                             return;
                         }
@@ -496,20 +507,48 @@ pub fn run(
                         lat_log,
                         timing: spec.timing.clone(),
                         tstate: timing::TimingState::new(start),
+                        verify: spec.verify.as_ref().map(|v| {
+                            let iv = if v.interval > 0 {
+                                v.interval
+                            } else {
+                                spec.bs[WRITE]
+                            };
+                            let p = &target.path;
+                            verify::JobVerify::new(v, iv, target.size, job as u32, seed, p, !writes)
+                        }),
                     };
+                    let only = spec.verify.as_ref().is_some_and(|v| v.only);
                     let r = match (ring.as_mut(), aio.as_mut()) {
+                        _ if only => {
+                            verify::mark_only(&mut c, spec.time_based, target.size);
+                            Ok(())
+                        }
                         (Some(ring), _) => engine_uring::run(&mut c, ring),
                         (None, Some(a)) => engine_aio::run(&mut c, a),
                         (None, None) => engine_sync::run(&mut c),
                     };
                     if r.is_err() {
                         stop.store(true, Ordering::SeqCst);
-                    } else {
+                    } else if !only {
                         c.hold_to_end();
                     }
                     let missed = c.missed();
-                    let logged = c.lat_log.take().map(|l| l.finish()).unwrap_or(Ok(()));
-                    c.win.finish(missed, r.err().or(logged.err()));
+                    let logged = c
+                        .lat_log
+                        .take()
+                        .map(|l| l.finish(c.win.last_done_ns))
+                        .unwrap_or(Ok(()));
+                    // fio's do_verify: after the write phase, read back what was written.
+                    let verified = match (&r, &spec.verify) {
+                        (Ok(()), Some(v)) if writes && v.do_verify => verify::read_back(&mut c),
+                        _ => Ok(0),
+                    };
+                    let (verified, verify_err) = match verified {
+                        Ok(b) => (b, None),
+                        Err(e) => (0, Some(e)),
+                    };
+                    c.win
+                        .finish(missed, r.err().or(verify_err).or(logged.err()), verified);
                 })
                 .expect("spawn probe job thread");
             handles.push(h);
@@ -574,6 +613,7 @@ fn aggregate(
             usage: Usage::default(),
             rate_missed: 0,
             error: None,
+            verified_bytes: 0,
         })
         .collect();
     let mut done_upto = vec![first - 1; n];
@@ -676,6 +716,7 @@ fn aggregate(
                 usage,
                 rate_missed,
                 error,
+                verified_bytes,
             } => {
                 let j = job as usize;
                 done[j] = true;
@@ -685,6 +726,7 @@ fn aggregate(
                 jobs[j].usage = usage;
                 jobs[j].rate_missed = rate_missed;
                 jobs[j].error = error;
+                jobs[j].verified_bytes = verified_bytes;
             }
         }
         if done.iter().all(|d| *d) {

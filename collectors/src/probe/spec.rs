@@ -129,6 +129,18 @@ pub struct ProbeSpec {
     pub log_offset: bool,
     // P2a: engines and timing
     pub timing: Timing,
+    // P3: verify and logs
+    /// fio's `verify=` (with its options); None: no verify.
+    pub verify: Option<super::verify::VerifySpec>,
+    /// fio's `write_bw_log` / `write_iops_log` prefixes (see `latlog`).
+    pub bw_log: Option<std::path::PathBuf>,
+    pub iops_log: Option<std::path::PathBuf>,
+    /// fio's `log_avg_msec`: 0 = one line per I/O.
+    pub log_avg_ms: u64,
+    /// fio's `log_max_value`: averaged lat logs hold the window's largest value.
+    pub log_max_value: bool,
+    /// fio's `per_job_logs` (default 1): one file per job (`.N`), else one for all.
+    pub per_job_logs: bool,
 }
 
 /// P2a: how an async engine submits and reaps, think time, minimum rates, fill_device

@@ -2,7 +2,7 @@
 //! [`Resolved`] job (explicit flag > preset > default), validated before anything is
 //! written.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
@@ -158,12 +158,15 @@ pub struct ProbeArgs {
     /// bs, prio"; time 0 is the probe's start (the `probe_start` event in a recording).
     #[arg(long, alias = "write_lat_log", value_name = "PREFIX")]
     pub write_lat_log: Option<PathBuf>,
-    /// fio's --log_offset: the latency log also has each I/O's offset (before prio).
-    #[arg(long, alias = "log_offset", requires = "write_lat_log")]
+    /// fio's --log_offset (or =1, =0): the logs also have each I/O's offset (before prio).
+    #[arg(long, alias = "log_offset", value_name = "0|1", num_args = 0..=1, default_missing_value = "1", default_value = "0", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
     pub log_offset: bool,
     // P2a: engines and timing
     #[command(flatten)]
     pub timing: super::timing::TimingArgs,
+    // P3: verify and logs
+    #[command(flatten)]
+    pub vl: super::verifylog::VerifyLogArgs,
 }
 
 /// A preset's values: each applies where the flag was not given.
@@ -549,32 +552,16 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         }
     }
     if let Some(prefix) = &a.write_lat_log {
-        let dir = match prefix.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if prefix.file_name().is_none() || prefix.as_os_str().to_string_lossy().ends_with('/') {
-            return Err(usage!(
-                "--write-lat-log takes a file name prefix like /tmp/run/probe (files PREFIX_clat.1.log, ...); got '{}'",
-                prefix.display()
-            ));
-        }
-        if !dir.is_dir() {
-            return Err(usage!(
-                "--write-lat-log {}: the directory {} does not exist; create it or pass another prefix",
-                prefix.display(),
-                dir.display()
-            ));
-        }
-        // Found only after the file was laid out (exit 1) before.
-        if let Some(fs) = collectors::probe::target::pseudo_fs_name(dir) {
-            return Err(usage!(
-                "--write-lat-log {}: {} is on {fs}, a kernel pseudo file system; pass a prefix in a directory on a disk, like /tmp/run/probe",
-                prefix.display(),
-                dir.display()
-            ));
-        }
+        super::verifylog::check_prefix("write-lat-log", prefix)?;
     }
+    let vl = super::verifylog::resolve(
+        &a.vl,
+        rw,
+        bs,
+        a.write_lat_log.as_deref(),
+        a.log_offset,
+        &mut notes,
+    )?;
     let filename = a
         .filename
         .clone()
@@ -604,6 +591,13 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             timing: super::timing::resolve(&a.timing, rw, iodepth).and_then(|t| {
                 super::timing::check_min_vs_rate(&t, fio_rate.as_deref(), bs).map(|_| t)
             })?,
+            // P3: verify and logs
+            verify: vl.verify,
+            bw_log: vl.bw_log,
+            iops_log: vl.iops_log,
+            log_avg_ms: vl.log_avg_ms,
+            log_max_value: vl.log_max_value,
+            per_job_logs: vl.per_job_logs,
         },
         filename,
         size,

@@ -172,8 +172,19 @@ pub(super) fn load_placed(path: &Path) -> anyhow::Result<(ProbeArgs, Vec<(String
         } else {
             match &value {
                 Some(v) => Some(format!("--{}={v}", k.long)),
-                // fio's bare `direct` is direct=1; other options need a value.
-                None if k.long == "direct" => Some("--direct=1".into()),
+                // fio's bare `direct` is direct=1 (P3: do_verify, log_max_value and
+                // per_job_logs too); other options need a value.
+                None if [
+                    "direct",
+                    "do-verify",
+                    "log-max-value",
+                    "per-job-logs",
+                    "log-offset",
+                ]
+                .contains(&k.long.as_str()) =>
+                {
+                    Some(format!("--{}=1", k.long))
+                }
                 None => return Err(usage!("{at}: option '{key}' needs a value, like {key}=...")),
             }
         };
@@ -281,6 +292,8 @@ pub(super) fn overlay(file: ProbeArgs, cli: &ProbeArgs) -> ProbeArgs {
         log_offset: c.log_offset || file.log_offset,
         // P2a: engines and timing
         timing: file.timing.overlay(&c.timing),
+        // P3: verify and logs
+        vl: c.vl.overlay(file.vl),
     }
 }
 
@@ -404,6 +417,7 @@ pub(super) fn render(r: &Resolved) -> String {
     }
     // P2a: engines and timing
     super::timing::render(&sp.timing, &mut o);
+    super::verifylog::render(sp, &mut o);
     o
 }
 
@@ -466,8 +480,8 @@ mod tests {
 
     #[test]
     fn refusals_name_the_line() {
-        let e = err("[global]\nbs=4k\n[j]\nrw=read\nverify=crc32c\n");
-        assert!(e.contains(":5:") && e.contains("'verify'"), "{e}");
+        let e = err("[global]\nbs=4k\n[j]\nrw=read\nverify_backlog=16\n");
+        assert!(e.contains(":5:") && e.contains("'verify_backlog'"), "{e}");
         let e = err("[j]\nruntime=soon\n");
         assert!(e.contains(":2:") && e.contains("'soon'"), "{e}");
         let e = err("[a]\nrw=read\n[b]\nrw=write\n");

@@ -15,6 +15,7 @@ mod jobfile;
 mod output;
 mod summary;
 mod timing;
+mod verifylog;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

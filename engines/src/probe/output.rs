@@ -307,6 +307,7 @@ fn errno_of(e: &ProbeError) -> i64 {
         ProbeError::ReadOnly { .. } => libc::EROFS as i64,
         ProbeError::DirectIo { .. } | ProbeError::DirectOpen { .. } => libc::EINVAL as i64,
         ProbeError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO) as i64,
+        ProbeError::Verify { .. } => libc::EILSEQ as i64,
         _ => libc::EIO as i64,
     }
 }
@@ -380,6 +381,25 @@ fn job_options(r: &Resolved, info: &RunInfo) -> J {
             .into_iter()
             .map(|(k, x)| (k, s(x))),
     );
+    // P3: verify and logs, as fio's "job options" show them
+    if let Some(vf) = &sp.verify {
+        v.push(("verify", s(vf.kind.name())));
+        if vf.only {
+            v.push(("verify_only", s("1")));
+        }
+    }
+    for (k, p) in [
+        ("write_lat_log", &sp.lat_log),
+        ("write_bw_log", &sp.bw_log),
+        ("write_iops_log", &sp.iops_log),
+    ] {
+        if let Some(p) = p {
+            v.push((k, s(p.display().to_string())));
+        }
+    }
+    if sp.log_avg_ms > 0 {
+        v.push(("log_avg_msec", s(sp.log_avg_ms.to_string())));
+    }
     obj(v)
 }
 
@@ -394,7 +414,9 @@ pub(super) fn group_jobs(res: &mut ProbeResult) {
     let mut usage = collectors::probe::Usage::default();
     let mut samples: Vec<collectors::probe::JobSample> = vec![];
     let (mut runtime_ns, mut rate_missed, mut error) = (0, 0, None);
+    let mut verified = 0;
     for j in jobs {
+        verified += j.verified_bytes;
         totals.merge(&j.totals);
         usage.usr_ns += j.usage.usr_ns;
         usage.sys_ns += j.usage.sys_ns;
@@ -426,6 +448,7 @@ pub(super) fn group_jobs(res: &mut ProbeResult) {
         usage,
         rate_missed,
         error,
+        verified_bytes: verified,
     });
 }
 

@@ -193,6 +193,17 @@ pub fn human(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
             ));
         }
     }
+    // P3: verify
+    if let Some(v) = &sp.verify {
+        let b: u64 = res.jobs.iter().map(|j| j.verified_bytes).sum();
+        if b > 0 && res.error().is_none() {
+            o.push_str(&format!(
+                "  verify: {} read back and checked ({}), every block good (these reads are not in the figures above)\n",
+                super::output::fmt_size(b),
+                v.kind.name()
+            ));
+        }
+    }
     if !info.disks.is_empty() {
         use collectors::diskstats as ds;
         let parts: Vec<String> = info
