@@ -72,7 +72,7 @@ else
 fi
 echo "fio examples at $REV; probe: $BIN ($("$BIN" --version 2>/dev/null | head -1)); fio: $(fio --version); target: $TARGET"
 python3 - "$JOBS" "$WORK" "$BIN" "$ONLY" <<'PY'
-import json, os, re, shutil, subprocess, sys
+import json, os, re, shutil, signal, subprocess, sys
 from collections import Counter
 
 jobs_dir, work, binary, only = sys.argv[1:5]
@@ -141,10 +141,16 @@ def rewrite(text, wdir):
     return "\n".join(out) + "\n"
 
 def run(argv, cwd):
+    # A session of its own: at the wall-clock limit the whole group goes (fio's job
+    # processes outlive a killed fio parent otherwise).
+    p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
     try:
-        p = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=WALL_S)
-        return p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
+        out, err = p.communicate(timeout=WALL_S)
+        return p.returncode, out, err
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
         return "timeout", "", f"timed out after {WALL_S} s"
 
 def totals(doc_text):
@@ -170,8 +176,18 @@ def first_line(s):
     return ""
 
 def reason_key(r):
-    # "FILE:LINE: fio option 'x' is ..." -> "fio option 'x' is ..."
-    return re.sub(r"^\S+\.fio(:\d+)?: ", "", r)
+    # "Error: FILE:LINE: fio option 'x' is ..." -> "L LINE: fio option 'x' is ..."
+    m = re.match(r"^(?:Error: )?\S+\.fio(?::(\d+))?: (?:error: )?(.*)$", r)
+    r = f"line {m.group(1)}: {m.group(2)}" if m and m.group(1) else (m.group(2) if m else r)
+    return r.replace(" (see diskpulse probe --help for the options it runs)", "")
+
+def reason_group(r):
+    # What a reason is about, for the count: the option probe names, else the message.
+    r = re.sub(r"^line \d+: ", "", r)
+    m = re.match(r"fio option '([^']+)' is not supported", r)
+    if m:
+        return f"option {m.group(1)} not supported"
+    return re.sub(r"'(.{40})[^']*'", r"'\1...'", r)[:100]
 
 rows = []
 for name in sorted(os.listdir(jobs_dir)):
@@ -209,8 +225,8 @@ for r in rows:
     print(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[4]:>8}  {r[5]:>6}  {r[6]} | {r[3]}")
 c = Counter(r[2] for r in rows)
 print(f"\n{len(rows)} job files: " + ", ".join(f"{v} {k}" for k, v in c.most_common()))
-reasons = Counter(r[3][:120] for r in rows if r[2] != "ran")
-print("probe's reasons, by number of files:")
+reasons = Counter(reason_group(r[3]) for r in rows if r[2] != "ran")
+print("probe's reasons (the first it meets in each file), by number of files:")
 for k, v in reasons.most_common():
     print(f"  {v:>3}  {k}")
 PY

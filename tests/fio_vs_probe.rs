@@ -489,7 +489,9 @@ fn one_file(v: &Volumes, job: &Path, h: &Header) -> Vec<String> {
                 let r = run(v, "probe", job, &h.probe_args, n);
                 if r.code == Some(2) {
                     let said = r.said.trim_start_matches("Error: ");
-                    let said = said.replace(&format!("{JOBS_DIR}/"), "");
+                    let said = said
+                        .replace(&format!("{JOBS_DIR}/"), "")
+                        .replace(" (see diskpulse probe --help for the options it runs)", "");
                     return vec![format!("refused: {said}")];
                 }
                 probe.push(r);
