@@ -56,6 +56,8 @@ const PAIRS: usize = 3;
 const RATE_BOUND: f64 = 0.15;
 const COUNT_BOUND: f64 = 0.10;
 const DIRS: [&str; 3] = ["read", "write", "trim"];
+/// A run longer than this is stopped (the longest file takes ~3 s).
+const WALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -179,11 +181,7 @@ struct Run {
 fn run(v: &Volumes, tool: &str, job: &Path, extra: &[String], n: usize) -> Run {
     let (mut c, logs) = v.command(tool, n);
     c.arg("--output-format=json").args(extra).arg(job);
-    let out = c
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {tool}: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let (code, stdout, stderr) = output_within(c, tool, &logs);
     let doc = stdout
         .find('{')
         .and_then(|i| serde_json::from_str(&stdout[i..]).ok());
@@ -214,12 +212,48 @@ fn run(v: &Volumes, tool: &str, job: &Path, extra: &[String], n: usize) -> Run {
         .collect();
     files.sort();
     Run {
-        code: out.status.code(),
+        code,
         said,
         stderr,
         doc,
         logs: files,
     }
+}
+
+/// Runs `c` in a process group of its own, its output in files beside `logs` (not in it);
+/// after [`WALL_LIMIT`] the group is killed (fio's job processes outlive a killed fio) and
+/// the run says so on stderr, with no exit code.
+fn output_within(mut c: Command, tool: &str, logs: &Path) -> (Option<i32>, String, String) {
+    use std::os::unix::process::CommandExt;
+    let (o, e) = (logs.with_extension("stdout"), logs.with_extension("stderr"));
+    c.stdout(std::fs::File::create(&o).unwrap())
+        .stderr(std::fs::File::create(&e).unwrap())
+        .process_group(0);
+    let mut child = c
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {tool}: {e}"));
+    let t0 = std::time::Instant::now();
+    let (code, timed_out) = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break (st.code(), false);
+        }
+        if t0.elapsed() > WALL_LIMIT {
+            // SAFETY: kill has no memory preconditions; the group is the child's own.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            break (None, true);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let read = |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap()).to_string();
+    let mut stderr = read(&e);
+    if timed_out {
+        stderr = format!(
+            "{tool} timed out after {} s\n{stderr}",
+            WALL_LIMIT.as_secs()
+        );
+    }
+    (code, read(&o), stderr)
 }
 
 /// One entry of `jobs[]`, as compared.
