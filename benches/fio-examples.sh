@@ -140,16 +140,36 @@ def rewrite(text, wdir):
         out.append(f"{pre}{key}{eq}{val}{rest}")
     return "\n".join(out) + "\n"
 
+def descendants(pid):
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
 def run(argv, cwd):
-    # A session of its own: at the wall-clock limit the whole group goes (fio's job
-    # processes outlive a killed fio parent otherwise).
+    # At the wall-clock limit the tool and every process under it go: fio's job processes
+    # call setsid, so neither the tool's group nor its session reaches them.
     p = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True)
     try:
         out, err = p.communicate(timeout=WALL_S)
         return p.returncode, out, err
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
+        for pid in descendants(p.pid) + [p.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         p.communicate()
         return "timeout", "", f"timed out after {WALL_S} s"
 

@@ -221,8 +221,8 @@ fn run(v: &Volumes, tool: &str, job: &Path, extra: &[String], n: usize) -> Run {
 }
 
 /// Runs `c` in a process group of its own, its output in files beside `logs` (not in it);
-/// after [`WALL_LIMIT`] the group is killed (fio's job processes outlive a killed fio) and
-/// the run says so on stderr, with no exit code.
+/// after [`WALL_LIMIT`] it and every process under it are killed (fio's job processes
+/// outlive a killed fio) and the run says so on stderr, with no exit code.
 fn output_within(mut c: Command, tool: &str, logs: &Path) -> (Option<i32>, String, String) {
     use std::os::unix::process::CommandExt;
     let (o, e) = (logs.with_extension("stdout"), logs.with_extension("stderr"));
@@ -238,7 +238,11 @@ fn output_within(mut c: Command, tool: &str, logs: &Path) -> (Option<i32>, Strin
             break (st.code(), false);
         }
         if t0.elapsed() > WALL_LIMIT {
-            // SAFETY: kill has no memory preconditions; the group is the child's own.
+            for pid in descendants(child.id()) {
+                // SAFETY: kill has no memory preconditions; these are the child's own.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+            // SAFETY: as above; the group is the child's own.
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let _ = child.wait();
             break (None, true);
@@ -254,6 +258,31 @@ fn output_within(mut c: Command, tool: &str, logs: &Path) -> (Option<i32>, Strin
         );
     }
     (code, read(&o), stderr)
+}
+
+/// Every process under `pid` (fio's job processes call setsid: the group misses them).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if let Some(pp) = ppid {
+            children.entry(pp).or_default().push(p);
+        }
+    }
+    let (mut out, mut todo) = (vec![], vec![pid]);
+    while let Some(p) = todo.pop() {
+        for &c in children.get(&p).into_iter().flatten() {
+            out.push(c);
+            todo.push(c);
+        }
+    }
+    out
 }
 
 /// One entry of `jobs[]`, as compared.
