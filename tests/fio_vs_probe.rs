@@ -549,6 +549,14 @@ fn job_files() -> (Vec<PathBuf>, Vec<String>) {
     (files, not_run)
 }
 
+/// probe's line without what every refusal repeats (the directory of the job files, the
+/// pointer to --help).
+fn short(said: &str) -> String {
+    said.trim_start_matches("Error: ")
+        .replace(&format!("{JOBS_DIR}/"), "")
+        .replace(" (see diskpulse probe --help for the options it runs)", "")
+}
+
 /// One file: three alternating pairs (or one probe run, if probe refuses it).
 fn one_file(v: &Volumes, job: &Path, h: &Header) -> Vec<String> {
     let (mut fio, mut probe) = (vec![], vec![]);
@@ -558,11 +566,7 @@ fn one_file(v: &Volumes, job: &Path, h: &Header) -> Vec<String> {
             if first {
                 let r = run(v, "probe", job, &h.probe_args, n);
                 if r.code == Some(2) {
-                    let said = r.said.trim_start_matches("Error: ");
-                    let said = said
-                        .replace(&format!("{JOBS_DIR}/"), "")
-                        .replace(" (see diskpulse probe --help for the options it runs)", "");
-                    return vec![format!("refused: {said}")];
+                    return vec![format!("refused: {}", short(&r.said))];
                 }
                 probe.push(r);
             } else {
@@ -657,16 +661,18 @@ fn a_corrupted_file_fails_verify_in_probe_as_in_fio() {
         let bad = run(&v, tool, &verify, &[], 2);
         let mut d = vec![];
         if w.code != Some(0) {
-            d.push(format!("write.fio exit {:?}: {}", w.code, w.said));
+            d.push(format!("write.fio exit {:?}: {}", w.code, short(&w.said)));
         } else if clean.code != Some(0) || job_error(&clean) != Some(0) {
             d.push(format!(
                 "clean verify exit {:?}: {}",
-                clean.code, clean.said
+                clean.code,
+                short(&clean.said)
             ));
         } else if bad.code == Some(0) || bad.code == Some(2) {
             d.push(format!(
                 "corrupted verify exit {:?}: {}",
-                bad.code, bad.said
+                bad.code,
+                short(&bad.said)
             ));
         } else if !bad.stderr.contains("verify") && !bad.said.contains("verify") {
             d.push(format!(
