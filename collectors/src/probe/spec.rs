@@ -124,6 +124,8 @@ pub struct ProbeSpec {
     pub lat_log: Option<std::path::PathBuf>,
     /// fio's `log_offset`: the lat log has each I/O's offset.
     pub log_offset: bool,
+    // P2b: where I/Os go
+    pub place: super::place::Placement,
 }
 
 impl ProbeSpec {

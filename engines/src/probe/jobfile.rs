@@ -279,6 +279,8 @@ pub(super) fn overlay(file: ProbeArgs, cli: &ProbeArgs) -> ProbeArgs {
         seed: c.seed.or(file.seed),
         write_lat_log: c.write_lat_log.or(file.write_lat_log),
         log_offset: c.log_offset || file.log_offset,
+        // P2b: where I/Os go
+        where_: c.where_.over(file.where_),
     }
 }
 
@@ -315,7 +317,12 @@ pub(super) fn render(r: &Resolved) -> String {
             );
         }
     }
-    let _ = writeln!(o, "rw={}", sp.rw.name());
+    let _ = writeln!(
+        o,
+        "rw={}{}",
+        sp.rw.name(),
+        super::args_where::rw_suffix(&sp.place, sp.rw)
+    );
     if sp.rw.mixed() {
         let _ = writeln!(o, "rwmixread={}", num(sp.rwmixread));
     }
@@ -400,6 +407,7 @@ pub(super) fn render(r: &Resolved) -> String {
             let _ = writeln!(o, "log_offset");
         }
     }
+    o.push_str(&super::args_where::render(&sp.place));
     o
 }
 
@@ -435,7 +443,11 @@ mod tests {
             Some("16k"),
             "the job section beats [global]"
         );
-        assert_eq!(a.size, Some(1 << 30), "base 2, as fio's default kb_base");
+        assert_eq!(
+            a.size,
+            Some(super::super::args_where::SizeArg::Bytes(1 << 30)),
+            "base 2, as fio's default kb_base"
+        );
         assert_eq!(a.runtime, Some(std::time::Duration::from_secs(30)));
         assert_eq!(a.ramp, Some(std::time::Duration::from_secs(5)));
         assert!(a.time_based);

@@ -10,9 +10,11 @@
 //! `probe.csv` (and `probe.json`) when run inside `diskpulse record -- ...`.
 
 mod args;
+mod args_where;
 mod csv;
 mod jobfile;
 mod output;
+mod presets;
 mod summary;
 
 use std::path::PathBuf;
@@ -86,7 +88,8 @@ pub fn check_target(a: &ProbeArgs) -> anyhow::Result<()> {
 fn target_of(r: &Resolved) -> anyhow::Result<target::Target> {
     let writes = r.spec.writes() || r.spec.fsync.is_some();
     let opts = TargetOptions {
-        size: r.size,
+        // Room for every numjobs copy's region past --offset (P2b).
+        size: r.size.map(|s| r.spec.place.extent(s, r.spec.numjobs)),
         default_size: DEFAULT_SIZE,
         writes,
         direct: r.spec.direct,
@@ -95,6 +98,12 @@ fn target_of(r: &Resolved) -> anyhow::Result<target::Target> {
         procfs: "/proc".into(),
     };
     let tgt = target::inspect(&r.filename, &opts).map_err(refusal_is_usage)?;
+    if r.spec.place.relative() && tgt.kind == TargetKind::NewFile {
+        return Err(usage!(
+            "{}: a size or offset in % is a share of an existing file's or device's size, and this file does not exist; give bytes (--size 256MiB) or name an existing file",
+            tgt.path.display()
+        ));
+    }
     check_room(&tgt)?;
     let big = r.spec.bs[0].max(r.spec.bs[1]);
     if tgt.size < big {
