@@ -296,7 +296,11 @@ impl Gen {
         if self.d[dir].min_bs > space {
             return None;
         }
-        let random_now = self.random && self.issued.is_multiple_of(self.seq_nr as u64);
+        let d = &self.d[dir];
+        // A sequential run that reaches the end takes a random offset instead (fio).
+        let run_ended = !self.seq_identical && d.pos + d.min_bs > space;
+        let random_now =
+            self.random && (self.issued.is_multiple_of(self.seq_nr as u64) || run_ended);
         self.issued += 1;
         let (off, len) = if random_now {
             let b = self.rand_block(dir, space)?;

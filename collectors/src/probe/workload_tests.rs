@@ -292,7 +292,11 @@ fn shape(s: &G) -> JobShape<'_> {
 fn random_runs_of_n_go_on_sequentially_or_repeat() {
     let b = seq(true, |s| s.place.seq_nr = 8);
     for run in b.chunks(8) {
-        assert!(run.windows(2).all(|w| w[1] == (w[0] + 1) % 64), "{run:?}");
+        // A run that reaches the end goes on from a new random offset, as fio's.
+        assert!(
+            run.windows(2).all(|w| w[1] == w[0] + 1 || w[0] == 63),
+            "{run:?}"
+        );
     }
     let b = seq(true, |s| {
         s.place.seq_nr = 4;

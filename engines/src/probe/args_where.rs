@@ -432,7 +432,10 @@ pub(crate) fn resolve(
     }
     if let Some(s) = &w.blockalign {
         let [r, wr] = per_dir(s);
-        p.blockalign = [Some(bytes("blockalign", r)?), Some(bytes("blockalign", wr)?)];
+        p.blockalign = [
+            Some(bytes("blockalign", r)?),
+            Some(bytes("blockalign", wr)?),
+        ];
         if p.blockalign.contains(&Some(0)) {
             return Err(usage!("--blockalign takes a size above 0; got '{s}'"));
         }
