@@ -42,7 +42,7 @@ impl RandMap {
         }
         // Summary bits past the last word count as full.
         let nw = self.words.len();
-        if nw % 64 != 0 {
+        if !nw.is_multiple_of(64) {
             let fl = self.full.len() - 1;
             self.full[fl] |= !0u64 << (nw % 64);
         }

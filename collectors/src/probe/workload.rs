@@ -170,7 +170,7 @@ impl Gen {
             .min(last_block(&d[WRITE], space))
             .max(1);
         let dist_gen = dist_gen(&p.dist, n, &mut rng);
-        let off_seed = s.seed ^ 0x0FF5_E7;
+        let off_seed = s.seed ^ 0x000F_F5E7;
         Gen {
             random: s.random,
             read_per_10k: (s.read_pct * 100.0).round().clamp(0.0, 10_000.0) as u64,

@@ -427,8 +427,8 @@ pub(crate) fn resolve(
             p.bs[d] = BsChoice::Range { min, max };
         }
     }
-    for d in 0..2 {
-        bs[d] = p.bs[d].min_max(bs[d]).1;
+    for (b, choice) in bs.iter_mut().zip(&p.bs) {
+        *b = choice.min_max(*b).1;
     }
     if let Some(s) = &w.blockalign {
         let [r, wr] = per_dir(s);
