@@ -257,3 +257,63 @@ fn bad_placement_options_are_one_line_naming_them() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("does not exist"));
     assert!(!Path::new("/var/tmp/probe-where-never.dat").exists());
 }
+
+#[test]
+fn a_file_named_by_directory_is_fios_name_and_ours_is_removed_afterwards() {
+    if !have_tool("fio", "fio") {
+        return;
+    }
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let d = format!("--directory={}", dir.path().display());
+    let args = [
+        "--name=job",
+        "--rw=write",
+        "--bs=4k",
+        "--size=256k",
+        "--ioengine=psync",
+        "--direct=1",
+        &d,
+    ];
+    let shown = diskpulse()
+        .args(["probe", "--show-job"])
+        .args(args)
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout).to_string();
+    let want = dir.path().join("job.0.0");
+    assert!(
+        shown
+            .lines()
+            .any(|l| l == format!("filename={}", want.display())),
+        "{shown}"
+    );
+    // Ours creates it, lays it out, runs and removes it: nothing is left in the directory.
+    let o = diskpulse().arg("probe").args(args).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // fio names its file the same (and keeps it).
+    let o = std::process::Command::new("fio")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::metadata(&want).unwrap().len(), 256 << 10);
+    // Several files per job are refused, naming the option.
+    for (extra, needle) in [
+        ("--nrfiles=2", "--nrfiles 2"),
+        ("--filesize=1m-2m", "--filesize 1m-2m"),
+        ("--filename=a:b", "--filename a:b"),
+    ] {
+        let o = diskpulse()
+            .args(["probe", "--show-job"])
+            .args(args)
+            .arg(extra)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(needle),
+            "{extra}"
+        );
+    }
+}

@@ -359,7 +359,10 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         ));
     }
     let bs = parse_bs(a.bs.as_deref().or(p.bs).unwrap_or("4k"))?;
-    let size_arg = a.size.or(p.size.map(SizeArg::Bytes));
+    let size_arg = a
+        .size
+        .or(p.size.map(SizeArg::Bytes))
+        .or(args_where::filesize(&a.where_)?);
     let placed = args_where::resolve(&a.where_, rw, rw_mod, bs, size_arg)?;
     let bs = placed.bs;
     let iodepth = a.iodepth.or(p.iodepth).unwrap_or(1);
@@ -534,9 +537,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             ));
         }
     }
-    let filename = a
-        .filename
-        .clone()
+    let filename = args_where::file_path(&a.where_, a.filename.as_deref(), a.name.as_deref())?
         .unwrap_or_else(|| PathBuf::from(format!("diskpulse-probe-{}.dat", std::process::id())));
     format::cli::check_path_length("--filename", &filename).map_err(|e| usage!("{e}"))?;
     Ok(Resolved {
