@@ -317,3 +317,70 @@ fn a_file_named_by_directory_is_fios_name_and_ours_is_removed_afterwards() {
         );
     }
 }
+
+#[test]
+fn show_job_writes_the_placement_back_as_a_job_file_that_reads_the_same() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let show = |args: &[&str]| {
+        let o = diskpulse()
+            .args([
+                "probe",
+                "--show-job",
+                "--filename=/var/tmp/probe-where-never.dat",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let cases: &[&[&str]] = &[
+        &[
+            "--rw=read:-8k",
+            "--offset=64k",
+            "--offset_increment=1m",
+            "--numjobs=2",
+        ],
+        &[
+            "--rw=randread:8",
+            "--rw_sequencer=identical",
+            "--bssplit=4k/10:64k/50:32k/40",
+        ],
+        &[
+            "--rw=randwrite",
+            "--bsrange=1k-4k,8k-16k",
+            "--blockalign=4k",
+            "--norandommap",
+        ],
+        &[
+            "--rw=randread",
+            "--random_distribution=zipf:1.2:0.5",
+            "--io_size=1g",
+        ],
+        &[
+            "--rw=randread",
+            "--random_distribution=zoned:60/10:40/90,100/100",
+        ],
+        &[
+            "--rw=randread",
+            "--random_distribution=zoned_abs:50/40k:50/4m",
+        ],
+        &[
+            "--rw=read",
+            "--zonemode=strided",
+            "--zonesize=16k",
+            "--zoneskip=32k",
+            "--loops=3",
+        ],
+        &["--rw=read", "--size=50%", "--number_ios=100"],
+    ];
+    for args in cases {
+        let first = show(args);
+        let file = dir.path().join("again.fio");
+        std::fs::write(&file, &first).unwrap();
+        let again = show(&[file.to_str().unwrap()]);
+        assert_eq!(again, first, "{args:?}");
+        let flag = args[1].trim_start_matches("--").split('=').next().unwrap();
+        assert!(first.contains(flag), "{flag} in:\n{first}");
+    }
+}
