@@ -362,6 +362,12 @@ fn parse_zoned(s: &str, abs: bool) -> anyhow::Result<[Vec<(f64, f64)>; 2]> {
             let a: f64 = a
                 .parse()
                 .map_err(|_| bad(format!("'{a}' is not a percentage")))?;
+            // fio: a region share left out is the rest of the region (zoned:50/5:30/15:20/).
+            if b.is_empty() && !abs {
+                acc += a;
+                v.push((a, f64::NAN));
+                continue;
+            }
             let b = if abs {
                 parse_size(b).map_err(|_| bad(format!("'{b}' is not a size")))? as f64
             } else {
@@ -379,6 +385,10 @@ fn parse_zoned(s: &str, abs: bool) -> anyhow::Result<[Vec<(f64, f64)>; 2]> {
             return Err(bad(format!(
                 "the region shares add up to {reg}, more than 100"
             )));
+        }
+        let missing = v.iter().filter(|e| e.1.is_nan()).count();
+        for e in v.iter_mut().filter(|e| e.1.is_nan()) {
+            e.1 = (100.0 - reg) / missing as f64;
         }
         Ok(v)
     };
@@ -756,6 +766,15 @@ mod tests {
             res(w, "randread").unwrap().place.dist,
             Dist::Zoned(_)
         ));
+        // fio's examples/rand-zones.fio: the last region share left out is the rest.
+        let w = WhereArgs {
+            random_distribution: Some("zoned:50/5:30/15:20/".into()),
+            ..Default::default()
+        };
+        let Dist::Zoned([r, _]) = res(w, "randread").unwrap().place.dist else {
+            panic!()
+        };
+        assert_eq!(r, vec![(50.0, 5.0), (30.0, 15.0), (20.0, 80.0)]);
         let w = WhereArgs {
             random_distribution: Some("zoned:60/10:30/20".into()),
             ..Default::default()
