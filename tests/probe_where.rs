@@ -134,9 +134,15 @@ fn random_jobs_have_fios_shape() {
     let Some((dir, file)) = setup(1 << 20) else {
         return;
     };
-    // The random map: each of the 256 blocks once.
-    for who in ["fio", "ours"] {
-        let args = ["--rw=randread", "--size=1m"];
+    // The random map: each of the 256 blocks once (a mixed job: by one direction or the
+    // other, one map for both, as fio's per-file map).
+    for (who, rw) in [
+        ("fio", "--rw=randread"),
+        ("ours", "--rw=randread"),
+        ("fio", "--rw=randrw"),
+        ("ours", "--rw=randrw"),
+    ] {
+        let args = [rw, "--size=1m"];
         let ios = if who == "fio" {
             fio_ios(dir.path(), &file, &args)
         } else {
@@ -217,6 +223,30 @@ fn bssplit_shares_and_zipfs_hot_blocks_are_fios() {
     assert!(theirs < 2_400 && ours < 2_400);
     let (lo, hi) = (theirs.min(ours) as f64, theirs.max(ours) as f64);
     assert!(hi / lo < 1.5, "fio {theirs}, ours {ours}");
+    // fio's examples/rand-zones.fio: half the I/Os in the first 5%, 30% in the next 15%.
+    let zoned = [
+        "--rw=randread",
+        "--size=64m",
+        "--norandommap",
+        "--random_distribution=zoned:50/5:30/15:20/",
+        "--number_ios=4000",
+    ];
+    let shares = |ios: Vec<(u64, u64)>| {
+        let n = ios.len() as f64;
+        let below = |pct: u64| {
+            ios.iter()
+                .filter(|(o, _)| *o < (64 << 20) * pct / 100)
+                .count()
+        };
+        (below(5) as f64 / n, (below(20) - below(5)) as f64 / n)
+    };
+    let theirs = shares(fio_ios(dir.path(), &file, &zoned));
+    let ours = shares(our_ios(dir.path(), &file, &zoned));
+    eprintln!("zoned 50/5:30/15: first 5% and next 15%: fio {theirs:.3?}, ours {ours:.3?}");
+    for (a, b) in [(theirs.0, ours.0), (theirs.1, ours.1)] {
+        assert!((a - b).abs() < 0.05, "fio {theirs:?}, ours {ours:?}");
+    }
+    assert!((ours.0 - 0.5).abs() < 0.04 && (ours.1 - 0.3).abs() < 0.04);
 }
 
 #[test]
