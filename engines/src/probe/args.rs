@@ -59,7 +59,8 @@ pub struct ProbeArgs {
     /// A share of an existing file's or device's size too (fio's size=50%).
     #[arg(long, value_parser = args_where::parse_size_arg, value_name = "SIZE")]
     pub size: Option<SizeArg>,
-    /// read | write | randread | randwrite | rw | randrw (fio's --rw; default read).
+    /// read | write | randread | randwrite | rw | randrw (fio's --rw; default read); read:8k skips
+    /// 8 KiB after each I/O (read:-8k backwards), randread:8 runs 8 I/Os from each random offset.
     #[arg(long, alias = "readwrite", value_name = "MODE")]
     pub rw: Option<String>,
     /// Percentage of reads in a mixed job (rw, randrw). Default 50.
