@@ -120,6 +120,34 @@ fn sequential_strided_zoned_and_offset_jobs_go_where_fios_go() {
         &["--rw=read", "--size=32k", "--loops=2"],
         &["--rw=read", "--size=25%"],
     ];
+    // The JSON's job options name them as fio's does.
+    let o = diskpulse()
+        .args([
+            "probe",
+            "--output-format=json",
+            "--ioengine=psync",
+            "--bs=4k",
+        ])
+        .arg(format!("--filename={}", file.display()))
+        .args([
+            "--rw=read:-8k",
+            "--offset=64k",
+            "--size=64k",
+            "--zonesize=16k",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let opts = &j["jobs"][0]["job options"];
+    for (k, v) in [
+        ("rw", "read:-8k"),
+        ("offset", "64k"),
+        ("zonemode", "strided"),
+        ("zonesize", "16k"),
+    ] {
+        assert_eq!(opts[k], v, "{k} in {opts}");
+    }
     for args in cases {
         let theirs = blocks(&fio_ios(dir.path(), &file, args));
         let ours = blocks(&our_ios(dir.path(), &file, args));

@@ -8,6 +8,7 @@ use clap::Args;
 use collectors::probe::place::{Amount, BsChoice, Dist, Placement, Zone};
 use collectors::probe::Rw;
 
+use super::output::fmt_size as sz;
 use format::cli::parse_size;
 use format::usage;
 
@@ -619,7 +620,8 @@ pub(crate) fn rw_suffix(p: &Placement, rw: Rw) -> String {
     if rw.random() && p.seq_nr > 1 {
         format!(":{}", p.seq_nr)
     } else if !rw.random() && p.seq_add != 0 {
-        format!(":{}", p.seq_add)
+        let sign = if p.seq_add < 0 { "-" } else { "" };
+        format!(":{sign}{}", sz(p.seq_add.unsigned_abs()))
     } else {
         String::new()
     }
@@ -630,7 +632,7 @@ pub(crate) fn render(p: &Placement) -> String {
     use std::fmt::Write;
     let mut o = String::new();
     let amt = |a: Amount| match a {
-        Amount::Bytes(b) => b.to_string(),
+        Amount::Bytes(b) => sz(b),
         Amount::Pct(v) => format!("{v}%"),
     };
     if let Some(v) = p.size_pct {
@@ -644,7 +646,7 @@ pub(crate) fn render(p: &Placement) -> String {
     }
     let list = |v: &Vec<(u64, f64)>| {
         v.iter()
-            .map(|(b, p)| format!("{b}/{p}"))
+            .map(|(b, p)| format!("{}/{p}", sz(*b)))
             .collect::<Vec<_>>()
             .join(":")
     };
@@ -653,12 +655,12 @@ pub(crate) fn render(p: &Placement) -> String {
             let _ = writeln!(o, "bssplit={},{}", list(r), list(w));
         }
         (BsChoice::Range { min: a, max: b }, BsChoice::Range { min: c, max: d }) => {
-            let _ = writeln!(o, "bsrange={a}-{b},{c}-{d}");
+            let _ = writeln!(o, "bsrange={}-{},{}-{}", sz(*a), sz(*b), sz(*c), sz(*d));
         }
         _ => {}
     }
     if let [Some(r), Some(w)] = p.blockalign {
-        let _ = writeln!(o, "blockalign={r},{w}");
+        let _ = writeln!(o, "blockalign={},{}", sz(r), sz(w));
     }
     if p.bs_unaligned {
         let _ = writeln!(o, "bs_unaligned");
@@ -677,9 +679,13 @@ pub(crate) fn render(p: &Placement) -> String {
         Dist::Normal { dev_pct, center } => Some(format!("normal:{dev_pct}{}", c(center))),
         Dist::Zoned([r, w]) => Some(format!("zoned:{},{}", zl(r), zl(w))),
         Dist::ZonedAbs([r, w]) => {
-            let f =
-                |v: &Vec<(f64, u64)>| v.iter().map(|(a, b)| (*a, *b as f64)).collect::<Vec<_>>();
-            Some(format!("zoned_abs:{},{}", zl(&f(r)), zl(&f(w))))
+            let f = |v: &Vec<(f64, u64)>| {
+                v.iter()
+                    .map(|(a, b)| format!("{a}/{}", sz(*b)))
+                    .collect::<Vec<_>>()
+                    .join(":")
+            };
+            Some(format!("zoned_abs:{},{}", f(r), f(w)))
         }
     };
     if let Some(d) = dist {
@@ -689,7 +695,9 @@ pub(crate) fn render(p: &Placement) -> String {
         let _ = writeln!(
             o,
             "zonemode=strided\nzonesize={}\nzonerange={}\nzoneskip={}",
-            z.size, z.range, z.skip
+            sz(z.size),
+            sz(z.range),
+            sz(z.skip)
         );
     }
     if p.offset != Amount::Bytes(0) {
@@ -699,7 +707,7 @@ pub(crate) fn render(p: &Placement) -> String {
         let _ = writeln!(o, "offset_increment={}", amt(p.offset_increment));
     }
     if let Some(v) = p.io_size {
-        let _ = writeln!(o, "io_size={v}");
+        let _ = writeln!(o, "io_size={}", sz(v));
     }
     if let Some(v) = p.number_ios {
         let _ = writeln!(o, "number_ios={v}");
