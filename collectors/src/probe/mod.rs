@@ -20,6 +20,8 @@
 pub mod error;
 pub(crate) mod latlog;
 pub mod pace;
+pub mod place;
+mod randmap;
 pub mod rng;
 pub mod spec;
 pub mod stats;
@@ -405,15 +407,18 @@ pub fn run(
                 .spawn_scoped(s, move || {
                     pace::tight_timer_slack();
                     let seed = spec.seed ^ (job as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                    let gen = workload::Gen::new(
-                        spec.rw.random(),
-                        spec.read_pct(),
-                        spec.bs,
-                        target.size,
+                    let gen = workload::Gen::new(workload::JobShape {
+                        random: spec.rw.random(),
+                        read_pct: spec.read_pct(),
+                        bs: spec.bs,
+                        place: &spec.place,
+                        target_size: target.size,
+                        size: spec.place.size,
+                        job: job as u32,
                         seed,
-                        spec.fsync.map(|f| f.0).unwrap_or(0),
-                        (!spec.time_based).then_some(target.size),
-                    );
+                        sync_every: spec.fsync.map(|f| f.0).unwrap_or(0),
+                        time_based: spec.time_based,
+                    });
                     let ring = match spec.engine {
                         Engine::IoUring => {
                             match engine_uring::Ring::new(spec.iodepth, fd, gen.max_bs()) {

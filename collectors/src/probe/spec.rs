@@ -141,6 +141,8 @@ pub struct ProbeSpec {
     pub log_max_value: bool,
     /// fio's `per_job_logs` (default 1): one file per job (`.N`), else one for all.
     pub per_job_logs: bool,
+    // P2b: where I/Os go
+    pub place: super::place::Placement,
 }
 
 /// P2a: how an async engine submits and reaps, think time, minimum rates, fill_device

@@ -10,6 +10,8 @@ use collectors::directio::SyncFlag;
 use collectors::probe::pace::RateProcess;
 use collectors::probe::{Engine, ProbeSpec, Rw, SyncKind};
 
+use super::args_where::{self, SizeArg};
+use super::presets::{preset, Preset};
 use format::cli::{fmt_duration, parse_duration, parse_size};
 use format::usage;
 
@@ -54,9 +56,11 @@ pub struct ProbeArgs {
     #[arg(long, value_name = "PATH")]
     pub filename: Option<PathBuf>,
     /// Bytes each job uses (0..size). Default: an existing file's or device's size, else 256MiB.
-    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
-    pub size: Option<u64>,
-    /// read | write | randread | randwrite | rw | randrw (fio's --rw; default read).
+    /// A share of an existing file's or device's size too (fio's size=50%).
+    #[arg(long, value_parser = args_where::parse_size_arg, value_name = "SIZE")]
+    pub size: Option<SizeArg>,
+    /// read | write | randread | randwrite | rw | randrw (fio's --rw; default read); read:8k skips
+    /// 8 KiB after each I/O (read:-8k backwards), randread:8 runs 8 I/Os from each random offset.
     #[arg(long, alias = "readwrite", value_name = "MODE")]
     pub rw: Option<String>,
     /// Percentage of reads in a mixed job (rw, randrw). Default 50.
@@ -167,56 +171,9 @@ pub struct ProbeArgs {
     // P3: verify and logs
     #[command(flatten)]
     pub vl: super::verifylog::VerifyLogArgs,
-}
-
-/// A preset's values: each applies where the flag was not given.
-#[derive(Default)]
-struct Preset {
-    rw: Option<&'static str>,
-    rwmixread: Option<f64>,
-    bs: Option<&'static str>,
-    iodepth: Option<u32>,
-    ioengine: Option<&'static str>,
-    direct: Option<bool>,
-    fdatasync: Option<u32>,
-    rate_iops: Option<f64>,
-    time_based: bool,
-    runtime: Option<Duration>,
-    size: Option<u64>,
-}
-
-fn preset(name: &str) -> anyhow::Result<Preset> {
-    Ok(match name {
-        // ../shared/reference/nats-jetstream-on-e-series.txt, Appendix C: 15,000 IOPS,
-        // 8 KiB, 70/30 read/write, queue depth 8.
-        "array-check" => Preset {
-            rw: Some("randrw"),
-            rwmixread: Some(70.0),
-            bs: Some("8k"),
-            iodepth: Some(8),
-            ioengine: Some("io_uring"),
-            direct: Some(true),
-            rate_iops: Some(15_000.0),
-            time_based: true,
-            runtime: Some(Duration::from_secs(30)),
-            ..Default::default()
-        },
-        // What a broker's or database's log does: append 8 KiB, make it durable, repeat.
-        // Buffered like NATS, etcd and PostgreSQL write their logs.
-        "wal" => Preset {
-            rw: Some("write"),
-            bs: Some("8k"),
-            iodepth: Some(1),
-            ioengine: Some("sync"),
-            direct: Some(false),
-            fdatasync: Some(1),
-            time_based: true,
-            runtime: Some(Duration::from_secs(10)),
-            size: Some(64 << 20),
-            ..Default::default()
-        },
-        other => return Err(usage!("--preset takes array-check or wal; got '{other}'")),
-    })
+    // P2b: where I/Os go
+    #[command(flatten)]
+    pub where_: args_where::WhereArgs,
 }
 
 /// Everything resolved from flags, preset and defaults.
@@ -394,7 +351,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         Some(n) => preset(n)?,
         None => Preset::default(),
     };
-    let rw_s = a.rw.as_deref().or(p.rw).unwrap_or("read");
+    let (rw_s, rw_mod) = args_where::split_rw(a.rw.as_deref().or(p.rw).unwrap_or("read"));
     let rw = Rw::parse(rw_s).ok_or_else(|| {
         usage!("--rw takes read, write, randread, randwrite, rw or randrw; got '{rw_s}'")
     })?;
@@ -409,6 +366,12 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         ));
     }
     let bs = parse_bs(a.bs.as_deref().or(p.bs).unwrap_or("4k"))?;
+    let size_arg = a
+        .size
+        .or(p.size.map(SizeArg::Bytes))
+        .or(args_where::filesize(&a.where_)?);
+    let placed = args_where::resolve(&a.where_, rw, rw_mod, bs, size_arg)?;
+    let bs = placed.bs;
     let iodepth = a.iodepth.or(p.iodepth).unwrap_or(1);
     if !(1..=4096).contains(&iodepth) {
         return Err(usage!("--iodepth takes 1 to 4096; got {iodepth}"));
@@ -542,7 +505,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         "json" => true,
         o => return Err(usage!("--output-format takes normal or json; got '{o}'")),
     };
-    let size = a.size.or(p.size);
+    let size = size_arg.and_then(SizeArg::bytes);
     if let Some(s) = size {
         let big = bs[0].max(bs[1]);
         if s < big {
@@ -562,9 +525,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         a.log_offset,
         &mut notes,
     )?;
-    let filename = a
-        .filename
-        .clone()
+    let filename = args_where::file_path(&a.where_, a.filename.as_deref(), a.name.as_deref())?
         .unwrap_or_else(|| PathBuf::from(format!("diskpulse-probe-{}.dat", std::process::id())));
     format::cli::check_path_length("--filename", &filename).map_err(|e| usage!("{e}"))?;
     Ok(Resolved {
@@ -584,7 +545,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             ramp_ns: a.ramp.map(|d| d.as_nanos() as u64).unwrap_or(0),
             time_based,
             window_ns: window.as_nanos() as u64,
-            seed: a.seed.unwrap_or(DEFAULT_SEED),
+            seed: a.seed.or(placed.seed).unwrap_or(DEFAULT_SEED),
             grid_zero_ns: None,
             lat_log: a.write_lat_log.clone(),
             log_offset: a.log_offset,
@@ -598,6 +559,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             log_avg_ms: vl.log_avg_ms,
             log_max_value: vl.log_max_value,
             per_job_logs: vl.per_job_logs,
+            place: placed.place,
         },
         filename,
         size,

@@ -294,6 +294,8 @@ pub(super) fn overlay(file: ProbeArgs, cli: &ProbeArgs) -> ProbeArgs {
         timing: file.timing.overlay(&c.timing),
         // P3: verify and logs
         vl: c.vl.overlay(file.vl),
+        // P2b: where I/Os go
+        where_: c.where_.over(file.where_),
     }
 }
 
@@ -330,7 +332,12 @@ pub(super) fn render(r: &Resolved) -> String {
             );
         }
     }
-    let _ = writeln!(o, "rw={}", sp.rw.name());
+    let _ = writeln!(
+        o,
+        "rw={}{}",
+        sp.rw.name(),
+        super::args_where::rw_suffix(&sp.place, sp.rw)
+    );
     if sp.rw.mixed() {
         let _ = writeln!(o, "rwmixread={}", num(sp.rwmixread));
     }
@@ -418,6 +425,7 @@ pub(super) fn render(r: &Resolved) -> String {
     // P2a: engines and timing
     super::timing::render(&sp.timing, &mut o);
     super::verifylog::render(sp, &mut o);
+    o.push_str(&super::args_where::render(&sp.place));
     o
 }
 
@@ -453,7 +461,11 @@ mod tests {
             Some("16k"),
             "the job section beats [global]"
         );
-        assert_eq!(a.size, Some(1 << 30), "base 2, as fio's default kb_base");
+        assert_eq!(
+            a.size,
+            Some(super::super::args_where::SizeArg::Bytes(1 << 30)),
+            "base 2, as fio's default kb_base"
+        );
         assert_eq!(a.runtime, Some(std::time::Duration::from_secs(30)));
         assert_eq!(a.ramp, Some(std::time::Duration::from_secs(5)));
         assert!(a.time_based);

@@ -10,9 +10,11 @@
 //! `probe.csv` (and `probe.json`) when run inside `diskpulse record -- ...`.
 
 mod args;
+mod args_where;
 mod csv;
 mod jobfile;
 mod output;
+mod presets;
 mod summary;
 mod timing;
 mod verifylog;
@@ -88,7 +90,8 @@ pub fn check_target(a: &ProbeArgs) -> anyhow::Result<()> {
 fn target_of(r: &Resolved) -> anyhow::Result<target::Target> {
     let writes = r.spec.writes() || r.spec.fsync.is_some();
     let opts = TargetOptions {
-        size: r.size,
+        // Room for every numjobs copy's region past --offset (P2b).
+        size: r.size.map(|s| r.spec.place.extent(s, r.spec.numjobs)),
         default_size: DEFAULT_SIZE,
         writes,
         direct: r.spec.direct,
@@ -97,6 +100,12 @@ fn target_of(r: &Resolved) -> anyhow::Result<target::Target> {
         procfs: "/proc".into(),
     };
     let mut tgt = target::inspect(&r.filename, &opts).map_err(refusal_is_usage)?;
+    if r.spec.place.relative() && tgt.kind == TargetKind::NewFile {
+        return Err(usage!(
+            "{}: a size or offset in % is a share of an existing file's or device's size, and this file does not exist; give bytes (--size 256MiB) or name an existing file",
+            tgt.path.display()
+        ));
+    }
     // P2a: fill_device writes into the free space (no layout) until ENOSPC.
     if r.spec.timing.fill_device {
         fill_device_target(&mut tgt, r.spec.bs[1])?;

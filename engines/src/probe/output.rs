@@ -314,11 +314,18 @@ fn errno_of(e: &ProbeError) -> i64 {
 
 fn job_options(r: &Resolved, info: &RunInfo) -> J {
     let sp = &r.spec;
+    // P2b: where I/Os go, as --show-job writes them (a bare flag is "1").
+    let placed = super::args_where::render(&sp.place);
+    let rw = format!(
+        "{}{}",
+        sp.rw.name(),
+        super::args_where::rw_suffix(&sp.place, sp.rw)
+    );
     let mut v: Vec<(&str, J)> = vec![
         ("name", s(r.name.clone())),
         ("filename", s(info.target_path.display().to_string())),
         ("size", s(fmt_size(info.size))),
-        ("rw", s(sp.rw.name())),
+        ("rw", s(rw)),
     ];
     if sp.rw.mixed() {
         v.push(("rwmixread", s(format!("{}", sp.rwmixread))));
@@ -399,6 +406,11 @@ fn job_options(r: &Resolved, info: &RunInfo) -> J {
     }
     if sp.log_avg_ms > 0 {
         v.push(("log_avg_msec", s(sp.log_avg_ms.to_string())));
+    }
+    for line in placed.lines().filter(|l| !l.starts_with(';')) {
+        let (k, val) = line.split_once('=').unwrap_or((line, "1"));
+        v.retain(|(key, _)| *key != k);
+        v.push((k, s(val.to_string())));
     }
     obj(v)
 }
