@@ -175,6 +175,24 @@ fn strip_comment(line: &str) -> &str {
     line[..cut].trim()
 }
 
+/// fio's options of type FIO_OPT_STR_SET (a bare flag): fio's JSON never lists them in
+/// `job options` or `global options` (seen with fio 3.33), so neither do we.
+const FIO_SET_ONLY: &[&str] = &[
+    "bs_unaligned",
+    "norandommap",
+    "time_based",
+    "verify_only",
+    "exitall",
+    "exitall_on_error",
+    "stonewall",
+    "wait_for_previous",
+    "new_group",
+    "thread",
+    "group_reporting",
+    "zero_buffers",
+    "refill_buffers",
+];
+
 /// fio's own aliases that are not `probe` flags' names.
 fn fio_alias(key: &str) -> &str {
     match key {
@@ -232,8 +250,8 @@ fn job_key(sem: &mut JobSem, key: &str, value: Option<&str>, at: &str) -> anyhow
         "description" => sem.description = Some(need(value)?),
         "startdelay" => {
             let v = need(value)?;
-            sem.startdelay = super::args::parse_seconds(&v)
-                .map_err(|e| usage!("{at}: startdelay: {e}"))?;
+            sem.startdelay =
+                super::args::parse_seconds(&v).map_err(|e| usage!("{at}: startdelay: {e}"))?;
         }
         _ => return Ok(false),
     }
@@ -312,9 +330,11 @@ fn option_line(sc: &mut Scope, line: &str, at: &str) -> anyhow::Result<()> {
         Some((k, v)) => (k.trim(), Some(expand(v.trim(), at)?)),
         None => (line, None),
     };
-    sc.shown.retain(|(k, _)| k != key);
-    sc.shown
-        .push((key.to_string(), value.clone().unwrap_or_default()));
+    if !FIO_SET_ONLY.contains(&key) {
+        sc.shown.retain(|(k, _)| k != key);
+        sc.shown
+            .push((key.to_string(), value.clone().unwrap_or_default()));
+    }
     if key == "thread" || job_key(&mut sc.sem, key, value.as_deref(), at)? {
         return Ok(());
     }
@@ -335,9 +355,10 @@ fn option_line(sc: &mut Scope, line: &str, at: &str) -> anyhow::Result<()> {
     // the later line wins, as in fio.
     let (key, value) = match (key, value) {
         ("rwmixwrite", Some(v)) => {
-            let w: f64 = v.trim().parse().map_err(|_| {
-                usage!("{at}: rwmixwrite takes a percentage 0..100; got '{shown}'")
-            })?;
+            let w: f64 = v
+                .trim()
+                .parse()
+                .map_err(|_| usage!("{at}: rwmixwrite takes a percentage 0..100; got '{shown}'"))?;
             ("rwmixread", Some(format!("{}", 100.0 - w)))
         }
         (k, v) => (fio_alias(k), v),
@@ -353,11 +374,9 @@ fn option_line(sc: &mut Scope, line: &str, at: &str) -> anyhow::Result<()> {
             None => Some(format!("--{}", k.long)),
             Some(Some(true)) => Some(format!("--{}", k.long)),
             Some(Some(false)) => None,
-            Some(None) => {
-                return Err(usage!(
-                    "{at}: {key} is a flag: write '{key}' or '{key}=1' (or '{key}=0'); got '{shown}'"
-                ))
-            }
+            Some(None) => return Err(usage!(
+                "{at}: {key} is a flag: write '{key}' or '{key}=1' (or '{key}=0'); got '{shown}'"
+            )),
         }
     } else {
         match &value {
@@ -399,7 +418,10 @@ fn finish(file: &str, name: String, at: String, mut sc: Scope) -> anyhow::Result
             .insert("direct".into(), (Some("--direct=0".into()), at.clone()));
     }
     // fio takes log_offset without a log (it does nothing then); clap would refuse it.
-    let has_log = sc.placed.iter().any(|(l, _)| l.starts_with("write") && l.ends_with("log"));
+    let has_log = sc
+        .placed
+        .iter()
+        .any(|(l, _)| l.starts_with("write") && l.ends_with("log"));
     if !has_log {
         if let Some((_, a)) = sc.placed.iter().find(|(l, _)| l == "log-offset") {
             notes.push(format!(
@@ -427,7 +449,10 @@ fn finish(file: &str, name: String, at: String, mut sc: Scope) -> anyhow::Result
             .rev()
             .find(|(l, _)| first.contains(&format!("--{l}")))
             .map(|(_, a)| a.clone());
-        usage!("{}: {first}", line.unwrap_or_else(|| format!("{file} [{name}]")))
+        usage!(
+            "{}: {first}",
+            line.unwrap_or_else(|| format!("{file} [{name}]"))
+        )
     })?;
     Ok(Section {
         name,
@@ -450,17 +475,15 @@ pub(super) fn resolve_section(
     file.job_file = None;
     let mut merged = overlay(file.clone(), cli);
     merged.job_file = None;
-    let mut r = resolve(&merged).map_err(|e| match e.downcast_ref::<format::cli::UsageError>() {
-        Some(u) => {
-            // The file alone: does it give the same error (then name its line)?
-            let alone = resolve(&file).err().map(|e| e.to_string());
-            usage!(
-                "{}",
-                place_error(path, &u.0, alone.as_deref(), &sec.placed)
-            )
-        }
-        None => e,
-    })?;
+    let mut r =
+        resolve(&merged).map_err(|e| match e.downcast_ref::<format::cli::UsageError>() {
+            Some(u) => {
+                // The file alone: does it give the same error (then name its line)?
+                let alone = resolve(&file).err().map(|e| e.to_string());
+                usage!("{}", place_error(path, &u.0, alone.as_deref(), &sec.placed))
+            }
+            None => e,
+        })?;
     r.notes.extend(sec.notes.iter().cloned());
     Ok(r)
 }
@@ -732,8 +755,6 @@ mod tests {
         assert!(e.contains(":5:") && e.contains("'verify'"), "{e}");
         let e = err("[j]\nruntime=soon\n");
         assert!(e.contains(":2:") && e.contains("'soon'"), "{e}");
-        let e = err("[a]\nrw=read\n[b]\nrw=write\n");
-        assert!(e.contains(":3:") && e.contains("[a] at line 1"), "{e}");
         let e = err("bs=4k\n[a]\n");
         assert!(e.contains(":1:") && e.contains("outside a section"), "{e}");
         let e = err("[a]\nsize=${FIOJOB_SURELY_UNSET}\n");
@@ -745,6 +766,15 @@ mod tests {
         assert!(e.contains(":2:") && e.contains("needs a value"), "{e}");
         let e = err("[global]\nbs=4k\n");
         assert!(e.contains("no job section"), "{e}");
+        let e = err("[a]\nioengine=rdma\n");
+        assert!(
+            e.contains(":2: ioengine=rdma") && e.contains("network"),
+            "{e}"
+        );
+        let e = err("[a]\nrwmixwrite=lots\n");
+        assert!(e.contains(":2:") && e.contains("'rwmixwrite=lots'"), "{e}");
+        let e = err("[a]\nrw=write\nfsync=1\nfdatasync=1 ; both\n");
+        assert!(e.contains(":4:") && e.contains("--fdatasync"), "{e}");
         let e = err("[a]\nshow-job\n");
         assert!(e.contains("'show-job'"), "{e}");
     }
@@ -769,5 +799,70 @@ mod tests {
         // The file is fine; the flag beside it is not: no line of the file is blamed.
         let e = resolve_err("[j]\nrw=randrw\nbs=4k\n", &["--rate_iops=10,"]);
         assert!(e.contains(".fio: --rate_iops=10,"), "{e}");
+    }
+
+    #[test]
+    fn inline_comments_are_cut_as_fio_cuts_them() {
+        assert_eq!(strip_comment("runtime=3600  # Max runtime"), "runtime=3600");
+        assert_eq!(strip_comment("numjobs=4\t; four"), "numjobs=4");
+        assert_eq!(strip_comment("  ; all comment"), "");
+        assert_eq!(strip_comment("bs=4k"), "bs=4k");
+        let f = file("[j]\nruntime=3600  # Max runtime\nnumjobs=4\t; four\n[k] ; the second\n");
+        let set = load_set(f.path()).unwrap();
+        let a = &set.sections[0].args;
+        assert_eq!(a.runtime, Some(std::time::Duration::from_secs(3600)));
+        assert_eq!(a.numjobs, Some(4));
+        assert_eq!(set.sections[1].name, "k");
+        assert_eq!(set.sections[0].shown[0], ("runtime".into(), "3600".into()));
+    }
+
+    #[test]
+    fn each_job_takes_global_as_it_was_when_the_job_began() {
+        let f = file("[global]\nbs=8k\n[a]\nrw=read\n[global]\nbs=16k\nsize=1m\n[b]\nstonewall\n[c]\nnew_group\nwait_for=a\nstartdelay=1\nexitall\ninvalidate=0\ndescription=third\n");
+        let set = load_set(f.path()).unwrap();
+        let s: Vec<&Section> = set.sections.iter().collect();
+        assert_eq!(s.len(), 3);
+        assert_eq!(
+            (s[0].args.bs.as_deref(), s[0].args.size),
+            (Some("8k"), None)
+        );
+        assert_eq!(
+            (s[1].args.bs.as_deref(), s[1].args.size),
+            (Some("16k"), Some(1 << 20))
+        );
+        assert!(s[1].sem.stonewall && !s[0].sem.stonewall && !s[2].sem.stonewall);
+        let c = &s[2].sem;
+        assert!(c.new_group && c.exitall && !c.invalidate);
+        assert!(s[0].sem.invalidate, "fio's invalidate=1 by default");
+        assert_eq!(c.wait_for.as_ref().map(|w| w.0.as_str()), Some("a"));
+        assert_eq!(c.startdelay, std::time::Duration::from_secs(1));
+        assert_eq!(c.description.as_deref(), Some("third"));
+        // fio's default is buffered; a job's direct= says otherwise.
+        assert_eq!(s[0].args.direct.as_deref(), Some("0"));
+        // fio lists neither bare flags nor [global]'s options among a job's options.
+        assert!(s[1].shown.is_empty(), "{:?}", s[1].shown);
+        assert_eq!(set.global_shown.len(), 2, "{:?}", set.global_shown);
+    }
+
+    #[test]
+    fn rwmixread_and_rwmixwrite_each_set_both_and_the_later_wins() {
+        let f = file("[j]\nrw=randrw\nrwmixread=60\nrwmixwrite=40\n");
+        assert_eq!(load(f.path()).unwrap().rwmixread, Some(60.0));
+        // fio: each sets the other to 100 minus it; the later line wins.
+        let f = file("[j]\nrw=randrw\nrwmixread=60\nrwmixwrite=30\n");
+        let a = load(f.path()).unwrap();
+        assert_eq!((a.rwmixread, a.rwmixwrite), (Some(70.0), None));
+    }
+
+    #[test]
+    fn log_offset_without_a_log_is_ignored_with_a_note_as_fio_ignores_it() {
+        let f = file("[j]\nrw=read\nlog_offset=1\n");
+        let set = load_set(f.path()).unwrap();
+        assert!(!set.sections[0].args.log_offset);
+        assert!(
+            set.sections[0].notes[0].contains(":3: log_offset"),
+            "{:?}",
+            set.sections[0].notes
+        );
     }
 }

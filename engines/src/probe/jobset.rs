@@ -245,9 +245,7 @@ fn execute(
     let ran: Vec<Mutex<Ran>> = (0..n).map(|_| Mutex::new(Ran::default())).collect();
     let mut i = 0;
     while i < n && !stop.load(Ordering::SeqCst) {
-        let end = (i + 1..n)
-            .find(|&k| jobs[k].sec.sem.stonewall)
-            .unwrap_or(n);
+        let end = (i + 1..n).find(|&k| jobs[k].sec.sem.stonewall).unwrap_or(n);
         std::thread::scope(|s| {
             for k in i..end {
                 let (stops, done, ran) = (&stops, &done, &ran);
@@ -288,6 +286,8 @@ fn execute(
 /// One `jobs[]` entry: a job copy, or a group summed (`group_reporting`).
 struct Entry {
     job: usize,
+    /// The last job summed in: fio shows its `job options` for the group.
+    last: usize,
     groupid: u64,
     parts: Vec<JobResult>,
     start_ns: u64,
@@ -308,12 +308,14 @@ fn entries(jobs: &[Job], ran: &mut [Ran]) -> Vec<Entry> {
             match out.last_mut() {
                 Some(e) if gr && e.groupid == g && jobs[e.job].r.group_reporting => {
                     e.parts.push(jr);
+                    e.last = k;
                     e.start_ns = e.start_ns.min(res.start_ns);
                     e.meas_ns = e.meas_ns.min(res.meas_ns);
                     e.end_ns = e.end_ns.max(res.end_ns);
                 }
                 _ => out.push(Entry {
                     job: k,
+                    last: k,
                     groupid: g,
                     parts: vec![jr],
                     start_ns: res.start_ns,
@@ -354,7 +356,10 @@ fn rate_pair(bps: f64) -> (String, String) {
 
 fn size_pair(b: u64) -> (String, String) {
     let (a, d) = rate_pair(b as f64);
-    (a.trim_end_matches("/s").into(), d.trim_end_matches("/s").into())
+    (
+        a.trim_end_matches("/s").into(),
+        d.trim_end_matches("/s").into(),
+    )
 }
 
 /// fio's "Run status group N (all jobs):" block.
@@ -409,7 +414,10 @@ pub(super) fn run(cli: &ProbeArgs, path: &Path, set: JobFile) -> anyhow::Result<
     }
     let phase = format::phase_from_env().map_err(|e| usage!("{e:#}"))?;
     let mut warnings = vec![];
-    for j in jobs.iter_mut().filter(|j| j.r.spec.engine == Engine::IoUring) {
+    for j in jobs
+        .iter_mut()
+        .filter(|j| j.r.spec.engine == Engine::IoUring)
+    {
         if let Err(e) = engine::uring_available() {
             if j.r.engine_insisted {
                 return Err(anyhow::Error::new(e));
@@ -500,7 +508,8 @@ pub(super) fn run(cli: &ProbeArgs, path: &Path, set: JobFile) -> anyhow::Result<
             .sum();
         let elapsed_s = e.end_ns.saturating_sub(e.start_ns).div_ceil(1_000_000_000);
         let options = J::Obj(
-            j.sec
+            jobs[e.last]
+                .sec
                 .shown
                 .iter()
                 .map(|(k, v)| (k.clone(), s(v.clone())))
@@ -561,13 +570,19 @@ pub(super) fn run(cli: &ProbeArgs, path: &Path, set: JobFile) -> anyhow::Result<
                         .map(|p| s(p.display().to_string()))
                         .unwrap_or(J::Null),
                 ),
-                ("warnings", J::Arr(warnings.iter().map(|w| s(w.clone())).collect())),
+                (
+                    "warnings",
+                    J::Arr(warnings.iter().map(|w| s(w.clone())).collect()),
+                ),
                 ("interrupted", J::U(interrupted as u64)),
                 ("error", first_error.map(s).unwrap_or(J::Null)),
             ]),
         ),
         ("jobs", J::Arr(json_jobs)),
-        ("disk_util", J::Arr(disks.iter().map(output::disk_util).collect())),
+        (
+            "disk_util",
+            J::Arr(disks.iter().map(output::disk_util).collect()),
+        ),
     ]);
     let mut json = String::new();
     doc.write(&mut json, 0);
