@@ -374,9 +374,11 @@ fn option_line(sc: &mut Scope, line: &str, at: &str) -> anyhow::Result<()> {
             None => Some(format!("--{}", k.long)),
             Some(Some(true)) => Some(format!("--{}", k.long)),
             Some(Some(false)) => None,
-            Some(None) => return Err(usage!(
+            Some(None) => {
+                return Err(usage!(
                 "{at}: {key} is a flag: write '{key}' or '{key}=1' (or '{key}=0'); got '{shown}'"
-            )),
+            ))
+            }
         }
     } else {
         match &value {

@@ -333,19 +333,22 @@ fn bytes_per_s(j: &JobResult) -> f64 {
     (j.totals.dir[READ].bytes + j.totals.dir[WRITE].bytes) as f64 / secs
 }
 
-/// fio's binary and decimal rates, like `86.0MiB/s (90.2MB/s)`.
+/// fio's binary and decimal rates, like `86.0MiB/s (90.2MB/s)`: as fio's `num2str`, the
+/// unit goes up while the number has more than 4 digits, then 3 significant digits.
 fn rate_pair(bps: f64) -> (String, String) {
     let one = |v: f64, base: f64, units: [&str; 4]| {
         let mut v = v;
         let mut u = 0;
-        while v >= base && u < 3 {
+        while v >= 10_000.0 && u < 3 {
             v /= base;
             u += 1;
         }
         if v >= 100.0 {
             format!("{v:.0}{}", units[u])
-        } else {
+        } else if v >= 10.0 {
             format!("{v:.1}{}", units[u])
+        } else {
+            format!("{v:.2}{}", units[u])
         }
     };
     (
@@ -690,6 +693,7 @@ mod tests {
             rate_pair(90.2e6),
             ("86.0MiB/s".to_string(), "90.2MB/s".to_string())
         );
-        assert_eq!(size_pair(2048).0, "2.0KiB");
+        assert_eq!(size_pair(2 << 20), ("2048KiB".into(), "2097kB".into()));
+        assert_eq!(rate_pair(836.0e6).0, "797MiB/s");
     }
 }
