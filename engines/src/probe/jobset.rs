@@ -410,11 +410,6 @@ pub(super) fn run(cli: &ProbeArgs, path: &Path, set: JobFile) -> anyhow::Result<
         }
         return Ok(0);
     }
-    for j in &jobs {
-        for n in &j.r.notes {
-            eprintln!("note: {n}");
-        }
-    }
     let phase = format::phase_from_env().map_err(|e| usage!("{e:#}"))?;
     let mut warnings = vec![];
     for j in jobs
@@ -436,6 +431,12 @@ pub(super) fn run(cli: &ProbeArgs, path: &Path, set: JobFile) -> anyhow::Result<
         }
     }
     let mut tgts = targets(&mut jobs)?;
+    // After the checks: a refused target is one line.
+    for j in &jobs {
+        for n in &j.r.notes {
+            eprintln!("note: {n}");
+        }
+    }
     let clock = Clock::from_env().unwrap_or_else(Clock::start);
     let run_dir = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
     if run_dir.is_some() {

@@ -183,12 +183,6 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         print!("{}", jobfile::render(&r));
         return Ok(0);
     }
-    for n in &r.notes {
-        eprintln!("note: {n}");
-    }
-    if let Some(n) = default_note(&a) {
-        eprintln!("note: {n}");
-    }
     let phase = format::phase_from_env().map_err(|e| usage!("{e:#}"))?;
     let mut warnings = vec![];
     if r.spec.engine == Engine::IoUring {
@@ -207,6 +201,13 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         }
     }
     let mut tgt = target_of(&r)?;
+    // After the checks: a refused target is one line.
+    for n in &r.notes {
+        eprintln!("note: {n}");
+    }
+    if let Some(n) = default_note(&a) {
+        eprintln!("note: {n}");
+    }
     if r.spec.direct && tgt.fstype == "tmpfs" {
         let w = format!(
             "{} is on tmpfs: O_DIRECT there copies memory, no disk is measured",
