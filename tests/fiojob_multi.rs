@@ -85,6 +85,46 @@ fn stonewall_orders_the_groups_and_jobs_without_it_overlap() {
 }
 
 #[test]
+fn startdelay_exitall_and_wait_for_shape_the_timeline() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let job = write(
+        dir.path(),
+        "timeline.fio",
+        &format!(
+            "[global]\nfilename={}\nsize=4m\ntime_based\n[a]\nrw=read\nruntime=20\n[c]\nrw=randread\nruntime=0.3\nstartdelay=0.3\nexitall\n[b]\nnew_group\nwait_for=c\nrw=write\nruntime=0.2\n",
+            dir.path().join("t.dat").display()
+        ),
+    );
+    let v = probe_json(&job);
+    let ours = v["diskpulse"]["jobs"].as_array().unwrap();
+    let names: Vec<&str> = ours
+        .iter()
+        .map(|j| j["jobname"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "c", "b"], "{v}");
+    let gid: Vec<u64> = ours
+        .iter()
+        .map(|j| j["groupid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(gid, [0, 0, 1]);
+    let t = |i: usize, k: &str| ours[i][k].as_u64().unwrap();
+    // c starts at least its startdelay after a.
+    assert!(
+        t(1, "start_t_ns") >= t(0, "start_t_ns") + 300_000_000,
+        "{ours:?}"
+    );
+    // c's exitall ends a (runtime=20) long before its runtime.
+    assert!(
+        t(0, "end_t_ns") < t(0, "start_t_ns") + 10_000_000_000,
+        "{ours:?}"
+    );
+    assert!(t(0, "end_t_ns") >= t(1, "start_t_ns"), "{ours:?}");
+    // b starts when c has ended.
+    assert!(t(2, "start_t_ns") >= t(1, "end_t_ns"), "{ours:?}");
+    assert!(v["jobs"][2]["write"]["total_ios"].as_u64().unwrap() > 0);
+}
+
+#[test]
 fn numjobs_and_group_reporting_give_fios_jobs_entries() {
     if !have_tool("fio", "fio") {
         return;

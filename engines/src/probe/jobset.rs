@@ -432,9 +432,12 @@ pub(super) fn run(cli: &ProbeArgs, path: &Path, set: JobFile) -> anyhow::Result<
     }
     let mut tgts = targets(&mut jobs)?;
     // After the checks: a refused target is one line.
-    for j in &jobs {
-        for n in &j.r.notes {
+    // A note about a [global] line is said once, not once per job.
+    let mut said: Vec<&String> = vec![];
+    for n in jobs.iter().flat_map(|j| &j.r.notes) {
+        if !said.contains(&n) {
             eprintln!("note: {n}");
+            said.push(n);
         }
     }
     let clock = Clock::from_env().unwrap_or_else(Clock::start);
