@@ -12,6 +12,7 @@
 mod args;
 mod csv;
 mod jobfile;
+mod jobkeys;
 mod jobset;
 mod output;
 mod summary;
