@@ -288,6 +288,8 @@ struct Entry {
     job: usize,
     /// The last job summed in: fio shows its `job options` for the group.
     last: usize,
+    /// Jobs summed in (fio's `jobs=` in the summary's heading).
+    n: usize,
     groupid: u64,
     parts: Vec<JobResult>,
     start_ns: u64,
@@ -309,6 +311,7 @@ fn entries(jobs: &[Job], ran: &mut [Ran]) -> Vec<Entry> {
                 Some(e) if gr && e.groupid == g && jobs[e.job].r.group_reporting => {
                     e.parts.push(jr);
                     e.last = k;
+                    e.n += 1;
                     e.start_ns = e.start_ns.min(res.start_ns);
                     e.meas_ns = e.meas_ns.min(res.meas_ns);
                     e.end_ns = e.end_ns.max(res.end_ns);
@@ -316,6 +319,7 @@ fn entries(jobs: &[Job], ran: &mut [Ran]) -> Vec<Entry> {
                 _ => out.push(Entry {
                     job: k,
                     last: k,
+                    n: 1,
                     groupid: g,
                     parts: vec![jr],
                     start_ns: res.start_ns,
@@ -633,11 +637,7 @@ fn human(
             "{}: (groupid={}, jobs={}): err={}\n",
             j.r.name,
             e.groupid,
-            if j.r.group_reporting {
-                j.r.spec.numjobs
-            } else {
-                1
-            },
+            e.n,
             if jr.error.is_some() { 1 } else { 0 }
         ));
         if let Some(d) = &j.sec.sem.description {
