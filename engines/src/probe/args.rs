@@ -333,19 +333,7 @@ fn parse_bs(s: &str) -> anyhow::Result<[u64; 2]> {
 )]
 pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
     if let Some(f) = &a.job_file {
-        let (file, placed) = super::jobfile::load_placed(f)?;
-        let merged = super::jobfile::overlay(file.clone(), a);
-        return resolve(&merged).map_err(|e| match e.downcast_ref::<format::cli::UsageError>() {
-            Some(u) => {
-                // The file alone: does it give the same error (then name its line)?
-                let alone = resolve(&file).err().map(|e| e.to_string());
-                usage!(
-                    "{}",
-                    super::jobfile::place_error(f, &u.0, alone.as_deref(), &placed)
-                )
-            }
-            None => e,
-        });
+        return super::jobfile::resolve_file(f, a);
     }
     let p = match &a.preset {
         Some(n) => preset(n)?,

@@ -14,13 +14,13 @@ use std::path::Path;
 
 use clap::{ArgAction, Args, Command, Parser};
 
-use super::args::{ProbeArgs, Resolved};
+use super::args::{resolve, ProbeArgs, Resolved};
+pub(super) use super::jobkeys::JobSem;
+use super::jobkeys::{
+    engine_refusal, fio_alias, job_key, strip_comment, ENGINES_WE_RUN, FIO_SET_ONLY,
+};
 use format::cli::fmt_duration;
 use format::usage;
-
-/// fio keys that change nothing in a one-job probe: `thread` (our jobs are threads
-/// already), `stonewall`/`wait_for_previous` (nothing runs before the one job).
-const NO_OPS: &[&str] = &["thread", "stonewall", "wait_for_previous"];
 
 /// Flags that are about this invocation, not the job: not taken from a file.
 const NOT_IN_FILES: &[&str] = &["show-job", "allow-destructive", "output-format", "preset"];
@@ -87,7 +87,7 @@ fn expand(v: &str, at: &str) -> anyhow::Result<String> {
     Ok(out)
 }
 
-fn truthy(v: &str) -> Option<bool> {
+pub(super) fn truthy(v: &str) -> Option<bool> {
     match v {
         "1" | "true" | "on" | "yes" => Some(true),
         "0" | "false" | "off" | "no" => Some(false),
@@ -95,14 +95,51 @@ fn truthy(v: &str) -> Option<bool> {
     }
 }
 
-/// Reads a job file into the options it sets (nothing is opened or written).
+/// Reads a one-job file's job into the options it sets (nothing is opened or written).
 #[cfg(test)]
 fn load(path: &Path) -> anyhow::Result<ProbeArgs> {
-    load_placed(path).map(|(a, _)| a)
+    let set = load_set(path)?;
+    if set.sections.len() > 1 {
+        let b = &set.sections[1];
+        return Err(usage!("a second job section [{}]", b.name));
+    }
+    Ok(set.sections.into_iter().next().expect("one job").args)
 }
 
-/// [`load`], and where each option the file sets is: (long name, FILE:LINE).
-pub(super) fn load_placed(path: &Path) -> anyhow::Result<(ProbeArgs, Vec<(String, String)>)> {
+/// One job section as read: `[global]`'s options as they were when it started, then its own.
+pub(super) struct Section {
+    pub name: String,
+    pub args: ProbeArgs,
+    /// Where each option it sets is: (long name, FILE:LINE).
+    pub placed: Vec<(String, String)>,
+    /// The options its own lines set, as written (fio's JSON `job options`).
+    pub shown: Vec<(String, String)>,
+    pub sem: JobSem,
+    /// Where a default of ours differs from fio's, or an option does nothing (stderr).
+    pub notes: Vec<String>,
+}
+
+/// A job file: its job sections in order, and `[global]`'s options as written (fio's
+/// JSON `global options`).
+pub(super) struct JobFile {
+    pub global_shown: Vec<(String, String)>,
+    pub sections: Vec<Section>,
+}
+
+/// What the lines of one scope (`[global]` or a job) set so far.
+#[derive(Clone, Default)]
+struct Scope {
+    /// clap id -> (argv word, FILE:LINE); a later line replaces an earlier one.
+    opts: BTreeMap<String, (Option<String>, String)>,
+    placed: Vec<(String, String)>,
+    shown: Vec<(String, String)>,
+    sem: JobSem,
+}
+
+/// Reads a job file: every job section, each with `[global]` as it was when the section
+/// began (fio allows several `[global]`s; a later one applies to the jobs after it).
+/// Nothing is opened or written.
+pub(super) fn load_set(path: &Path) -> anyhow::Result<JobFile> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         usage!(
             "cannot read the job file {}: {e}; pass the path of a fio job file",
@@ -110,115 +147,247 @@ pub(super) fn load_placed(path: &Path) -> anyhow::Result<(ProbeArgs, Vec<(String
         )
     })?;
     let file = path.display().to_string();
-    // id -> (argv word, FILE:LINE); a job section's entry replaces [global]'s.
-    let mut opts: BTreeMap<String, (Option<String>, String)> = BTreeMap::new();
-    let mut placed: Vec<(String, String)> = vec![];
-    let mut section: Option<(String, usize)> = None;
-    let mut job: Option<(String, usize)> = None;
+    let mut global = Scope::default();
+    // The job being read: (name, FILE:LINE of its header, its scope).
+    let mut job: Option<(String, String, Scope)> = None;
+    let mut in_section = false;
+    let mut sections = vec![];
     for (i, raw) in text.lines().enumerate() {
-        let n = i + 1;
-        let at = format!("{file}:{n}");
-        let line = raw.trim();
+        let at = format!("{file}:{}", i + 1);
+        let line = strip_comment(raw);
         // What a message echoes of the line (a 2 MB value is cut to its ends).
         let shown = format::cli::cut(line, format::cli::ECHO_MAX);
-        if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
+        if line.is_empty() {
             continue;
         }
         if let Some(name) = line.strip_prefix('[') {
             let Some(name) = name.strip_suffix(']') else {
                 return Err(usage!("{at}: a section line is [name]; got '{shown}'"));
             };
+            if let Some((n, a, sc)) = job.take() {
+                sections.push(finish(&file, n, a, sc)?);
+            }
             let name = name.trim().to_string();
             if name != "global" {
-                if let Some((first, fl)) = &job {
-                    return Err(usage!(
-                        "{at}: a second job section [{name}] (the first is [{first}] at line {fl}); diskpulse probe runs one job (numjobs= runs copies of it side by side): put each job in its own file"
-                    ));
-                }
-                job = Some((name.clone(), n));
+                let mut sc = global.clone();
+                sc.shown.clear();
+                job = Some((name, at, sc));
             }
-            section = Some((name, n));
+            in_section = true;
             continue;
         }
-        if section.is_none() {
+        if !in_section {
             return Err(usage!(
                 "{at}: '{shown}' is outside a section; put it under [global] or a [job]"
             ));
         }
-        let (key, value) = match line.split_once('=') {
-            Some((k, v)) => (k.trim(), Some(expand(v.trim(), &at)?)),
-            None => (line, None),
+        let scope = match job.as_mut() {
+            Some((_, _, sc)) => sc,
+            None => &mut global,
         };
-        if NO_OPS.contains(&key) {
-            continue;
-        }
-        let Some(k) = known(key) else {
-            return Err(usage!(
-                "{at}: fio option '{}' is not supported by diskpulse probe (see diskpulse probe --help for the options it runs)",
-                format::cli::cut(key, format::cli::ECHO_MAX)
-            ));
-        };
-        let word = if k.flag {
-            match value.as_deref().map(truthy) {
-                None => Some(format!("--{}", k.long)),
-                Some(Some(true)) => Some(format!("--{}", k.long)),
-                Some(Some(false)) => None,
-                Some(None) => {
-                    return Err(usage!(
-                        "{at}: {key} is a flag: write '{key}' or '{key}=1' (or '{key}=0'); got '{shown}'"
-                    ))
-                }
-            }
-        } else {
-            match &value {
-                Some(v) => Some(format!("--{}={v}", k.long)),
-                // fio's bare `direct` is direct=1 (P3: do_verify, log_max_value and
-                // per_job_logs too); other options need a value.
-                None if [
-                    "direct",
-                    "do-verify",
-                    "log-max-value",
-                    "per-job-logs",
-                    "log-offset",
-                ]
-                .contains(&k.long.as_str()) =>
-                {
-                    Some(format!("--{}=1", k.long))
-                }
-                None => return Err(usage!("{at}: option '{key}' needs a value, like {key}=...")),
-            }
-        };
-        // The value alone, to name the line that holds a bad one.
-        if let Some(w) = word.as_ref().filter(|_| !k.flag) {
-            if let Err(e) = One::try_parse_from([w.as_str()]) {
-                let msg = e.to_string();
-                let first = msg
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .trim_start_matches("error: ");
-                return Err(usage!(
-                    "{at}: {}",
-                    format::cli::cut(first, 2 * format::cli::ECHO_MAX)
-                ));
-            }
-        }
-        opts.insert(k.id, (word, at.clone()));
-        placed.retain(|(l, _)| *l != k.long);
-        placed.push((k.long, at));
+        option_line(scope, line, &at)?;
     }
-    let Some((job_name, _)) = job else {
+    if let Some((n, a, sc)) = job.take() {
+        sections.push(finish(&file, n, a, sc)?);
+    }
+    if sections.is_empty() {
         return Err(usage!(
-            "{file}: no job section: a fio job file has one [name] section with the job's options (and optionally [global])"
+            "{file}: no job section: a fio job file has [name] sections with the jobs' options (and optionally [global])"
+        ));
+    }
+    Ok(JobFile {
+        global_shown: global.shown,
+        sections,
+    })
+}
+
+/// One `key=value` (or bare `key`) line into its scope.
+fn option_line(sc: &mut Scope, line: &str, at: &str) -> anyhow::Result<()> {
+    let shown = format::cli::cut(line, format::cli::ECHO_MAX);
+    let (key, value) = match line.split_once('=') {
+        Some((k, v)) => (k.trim(), Some(expand(v.trim(), at)?)),
+        None => (line, None),
+    };
+    if !FIO_SET_ONLY.contains(&key) {
+        sc.shown.retain(|(k, _)| k != key);
+        sc.shown
+            .push((key.to_string(), value.clone().unwrap_or_default()));
+    }
+    if key == "thread" || job_key(&mut sc.sem, key, value.as_deref(), at)? {
+        return Ok(());
+    }
+    if key == "ioengine" {
+        if let Some(why) = value.as_deref().and_then(engine_refusal) {
+            return Err(usage!(
+                "{at}: ioengine={} is {why}; it runs {ENGINES_WE_RUN}",
+                value.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    if key == "zonemode" && value.as_deref() == Some("zbd") {
+        return Err(usage!(
+            "{at}: zonemode=zbd is for zoned block devices, which diskpulse probe does not run"
+        ));
+    }
+    // fio's rwmixread and rwmixwrite each set both shares (the other is 100 minus it):
+    // the later line wins, as in fio.
+    let (key, value) = match (key, value) {
+        ("rwmixwrite", Some(v)) => {
+            let w: f64 = v
+                .trim()
+                .parse()
+                .map_err(|_| usage!("{at}: rwmixwrite takes a percentage 0..100; got '{shown}'"))?;
+            ("rwmixread", Some(format!("{}", 100.0 - w)))
+        }
+        (k, v) => (fio_alias(k), v),
+    };
+    let Some(k) = known(key) else {
+        return Err(usage!(
+            "{at}: fio option '{}' is not supported by diskpulse probe (see diskpulse probe --help for the options it runs)",
+            format::cli::cut(key, format::cli::ECHO_MAX)
         ));
     };
-    let mut argv: Vec<String> = opts.into_values().filter_map(|(w, _)| w).collect();
-    if !argv.iter().any(|w| w.starts_with("--name=")) {
-        argv.push(format!("--name={job_name}"));
+    let word = if k.flag {
+        match value.as_deref().map(truthy) {
+            None => Some(format!("--{}", k.long)),
+            Some(Some(true)) => Some(format!("--{}", k.long)),
+            Some(Some(false)) => None,
+            Some(None) => {
+                return Err(usage!(
+                "{at}: {key} is a flag: write '{key}' or '{key}=1' (or '{key}=0'); got '{shown}'"
+            ))
+            }
+        }
+    } else {
+        match &value {
+            Some(v) => Some(format!("--{}={v}", k.long)),
+            // fio's bare `direct` is direct=1 (P3: do_verify, log_max_value, per_job_logs
+            // and log_offset too); other options need a value.
+            None if [
+                "direct",
+                "do-verify",
+                "log-max-value",
+                "per-job-logs",
+                "log-offset",
+            ]
+            .contains(&k.long.as_str()) =>
+            {
+                Some(format!("--{}=1", k.long))
+            }
+            None => return Err(usage!("{at}: option '{key}' needs a value, like {key}=...")),
+        }
+    };
+    // The value alone, to name the line that holds a bad one.
+    if let Some(w) = word.as_ref().filter(|_| !k.flag) {
+        if let Err(e) = One::try_parse_from([w.as_str()]) {
+            return Err(usage!("{at}: {}", clap_line(&e)));
+        }
     }
-    One::try_parse_from(&argv)
-        .map(|o| (o.a, placed))
-        .map_err(|e| usage!("{file}: {}", e.to_string().lines().next().unwrap_or("")))
+    sc.opts.insert(k.id, (word, at.to_string()));
+    sc.placed.retain(|(l, _)| *l != k.long);
+    sc.placed.push((k.long, at.to_string()));
+    Ok(())
+}
+
+/// clap's first line, without its `error: `.
+fn clap_line(e: &clap::Error) -> String {
+    let msg = e.to_string();
+    let first = msg
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("error: ");
+    format::cli::cut(first, 2 * format::cli::ECHO_MAX).into_owned()
+}
+
+/// A job section's scope as probe's arguments, with fio's defaults where ours differ.
+fn finish(file: &str, name: String, at: String, mut sc: Scope) -> anyhow::Result<Section> {
+    let mut notes = vec![];
+    // fio's default is buffered I/O (direct=0); probe's flags default to O_DIRECT.
+    if !sc.opts.contains_key("direct") {
+        sc.opts
+            .insert("direct".into(), (Some("--direct=0".into()), at.clone()));
+    }
+    // fio takes log_offset without a log (it does nothing then); clap would refuse it.
+    let has_log = sc
+        .placed
+        .iter()
+        .any(|(l, _)| l.starts_with("write") && l.ends_with("log"));
+    if !has_log {
+        if let Some((_, a)) = sc.placed.iter().find(|(l, _)| l == "log-offset") {
+            notes.push(format!(
+                "{a}: log_offset does nothing without a log (write_lat_log=PREFIX); as in fio, it is ignored"
+            ));
+            sc.opts.remove("log_offset");
+            sc.placed.retain(|(l, _)| l != "log-offset");
+        }
+    }
+    if sc.opts.contains_key("iodepth") && !sc.opts.contains_key("ioengine") {
+        notes.push(format!(
+            "[{name}] sets iodepth without ioengine: fio's default engine, psync, runs it at depth 1; diskpulse runs io_uring at that depth (write ioengine=psync for fio's run, or ioengine=io_uring to say so)"
+        ));
+    }
+    let mut argv: Vec<String> = sc.opts.values().filter_map(|(w, _)| w.clone()).collect();
+    if !argv.iter().any(|w| w.starts_with("--name=")) {
+        argv.push(format!("--name={name}"));
+    }
+    let args = One::try_parse_from(&argv).map(|o| o.a).map_err(|e| {
+        let first = clap_line(&e);
+        // The line of the last option the message names, else the section's.
+        let line = sc
+            .placed
+            .iter()
+            .rev()
+            .find(|(l, _)| first.contains(&format!("--{l}")))
+            .map(|(_, a)| a.clone());
+        usage!(
+            "{}: {first}",
+            line.unwrap_or_else(|| format!("{file} [{name}]"))
+        )
+    })?;
+    Ok(Section {
+        name,
+        args,
+        placed: sc.placed,
+        shown: sc.shown,
+        sem: sc.sem,
+        notes,
+    })
+}
+
+/// A job section resolved with the flags beside the file on top, an error pointing at
+/// the line of the option it is about (when the file alone gives it).
+pub(super) fn resolve_section(
+    path: &Path,
+    sec: &Section,
+    cli: &ProbeArgs,
+) -> anyhow::Result<Resolved> {
+    let mut file = sec.args.clone();
+    file.job_file = None;
+    let mut merged = overlay(file.clone(), cli);
+    merged.job_file = None;
+    let mut r =
+        resolve(&merged).map_err(|e| match e.downcast_ref::<format::cli::UsageError>() {
+            Some(u) => {
+                // The file alone: does it give the same error (then name its line)?
+                let alone = resolve(&file).err().map(|e| e.to_string());
+                usage!("{}", place_error(path, &u.0, alone.as_deref(), &sec.placed))
+            }
+            None => e,
+        })?;
+    r.notes.extend(sec.notes.iter().cloned());
+    Ok(r)
+}
+
+/// A job file's first job resolved, every job checked (for `resolve` and `--dry-run`).
+pub(super) fn resolve_file(path: &Path, cli: &ProbeArgs) -> anyhow::Result<Resolved> {
+    let set = load_set(path)?;
+    let mut first = None;
+    for sec in &set.sections {
+        let r = resolve_section(path, sec, cli)?;
+        first.get_or_insert(r);
+    }
+    Ok(first.expect("a job file has a job"))
 }
 
 /// Where to point a usage error about a job file: the line of the option it is about
@@ -496,8 +665,6 @@ mod tests {
         assert!(e.contains(":5:") && e.contains("'verify_backlog'"), "{e}");
         let e = err("[j]\nruntime=soon\n");
         assert!(e.contains(":2:") && e.contains("'soon'"), "{e}");
-        let e = err("[a]\nrw=read\n[b]\nrw=write\n");
-        assert!(e.contains(":3:") && e.contains("[a] at line 1"), "{e}");
         let e = err("bs=4k\n[a]\n");
         assert!(e.contains(":1:") && e.contains("outside a section"), "{e}");
         let e = err("[a]\nsize=${FIOJOB_SURELY_UNSET}\n");
@@ -509,6 +676,15 @@ mod tests {
         assert!(e.contains(":2:") && e.contains("needs a value"), "{e}");
         let e = err("[global]\nbs=4k\n");
         assert!(e.contains("no job section"), "{e}");
+        let e = err("[a]\nioengine=rdma\n");
+        assert!(
+            e.contains(":2: ioengine=rdma") && e.contains("network"),
+            "{e}"
+        );
+        let e = err("[a]\nrwmixwrite=lots\n");
+        assert!(e.contains(":2:") && e.contains("'rwmixwrite=lots'"), "{e}");
+        let e = err("[a]\nrw=write\nfsync=1\nfdatasync=1 ; both\n");
+        assert!(e.contains(":4:") && e.contains("--fdatasync"), "{e}");
         let e = err("[a]\nshow-job\n");
         assert!(e.contains("'show-job'"), "{e}");
     }
@@ -536,5 +712,70 @@ mod tests {
         // The file is fine; the flag beside it is not: no line of the file is blamed.
         let e = resolve_err("[j]\nrw=randrw\nbs=4k\n", &["--rate_iops=10,"]);
         assert!(e.contains(".fio: --rate_iops=10,"), "{e}");
+    }
+
+    #[test]
+    fn inline_comments_are_cut_as_fio_cuts_them() {
+        assert_eq!(strip_comment("runtime=3600  # Max runtime"), "runtime=3600");
+        assert_eq!(strip_comment("numjobs=4\t; four"), "numjobs=4");
+        assert_eq!(strip_comment("  ; all comment"), "");
+        assert_eq!(strip_comment("bs=4k"), "bs=4k");
+        let f = file("[j]\nruntime=3600  # Max runtime\nnumjobs=4\t; four\n[k] ; the second\n");
+        let set = load_set(f.path()).unwrap();
+        let a = &set.sections[0].args;
+        assert_eq!(a.runtime, Some(std::time::Duration::from_secs(3600)));
+        assert_eq!(a.numjobs, Some(4));
+        assert_eq!(set.sections[1].name, "k");
+        assert_eq!(set.sections[0].shown[0], ("runtime".into(), "3600".into()));
+    }
+
+    #[test]
+    fn each_job_takes_global_as_it_was_when_the_job_began() {
+        let f = file("[global]\nbs=8k\n[a]\nrw=read\n[global]\nbs=16k\nsize=1m\n[b]\nstonewall\n[c]\nnew_group\nwait_for=a\nstartdelay=1\nexitall\ninvalidate=0\ndescription=third\n");
+        let set = load_set(f.path()).unwrap();
+        let s: Vec<&Section> = set.sections.iter().collect();
+        assert_eq!(s.len(), 3);
+        assert_eq!(
+            (s[0].args.bs.as_deref(), s[0].args.size),
+            (Some("8k"), None)
+        );
+        assert_eq!(
+            (s[1].args.bs.as_deref(), s[1].args.size),
+            (Some("16k"), Some(1 << 20))
+        );
+        assert!(s[1].sem.stonewall && !s[0].sem.stonewall && !s[2].sem.stonewall);
+        let c = &s[2].sem;
+        assert!(c.new_group && c.exitall && !c.invalidate);
+        assert!(s[0].sem.invalidate, "fio's invalidate=1 by default");
+        assert_eq!(c.wait_for.as_ref().map(|w| w.0.as_str()), Some("a"));
+        assert_eq!(c.startdelay, std::time::Duration::from_secs(1));
+        assert_eq!(c.description.as_deref(), Some("third"));
+        // fio's default is buffered; a job's direct= says otherwise.
+        assert_eq!(s[0].args.direct.as_deref(), Some("0"));
+        // fio lists neither bare flags nor [global]'s options among a job's options.
+        assert!(s[1].shown.is_empty(), "{:?}", s[1].shown);
+        assert_eq!(set.global_shown.len(), 2, "{:?}", set.global_shown);
+    }
+
+    #[test]
+    fn rwmixread_and_rwmixwrite_each_set_both_and_the_later_wins() {
+        let f = file("[j]\nrw=randrw\nrwmixread=60\nrwmixwrite=40\n");
+        assert_eq!(load(f.path()).unwrap().rwmixread, Some(60.0));
+        // fio: each sets the other to 100 minus it; the later line wins.
+        let f = file("[j]\nrw=randrw\nrwmixread=60\nrwmixwrite=30\n");
+        let a = load(f.path()).unwrap();
+        assert_eq!((a.rwmixread, a.rwmixwrite), (Some(70.0), None));
+    }
+
+    #[test]
+    fn log_offset_without_a_log_is_ignored_with_a_note_as_fio_ignores_it() {
+        let f = file("[j]\nrw=read\nlog_offset=1\n");
+        let set = load_set(f.path()).unwrap();
+        assert!(!set.sections[0].args.log_offset);
+        assert!(
+            set.sections[0].notes[0].contains(":3: log_offset"),
+            "{:?}",
+            set.sections[0].notes
+        );
     }
 }

@@ -13,6 +13,8 @@ mod args;
 mod args_where;
 mod csv;
 mod jobfile;
+mod jobkeys;
+mod jobset;
 mod output;
 mod presets;
 mod summary;
@@ -88,10 +90,14 @@ pub fn check_target(a: &ProbeArgs) -> anyhow::Result<()> {
 
 /// The target of a resolved job, inspected and checked before anything is written.
 fn target_of(r: &Resolved) -> anyhow::Result<target::Target> {
-    let writes = r.spec.writes() || r.spec.fsync.is_some();
+    target_with(r, r.spec.writes() || r.spec.fsync.is_some(), r.size)
+}
+
+/// [`target_of`] for a file several jobs share: whether any writes, the largest size.
+fn target_with(r: &Resolved, writes: bool, size: Option<u64>) -> anyhow::Result<target::Target> {
     let opts = TargetOptions {
         // Room for every numjobs copy's region past --offset (P2b).
-        size: r.size.map(|s| r.spec.place.extent(s, r.spec.numjobs)),
+        size: size.map(|s| r.spec.place.extent(s, r.spec.numjobs)),
         default_size: DEFAULT_SIZE,
         writes,
         direct: r.spec.direct,
@@ -221,13 +227,19 @@ fn check_room(tgt: &target::Target) -> anyhow::Result<()> {
     reason = "the probe command's steps in order (resolve, lay out, run, write, print), each next to its error"
 )]
 pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
+    // A job file with several jobs runs as fio runs them (jobset.rs).
+    let mut sem = jobfile::JobSem::default();
+    if let Some(f) = &a.job_file {
+        let set = jobfile::load_set(f)?;
+        if set.sections.len() > 1 {
+            return jobset::run(&a, f, set);
+        }
+        sem = set.sections[0].sem.clone();
+    }
     let mut r = resolve(&a)?;
     if a.show_job {
         print!("{}", jobfile::render(&r));
         return Ok(0);
-    }
-    for n in &r.notes {
-        eprintln!("note: {n}");
     }
     let phase = format::phase_from_env().map_err(|e| usage!("{e:#}"))?;
     let mut warnings = vec![];
@@ -247,6 +259,13 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         }
     }
     let mut tgt = target_of(&r)?;
+    // After the checks: a refused target is one line.
+    for n in &r.notes {
+        eprintln!("note: {n}");
+    }
+    if let Some(n) = default_note(&a) {
+        eprintln!("note: {n}");
+    }
     if r.spec.direct && tgt.fstype == "tmpfs" {
         let w = format!(
             "{} is on tmpfs: O_DIRECT there copies memory, no disk is measured",
@@ -268,36 +287,15 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         None => None,
     };
 
-    let stop = Arc::new(AtomicBool::new(false));
-    // The first Ctrl-C ends the run cleanly (in-flight I/O completes, the summary is
-    // printed); a second one exits at once, for a device that never completes its I/O.
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
+    let stop = stop_flag()?;
+    if !lay_out(&mut tgt, r.spec.direct, &stop)? {
+        return Ok(130);
     }
-    crate::signals::stop_on_signals(&stop)?;
-
-    if let Some((from, to)) = tgt.layout {
-        let t = std::time::Instant::now();
-        // fill_device's empty layout only creates the file: nothing to say.
-        let say = to > from;
-        if say {
-            eprintln!(
-                "laying out {} ({} MiB{})",
-                tgt.path.display(),
-                (to - from) >> 20,
-                if from > 0 { ", extending" } else { "" }
-            );
-        }
-        if let Err(e) = tgt.lay_out(r.spec.direct, &stop) {
-            return Err(anyhow::Error::new(e));
-        }
-        if stop.load(Ordering::SeqCst) {
-            eprintln!("interrupted while laying out the file: nothing was measured");
-            return Ok(130);
-        }
-        if say {
-            eprintln!("laid out in {:.1}s", t.elapsed().as_secs_f64());
-        }
+    if !jobset::start_delay(sem.startdelay, &stop) {
+        return Ok(130);
+    }
+    if sem.invalidate {
+        jobset::invalidate(&tgt);
     }
     let disk_names = devices_of(&tgt);
     let disks_before = disk_counters(&disk_names);
@@ -332,23 +330,7 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     if let Some(e) = csv_error {
         return Err(e.context("writing probe.hlog"));
     }
-    let elapsed_ns = collectors::clock::monotonic_ns() - disks_t0;
-    for ((name, a), b) in disk_names
-        .iter()
-        .zip(disks_before)
-        .zip(disk_counters(&disk_names))
-    {
-        if let (Some(a), Some(b)) = (a, b) {
-            let n = a.nfields.min(b.nfields) as usize;
-            info.disks.push(DiskDelta {
-                name: name.clone(),
-                d: (0..n)
-                    .map(|i| collectors::diskstats::counter_delta(i, a.f[i], b.f[i]))
-                    .collect(),
-                elapsed_ns,
-            });
-        }
-    }
+    info.disks = disk_deltas(&disk_names, disks_before, disks_t0);
     let mut result = match result {
         Ok(res) => res,
         Err(e) => return Err(refusal_is_usage(e)),
@@ -389,6 +371,76 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         return Ok(130);
     }
     Ok(0)
+}
+
+/// The run's stop flag: the first Ctrl-C ends the run cleanly (in-flight I/O completes,
+/// the summary is printed); a second one exits at once, for a device that never
+/// completes its I/O.
+fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
+    }
+    crate::signals::stop_on_signals(&stop)?;
+    Ok(stop)
+}
+
+/// Lays out what the target still needs; false when interrupted (nothing measured).
+fn lay_out(tgt: &mut target::Target, direct: bool, stop: &AtomicBool) -> anyhow::Result<bool> {
+    if let Some((from, to)) = tgt.layout {
+        let t = std::time::Instant::now();
+        // fill_device's empty layout only creates the file: nothing to say.
+        let say = to > from;
+        if say {
+            eprintln!(
+                "laying out {} ({} MiB{})",
+                tgt.path.display(),
+                (to - from) >> 20,
+                if from > 0 { ", extending" } else { "" }
+            );
+        }
+        if let Err(e) = tgt.lay_out(direct, stop) {
+            return Err(anyhow::Error::new(e));
+        }
+        if stop.load(Ordering::SeqCst) {
+            eprintln!("interrupted while laying out the file: nothing was measured");
+            return Ok(false);
+        }
+        if say {
+            eprintln!("laid out in {:.1}s", t.elapsed().as_secs_f64());
+        }
+    }
+    Ok(true)
+}
+
+/// The devices' counter deltas since `before` (read at `t0_ns`), for fio's `disk_util`.
+fn disk_deltas(
+    names: &[String],
+    before: Vec<Option<collectors::diskstats::DiskCounters>>,
+    t0_ns: u64,
+) -> Vec<DiskDelta> {
+    let elapsed_ns = collectors::clock::monotonic_ns() - t0_ns;
+    let mut out = vec![];
+    for ((name, a), b) in names.iter().zip(before).zip(disk_counters(names)) {
+        if let (Some(a), Some(b)) = (a, b) {
+            let n = a.nfields.min(b.nfields) as usize;
+            out.push(DiskDelta {
+                name: name.clone(),
+                d: (0..n)
+                    .map(|i| collectors::diskstats::counter_delta(i, a.f[i], b.f[i]))
+                    .collect(),
+                elapsed_ns,
+            });
+        }
+    }
+    out
+}
+
+/// Where probe's flag-only default differs from fio's (a job file takes fio's).
+fn default_note(a: &ProbeArgs) -> Option<String> {
+    (a.job_file.is_none() && a.direct.is_none() && a.preset.is_none()).then(|| {
+        "no --direct: diskpulse probe's default is O_DIRECT (--direct=1); fio's is buffered (--direct=0), which a job file gets".to_string()
+    })
 }
 
 fn refusal_is_usage(e: ProbeError) -> anyhow::Error {

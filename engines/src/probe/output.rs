@@ -38,11 +38,11 @@ pub(crate) enum J {
     Null,
 }
 
-fn obj(v: Vec<(&str, J)>) -> J {
+pub(super) fn obj(v: Vec<(&str, J)>) -> J {
     J::Obj(v.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
 }
 
-fn s(v: impl Into<String>) -> J {
+pub(super) fn s(v: impl Into<String>) -> J {
     J::Str(v.into())
 }
 
@@ -422,6 +422,11 @@ pub(super) fn group_jobs(res: &mut ProbeResult) {
         return;
     }
     let jobs = std::mem::take(&mut res.jobs);
+    res.jobs.push(merge_jobs(jobs));
+}
+
+/// Jobs summed as one, as fio's `group_reporting` sums a group.
+pub(super) fn merge_jobs(jobs: Vec<JobResult>) -> JobResult {
     let mut totals = collectors::probe::stats::WindowStats::new();
     let mut usage = collectors::probe::Usage::default();
     let mut samples: Vec<collectors::probe::JobSample> = vec![];
@@ -452,7 +457,7 @@ pub(super) fn group_jobs(res: &mut ProbeResult) {
             }
         }
     }
-    res.jobs.push(collectors::probe::JobResult {
+    JobResult {
         job: 0,
         totals,
         runtime_ns,
@@ -461,7 +466,68 @@ pub(super) fn group_jobs(res: &mut ProbeResult) {
         rate_missed,
         error,
         verified_bytes: verified,
-    });
+    }
+}
+
+/// One entry of fio's `jobs[]`: a job's (or a reporting group's) numbers, in `groupid`,
+/// with the `job options` given.
+pub(super) fn job_entry(
+    r: &Resolved,
+    j: &JobResult,
+    groupid: u64,
+    elapsed_s: u64,
+    group_bw: f64,
+    options: J,
+) -> J {
+    let t = &j.totals;
+    let rt = j.runtime_ns.max(1);
+    let cpu_pct = |ns: u64| ns as f64 * 100.0 / rt as f64;
+    let mut all = t.dir[READ].clat.clone();
+    all.add(&t.dir[WRITE].clat).expect("same bounds");
+    let mut v: Vec<(&str, J)> = vec![
+        ("jobname", s(r.name.clone())),
+        ("groupid", J::U(groupid)),
+        ("error", J::I(j.error.as_ref().map(errno_of).unwrap_or(0))),
+        ("eta", J::U(0)),
+        ("elapsed", J::U(elapsed_s)),
+        ("job options", options),
+        (
+            "read",
+            if r.spec.rw.reads() {
+                dir_block(&t.dir[READ], j.runtime_ns, j, READ, group_bw)
+            } else {
+                empty_dir()
+            },
+        ),
+        (
+            "write",
+            if r.spec.rw.writes() {
+                dir_block(&t.dir[WRITE], j.runtime_ns, j, WRITE, group_bw)
+            } else {
+                empty_dir()
+            },
+        ),
+        ("trim", empty_dir()),
+        (
+            "sync",
+            obj(vec![
+                ("total_ios", J::U(t.sync_ios)),
+                ("lat_ns", lat_block(&t.sync_m, &t.sync)),
+            ]),
+        ),
+        ("job_runtime", J::U((j.runtime_ns + 500_000) / 1_000_000)),
+        ("usr_cpu", J::F(cpu_pct(j.usage.usr_ns))),
+        ("sys_cpu", J::F(cpu_pct(j.usage.sys_ns))),
+        ("ctx", J::U(j.usage.ctx)),
+        ("majf", J::U(j.usage.majflt)),
+        ("minf", J::U(j.usage.minflt)),
+    ];
+    v.extend(latency_buckets(&all));
+    v.push(("latency_depth", J::U(r.spec.iodepth as u64)));
+    v.push(("latency_target", J::U(0)));
+    v.push(("latency_percentile", J::F(100.0)));
+    v.push(("latency_window", J::U(0)));
+    obj(v)
 }
 
 /// The fio-shaped JSON document.
@@ -481,57 +547,7 @@ pub(crate) fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> Strin
     let jobs: Vec<J> = res
         .jobs
         .iter()
-        .map(|j| {
-            let t = &j.totals;
-            let rt = j.runtime_ns.max(1);
-            let cpu_pct = |ns: u64| ns as f64 * 100.0 / rt as f64;
-            let mut all = t.dir[READ].clat.clone();
-            all.add(&t.dir[WRITE].clat).expect("same bounds");
-            let mut v: Vec<(&str, J)> = vec![
-                ("jobname", s(r.name.clone())),
-                ("groupid", J::U(0)),
-                ("error", J::I(j.error.as_ref().map(errno_of).unwrap_or(0))),
-                ("eta", J::U(0)),
-                ("elapsed", J::U(elapsed_s)),
-                ("job options", job_options(r, info)),
-                (
-                    "read",
-                    if r.spec.rw.reads() {
-                        dir_block(&t.dir[READ], j.runtime_ns, j, READ, group_bw)
-                    } else {
-                        empty_dir()
-                    },
-                ),
-                (
-                    "write",
-                    if r.spec.rw.writes() {
-                        dir_block(&t.dir[WRITE], j.runtime_ns, j, WRITE, group_bw)
-                    } else {
-                        empty_dir()
-                    },
-                ),
-                ("trim", empty_dir()),
-                (
-                    "sync",
-                    obj(vec![
-                        ("total_ios", J::U(t.sync_ios)),
-                        ("lat_ns", lat_block(&t.sync_m, &t.sync)),
-                    ]),
-                ),
-                ("job_runtime", J::U((j.runtime_ns + 500_000) / 1_000_000)),
-                ("usr_cpu", J::F(cpu_pct(j.usage.usr_ns))),
-                ("sys_cpu", J::F(cpu_pct(j.usage.sys_ns))),
-                ("ctx", J::U(j.usage.ctx)),
-                ("majf", J::U(j.usage.majflt)),
-                ("minf", J::U(j.usage.minflt)),
-            ];
-            v.extend(latency_buckets(&all));
-            v.push(("latency_depth", J::U(r.spec.iodepth as u64)));
-            v.push(("latency_target", J::U(0)));
-            v.push(("latency_percentile", J::F(100.0)));
-            v.push(("latency_window", J::U(0)));
-            obj(v)
-        })
+        .map(|j| job_entry(r, j, 0, elapsed_s, group_bw, job_options(r, info)))
         .collect();
     let z = info.clock.zero_monotonic_ns();
     let extra = obj(vec![
@@ -606,7 +622,7 @@ pub(crate) fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> Strin
 }
 
 /// fio's `disk_util` entry from a device's counter deltas over the run.
-fn disk_util(d: &super::DiskDelta) -> J {
+pub(super) fn disk_util(d: &super::DiskDelta) -> J {
     use collectors::diskstats as ds;
     let f = |i: usize| J::U(d.d.get(i).copied().flatten().unwrap_or(0));
     let io_ms = d.d.get(ds::F_IO_MS).copied().flatten().unwrap_or(0);
