@@ -7,7 +7,7 @@
 # pg's own round-to-round ratios: diskpulse cannot be judged closer than that), and
 # diskpulse's p50/p99. A figure, not an assertion.
 #
-# Same blocks for both (decision 0099): on the loop device it makes, a fresh ext4 (mkfs
+# Same blocks for both (decision 0095): on the loop device it makes, a fresh ext4 (mkfs
 # -E nodiscard, so the image keeps its blocks on the disk below) before EVERY run, and
 # both write pg's file name, so each tool's 16 MiB file is inode 12 on the same extent of
 # the loop device and of the disk under its image. Without that, ext4 puts each new file
@@ -44,7 +44,7 @@ trap cleanup EXIT
 # each on a loop device of its own (they swap devices every round), so both see the same
 # disk and CPU weather, row by row (each row lasts SECS in both). On a shared VM, one
 # after the other (TOGETHER=0, and always with a DIR) sees pg vary 0.05-14x against
-# itself between rounds (decision 0099): too much to judge 10%.
+# itself between rounds (decision 0095): too much to judge 10%.
 if [ $# -ge 1 ]; then TOGETHER=${TOGETHER:-0}; else TOGETHER=${TOGETHER:-1}; fi
 if [ $# -ge 1 ]; then
   [ "$TOGETHER" = 1 ] && { echo "TOGETHER=1 needs the bench's own loop devices: drop the DIR argument or pass TOGETHER=0" >&2; exit 2; }

@@ -42,7 +42,7 @@ fn main() {
         .nth(1)
         .is_some_and(|c| GO_ON.iter().any(|g| c == *g))
         && !std::env::args_os().any(|a| a == "--dry-run" || a == "--help" || a == "-h");
-    // `fsync` stays one thread, as pg_test_fsync is (decision 0099): SIGPIPE ignored, no
+    // `fsync` stays one thread, as pg_test_fsync is (decision 0095): SIGPIPE ignored, no
     // stdio watcher; its output goes through one writer that ends the run on EPIPE.
     let one_thread = std::env::args_os().nth(1).is_some_and(|c| c == "fsync");
     if goes_on && one_thread {

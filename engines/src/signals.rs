@@ -41,7 +41,7 @@ pub fn survive_closed_output() {
 /// SIGPIPE ignored, no watcher thread: for a command that must stay single-threaded and
 /// handles its own write errors (`fsync`: pg_test_fsync is one thread, and a second one
 /// makes every read/write/sync do atomic fdget/fput and glibc cancellation bookkeeping
-/// that pg's loop does not; decision 0099). A broken stdout there is an error the command
+/// that pg's loop does not; decision 0095). A broken stdout there is an error the command
 /// sees (EPIPE), not a signal that kills it.
 pub fn ignore_sigpipe() {
     // SAFETY: setting a signal disposition has no preconditions.

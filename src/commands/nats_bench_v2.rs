@@ -3,7 +3,7 @@
 //! onto `diskpulse load` as the v0.1 flat form is ([`super::nats_bench`]), printed and
 //! written in natscli v0.2's report and CSV ([`engines::load::natscli_v2`]).
 //!
-//! Which form runs (decision 0097): a first word that is one of natscli v0.2's
+//! Which form runs (decision 0094): a first word that is one of natscli v0.2's
 //! subcommands (`pub`, `sub`, `service`, `js`, `kv`) is the v0.2 form; anything else is
 //! the v0.1 form's SUBJECT. A v0.1 subject spelled like a subcommand goes after `--`
 //! (`diskpulse nats-bench --pub 1 -- pub`).

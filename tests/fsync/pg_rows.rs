@@ -5,7 +5,7 @@
 //! lists must be equal, and diskpulse must run as one thread, as pg_test_fsync does: a
 //! second thread (the stdio watcher other commands have) made every pwrite/fdatasync take
 //! the shared-file-table path (atomic fdget/fput) and glibc's cancellation bookkeeping,
-//! which pg's loop does not pay (decision 0099, docs/commands/fsync.md).
+//! which pg's loop does not pay (decision 0095, docs/commands/fsync.md).
 
 use super::*;
 
@@ -188,7 +188,7 @@ fn pg_rows_make_pg_test_fsyncs_syscalls_on_one_thread() {
     assert!(!pg_cloned, "pg_test_fsync 15 is one thread");
     assert!(
         !dp_cloned,
-        "diskpulse fsync started a thread; pg_test_fsync runs as one (decision 0099)"
+        "diskpulse fsync started a thread; pg_test_fsync runs as one (decision 0095)"
     );
     let (a, b) = (rows_of(&pg_toks), rows_of(&dp_toks));
     // The fill (open, one 16 MiB write, fsync, close), then pg's 16 rows that run here

@@ -8,7 +8,7 @@
 //!   `SINGLE_ISSUER | DEFER_TASKRUN` where the kernel has it (6.1+): completions are
 //!   posted when this thread waits, not by interrupting it;
 //! - submitting and reaping follow fio's `iodepth_batch_submit` (default 1),
-//!   `iodepth_batch_complete_min` (1) and `_max` (the min) (decision 0091): a round
+//!   `iodepth_batch_complete_min` (1) and `_max` (the min) (decision 0090): a round
 //!   queues up to `batch_submit` I/Os that are due and submits them with one
 //!   `io_uring_enter`; only once every slot is busy (or nothing more can go now) does the
 //!   job wait, for `complete_min` completions (with a rate: or for the next intended

@@ -10,7 +10,7 @@
 //! - `slat`: from when the I/O was ready to go to when the system call that submitted
 //!   it returned (io_uring and libaio; 0 samples for the sync engine, as in fio);
 //! - `clat`: from there to when the job reaped the completion (for the sync engine: the
-//!   `pread`/`pwrite` call itself, as fio's psync); see decision 0091;
+//!   `pread`/`pwrite` call itself, as fio's psync); see decision 0090;
 //! - `lat`: `slat + clat`;
 //! - `lat_co` (ours): from the I/O's intended start on the rate schedule to completion:
 //!   an I/O that started late because the device was slow counts its wait (coordinated

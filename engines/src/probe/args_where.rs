@@ -1,6 +1,6 @@
 //! `probe`'s flags for where the I/Os go (fio's spellings), flattened into
 //! [`super::args::ProbeArgs`], and their resolution into a
-//! [`collectors::probe::place::Placement`] (decision 0093). Values are checked here, so a
+//! [`collectors::probe::place::Placement`] (decision 0091). Values are checked here, so a
 //! bad one is one line naming the option, exit 2; a job file's line is added by
 //! `jobfile::place_error`.
 
