@@ -601,6 +601,7 @@ pub(super) fn render(r: &Resolved) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::args_where::SizeArg;
 
     fn file(text: &str) -> tempfile::NamedTempFile {
         use std::io::Write;
@@ -736,11 +737,17 @@ mod tests {
         let s: Vec<&Section> = set.sections.iter().collect();
         assert_eq!(s.len(), 3);
         assert_eq!(
-            (s[0].args.bs.as_deref(), s[0].args.size),
+            (
+                s[0].args.bs.as_deref(),
+                s[0].args.size.and_then(SizeArg::bytes)
+            ),
             (Some("8k"), None)
         );
         assert_eq!(
-            (s[1].args.bs.as_deref(), s[1].args.size),
+            (
+                s[1].args.bs.as_deref(),
+                s[1].args.size.and_then(SizeArg::bytes)
+            ),
             (Some("16k"), Some(1 << 20))
         );
         assert!(s[1].sem.stonewall && !s[0].sem.stonewall && !s[2].sem.stonewall);
