@@ -143,45 +143,72 @@ pub struct JsPub {
 #[derive(Subcommand, Debug, Clone)]
 pub enum Bench {
     /// Publish Core NATS messages.
+    #[command(
+        after_help = "Examples:\n  diskpulse nats-bench pub foo --clients 10 --msgs 10000 --size 512\n  diskpulse nats-bench pub foo --throughput 50000 --duration 30s"
+    )]
     Pub(WithSubject),
     /// Subscribe to Core NATS messages.
+    #[command(after_help = "Examples:\n  diskpulse nats-bench sub foo --clients 5 --msgs 10000")]
     Sub(WithSubject),
     /// Micro-service mode: `service serve SUBJECT`, `service request SUBJECT`.
     #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  diskpulse nats-bench service serve foo --clients 4\n  diskpulse nats-bench service request foo --clients 4 --msgs 20000"
+    )]
     Service(Service),
     /// JetStream: `js pub`, `js ordered`, `js consume`, `js fetch`.
     #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  diskpulse nats-bench js pub foo --create --batch 1000\n  diskpulse nats-bench js ordered\n  diskpulse nats-bench js consume\n  diskpulse nats-bench js fetch --acks=none --batch=1000"
+    )]
     Js(Js),
     /// KV: `kv put`, `kv get`.
     #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  diskpulse nats-bench kv put\n  diskpulse nats-bench kv get --randomize 100"
+    )]
     Kv(Kv),
 }
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum Service {
     /// Service requests (until --msgs requests are served, or Ctrl-C).
+    #[command(
+        after_help = "Examples:\n  diskpulse nats-bench service serve foo --clients 4 --msgs 20000"
+    )]
     Serve(WithSubject),
     /// Send requests and wait for their replies.
+    #[command(
+        after_help = "Examples:\n  diskpulse nats-bench service request foo --clients 4 --msgs 20000"
+    )]
     Request(WithSubject),
 }
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum Js {
     /// Publish JetStream messages.
+    #[command(
+        after_help = "Examples:\n  diskpulse nats-bench js pub foo --create --batch 1000\n  diskpulse nats-bench js pub sync foo --create --msgs 10000"
+    )]
     Pub(JsPub),
     /// Consume the stream with an ephemeral ordered consumer per client.
+    #[command(after_help = "Examples:\n  diskpulse nats-bench js ordered --clients 2")]
     Ordered(NoSubject),
     /// Consume the stream through a durable consumer shared by the clients.
+    #[command(after_help = "Examples:\n  diskpulse nats-bench js consume --clients 4")]
     Consume(NoSubject),
     /// Consume the stream through a durable consumer with fetches of --batch.
+    #[command(after_help = "Examples:\n  diskpulse nats-bench js fetch --acks=none --batch=1000")]
     Fetch(NoSubject),
 }
 
 #[derive(Subcommand, Debug, Clone)]
 pub enum Kv {
     /// Put messages in a KV bucket.
+    #[command(after_help = "Examples:\n  diskpulse nats-bench kv put --clients 2 --msgs 10000")]
     Put(NoSubject),
     /// Get messages from a KV bucket.
+    #[command(after_help = "Examples:\n  diskpulse nats-bench kv get --clients 2 --randomize 100")]
     Get(NoSubject),
 }
 

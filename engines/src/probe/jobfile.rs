@@ -316,7 +316,7 @@ fn finish(file: &str, name: String, at: String, mut sc: Scope) -> anyhow::Result
     if !has_log {
         if let Some((_, a)) = sc.placed.iter().find(|(l, _)| l == "log-offset") {
             notes.push(format!(
-                "{a}: log_offset does nothing without a log (write_lat_log=PREFIX); as in fio, it is ignored"
+                "{a}: log_offset changes nothing without write_lat_log, write_bw_log or write_iops_log (fio ignores it too)"
             ));
             sc.opts.remove("log_offset");
             sc.placed.retain(|(l, _)| l != "log-offset");
