@@ -507,6 +507,10 @@ fn job_files_take_libaio_batch_and_think_options_and_refuse_offload() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let j = json(&o);
     assert_eq!(j["diskpulse"]["engine"], "libaio");
+    assert_eq!(
+        j["jobs"][0]["job options"]["ioengine"], "libaio",
+        "fio's job options"
+    );
     assert!(j["jobs"][0]["read"]["total_ios"].as_u64().unwrap() > 100);
     for (line, what) in [
         ("io_submit_mode=offload", "offload"),

@@ -494,6 +494,7 @@ pub(super) fn run(cli: &ProbeArgs, path: &Path, set: JobFile) -> anyhow::Result<
             recorded_in: None,
             start_wall,
             disks: vec![],
+            file_shown: None,
         }
     };
     let mut list: Vec<(Entry, JobResult)> = entries(&jobs, &mut ran)

@@ -46,6 +46,9 @@ pub(crate) struct RunInfo {
     pub start_wall: chrono::DateTime<chrono::Local>,
     /// Device counters before and after the run, for fio's `disk_util`.
     pub disks: Vec<DiskDelta>,
+    /// A job file's `global options` and `job options` as its lines wrote them (fio's
+    /// JSON lists those, not the resolved job); None for flags alone.
+    pub file_shown: Option<(Vec<(String, String)>, Vec<(String, String)>)>,
 }
 
 /// A device's counters over the run (fio's `disk_util` entry).
@@ -229,12 +232,14 @@ fn check_room(tgt: &target::Target) -> anyhow::Result<()> {
 pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     // A job file with several jobs runs as fio runs them (jobset.rs).
     let mut sem = jobfile::JobSem::default();
+    let mut file_shown = None;
     if let Some(f) = &a.job_file {
         let set = jobfile::load_set(f)?;
         if set.sections.len() > 1 {
             return jobset::run(&a, f, set);
         }
         sem = set.sections[0].sem.clone();
+        file_shown = Some((set.global_shown.clone(), set.sections[0].shown.clone()));
     }
     let mut r = resolve(&a)?;
     if a.show_job {
@@ -314,6 +319,7 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         recorded_in: run_dir.clone(),
         start_wall: chrono::Local::now(),
         disks: vec![],
+        file_shown,
     };
 
     let mut csv_error = None;

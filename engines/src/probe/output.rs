@@ -530,6 +530,15 @@ pub(super) fn job_entry(
     obj(v)
 }
 
+/// A job's `job options`: a job file's own lines as written, as fio lists them (decision
+/// 0089); the resolved job for flags alone.
+fn shown_or_resolved(r: &Resolved, info: &RunInfo) -> J {
+    match &info.file_shown {
+        Some((_, job)) => J::Obj(job.iter().map(|(k, v)| (k.clone(), s(v.clone()))).collect()),
+        None => job_options(r, info),
+    }
+}
+
 /// The fio-shaped JSON document.
 pub(crate) fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
     let group_bw: f64 = res
@@ -547,7 +556,7 @@ pub(crate) fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> Strin
     let jobs: Vec<J> = res
         .jobs
         .iter()
-        .map(|j| job_entry(r, j, 0, elapsed_s, group_bw, job_options(r, info)))
+        .map(|j| job_entry(r, j, 0, elapsed_s, group_bw, shown_or_resolved(r, info)))
         .collect();
     let z = info.clock.zero_monotonic_ns();
     let extra = obj(vec![
@@ -609,6 +618,16 @@ pub(crate) fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> Strin
         ("timestamp", J::U(ts.timestamp() as u64)),
         ("timestamp_ms", J::U(ts.timestamp_millis() as u64)),
         ("time", s(ts.format("%a %b %e %H:%M:%S %Y").to_string())),
+        (
+            "global options",
+            J::Obj(
+                info.file_shown
+                    .iter()
+                    .flat_map(|(g, _)| g.iter())
+                    .map(|(k, v)| (k.clone(), s(v.clone())))
+                    .collect(),
+            ),
+        ),
         ("diskpulse", extra),
         ("jobs", J::Arr(jobs)),
         (
