@@ -51,6 +51,9 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
             }
             return Ok(());
         };
+        if c.timing.loop_invalidate && c.gen.take_wrapped() {
+            super::drop_cached(c.fd);
+        }
         c.issued_one();
         if op.dir != READ {
             // SAFETY: ptr is valid for max_bs >= op.len bytes; nothing else uses buf now.

@@ -245,6 +245,9 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
                 issuing = false;
                 break;
             };
+            if c.timing.loop_invalidate && c.gen.take_wrapped() {
+                super::drop_cached(c.fd);
+            }
             let si = free.pop().expect("a free slot") as usize;
             slots[si] = Slot {
                 dir: op.dir,

@@ -358,6 +358,14 @@ impl Ctx<'_> {
     }
 }
 
+/// Drops a file's cached pages (fio's `invalidate`, on each new pass of a time-based job).
+pub(crate) fn drop_cached(fd: std::os::fd::RawFd) {
+    // SAFETY: a plain system call on an open fd; advice only, its result changes nothing.
+    unsafe {
+        libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED);
+    }
+}
+
 /// Runs the probe on an already laid-out `target`. Returns `Err` only when nothing
 /// could start (open, io_uring setup); errors during the run are in the jobs' results,
 /// with what was measured until then. `stop` ends the run early (Ctrl-C).

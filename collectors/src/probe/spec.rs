@@ -171,6 +171,9 @@ pub struct Timing {
     /// fio's `fill_device`: write until the file system is full (ENOSPC ends the job,
     /// it is not an error).
     pub fill_device: bool,
+    /// fio's `invalidate` on a buffered time-based job: each new pass over the file drops
+    /// its cached pages (fio's `loop_cache_invalidate`), so a pass does not read the last.
+    pub loop_invalidate: bool,
 }
 
 impl Default for Timing {
@@ -188,6 +191,7 @@ impl Default for Timing {
             min_iops: [0, 0],
             rate_cycle_ns: 1_000_000_000,
             fill_device: false,
+            loop_invalidate: false,
         }
     }
 }

@@ -118,6 +118,9 @@ pub(crate) struct Gen {
     done_bytes: u64,
     done_ios: u64,
     loops_left: u32,
+    /// A time-based pass just began again (the random map was full, or a sequential run
+    /// wrapped): fio drops the file's cached pages then (`loop_cache_invalidate`).
+    wrapped: bool,
 }
 
 /// A multiplicative scramble (a bijection on u64), so a skewed distribution's hot blocks
@@ -203,7 +206,14 @@ impl Gen {
             done_bytes: 0,
             done_ios: 0,
             loops_left: p.loops.max(1),
+            wrapped: false,
         }
+    }
+
+    /// Whether a time-based pass began again since the last call (see `wrapped`).
+    #[inline]
+    pub(crate) fn take_wrapped(&mut self) -> bool {
+        std::mem::take(&mut self.wrapped)
     }
 
     /// The largest block size (buffer size).
@@ -318,6 +328,17 @@ impl Gen {
             (off, self.pick_len(dir, off, space))
         } else {
             let off = self.seq_pos(dir, space);
+            if self.time_based
+                && self.d[dir].last_start.is_some_and(|l| {
+                    if self.seq_add < 0 {
+                        off > l
+                    } else {
+                        off < l
+                    }
+                })
+            {
+                self.wrapped = true;
+            }
             (off, self.pick_len(dir, off, space))
         };
         let d = &mut self.d[dir];
@@ -409,6 +430,7 @@ impl Gen {
             None => {
                 // The pass covered every block: a new one (fio's time_based reset).
                 self.maps[m].reset();
+                self.wrapped = true;
                 self.maps[m].free_from(b)
             }
         }

@@ -202,6 +202,30 @@ pub(super) fn load_set(path: &Path) -> anyhow::Result<JobFile> {
 }
 
 /// One `key=value` (or bare `key`) line into its scope.
+/// fio's own name of an option a line may spell with one of fio's aliases (fio 3.33's
+/// options.c: `.name` for `.alias`), as its JSON `job options` show it.
+fn fio_name(key: &str) -> &str {
+    match key {
+        "readwrite" => "rw",
+        "iodepth_batch_submit" => "iodepth_batch",
+        "iodepth_batch_complete" => "iodepth_batch_complete_min",
+        "io_limit" => "io_size",
+        "fill_fs" => "fill_device",
+        "fileoffset" => "offset",
+        "blocksize" => "bs",
+        "blockalign" => "ba",
+        "blocksize_range" => "bsrange",
+        "blocksize_unaligned" => "bs_unaligned",
+        "allrandrepeat" => "randrepeat",
+        "nr_files" => "nrfiles",
+        "timeout" => "runtime",
+        "ratemin" => "rate_min",
+        "ratecycle" => "rate_cycle",
+        "log_max_value" => "log_window_value",
+        other => other,
+    }
+}
+
 fn option_line(sc: &mut Scope, line: &str, at: &str) -> anyhow::Result<()> {
     let shown = format::cli::cut(line, format::cli::ECHO_MAX);
     let (key, value) = match line.split_once('=') {
@@ -209,9 +233,11 @@ fn option_line(sc: &mut Scope, line: &str, at: &str) -> anyhow::Result<()> {
         None => (line, None),
     };
     if !FIO_SET_ONLY.contains(&key) {
-        sc.shown.retain(|(k, _)| k != key);
+        // fio's JSON names an option by its own name, not the alias the line used.
+        let name = fio_name(key);
+        sc.shown.retain(|(k, _)| k != name);
         sc.shown
-            .push((key.to_string(), value.clone().unwrap_or_default()));
+            .push((name.to_string(), value.clone().unwrap_or_default()));
     }
     if key == "thread" || job_key(&mut sc.sem, key, value.as_deref(), at)? {
         return Ok(());

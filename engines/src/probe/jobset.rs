@@ -121,6 +121,9 @@ fn plan<'a>(cli: &ProbeArgs, path: &Path, set: &'a JobFile) -> anyhow::Result<Ve
                     })?,
             ),
         };
+        let mut r = r;
+        // fio drops a buffered file's cache on each new pass of a time-based job too.
+        r.spec.timing.loop_invalidate = sec.sem.invalidate && !r.spec.direct;
         jobs.push(Job {
             sec,
             r,

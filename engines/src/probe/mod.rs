@@ -242,6 +242,8 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         file_shown = Some((set.global_shown.clone(), set.sections[0].shown.clone()));
     }
     let mut r = resolve(&a)?;
+    // fio drops a buffered file's cache on each new pass of a time-based job too.
+    r.spec.timing.loop_invalidate = sem.invalidate && !r.spec.direct;
     if a.show_job {
         print!("{}", jobfile::render(&r));
         return Ok(0);
