@@ -34,6 +34,9 @@ use format::usage;
 pub use args::ProbeArgs;
 use args::{resolve, Resolved, DEFAULT_SIZE};
 
+/// Options as a job file's lines wrote them: (fio's name, the value).
+pub(crate) type Shown = Vec<(String, String)>;
+
 /// The run's facts that the outputs show besides the numbers.
 pub(crate) struct RunInfo {
     target_path: PathBuf,
@@ -48,7 +51,7 @@ pub(crate) struct RunInfo {
     pub disks: Vec<DiskDelta>,
     /// A job file's `global options` and `job options` as its lines wrote them (fio's
     /// JSON lists those, not the resolved job); None for flags alone.
-    pub file_shown: Option<(Vec<(String, String)>, Vec<(String, String)>)>,
+    pub file_shown: Option<(Shown, Shown)>,
 }
 
 /// A device's counters over the run (fio's `disk_util` entry).
