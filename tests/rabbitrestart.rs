@@ -162,7 +162,9 @@ at = "2s"
     let closed = m["closed"]
         .as_array()
         .unwrap_or_else(|| panic!("no rabbitmq_metrics.csv chunks: {}", meta["chunks"]));
-    assert!(closed.len() >= 4, "{m}");
+    // Two before the restart and one after at least (a loaded machine's restart took 16 s
+    // and left three: 11-12.8 s, then 29 s).
+    assert!(closed.len() >= 3, "{m}");
     let rows: u64 = closed.iter().map(|c| c["rows"].as_u64().unwrap()).sum();
     let by = diskpulse::format::monitor::read(&run, "rabbitmq_metrics.csv").unwrap();
     let t = &by.values().next().expect("rows of the node").t_ns;

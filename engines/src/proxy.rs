@@ -179,7 +179,7 @@ pub struct DirReport {
     added_mean_ms: f64,
     /// Time the writes took in all, ms: the receiver not reading as fast as the sender
     /// sent. Chunks behind a blocked write wait for it, and that wait is in `added_*`.
-    write_blocked_ms: f64,
+    pub write_blocked_ms: f64,
 }
 
 /// A proxy's settings and what it measured.

@@ -202,30 +202,6 @@ pub(super) fn load_set(path: &Path) -> anyhow::Result<JobFile> {
 }
 
 /// One `key=value` (or bare `key`) line into its scope.
-/// fio's own name of an option a line may spell with one of fio's aliases (fio 3.33's
-/// options.c: `.name` for `.alias`), as its JSON `job options` show it.
-fn fio_name(key: &str) -> &str {
-    match key {
-        "readwrite" => "rw",
-        "iodepth_batch_submit" => "iodepth_batch",
-        "iodepth_batch_complete" => "iodepth_batch_complete_min",
-        "io_limit" => "io_size",
-        "fill_fs" => "fill_device",
-        "fileoffset" => "offset",
-        "blocksize" => "bs",
-        "blockalign" => "ba",
-        "blocksize_range" => "bsrange",
-        "blocksize_unaligned" => "bs_unaligned",
-        "allrandrepeat" => "randrepeat",
-        "nr_files" => "nrfiles",
-        "timeout" => "runtime",
-        "ratemin" => "rate_min",
-        "ratecycle" => "rate_cycle",
-        "log_max_value" => "log_window_value",
-        other => other,
-    }
-}
-
 fn option_line(sc: &mut Scope, line: &str, at: &str) -> anyhow::Result<()> {
     let shown = format::cli::cut(line, format::cli::ECHO_MAX);
     let (key, value) = match line.split_once('=') {
@@ -234,7 +210,7 @@ fn option_line(sc: &mut Scope, line: &str, at: &str) -> anyhow::Result<()> {
     };
     if !FIO_SET_ONLY.contains(&key) {
         // fio's JSON names an option by its own name, not the alias the line used.
-        let name = fio_name(key);
+        let name = super::jobkeys::fio_name(key);
         sc.shown.retain(|(k, _)| k != name);
         sc.shown
             .push((name.to_string(), value.clone().unwrap_or_default()));
@@ -731,7 +707,7 @@ mod tests {
     fn a_bad_value_names_its_line_unless_a_flag_beside_the_file_is_at_fault() {
         let e = resolve_err("[global]\ndirect=1\n[j]\nioengine=posixaio\n", &[]);
         assert!(
-            e.contains(":4: --ioengine") && e.contains("'posixaio'"),
+            e.contains(":4: ioengine=posixaio") && e.contains("libaio, io_uring"),
             "{e}"
         );
         let e = resolve_err("[j]\nrw=randrw\nrate_iops=10,\n", &[]);

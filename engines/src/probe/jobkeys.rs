@@ -100,7 +100,7 @@ pub(super) fn engine_refusal(v: &str) -> Option<&'static str> {
 }
 
 /// The engines diskpulse probe runs, for refusals.
-pub(super) const ENGINES_WE_RUN: &str = "sync, psync, vsync, pvsync, pvsync2, io_uring";
+pub(super) const ENGINES_WE_RUN: &str = "sync, psync, vsync, pvsync, pvsync2, libaio, io_uring";
 
 /// A job-level key (fio's, read by the job set): Ok(true) when `key` is one.
 pub(super) fn job_key(
@@ -138,4 +138,28 @@ pub(super) fn job_key(
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// fio's own name of an option a line may spell with one of fio's aliases (fio 3.33's
+/// options.c: `.name` for `.alias`), as its JSON `job options` show it.
+pub(super) fn fio_name(key: &str) -> &str {
+    match key {
+        "readwrite" => "rw",
+        "iodepth_batch_submit" => "iodepth_batch",
+        "iodepth_batch_complete" => "iodepth_batch_complete_min",
+        "io_limit" => "io_size",
+        "fill_fs" => "fill_device",
+        "fileoffset" => "offset",
+        "blocksize" => "bs",
+        "blockalign" => "ba",
+        "blocksize_range" => "bsrange",
+        "blocksize_unaligned" => "bs_unaligned",
+        "allrandrepeat" => "randrepeat",
+        "nr_files" => "nrfiles",
+        "timeout" => "runtime",
+        "ratemin" => "rate_min",
+        "ratecycle" => "rate_cycle",
+        "log_max_value" => "log_window_value",
+        other => other,
+    }
 }
