@@ -23,7 +23,7 @@
 use std::sync::atomic::Ordering;
 
 use super::stats::READ;
-use super::{pace, verify, Ctx, ProbeError, SyncKind};
+use super::{pace, verify, Ctx, ProbeError};
 use crate::clock::monotonic_ns;
 use crate::directio::AlignedBuf;
 
@@ -178,7 +178,7 @@ pub(super) fn run(c: &mut Ctx, a: &mut Aio) -> Result<(), ProbeError> {
         // A sync (or think time) waits for the queue to drain, then runs here.
         if pending_sync && inflight == 0 {
             pending_sync = false;
-            if let Err(e) = sync_now(c) {
+            if let Err(e) = super::sync_now(c, 0) {
                 err.get_or_insert(e);
                 issuing = false;
             }
@@ -392,27 +392,4 @@ pub(super) fn run(c: &mut Ctx, a: &mut Aio) -> Result<(), ProbeError> {
         Some(e) => Err(e),
         None => Ok(()),
     }
-}
-
-/// `fsync`/`fdatasync` on the job's descriptor, recorded as a sync.
-fn sync_now(c: &mut Ctx) -> Result<(), ProbeError> {
-    let ts = monotonic_ns();
-    // SAFETY: plain system calls on an open fd.
-    let rc = unsafe {
-        match c.sync_kind {
-            SyncKind::Fdatasync => libc::fdatasync(c.fd),
-            SyncKind::Fsync => libc::fsync(c.fd),
-        }
-    };
-    let te = monotonic_ns();
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(c
-            .target
-            .io_error(e, "measuring", c.sync_kind.name(), 0, 0, c.direct));
-    }
-    c.win.at_with(te, || ts);
-    c.win.stats.record_sync(te - ts);
-    c.win.last_done_ns = te;
-    Ok(())
 }

@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 
 use super::stats::READ;
-use super::{pace, verify, Ctx, ProbeError, SyncKind};
+use super::{pace, verify, Ctx, ProbeError};
 use crate::clock::monotonic_ns;
 use crate::directio::AlignedBuf;
 
@@ -109,30 +109,7 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
             now = monotonic_ns();
         }
         if op.sync_after {
-            let ts = monotonic_ns();
-            // SAFETY: plain system calls on an open fd.
-            let rc = unsafe {
-                match c.sync_kind {
-                    SyncKind::Fdatasync => libc::fdatasync(c.fd),
-                    SyncKind::Fsync => libc::fsync(c.fd),
-                }
-            };
-            let te = monotonic_ns();
-            if rc != 0 {
-                let e = std::io::Error::last_os_error();
-                return Err(c.target.io_error(
-                    e,
-                    "measuring",
-                    c.sync_kind.name(),
-                    op.offset,
-                    0,
-                    c.direct,
-                ));
-            }
-            c.win.at_with(te, || ts);
-            c.win.stats.record_sync(te - ts);
-            c.win.last_done_ns = te;
-            now = te;
+            now = super::sync_now(c, op.offset)?;
         }
     }
 }

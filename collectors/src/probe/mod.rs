@@ -358,6 +358,30 @@ impl Ctx<'_> {
     }
 }
 
+/// `fsync`/`fdatasync` on the job's descriptor, recorded as a sync; the time it returned.
+/// `offset`: the write it follows, for the error's message.
+pub(crate) fn sync_now(c: &mut Ctx, offset: u64) -> Result<u64, ProbeError> {
+    let ts = crate::clock::monotonic_ns();
+    // SAFETY: plain system calls on an open fd.
+    let rc = unsafe {
+        match c.sync_kind {
+            SyncKind::Fdatasync => libc::fdatasync(c.fd),
+            SyncKind::Fsync => libc::fsync(c.fd),
+        }
+    };
+    let te = crate::clock::monotonic_ns();
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(c
+            .target
+            .io_error(e, "measuring", c.sync_kind.name(), offset, 0, c.direct));
+    }
+    c.win.at_with(te, || ts);
+    c.win.stats.record_sync(te - ts);
+    c.win.last_done_ns = te;
+    Ok(te)
+}
+
 /// Drops a file's cached pages (fio's `invalidate`, on each new pass of a time-based job).
 pub(crate) fn drop_cached(fd: std::os::fd::RawFd) {
     // SAFETY: a plain system call on an open fd; advice only, its result changes nothing.
