@@ -214,12 +214,28 @@ pub fn rdev_of(p: &Path) -> Option<DevNum> {
 
 /// Opens block device `dev` read-write with `O_EXCL` plus `extra` open flags (O_DIRECT,
 /// O_DSYNC, ...): EBUSY means it is mounted or held by something else.
+///
+/// EBUSY is tried again for up to 300 ms: a program that just ended can hold its claim a
+/// moment longer than its process (io_uring's registered files are released by deferred
+/// kernel work after exit, fio's and ours alike), and a probe run right after another
+/// must not be told the device is mounted.
 pub fn open_exclusive(dev: &Path, extra: libc::c_int) -> std::io::Result<File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_EXCL | extra)
-        .open(dev)
+    let open = || {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_EXCL | extra)
+            .open(dev)
+    };
+    for _ in 0..6 {
+        match open() {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            r => return r,
+        }
+    }
+    open()
 }
 
 /// `blkid -p -o export DEV` (low-level probe, no cache): the TYPE or PTTYPE it finds.

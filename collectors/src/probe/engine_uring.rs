@@ -83,6 +83,19 @@ impl Ring {
     }
 }
 
+impl Drop for Ring {
+    /// Unregisters the file before the ring goes: a ring's registered files are released
+    /// by the kernel's deferred ring-exit work, after close() returned, so a block device
+    /// opened with O_EXCL stayed claimed for a moment after the probe ended and the next
+    /// exclusive open (the next probe on that device) got EBUSY. Unregistering waits.
+    fn drop(&mut self) {
+        let _ = self.ring.submitter().unregister_files();
+        if self.fixed_bufs {
+            let _ = self.ring.submitter().unregister_buffers();
+        }
+    }
+}
+
 /// Submits what is queued and waits for one completion or until `due` (CLOCK_MONOTONIC
 /// ns). An absolute deadline (`IORING_ENTER_ABS_TIMER`, 6.12+) does not lose the time
 /// between reading the clock and entering the kernel; older kernels refuse the flag with
