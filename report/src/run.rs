@@ -299,6 +299,19 @@ impl Run {
                     self.dir.join(format::meta::FILE).display()
                 )),
             ),
+            // A row far past a finished run's end is damage (a flipped byte in a gzip
+            // stream read as t_ns) or another run's: believed, it set the windows of
+            // every series to its time and filled the disk with empty ones (days of 1 ms
+            // windows). Rows are written up to the end, so 2 s is slack enough.
+            Some(d) if last_seen > d.saturating_add(2_000_000_000) => (
+                d,
+                Some(format!(
+                    "{}: rows go on to {last_seen} ns, {:.0} s past the run's end ({} duration_ns {d}): those rows are damaged or from another run; the report covers the run's duration",
+                    self.dir.display(),
+                    (last_seen - d) as f64 / 1e9,
+                    format::meta::FILE
+                )),
+            ),
             Some(d) => (d.max(last_seen), None),
             None => (last_seen, None),
         }

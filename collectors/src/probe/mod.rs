@@ -133,6 +133,39 @@ pub struct JobResult {
     // P3: verify
     /// Bytes read back and checked after the write phase (verify), not in `totals`.
     pub verified_bytes: u64,
+    /// The read-back's reads (one per written block, as fio's verify phase reads them):
+    /// fio counts them in the job's read figures, with their own runtime.
+    pub verify_reads: stats::DirStats,
+    /// The read-back's length (fio's read `runtime` of a write job that verifies).
+    pub verify_ns: u64,
+}
+
+impl JobResult {
+    /// One direction's figures as fio reports them: the verify read-back's reads are
+    /// reads (fio's read `total_ios` of a write job that verifies is one per block).
+    pub fn fio_dir(&self, d: usize) -> stats::DirStats {
+        let mut out = stats::DirStats::new();
+        out.merge(&self.totals.dir[d]);
+        if d == stats::READ {
+            out.merge(&self.verify_reads);
+        }
+        out
+    }
+
+    /// One direction's runtime as fio reports it: the read-back has its own (fio's read
+    /// `runtime` of a write job that verifies is the verify phase's length).
+    pub fn fio_runtime_ns(&self, d: usize) -> u64 {
+        match (d == stats::READ, self.totals.dir[d].ios > 0) {
+            (true, true) => self.runtime_ns + self.verify_ns,
+            (true, false) => self.verify_ns,
+            _ => self.runtime_ns,
+        }
+    }
+
+    /// The job's whole length, the read-back included (fio's `job_runtime`).
+    pub fn job_runtime_ns(&self) -> u64 {
+        self.runtime_ns + self.verify_ns
+    }
 }
 
 /// The probe's results; present even when a job failed (what was measured is kept).
@@ -209,7 +242,7 @@ enum Msg {
         usage: Usage,
         rate_missed: u64,
         error: Option<ProbeError>,
-        verified_bytes: u64,
+        verified: verify::ReadBack,
     },
 }
 
@@ -275,7 +308,7 @@ impl WindowCursor {
         }
     }
 
-    fn finish(mut self, rate_missed: u64, error: Option<ProbeError>, verified_bytes: u64) {
+    fn finish(mut self, rate_missed: u64, error: Option<ProbeError>, verified: verify::ReadBack) {
         let end = Usage::thread();
         let usage = end.since(&self.usage_at_meas.unwrap_or(end));
         let stats = std::mem::take(&mut self.stats);
@@ -292,7 +325,7 @@ impl WindowCursor {
             usage,
             rate_missed,
             error,
-            verified_bytes,
+            verified,
         });
     }
 }
@@ -515,7 +548,7 @@ pub fn run(
                                     op: "io_setup (libaio)".into(),
                                     source: e,
                                 }),
-                                0,
+                                verify::ReadBack::default(),
                             );
                             return;
                         }
@@ -531,7 +564,7 @@ pub fn run(
                                     op: "setting up io_uring".into(),
                                     source: e,
                                 }),
-                                0,
+                                verify::ReadBack::default(),
                             );
                             return;
                         }
@@ -588,13 +621,12 @@ pub fn run(
                         .map(|l| l.finish(c.win.last_done_ns))
                         .unwrap_or(Ok(()));
                     // fio's do_verify: after the write phase, read back what was written.
-                    let verified = match (&r, &spec.verify) {
-                        (Ok(()), Some(v)) if writes && v.do_verify => verify::read_back(&mut c),
-                        _ => Ok(0),
-                    };
-                    let (verified, verify_err) = match verified {
-                        Ok(b) => (b, None),
-                        Err(e) => (0, Some(e)),
+                    let mut verified = verify::ReadBack::default();
+                    let verify_err = match (&r, &spec.verify) {
+                        (Ok(()), Some(v)) if writes && v.do_verify => {
+                            verify::read_back(&mut c, spec.bs[WRITE], &mut verified).err()
+                        }
+                        _ => None,
                     };
                     c.win
                         .finish(missed, r.err().or(verify_err).or(logged.err()), verified);
@@ -663,6 +695,8 @@ fn aggregate(
             rate_missed: 0,
             error: None,
             verified_bytes: 0,
+            verify_reads: stats::DirStats::new(),
+            verify_ns: 0,
         })
         .collect();
     let mut done_upto = vec![first - 1; n];
@@ -765,7 +799,7 @@ fn aggregate(
                 usage,
                 rate_missed,
                 error,
-                verified_bytes,
+                verified,
             } => {
                 let j = job as usize;
                 done[j] = true;
@@ -775,7 +809,9 @@ fn aggregate(
                 jobs[j].usage = usage;
                 jobs[j].rate_missed = rate_missed;
                 jobs[j].error = error;
-                jobs[j].verified_bytes = verified_bytes;
+                jobs[j].verified_bytes = verified.bytes;
+                jobs[j].verify_reads = verified.reads;
+                jobs[j].verify_ns = verified.ns;
             }
         }
         if done.iter().all(|d| *d) {

@@ -95,8 +95,14 @@ pub struct DirStats {
     pub slat_m: Moments,
 }
 
+impl Default for DirStats {
+    fn default() -> Self {
+        DirStats::new()
+    }
+}
+
 impl DirStats {
-    fn new() -> DirStats {
+    pub fn new() -> DirStats {
         DirStats {
             ios: 0,
             bytes: 0,
@@ -120,7 +126,7 @@ impl DirStats {
         self.slat_m = Moments::default();
     }
 
-    fn merge(&mut self, o: &DirStats) {
+    pub fn merge(&mut self, o: &DirStats) {
         self.ios += o.ios;
         self.bytes += o.bytes;
         self.short_ios += o.short_ios;

@@ -48,7 +48,7 @@ use std::sync::atomic::Ordering;
 use md5::Digest;
 
 use super::rng::SplitMix64;
-use super::stats::WRITE;
+use super::stats::{DirStats, WRITE};
 use super::{Ctx, ProbeError};
 use crate::clock::monotonic_ns;
 use crate::directio::AlignedBuf;
@@ -429,23 +429,40 @@ fn hex_of(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// What the read-back did: the bytes checked, its reads (as fio's read figures count
+/// them) and how long it took.
+#[derive(Default)]
+pub(crate) struct ReadBack {
+    pub(crate) bytes: u64,
+    pub(crate) reads: DirStats,
+    pub(crate) ns: u64,
+}
+
 /// The read-back (after the write phase, or the whole job with `verify_only`): reads
-/// every interval this job wrote, in offset order, up to 1 MiB per `pread`, and checks
-/// each. Returns the bytes checked; the first bad block is printed as fio prints it and
-/// returned as the job's error. Stops within one read on `c.stop`.
-pub(super) fn read_back(c: &mut Ctx) -> Result<u64, ProbeError> {
+/// every interval this job wrote, in offset order, one `pread` per written block of `bs`
+/// (fio's verify phase reads each block as it was written: its read figures count one
+/// I/O per block, with its latency), and checks each interval. The first bad block is
+/// printed as fio prints it and returned as the job's error; what was read until then
+/// stays in `out`. Stops within one read on `c.stop`.
+pub(super) fn read_back(c: &mut Ctx, bs: u64, out: &mut ReadBack) -> Result<(), ProbeError> {
     let Some(v) = c.verify.as_ref() else {
-        return Ok(0);
+        return Ok(());
     };
     let iv = v.interval;
     let units = (v.written.len() * 64) as u64;
-    let per_read = (1u64 << 20).div_ceil(iv).max(1);
+    // A block of `bs` is `per_read` intervals; an interval that does not divide the block
+    // is read on its own.
+    let per_read = if bs >= iv && bs.is_multiple_of(iv) {
+        bs / iv
+    } else {
+        1
+    };
     let mut buf = AlignedBuf::new((per_read * iv) as usize);
-    let mut checked = 0u64;
+    let t_start = monotonic_ns();
     let mut u = 0u64;
-    while u < units {
-        if c.stop.load(Ordering::Relaxed) {
-            break;
+    let r = loop {
+        if u >= units || c.stop.load(Ordering::Relaxed) {
+            break Ok(());
         }
         if !v.is_written(u) {
             u += 1;
@@ -456,32 +473,48 @@ pub(super) fn read_back(c: &mut Ctx) -> Result<u64, ProbeError> {
             n += 1;
         }
         let (off, len) = (u * iv, (n * iv) as usize);
-        let got = pread_full(c.fd, &mut buf.as_mut_slice()[..len], off).map_err(|e| {
-            c.target
-                .io_error(e, "verifying", "read", off, len as u64, c.direct)
-        })?;
+        let t0 = monotonic_ns();
+        let got = match pread_full(c.fd, &mut buf.as_mut_slice()[..len], off) {
+            Ok(g) => g,
+            Err(e) => {
+                break Err(c
+                    .target
+                    .io_error(e, "verifying", "read", off, len as u64, c.direct))
+            }
+        };
+        let t1 = monotonic_ns();
+        out.reads.ios += 1;
+        out.reads.bytes += got as u64;
         if got < len {
-            return Err(ProbeError::Verify {
+            out.reads.short_ios += 1;
+        }
+        out.reads.clat_m.add(t1 - t0);
+        out.reads.lat_m.add(t1 - t0);
+        crate::directio::record_ns(&mut out.reads.clat, t1 - t0);
+        crate::directio::record_ns(&mut out.reads.lat_co, t1 - t0);
+        if got < len {
+            break Err(ProbeError::Verify {
                 path: v.path.clone(),
                 offset: off + got as u64,
                 len: (len - got) as u64,
                 what: "the file ends before the blocks written".into(),
             });
         }
-        // One request per interval, as fio's read-back reads each written block (with
-        // the default interval, the block size): a bad block names itself.
-        for (i, blk) in buf.as_slice()[..len].chunks(iv as usize).enumerate() {
-            if let Err(bad) = v.check(blk, off + i as u64 * iv) {
-                for l in &bad.lines {
-                    eprintln!("{l}");
-                }
-                return Err(bad.error);
+        let bad = buf.as_slice()[..len]
+            .chunks(iv as usize)
+            .enumerate()
+            .find_map(|(i, blk)| v.check(blk, off + i as u64 * iv).err());
+        if let Some(bad) = bad {
+            for l in &bad.lines {
+                eprintln!("{l}");
             }
+            break Err(bad.error);
         }
-        checked += len as u64;
+        out.bytes += len as u64;
         u += n;
-    }
-    Ok(checked)
+    };
+    out.ns = monotonic_ns() - t_start;
+    r
 }
 
 /// `verify_only`: marks what the job's workload would write (its generator replayed,

@@ -379,7 +379,7 @@ fn run_status(group: u64, es: &[(&Entry, &JobResult)]) -> String {
     for (dir, label) in [(READ, "READ"), (WRITE, "WRITE")] {
         let per: Vec<(u64, u64)> = es
             .iter()
-            .map(|(_, j)| (j.totals.dir[dir].bytes, j.runtime_ns))
+            .map(|(_, j)| (j.fio_dir(dir).bytes, j.fio_runtime_ns(dir)))
             .filter(|(b, _)| *b > 0)
             .collect();
         if per.is_empty() {

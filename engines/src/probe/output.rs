@@ -163,7 +163,8 @@ fn dir_block(d: &DirStats, runtime_ns: u64, j: &JobResult, dir: usize, group_bw:
             (s.bytes[dir] as f64 / w / 1024.0, s.ios[dir] as f64 / w)
         })
         .collect();
-    let (bw_s, iops_s): (Vec<f64>, Vec<f64>) = if active {
+    // The windows count the workload's own I/O (a verify read-back has none of its own).
+    let (bw_s, iops_s): (Vec<f64>, Vec<f64>) = if active && j.totals.dir[dir].ios > 0 {
         samples.into_iter().unzip()
     } else {
         (vec![], vec![])
@@ -432,8 +433,12 @@ pub(super) fn merge_jobs(jobs: Vec<JobResult>) -> JobResult {
     let mut samples: Vec<collectors::probe::JobSample> = vec![];
     let (mut runtime_ns, mut rate_missed, mut error) = (0, 0, None);
     let mut verified = 0;
+    let mut verify_reads = collectors::probe::stats::DirStats::new();
+    let mut verify_ns = 0;
     for j in jobs {
         verified += j.verified_bytes;
+        verify_reads.merge(&j.verify_reads);
+        verify_ns = verify_ns.max(j.verify_ns);
         totals.merge(&j.totals);
         usage.usr_ns += j.usage.usr_ns;
         usage.sys_ns += j.usage.sys_ns;
@@ -466,6 +471,8 @@ pub(super) fn merge_jobs(jobs: Vec<JobResult>) -> JobResult {
         rate_missed,
         error,
         verified_bytes: verified,
+        verify_reads,
+        verify_ns,
     }
 }
 
@@ -480,9 +487,10 @@ pub(super) fn job_entry(
     options: J,
 ) -> J {
     let t = &j.totals;
-    let rt = j.runtime_ns.max(1);
+    let rt = j.job_runtime_ns().max(1);
     let cpu_pct = |ns: u64| ns as f64 * 100.0 / rt as f64;
-    let mut all = t.dir[READ].clat.clone();
+    let reads = j.fio_dir(READ);
+    let mut all = reads.clat.clone();
     all.add(&t.dir[WRITE].clat).expect("same bounds");
     let mut v: Vec<(&str, J)> = vec![
         ("jobname", s(r.name.clone())),
@@ -493,8 +501,8 @@ pub(super) fn job_entry(
         ("job options", options),
         (
             "read",
-            if r.spec.rw.reads() {
-                dir_block(&t.dir[READ], j.runtime_ns, j, READ, group_bw)
+            if r.spec.rw.reads() || reads.ios > 0 {
+                dir_block(&reads, j.fio_runtime_ns(READ), j, READ, group_bw)
             } else {
                 empty_dir()
             },
@@ -515,7 +523,7 @@ pub(super) fn job_entry(
                 ("lat_ns", lat_block(&t.sync_m, &t.sync)),
             ]),
         ),
-        ("job_runtime", J::U((j.runtime_ns + 500_000) / 1_000_000)),
+        ("job_runtime", J::U((j.job_runtime_ns() + 500_000) / 1_000_000)),
         ("usr_cpu", J::F(cpu_pct(j.usage.usr_ns))),
         ("sys_cpu", J::F(cpu_pct(j.usage.sys_ns))),
         ("ctx", J::U(j.usage.ctx)),
@@ -545,8 +553,8 @@ pub(crate) fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> Strin
         .jobs
         .iter()
         .map(|j| {
-            let secs = (j.runtime_ns.max(1)) as f64 / 1e9;
-            (j.totals.dir[READ].bytes + j.totals.dir[WRITE].bytes) as f64 / secs
+            let secs = (j.job_runtime_ns().max(1)) as f64 / 1e9;
+            (j.fio_dir(READ).bytes + j.totals.dir[WRITE].bytes) as f64 / secs
         })
         .sum();
     let elapsed_s = res

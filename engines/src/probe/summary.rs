@@ -196,11 +196,14 @@ pub fn human(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
     // P3: verify
     if let Some(v) = &sp.verify {
         let b: u64 = res.jobs.iter().map(|j| j.verified_bytes).sum();
+        let reads: u64 = res.jobs.iter().map(|j| j.verify_reads.ios).sum();
+        let ns = res.jobs.iter().map(|j| j.verify_ns).max().unwrap_or(0);
         if b > 0 && res.error().is_none() {
             o.push_str(&format!(
-                "  verify: {} read back and checked ({}), every block good (these reads are not in the figures above)\n",
+                "  verify: {} read back and checked ({}) in {reads} reads over {:.1} ms, every block good (not in the figures above; fio's JSON counts them as reads, as fio does)\n",
                 super::output::fmt_size(b),
-                v.kind.name()
+                v.kind.name(),
+                ns as f64 / 1e6
             ));
         }
     }
