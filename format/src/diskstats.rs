@@ -228,10 +228,31 @@ fn collect<P: AsRef<Path>>(files: &[P]) -> anyhow::Result<(Vec<DiskRows>, Vec<St
 /// passed over with a warning. No whole row at all: an error naming the first file.
 pub fn for_each_row_in<P: AsRef<Path>>(
     files: &[P],
+    f: impl FnMut(usize, &Device, u64, &Row),
+) -> anyhow::Result<(Vec<Device>, Vec<String>)> {
+    for_each_row_until(files, None, f)
+}
+
+/// [`for_each_row_in`] for a run whose end may be known (a finished recording: meta.json's
+/// duration and slack, `limit_ns`). A row more than [`JUMP_NS`] ahead of its device's
+/// previous row is held until the device's next row: if that one goes back below it (but
+/// not below the rows before it), the held row was damage (a flipped byte in a gzip stream
+/// read as a time, or another run's row) and is skipped with a warning naming file:line;
+/// a held last row past `limit_ns` is skipped so too. Taken, such a row moved its device's
+/// time hours ahead (every later row "before the previous row", skipped) and, as the
+/// run's last row, stretched the report's windows to it (6 h of 1 ms windows filled the
+/// disk with scratch files).
+pub fn for_each_row_until<P: AsRef<Path>>(
+    files: &[P],
+    limit_ns: Option<u64>,
     mut f: impl FnMut(usize, &Device, u64, &Row),
 ) -> anyhow::Result<(Vec<Device>, Vec<String>)> {
     let mut devices: Vec<Device> = vec![];
     let mut last_t: Vec<u64> = vec![];
+    // The last row handed to `f` per device, and a row held back for its jump.
+    let mut emitted_t: Vec<u64> = vec![];
+    let mut held: Vec<Option<Held>> = vec![];
+    let mut jumped: Vec<String> = vec![];
     let mut warnings = vec![];
     let last = files.len().saturating_sub(1);
     let mut prev: Option<u64> = None;
@@ -264,6 +285,15 @@ pub fn for_each_row_in<P: AsRef<Path>>(
                 why(1, n - 1)
             )),
             (Some(a), Some(b)) if b > a + 1 => {
+                let h = Held::flush(
+                    &mut held,
+                    &devices,
+                    &mut last_t,
+                    &mut emitted_t,
+                    limit_ns,
+                    &mut f,
+                );
+                warnings.extend(h);
                 let from = no_value_rows(&devices, &mut last_t, &mut f, &no_values);
                 warnings.push(format!(
                     "{}: {} {}; no value from {:.3} s to this chunk",
@@ -289,25 +319,61 @@ pub fn for_each_row_in<P: AsRef<Path>>(
                         major: r.major,
                         minor: r.minor,
                     });
-                    last_t.push(r.t_ns);
+                    // A device that appears later jumps from the run's time so far.
+                    let base = emitted_t
+                        .iter()
+                        .copied()
+                        .max()
+                        .map_or(r.t_ns, |t| t.min(r.t_ns));
+                    last_t.push(base);
+                    emitted_t.push(base);
+                    held.push(None);
                     devices.len() - 1
                 }
             };
             if r.t_ns < last_t[k] {
-                back_n += 1;
-                if back.len() < 3 {
-                    back.push(format!(
-                        "{}:{}: t_ns {} is before the device's previous row ({}); skipped",
-                        p.display(),
-                        r.line,
-                        r.t_ns,
-                        last_t[k]
-                    ));
+                // Back below a row held for its jump, not below the rows before it: the
+                // held row was the damage.
+                match held[k].take_if(|_| r.t_ns >= emitted_t[k]) {
+                    Some(h) => {
+                        jumped.push(format!(
+                            "{}: t_ns {} is {:.0} s ahead of the rows around it (damaged, or another run's row); skipped",
+                            h.at,
+                            h.t,
+                            (h.t - r.t_ns) as f64 / 1e9
+                        ));
+                        last_t[k] = emitted_t[k];
+                    }
+                    None => {
+                        back_n += 1;
+                        if back.len() < 3 {
+                            back.push(format!(
+                                "{}:{}: t_ns {} is before the device's previous row ({}); skipped",
+                                p.display(),
+                                r.line,
+                                r.t_ns,
+                                last_t[k]
+                            ));
+                        }
+                        return Flow::Go;
+                    }
                 }
-                return Flow::Go;
+            }
+            if let Some(h) = held[k].take() {
+                f(k, &devices[k], h.t, &h.row);
+                emitted_t[k] = h.t;
             }
             last_t[k] = r.t_ns;
+            if r.t_ns > emitted_t[k].saturating_add(JUMP_NS) {
+                held[k] = Some(Held {
+                    t: r.t_ns,
+                    row: *r.f,
+                    at: format!("{}:{}", p.display(), r.line),
+                });
+                return Flow::Go;
+            }
             f(k, &devices[k], r.t_ns, r.f);
+            emitted_t[k] = r.t_ns;
             Flow::Go
         });
         let w = match read {
@@ -316,6 +382,15 @@ pub fn for_each_row_in<P: AsRef<Path>>(
             // a hole, said with the span lost, not the whole recording refused.
             Err(e) => {
                 let w = super::csv::skip_chunk(p, e, files.len() > 1)?;
+                let h = Held::flush(
+                    &mut held,
+                    &devices,
+                    &mut last_t,
+                    &mut emitted_t,
+                    limit_ns,
+                    &mut f,
+                );
+                warnings.extend(h);
                 no_value_rows(&devices, &mut last_t, &mut f, &no_values);
                 vec![w]
             }
@@ -328,7 +403,17 @@ pub fn for_each_row_in<P: AsRef<Path>>(
             ));
         }
         warnings.extend(back);
+        warnings.append(&mut jumped);
     }
+    let h = Held::flush(
+        &mut held,
+        &devices,
+        &mut last_t,
+        &mut emitted_t,
+        limit_ns,
+        &mut f,
+    );
+    warnings.extend(h);
     if devices.is_empty() {
         return Err(anyhow::anyhow!(
             "{} holds no whole row of samples; the recording is damaged or was cut before its first flush",
@@ -341,6 +426,52 @@ pub fn for_each_row_in<P: AsRef<Path>>(
     }
     warnings.shrink_to_fit();
     Ok((devices, warnings))
+}
+
+/// A row that jumps further ahead of its device's previous row than rows are ever apart
+/// (a row is written at least once a second; a stopped recorder resumes with a jump too)
+/// is held until the device's next row says whether it was damage.
+const JUMP_NS: u64 = 10_000_000_000;
+
+/// A row held back for its jump ([`JUMP_NS`]).
+struct Held {
+    t: u64,
+    row: Row,
+    at: String,
+}
+
+impl Held {
+    /// Hands the held rows to `f` (a hole or the end comes next: nothing says they were
+    /// damage), but a row past the run's end (`limit_ns`), which is skipped and named.
+    fn flush(
+        held: &mut [Option<Held>],
+        devices: &[Device],
+        last_t: &mut [u64],
+        emitted_t: &mut [u64],
+        limit_ns: Option<u64>,
+        f: &mut impl FnMut(usize, &Device, u64, &Row),
+    ) -> Vec<String> {
+        let mut w = vec![];
+        for (k, h) in held.iter_mut().enumerate() {
+            let Some(h) = h.take() else { continue };
+            match limit_ns {
+                Some(l) if h.t > l => {
+                    w.push(format!(
+                        "{}: t_ns {} is {:.0} s past the run's end (damaged, or another run's row); skipped",
+                        h.at,
+                        h.t,
+                        (h.t - l) as f64 / 1e9
+                    ));
+                    last_t[k] = emitted_t[k];
+                }
+                _ => {
+                    f(k, &devices[k], h.t, &h.row);
+                    emitted_t[k] = h.t;
+                }
+            }
+        }
+        w
+    }
 }
 
 /// `chunks A to B` (a hole in the chunk numbers).

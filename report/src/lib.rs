@@ -227,7 +227,11 @@ fn analysis_pass(
     let said = run.meta.duration_ns.map(|d| run.duration_with(Some(d)));
     let mut dur = match said {
         Some(d) if d > 0 => d,
-        _ => run.duration_with(stream::count(files).map_err(|e| run.bad(e))?.last_t_ns()),
+        _ => run.duration_with(
+            stream::count(files, run.row_limit_ns())
+                .map_err(|e| run.bad(e))?
+                .last_t_ns(),
+        ),
     };
     loop {
         let plan = plan(run, dur, o, charts);
@@ -258,6 +262,7 @@ fn plan(run: &Run, dur: u64, o: &ReportOptions, charts: bool) -> stream::Plan {
         broker_span: procio::sampled_span(run),
         // The windows that grow with the run: an unnamed scratch file in the run directory.
         spill: Some(run.dir.clone()),
+        row_limit_ns: run.row_limit_ns(),
     }
 }
 

@@ -128,9 +128,19 @@ impl Run {
     /// ([`Run::disk_rows`] holds them).
     pub fn read(dir: &Path) -> anyhow::Result<Run> {
         let mut run = Run::read_head(dir)?;
-        let p = stream::count(&run.diskstats_files).map_err(|e| run.bad(e))?;
+        let p = stream::count(&run.diskstats_files, run.row_limit_ns()).map_err(|e| run.bad(e))?;
         run.set_disks(&p);
         Ok(run)
+    }
+
+    /// The time past which a diskstats row is damage: a finished recording's end
+    /// (meta.json `complete`, `duration_ns`) and 2 s (rows are written up to the end);
+    /// None while a recording goes on or without a duration.
+    pub(crate) fn row_limit_ns(&self) -> Option<u64> {
+        match (self.meta.complete, self.meta.duration_ns) {
+            (true, Some(d)) if d > 0 => Some(d.saturating_add(2_000_000_000)),
+            _ => None,
+        }
     }
 
     /// A bad diskstats file as a usage error naming the run.
@@ -403,18 +413,22 @@ impl Run {
     /// tests; `report` streams them).
     pub fn disk_rows(&self) -> anyhow::Result<Vec<DiskRows>> {
         let mut out: Vec<DiskRows> = vec![];
-        diskstats::for_each_row_in(&self.diskstats_files, |k, dev, t, row| {
-            if k == out.len() {
-                out.push(DiskRows {
-                    name: dev.name.clone(),
-                    major: dev.major,
-                    minor: dev.minor,
-                    ..Default::default()
-                });
-            }
-            out[k].t_ns.push(t);
-            out[k].f.push(*row);
-        })?;
+        diskstats::for_each_row_until(
+            &self.diskstats_files,
+            self.row_limit_ns(),
+            |k, dev, t, row| {
+                if k == out.len() {
+                    out.push(DiskRows {
+                        name: dev.name.clone(),
+                        major: dev.major,
+                        minor: dev.minor,
+                        ..Default::default()
+                    });
+                }
+                out[k].t_ns.push(t);
+                out[k].f.push(*row);
+            },
+        )?;
         Ok(out)
     }
 

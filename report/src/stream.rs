@@ -441,6 +441,9 @@ pub struct Plan {
     /// Where the windows that grow with the run (the burst bins, rates.csv's sums) are
     /// written as they settle ([`Words`]: an unnamed scratch file); None: in memory.
     pub spill: Option<PathBuf>,
+    /// Rows past this time are damage ([`diskstats::for_each_row_until`]): a finished
+    /// run's end with slack; None: every row.
+    pub row_limit_ns: Option<u64>,
 }
 
 impl Plan {
@@ -456,6 +459,7 @@ impl Plan {
             restarts: vec![],
             broker_span: None,
             spill: None,
+            row_limit_ns: None,
         }
     }
 }
@@ -787,27 +791,32 @@ pub fn pass(files: &[PathBuf], plan: &Plan) -> anyhow::Result<Pass> {
 }
 
 /// [`pass`] that only counts rows and their span per device.
-pub fn count(files: &[PathBuf]) -> anyhow::Result<Pass> {
-    pass_with(files, &Plan::count_only(), true)
+pub fn count(files: &[PathBuf], row_limit_ns: Option<u64>) -> anyhow::Result<Pass> {
+    let plan = Plan {
+        row_limit_ns,
+        ..Plan::count_only()
+    };
+    pass_with(files, &plan, true)
 }
 
 fn pass_with(files: &[PathBuf], plan: &Plan, count_only: bool) -> anyhow::Result<Pass> {
     let mut accs: Vec<DevAcc> = vec![];
     let mut err = None;
-    let (devices, warnings) = diskstats::for_each_row_in(files, |k, dev, t, row| {
-        if k == accs.len() {
-            match DevAcc::new(plan, dev, count_only) {
-                Ok(a) => accs.push(a),
-                Err(e) => {
-                    err.get_or_insert(e);
-                    return;
+    let (devices, warnings) =
+        diskstats::for_each_row_until(files, plan.row_limit_ns, |k, dev, t, row| {
+            if k == accs.len() {
+                match DevAcc::new(plan, dev, count_only) {
+                    Ok(a) => accs.push(a),
+                    Err(e) => {
+                        err.get_or_insert(e);
+                        return;
+                    }
                 }
             }
-        }
-        if let Some(a) = accs.get_mut(k) {
-            a.row(plan, t, row);
-        }
-    })?;
+            if let Some(a) = accs.get_mut(k) {
+                a.row(plan, t, row);
+            }
+        })?;
     if let Some(e) = err {
         return Err(e);
     }

@@ -523,7 +523,10 @@ pub(super) fn job_entry(
                 ("lat_ns", lat_block(&t.sync_m, &t.sync)),
             ]),
         ),
-        ("job_runtime", J::U((j.job_runtime_ns() + 500_000) / 1_000_000)),
+        (
+            "job_runtime",
+            J::U((j.job_runtime_ns() + 500_000) / 1_000_000),
+        ),
         ("usr_cpu", J::F(cpu_pct(j.usage.usr_ns))),
         ("sys_cpu", J::F(cpu_pct(j.usage.sys_ns))),
         ("ctx", J::U(j.usage.ctx)),

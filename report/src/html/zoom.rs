@@ -161,16 +161,20 @@ pub fn embedded(run: &Run, timeline: &Timeline, other: usize, devices: &[String]
     // `run.disks`' order, and a hole's rows without values reach the windows as such.
     let feed = |spans: &[(u64, u64)], width: u64| {
         let mut rw = RawWindows::new(spans, width, duration);
-        let _ = ::format::diskstats::for_each_row_in(run.diskstats_files(), |_, d, t, f| {
-            if busy.iter().any(|b| b.name == d.name) {
-                rw.add(
-                    &d.name,
-                    t,
-                    f.get(ds::F_SECTORS_READ),
-                    f.get(ds::F_SECTORS_WRITTEN),
-                );
-            }
-        });
+        let _ = ::format::diskstats::for_each_row_until(
+            run.diskstats_files(),
+            run.row_limit_ns(),
+            |_, d, t, f| {
+                if busy.iter().any(|b| b.name == d.name) {
+                    rw.add(
+                        &d.name,
+                        t,
+                        f.get(ds::F_SECTORS_READ),
+                        f.get(ds::F_SECTORS_WRITTEN),
+                    );
+                }
+            },
+        );
         let mut spans = rw.finish();
         for sp in spans.iter_mut() {
             in_order(sp, &busy);
