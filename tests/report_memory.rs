@@ -351,6 +351,7 @@ fn the_analysis_heap_does_not_grow_with_the_run() {
             restarts: vec![],
             broker_span: None,
             spill: None,
+            row_limit_ns: None,
         };
         let before = heap_reset();
         let pass = stream::pass(&files, &plan).unwrap();

@@ -248,11 +248,12 @@ pub fn for_each_row_until<P: AsRef<Path>>(
     mut f: impl FnMut(usize, &Device, u64, &Row),
 ) -> anyhow::Result<(Vec<Device>, Vec<String>)> {
     let mut devices: Vec<Device> = vec![];
-    let mut last_t: Vec<u64> = vec![];
-    // The last row handed to `f` per device, and a row held back for its jump.
-    let mut emitted_t: Vec<u64> = vec![];
-    let mut held: Vec<Option<Held>> = vec![];
-    let mut jumped: Vec<String> = vec![];
+    let mut order = Order {
+        last_t: vec![],
+        emitted_t: vec![],
+        held: vec![],
+        jumped: vec![],
+    };
     let mut warnings = vec![];
     let last = files.len().saturating_sub(1);
     let mut prev: Option<u64> = None;
@@ -285,16 +286,9 @@ pub fn for_each_row_until<P: AsRef<Path>>(
                 why(1, n - 1)
             )),
             (Some(a), Some(b)) if b > a + 1 => {
-                let h = Held::flush(
-                    &mut held,
-                    &devices,
-                    &mut last_t,
-                    &mut emitted_t,
-                    limit_ns,
-                    &mut f,
-                );
+                let h = order.flush(&devices, limit_ns, &mut f);
                 warnings.extend(h);
-                let from = no_value_rows(&devices, &mut last_t, &mut f, &no_values);
+                let from = no_value_rows(&devices, &mut order.last_t, &mut f, &no_values);
                 warnings.push(format!(
                     "{}: {} {}; no value from {:.3} s to this chunk",
                     p.display(),
@@ -320,60 +314,20 @@ pub fn for_each_row_until<P: AsRef<Path>>(
                         minor: r.minor,
                     });
                     // A device that appears later jumps from the run's time so far.
-                    let base = emitted_t
+                    let base = order
+                        .emitted_t
                         .iter()
                         .copied()
                         .max()
                         .map_or(r.t_ns, |t| t.min(r.t_ns));
-                    last_t.push(base);
-                    emitted_t.push(base);
-                    held.push(None);
+                    order.last_t.push(base);
+                    order.emitted_t.push(base);
+                    order.held.push(None);
                     devices.len() - 1
                 }
             };
-            if r.t_ns < last_t[k] {
-                // Back below a row held for its jump, not below the rows before it: the
-                // held row was the damage.
-                match held[k].take_if(|_| r.t_ns >= emitted_t[k]) {
-                    Some(h) => {
-                        jumped.push(format!(
-                            "{}: t_ns {} is {:.0} s ahead of the rows around it (damaged, or another run's row); skipped",
-                            h.at,
-                            h.t,
-                            (h.t - r.t_ns) as f64 / 1e9
-                        ));
-                        last_t[k] = emitted_t[k];
-                    }
-                    None => {
-                        back_n += 1;
-                        if back.len() < 3 {
-                            back.push(format!(
-                                "{}:{}: t_ns {} is before the device's previous row ({}); skipped",
-                                p.display(),
-                                r.line,
-                                r.t_ns,
-                                last_t[k]
-                            ));
-                        }
-                        return Flow::Go;
-                    }
-                }
-            }
-            if let Some(h) = held[k].take() {
-                f(k, &devices[k], h.t, &h.row);
-                emitted_t[k] = h.t;
-            }
-            last_t[k] = r.t_ns;
-            if r.t_ns > emitted_t[k].saturating_add(JUMP_NS) {
-                held[k] = Some(Held {
-                    t: r.t_ns,
-                    row: *r.f,
-                    at: format!("{}:{}", p.display(), r.line),
-                });
-                return Flow::Go;
-            }
-            f(k, &devices[k], r.t_ns, r.f);
-            emitted_t[k] = r.t_ns;
+            let dev = &devices[k];
+            order.row(k, &r, p, &mut back, &mut back_n, |t, row| f(k, dev, t, row));
             Flow::Go
         });
         let w = match read {
@@ -382,16 +336,9 @@ pub fn for_each_row_until<P: AsRef<Path>>(
             // a hole, said with the span lost, not the whole recording refused.
             Err(e) => {
                 let w = super::csv::skip_chunk(p, e, files.len() > 1)?;
-                let h = Held::flush(
-                    &mut held,
-                    &devices,
-                    &mut last_t,
-                    &mut emitted_t,
-                    limit_ns,
-                    &mut f,
-                );
+                let h = order.flush(&devices, limit_ns, &mut f);
                 warnings.extend(h);
-                no_value_rows(&devices, &mut last_t, &mut f, &no_values);
+                no_value_rows(&devices, &mut order.last_t, &mut f, &no_values);
                 vec![w]
             }
         };
@@ -403,16 +350,9 @@ pub fn for_each_row_until<P: AsRef<Path>>(
             ));
         }
         warnings.extend(back);
-        warnings.append(&mut jumped);
+        warnings.append(&mut order.jumped);
     }
-    let h = Held::flush(
-        &mut held,
-        &devices,
-        &mut last_t,
-        &mut emitted_t,
-        limit_ns,
-        &mut f,
-    );
+    let h = order.flush(&devices, limit_ns, &mut f);
     warnings.extend(h);
     if devices.is_empty() {
         return Err(anyhow::anyhow!(
@@ -428,6 +368,73 @@ pub fn for_each_row_until<P: AsRef<Path>>(
     Ok((devices, warnings))
 }
 
+/// The order of a device's rows ([`for_each_row_until`]): the last row taken, the last
+/// handed on, a row held back for its jump.
+struct Order {
+    last_t: Vec<u64>,
+    emitted_t: Vec<u64>,
+    held: Vec<Option<Held>>,
+    jumped: Vec<String>,
+}
+
+impl Order {
+    /// Row `r` of device `k`: what stands of it (and of a held row before it) goes to
+    /// `emit`; a row back in time is counted in `back_n` (the first three named in `back`).
+    fn row(
+        &mut self,
+        k: usize,
+        r: &RowRef,
+        p: &Path,
+        back: &mut Vec<String>,
+        back_n: &mut usize,
+        mut emit: impl FnMut(u64, &Row),
+    ) {
+        if r.t_ns < self.last_t[k] {
+            // Back below a row held for its jump, not below the rows before it: the
+            // held row was the damage.
+            match self.held[k].take_if(|_| r.t_ns >= self.emitted_t[k]) {
+                Some(h) => {
+                    self.jumped.push(format!(
+                        "{}: t_ns {} is {:.0} s ahead of the rows around it (damaged, or another run's row); skipped",
+                        h.at,
+                        h.t,
+                        (h.t - r.t_ns) as f64 / 1e9
+                    ));
+                    self.last_t[k] = self.emitted_t[k];
+                }
+                None => {
+                    *back_n += 1;
+                    if back.len() < 3 {
+                        back.push(format!(
+                            "{}:{}: t_ns {} is before the device's previous row ({}); skipped",
+                            p.display(),
+                            r.line,
+                            r.t_ns,
+                            self.last_t[k]
+                        ));
+                    }
+                    return;
+                }
+            }
+        }
+        if let Some(h) = self.held[k].take() {
+            emit(h.t, &h.row);
+            self.emitted_t[k] = h.t;
+        }
+        self.last_t[k] = r.t_ns;
+        if r.t_ns > self.emitted_t[k].saturating_add(JUMP_NS) {
+            self.held[k] = Some(Held {
+                t: r.t_ns,
+                row: *r.f,
+                at: format!("{}:{}", p.display(), r.line),
+            });
+            return;
+        }
+        emit(r.t_ns, r.f);
+        self.emitted_t[k] = r.t_ns;
+    }
+}
+
 /// A row that jumps further ahead of its device's previous row than rows are ever apart
 /// (a row is written at least once a second; a stopped recorder resumes with a jump too)
 /// is held until the device's next row says whether it was damage.
@@ -440,19 +447,17 @@ struct Held {
     at: String,
 }
 
-impl Held {
+impl Order {
     /// Hands the held rows to `f` (a hole or the end comes next: nothing says they were
     /// damage), but a row past the run's end (`limit_ns`), which is skipped and named.
     fn flush(
-        held: &mut [Option<Held>],
+        &mut self,
         devices: &[Device],
-        last_t: &mut [u64],
-        emitted_t: &mut [u64],
         limit_ns: Option<u64>,
         f: &mut impl FnMut(usize, &Device, u64, &Row),
     ) -> Vec<String> {
         let mut w = vec![];
-        for (k, h) in held.iter_mut().enumerate() {
+        for (k, h) in self.held.iter_mut().enumerate() {
             let Some(h) = h.take() else { continue };
             match limit_ns {
                 Some(l) if h.t > l => {
@@ -462,11 +467,11 @@ impl Held {
                         h.t,
                         (h.t - l) as f64 / 1e9
                     ));
-                    last_t[k] = emitted_t[k];
+                    self.last_t[k] = self.emitted_t[k];
                 }
                 _ => {
                     f(k, &devices[k], h.t, &h.row);
-                    emitted_t[k] = h.t;
+                    self.emitted_t[k] = h.t;
                 }
             }
         }

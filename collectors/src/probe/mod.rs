@@ -242,7 +242,7 @@ enum Msg {
         usage: Usage,
         rate_missed: u64,
         error: Option<ProbeError>,
-        verified: verify::ReadBack,
+        verified: Box<verify::ReadBack>,
     },
 }
 
@@ -308,7 +308,12 @@ impl WindowCursor {
         }
     }
 
-    fn finish(mut self, rate_missed: u64, error: Option<ProbeError>, verified: verify::ReadBack) {
+    fn finish(
+        mut self,
+        rate_missed: u64,
+        error: Option<ProbeError>,
+        verified: Box<verify::ReadBack>,
+    ) {
         let end = Usage::thread();
         let usage = end.since(&self.usage_at_meas.unwrap_or(end));
         let stats = std::mem::take(&mut self.stats);
@@ -548,7 +553,7 @@ pub fn run(
                                     op: "io_setup (libaio)".into(),
                                     source: e,
                                 }),
-                                verify::ReadBack::default(),
+                                Box::default(),
                             );
                             return;
                         }
@@ -564,7 +569,7 @@ pub fn run(
                                     op: "setting up io_uring".into(),
                                     source: e,
                                 }),
-                                verify::ReadBack::default(),
+                                Box::default(),
                             );
                             return;
                         }
@@ -621,7 +626,7 @@ pub fn run(
                         .map(|l| l.finish(c.win.last_done_ns))
                         .unwrap_or(Ok(()));
                     // fio's do_verify: after the write phase, read back what was written.
-                    let mut verified = verify::ReadBack::default();
+                    let mut verified = Box::<verify::ReadBack>::default();
                     let verify_err = match (&r, &spec.verify) {
                         (Ok(()), Some(v)) if writes && v.do_verify => {
                             verify::read_back(&mut c, spec.bs[WRITE], &mut verified).err()
