@@ -4,6 +4,8 @@
 //!    gzip sink) in a tight loop; thread CPU ns per sample.
 //! 2. Schedule: the real 1 ms loop for `--duration`; CPU share of one core, samples taken
 //!    vs expected, jitter p50/p99/max.
+//! 3. The whole `record` process at its defaults for `--duration`, beside a reference
+//!    loop reading the same files in the same run ([`super::bench_whole`]).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -260,5 +262,8 @@ fn bench(a: &BenchArgs, tmp: &Path, stopped: &Arc<AtomicBool>) -> anyhow::Result
         st.jitter_us(0.999),
         st.jitter.max() as f64 / 1000.0
     );
+    if !super::bench_whole::run(a.duration, tmp, stopped)? {
+        return Ok(130);
+    }
     Ok(0)
 }

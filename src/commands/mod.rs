@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod bench;
+mod bench_whole;
 pub mod check;
 pub mod demo;
 pub mod export;
