@@ -22,23 +22,44 @@ use collectors::periodic::{self, thread_cpu_ns};
 /// Start-up left out of the window (exec, device scans, the first meta.json).
 const WARM_NS: u64 = 1_500_000_000;
 
-/// A process's CPU time so far, every thread's, in ns (0 when it is gone).
-fn process_cpu_ns(pid: u32) -> u64 {
+/// A process's threads and their CPU time so far, in ns (none when it is gone).
+fn threads_cpu_ns(pid: u32) -> Vec<(String, u64)> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
+        return vec![];
     };
-    tasks
+    let mut out: Vec<(String, u64)> = tasks
         .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
+        .filter_map(|t| {
+            let ns = std::fs::read_to_string(t.path().join("schedstat")).ok()?;
+            let ns = ns.split_whitespace().next()?.parse::<u64>().ok()?;
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            Some((comm.trim().to_string(), ns))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Each thread name's CPU between two [`threads_cpu_ns`] (a thread new since counts what
+/// the later one saw of it), most first.
+fn threads_since(a: &[(String, u64)], b: &[(String, u64)]) -> Vec<(String, u64)> {
+    let sum = |v: &[(String, u64)], name: &str| -> u64 {
+        v.iter().filter(|x| x.0 == name).map(|x| x.1).sum()
+    };
+    let mut names: Vec<&str> = b.iter().map(|x| x.0.as_str()).collect();
+    names.dedup();
+    let mut out: Vec<(String, u64)> = names
+        .into_iter()
+        .map(|n| (n.to_string(), sum(b, n).saturating_sub(sum(a, n))))
+        .collect();
+    out.sort_by_key(|y| std::cmp::Reverse(y.1));
+    out
 }
 
 /// The reference loop for `window_ns` after `WARM_NS`: its thread's CPU over the window.
 fn reference_loop(clock: Clock, until_ns: u64, stop: Arc<AtomicBool>) -> anyhow::Result<u64> {
-    let open = |p: &str| {
-        std::fs::File::open(p).map_err(|e| anyhow::anyhow!("cannot open {p}: {e}"))
-    };
+    let open =
+        |p: &str| std::fs::File::open(p).map_err(|e| anyhow::anyhow!("cannot open {p}: {e}"));
     let (disk, mem, stat) = (
         open("/proc/diskstats")?,
         open("/proc/meminfo")?,
@@ -95,20 +116,26 @@ pub(super) fn run(window: Duration, tmp: &Path, stopped: &Arc<AtomicBool>) -> an
         }
     };
     sleep_to(WARM_NS);
-    let c0 = process_cpu_ns(pid);
+    let c0 = threads_cpu_ns(pid);
     let t0 = clock.now_ns();
     sleep_to(until_ns);
-    let c1 = process_cpu_ns(pid);
+    let c1 = threads_cpu_ns(pid);
     let t1 = clock.now_ns();
     stop.store(true, Ordering::SeqCst);
-    let ref_ns = r.join().map_err(|_| anyhow::anyhow!("reference loop panicked"))??;
+    let ref_ns = r
+        .join()
+        .map_err(|_| anyhow::anyhow!("reference loop panicked"))??;
     // SAFETY: kill has no memory preconditions; the pid is our child, not yet waited for.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let out = child.wait_with_output()?;
     if stopped.load(Ordering::Relaxed) {
         return Ok(false);
     }
-    let alive = c1 > 0 && out.status.code().is_some_and(|c| c == 0 || c == 130 || c == 143);
+    let alive = !c1.is_empty()
+        && out
+            .status
+            .code()
+            .is_some_and(|c| c == 0 || c == 130 || c == 143);
     if !alive {
         anyhow::bail!(
             "{} record ended before the window did ({}): {}",
@@ -118,13 +145,23 @@ pub(super) fn run(window: Duration, tmp: &Path, stopped: &Arc<AtomicBool>) -> an
         );
     }
     let wall = (t1 - t0).max(1) as f64;
-    let rec = (c1 - c0) as f64 / wall;
+    let per = threads_since(&c0, &c1);
+    let rec = per.iter().map(|p| p.1).sum::<u64>() as f64 / wall;
     let refr = ref_ns as f64 / wall;
     println!(
         "whole `record` process at its defaults (every device, diskstats 1 ms, meminfo 10 ms, cpu 100 ms) for {:.1} s, beside a reference loop in the same run (one real-time thread on absolute deadlines reading the same files at the same intervals, parsing and writing nothing):",
         wall / 1e9
     );
-    println!("  record, all its threads: {:.2}% of a core", 100.0 * rec);
+    let split: Vec<String> = per
+        .iter()
+        .filter(|p| p.1 > 0)
+        .map(|(n, ns)| format!("{n} {:.2}%", 100.0 * *ns as f64 / wall))
+        .collect();
+    println!(
+        "  record, all its threads: {:.2}% of a core ({})",
+        100.0 * rec,
+        split.join(", ")
+    );
     println!("  reference loop: {:.2}% of a core", 100.0 * refr);
     println!("  record / reference: {:.2}x", rec / refr.max(1e-9));
     Ok(true)

@@ -59,7 +59,7 @@ pub struct Recording {
     /// Cuts load.csv/load.hlog (other processes append to them) when chunked.
     load_chunks: Option<super::chunks::SharedRotator>,
     /// `kill -USR1`: the handler's id and the thread that keeps the window around it.
-    usr1: Option<(signal_hook::SigId, std::thread::JoinHandle<()>)>,
+    usr1: Option<(signal_hook::iterator::Handle, std::thread::JoinHandle<()>)>,
     finished: bool,
 }
 
@@ -518,26 +518,25 @@ impl Recording {
     }
 
     /// From now until the recording finishes, `kill -USR1 PID` keeps the window around
-    /// the signal (`keep_at`, a `trigger` event `signal USR1`): a flag the signal sets, read
-    /// every 20 ms by a thread of its own. Does nothing when the run is not chunked.
+    /// the signal (`keep_at`, a `trigger` event `signal USR1`): a thread of its own blocks
+    /// on signal-hook's self-pipe until a signal or the end (it woke every 20 ms to look at
+    /// a flag before: 0.09% of a core of a recorder whose loop costs 3%). Does nothing when
+    /// the run is not chunked.
     pub fn keep_on_usr1(&mut self) -> anyhow::Result<()> {
         let Some(f) = self.flight.clone() else {
             return Ok(());
         };
-        let flag = Arc::new(AtomicBool::new(false));
-        let id = signal_hook::flag::register(signal_hook::consts::SIGUSR1, flag.clone())?;
-        let (stop, clock, events) = (self.stop.clone(), self.clock, self.events.clone());
+        let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGUSR1])?;
+        let handle = signals.handle();
+        let (clock, events) = (self.clock, self.events.clone());
         let h = std::thread::Builder::new()
             .name("usr1".into())
             .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(20));
-                    if flag.swap(false, Ordering::Relaxed) {
-                        keep_at(&f, &events, clock.now_ns(), "signal USR1");
-                    }
+                for _ in signals.forever() {
+                    keep_at(&f, &events, clock.now_ns(), "signal USR1");
                 }
             })?;
-        self.usr1 = Some((id, h));
+        self.usr1 = Some((handle, h));
         Ok(())
     }
 
@@ -556,8 +555,8 @@ impl Recording {
         if let Some(r) = self.load_chunks.take() {
             r.join();
         }
-        if let Some((id, h)) = self.usr1.take() {
-            signal_hook::low_level::unregister(id);
+        if let Some((handle, h)) = self.usr1.take() {
+            handle.close();
             let _ = h.join();
         }
         let mut first_err: Option<anyhow::Error> = None;

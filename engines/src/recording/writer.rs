@@ -358,7 +358,7 @@ enum Out {
     Gzip {
         file: File,
         /// The member being compressed since the last flush (in memory).
-        member: Option<flate2::write::GzEncoder<Vec<u8>>>,
+        member: Option<Box<flate2::write::GzEncoder<Vec<u8>>>>,
         /// The previous member's buffer, reused.
         spare: Vec<u8>,
         level: flate2::Compression,
@@ -418,7 +418,9 @@ impl Out {
                 level,
                 ..
             } => member
-                .get_or_insert_with(|| flate2::write::GzEncoder::new(std::mem::take(spare), *level))
+                .get_or_insert_with(|| {
+                    Box::new(flate2::write::GzEncoder::new(std::mem::take(spare), *level))
+                })
                 .write_all(bytes),
         }
     }
