@@ -16,185 +16,19 @@
 //! The tmpfs cases need root (CI is root; elsewhere they skip, and fail under CI=true).
 
 mod common;
+mod sweep3;
 use common::*;
+use sweep3::*;
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// Cases that misbehave and stay so this round, each with the reason (counted as
 /// misbehaving in the printed figures).
 const KNOWN: &[(&str, &str)] = &[];
-
-/// What one run of the binary did.
-struct Out {
-    code: Option<i32>,
-    out: String,
-    err: String,
-    hung: bool,
-    left: bool,
-}
-
-/// Runs `c` (made by [`dp`]) in a process group of its own, killed (the whole group)
-/// after `secs`.
-fn go(c: &mut Command, secs: u64) -> Out {
-    let mut child = c.process_group(0).spawn().unwrap();
-    let pgid = child.id() as i32;
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let mut hung = false;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            hung = true;
-            // SAFETY: signalling our own child's process group.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let o = child.wait_with_output().unwrap();
-    std::thread::sleep(Duration::from_millis(20));
-    // SAFETY: signal 0 only asks whether the group still has a process.
-    let left = unsafe { libc::kill(-pgid, 0) } == 0;
-    if left {
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
-    }
-    Out {
-        code: o.status.code(),
-        out: String::from_utf8_lossy(&o.stdout).into(),
-        err: String::from_utf8_lossy(&o.stderr).into(),
-        hung,
-        left,
-    }
-}
-
-/// The binary with `args` (OsStrings, so a case can pass bytes that are not UTF-8), no
-/// broker in its environment, stdin /dev/null, stdout and stderr piped.
-fn dp<I: IntoIterator<Item = S>, S: Into<OsString>>(cwd: &Path, args: I) -> Command {
-    let mut c = diskpulse();
-    c.args(args.into_iter().map(Into::into))
-        .current_dir(cwd)
-        .env("RUST_BACKTRACE", "1")
-        .env_remove("NATS_URL")
-        .env_remove("DISKPULSE_RUN_DIR")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    c
-}
-
-/// What must hold of every case, then its exit code and the pieces of its stderr.
-fn expect(o: &Out, code: i32, needles: &[&str]) -> Result<(), String> {
-    let first: String = o
-        .err
-        .lines()
-        .next()
-        .unwrap_or("")
-        .chars()
-        .take(300)
-        .collect();
-    let mut wrong = vec![];
-    if o.hung {
-        wrong.push("hung (killed at its deadline)".to_string());
-    } else if o.code != Some(code) {
-        wrong.push(format!("exit {:?}, expected {code}", o.code));
-    }
-    if o.err.contains("panicked at") {
-        wrong.push("panicked".into());
-    }
-    if o.left {
-        wrong.push("left a process behind".into());
-    }
-    for n in needles {
-        if !o.err.contains(n) {
-            wrong.push(format!("stderr lacks {n:?}"));
-        }
-    }
-    if wrong.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("{} | stderr: {first}", wrong.join("; ")))
-    }
-}
-
-/// The fixtures every case may use (all under one temporary directory).
-struct Fx {
-    root: tempfile::TempDir,
-    /// A finished recording (never changed: cases copy it).
-    run: PathBuf,
-    /// A FIFO nobody writes to.
-    fifo: PathBuf,
-}
-
-impl Fx {
-    fn new() -> Fx {
-        let root = tempfile::tempdir().unwrap();
-        let run = root.path().join("run");
-        let o = go(
-            &mut dp(
-                root.path(),
-                ["record", "--duration", "300ms", "--no-progress"],
-            )
-            .arg("--out")
-            .arg(&run),
-            30,
-        );
-        assert_eq!(o.code, Some(0), "the fixture recording: {}", o.err);
-        let fifo = root.path().join("fifo");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: a NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        Fx { root, run, fifo }
-    }
-
-    /// A fresh, empty directory of the case's own.
-    fn dir(&self, name: &str) -> PathBuf {
-        let d = self.root.path().join(name);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
-    /// A copy of the finished recording at `to`, without what `report` writes.
-    fn copy_run(&self, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(&self.run).unwrap().flatten() {
-            if e.file_type().unwrap().is_file() {
-                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-            }
-        }
-    }
-}
-
-/// The cases run so far and what misbehaved, by class.
-#[derive(Default)]
-struct Sweep {
-    cases: Vec<(&'static str, String, Option<String>)>,
-}
-
-impl Sweep {
-    fn case(&mut self, class: &'static str, name: impl Into<String>, r: Result<(), String>) {
-        self.cases.push((class, name.into(), r.err()));
-    }
-}
-
-/// Substitutes `{R}` (the recording), `{P}` (the FIFO), `{T}` (the case's directory) and
-/// `{X}` (two bytes that are not UTF-8) in an argument.
-fn arg(a: &str, fx: &Fx, t: &Path) -> OsString {
-    let s = a
-        .replace("{R}", fx.run.to_str().unwrap())
-        .replace("{P}", fx.fifo.to_str().unwrap())
-        .replace("{T}", t.to_str().unwrap());
-    let mut bytes = vec![];
-    for (i, part) in s.split("{X}").enumerate() {
-        if i > 0 {
-            bytes.extend_from_slice(b"\xff\xfe");
-        }
-        bytes.extend_from_slice(part.as_bytes());
-    }
-    OsString::from_vec(bytes)
-}
 
 /// One generated row: class, environment, argv, exit code, pieces of stderr.
 type Row = (
@@ -208,441 +42,61 @@ type Row = (
 const NO: &str = "nats://127.0.0.1:1";
 
 /// Quick refusals: each must exit at once with the code and words given.
+#[rustfmt::skip]
 const ROWS: &[Row] = &[
     // Odd file types as inputs: a FIFO blocks a plain read forever, /dev/zero never ends.
-    (
-        "odd-files",
-        &[],
-        &[
-            "load",
-            "pub",
-            "--server",
-            NO,
-            "--nkey",
-            "/dev/zero",
-            "--duration",
-            "1s",
-        ],
-        2,
-        &["--nkey", "/dev/zero", "a character device"],
-    ),
-    (
-        "odd-files",
-        &[],
-        &[
-            "load",
-            "pub",
-            "--server",
-            NO,
-            "--nkey",
-            "{P}",
-            "--duration",
-            "1s",
-        ],
-        2,
-        &["--nkey", "a FIFO"],
-    ),
-    (
-        "odd-files",
-        &[],
-        &[
-            "nats-bench",
-            "pub",
-            "foo",
-            "--server",
-            NO,
-            "--nkey",
-            "/dev/zero",
-        ],
-        2,
-        &["--nkey", "a character device"],
-    ),
-    (
-        "odd-files",
-        &[],
-        &[
-            "agent",
-            "--server",
-            NO,
-            "--nkey",
-            "/dev/zero",
-            "--duration",
-            "1s",
-        ],
-        2,
-        &["--nkey", "a character device"],
-    ),
-    (
-        "odd-files",
-        &[],
-        &[
-            "load",
-            "pub",
-            "--server",
-            NO,
-            "--creds",
-            "/dev/zero",
-            "--duration",
-            "1s",
-        ],
-        2,
-        &["--creds", "a character device"],
-    ),
-    (
-        "odd-files",
-        &[],
-        &[
-            "load",
-            "pub",
-            "--server",
-            NO,
-            "--creds",
-            "{T}",
-            "--duration",
-            "1s",
-        ],
-        2,
-        &["--creds", "a directory"],
-    ),
-    (
-        "odd-files",
-        &[],
-        &[
-            "load",
-            "pub",
-            "--server",
-            "tls://127.0.0.1:1",
-            "--tls-ca",
-            "{P}",
-            "--duration",
-            "1s",
-        ],
-        2,
-        &["--tls-ca", "a FIFO"],
-    ),
-    (
-        "odd-files",
-        &[],
-        &[
-            "record",
-            "--agents",
-            "a",
-            "--server",
-            NO,
-            "--nkey",
-            "/dev/zero",
-            "--duration",
-            "1s",
-            "--out",
-            "{T}/o",
-        ],
-        2,
-        &["--nkey", "a character device"],
-    ),
-    (
-        "odd-files",
-        &[],
-        &["run", "/dev/zero", "--dry-run"],
-        2,
-        &["/dev/zero", "a character device"],
-    ),
-    (
-        "odd-files",
-        &[],
-        &["run", "{P}", "--dry-run"],
-        2,
-        &["a FIFO"],
-    ),
-    (
-        "odd-files",
-        &[],
-        &["probe", "/dev/zero"],
-        2,
-        &["/dev/zero", "a character device"],
-    ),
+    ("odd-files", &[], &["load", "pub", "--server", NO, "--nkey", "/dev/zero", "--duration", "1s"], 2, &["--nkey", "/dev/zero", "a character device"]),
+    ("odd-files", &[], &["load", "pub", "--server", NO, "--nkey", "{P}", "--duration", "1s"], 2, &["--nkey", "a FIFO"]),
+    ("odd-files", &[], &["nats-bench", "pub", "foo", "--server", NO, "--nkey", "/dev/zero"], 2, &["--nkey", "a character device"]),
+    ("odd-files", &[], &["agent", "--server", NO, "--nkey", "/dev/zero", "--duration", "1s"], 2, &["--nkey", "a character device"]),
+    ("odd-files", &[], &["load", "pub", "--server", NO, "--creds", "/dev/zero", "--duration", "1s"], 2, &["--creds", "a character device"]),
+    ("odd-files", &[], &["load", "pub", "--server", NO, "--creds", "{T}", "--duration", "1s"], 2, &["--creds", "a directory"]),
+    ("odd-files", &[], &["load", "pub", "--server", "tls://127.0.0.1:1", "--tls-ca", "{P}", "--duration", "1s"], 2, &["--tls-ca", "a FIFO"]),
+    ("odd-files", &[], &["record", "--agents", "a", "--server", NO, "--nkey", "/dev/zero", "--duration", "1s", "--out", "{T}/o"], 2, &["--nkey", "a character device"]),
+    ("odd-files", &[], &["run", "/dev/zero", "--dry-run"], 2, &["/dev/zero", "a character device"]),
+    ("odd-files", &[], &["run", "{P}", "--dry-run"], 2, &["a FIFO"]),
+    ("odd-files", &[], &["probe", "/dev/zero"], 2, &["/dev/zero", "a character device"]),
     ("odd-files", &[], &["probe", "{P}"], 2, &["a FIFO"]),
     ("odd-files", &[], &["probe", "{T}"], 2, &["a directory"]),
+    ("odd-files", &[], &["probe", "--filename", "{P}", "--size", "1M"], 2, &["neither a regular file nor a block device"]),
+    ("odd-files", &[], &["export", "{R}", "--format", "influx", "--out", "{P}"], 2, &["--out", "exists"]),
+    ("odd-files", &[], &["fsync", "-f", "{P}", "-s", "1"], 2, &["the file exists"]),
+    // Triggers that can never fire, secrets that must not show (nor land in a file).
+    ("triggers", &[], &["record", "--trigger", "kv-put:ack_p99_ms>5", "--duration", "1s", "--out", "{T}/o"], 2, &["can never fire"]),
+    ("triggers", &[], &["demo", "--trigger", "zram9:write_mibps>1", "--duration", "1s", "--out", "{T}/o"], 2, &["can never fire", "zram9"]),
+    ("secrets", &[], &["record", "--agents", "a", "--server", "nats://u:Sekr3tPw@127.0.0.1:1", "--duration", "1s", "--out", "{T}/o"], 1, &["127.0.0.1:1"]),
+    ("secrets", &[], &["load", "pub", "--server", NO, "--user", "u", "--password", "Sekr3tPw", "--duration", "1s"], 1, &["127.0.0.1:1"]),
+    ("secrets", &[], &["nats-bench", "pub", "foo", "--server", "nats://Sekr3tTok@127.0.0.1:1", "--msgs", "10"], 1, &["127.0.0.1:1"]),
+    ("secrets", &[], &["agent", "--server", "nats://u:Sekr3tPw@127.0.0.1:1", "--duration", "1s"], 1, &["127.0.0.1:1"]),
     // Environment variables.
-    (
-        "env",
-        &[("NATS_NKEY", "/dev/zero")],
-        &["load", "pub", "--server", NO, "--duration", "1s"],
-        2,
-        &["--nkey ($NATS_NKEY)", "a character device"],
-    ),
-    (
-        "env",
-        &[("NATS_CREDS", "{P}")],
-        &["load", "pub", "--server", NO, "--duration", "1s"],
-        2,
-        &["$NATS_CREDS", "a FIFO"],
-    ),
-    (
-        "env",
-        &[("NATS_URL", "garbage here")],
-        &["load", "pub", "--duration", "1s"],
-        2,
-        &["$NATS_URL 'garbage here'"],
-    ),
-    (
-        "env",
-        &[("NATS_URL", "http://x")],
-        &["nats-bench", "pub", "foo", "--msgs", "10"],
-        2,
-        &["$NATS_URL 'http://x'"],
-    ),
-    (
-        "env",
-        &[("NATS_URL", "nats://u:Sekr3tPw@127.0.0.1:1")],
-        &["load", "pub", "--duration", "1s"],
-        1,
-        &["nats://***@127.0.0.1:1"],
-    ),
-    (
-        "env",
-        &[("NATS_USER", "u")],
-        &["load", "pub", "--server", NO, "--duration", "1s"],
-        2,
-        &["$NATS_PASSWORD"],
-    ),
-    (
-        "env",
-        &[("PATH", "{T}")],
-        &["demo", "--duration", "1s", "--out", "{T}/o"],
-        2,
-        &["nats-server", "PATH"],
-    ),
-    (
-        "env",
-        &[
-            ("DISKPULSE_RUN_DIR", "{T}/gone"),
-            ("DISKPULSE_CLOCK_ZERO_NS", "abc"),
-        ],
-        &["load", "pub", "--server", NO, "--duration", "1s"],
-        2,
-        &["DISKPULSE_CLOCK_ZERO_NS 'abc'"],
-    ),
-    (
-        "env",
-        &[
-            ("DISKPULSE_RUN_DIR", "{T}/gone"),
-            ("DISKPULSE_CLOCK_ZERO_NS", "5"),
-        ],
-        &["load", "pub", "--server", NO, "--duration", "1s"],
-        2,
-        &["DISKPULSE_RUN_DIR", "{T}/gone"],
-    ),
+    ("env", &[("NATS_NKEY", "/dev/zero")], &["load", "pub", "--server", NO, "--duration", "1s"], 2, &["--nkey ($NATS_NKEY)", "a character device"]),
+    ("env", &[("NATS_CREDS", "{P}")], &["load", "pub", "--server", NO, "--duration", "1s"], 2, &["$NATS_CREDS", "a FIFO"]),
+    ("env", &[("NATS_URL", "garbage here")], &["load", "pub", "--duration", "1s"], 2, &["$NATS_URL 'garbage here'"]),
+    ("env", &[("NATS_URL", "http://x")], &["nats-bench", "pub", "foo", "--msgs", "10"], 2, &["$NATS_URL 'http://x'"]),
+    ("env", &[("NATS_URL", "nats://u:Sekr3tPw@127.0.0.1:1")], &["load", "pub", "--duration", "1s"], 1, &["nats://***@127.0.0.1:1"]),
+    ("env", &[("NATS_USER", "u")], &["load", "pub", "--server", NO, "--duration", "1s"], 2, &["$NATS_PASSWORD"]),
+    ("env", &[("PATH", "{T}")], &["demo", "--duration", "1s", "--out", "{T}/o"], 2, &["nats-server", "PATH"]),
+    ("env", &[("DISKPULSE_RUN_DIR", "{T}/gone"), ("DISKPULSE_CLOCK_ZERO_NS", "abc"),], &["load", "pub", "--server", NO, "--duration", "1s"], 2, &["DISKPULSE_CLOCK_ZERO_NS 'abc'"]),
+    ("env", &[("DISKPULSE_RUN_DIR", "{T}/gone"), ("DISKPULSE_CLOCK_ZERO_NS", "5"),], &["load", "pub", "--server", NO, "--duration", "1s"], 2, &["DISKPULSE_RUN_DIR", "{T}/gone"]),
     // Huge and zero values of flags the first sweep did not try.
-    (
-        "values",
-        &[],
-        &[
-            "agent",
-            "--server",
-            NO,
-            "--buffer",
-            "18446744073709551615",
-            "--duration",
-            "1s",
-        ],
-        2,
-        &["--buffer 18446744073709551615"],
-    ),
-    (
-        "values",
-        &[],
-        &["agent", "--server", NO, "--buffer", "0", "--duration", "1s"],
-        2,
-        &["--buffer 0"],
-    ),
-    (
-        "values",
-        &[],
-        &[
-            "agent",
-            "--server",
-            NO,
-            "--interval",
-            "50us",
-            "--duration",
-            "1s",
-        ],
-        2,
-        &["--interval 50us", "100us"],
-    ),
-    (
-        "values",
-        &[],
-        &[
-            "agent",
-            "--server",
-            NO,
-            "--mem-interval",
-            "0s",
-            "--duration",
-            "1s",
-        ],
-        2,
-        &["--mem-interval 0s"],
-    ),
-    (
-        "values",
-        &[],
-        &["agent", "--server", NO, "--duration", "0s"],
-        2,
-        &["--duration"],
-    ),
-    (
-        "values",
-        &[],
-        &[
-            "agent",
-            "--server",
-            NO,
-            "--broker-pid",
-            "0",
-            "--duration",
-            "1s",
-        ],
-        2,
-        &["--broker-pid 0"],
-    ),
-    (
-        "values",
-        &[],
-        &["export", "{R}", "--format", "influx", "--step", "99999999h"],
-        2,
-        &["'99999999h'"],
-    ),
-    (
-        "values",
-        &[],
-        &[
-            "proxy",
-            "--upstream",
-            "127.0.0.1:4222",
-            "--delay",
-            "1ms",
-            "--jitter",
-            "99999999h",
-        ],
-        2,
-        &["'99999999h'"],
-    ),
-    (
-        "values",
-        &[],
-        &["nats-bench", "pub", "foo", "--server", NO, "--msgs", "0"],
-        2,
-        &["--msgs 0"],
-    ),
-    (
-        "values",
-        &[],
-        &[
-            "nats-bench",
-            "foo",
-            "--server",
-            NO,
-            "--pub",
-            "0",
-            "--sub",
-            "0",
-        ],
-        2,
-        &["--pub"],
-    ),
-    (
-        "values",
-        &[],
-        &[
-            "record",
-            "--chunk",
-            "18446744073709551615G",
-            "--duration",
-            "1s",
-            "--out",
-            "{T}/o",
-        ],
-        2,
-        &["--chunk '18446744073709551615G'"],
-    ),
-    (
-        "values",
-        &[],
-        &[
-            "record",
-            "--keep",
-            "1ms",
-            "--duration",
-            "1s",
-            "--out",
-            "{T}/o",
-        ],
-        2,
-        &["--keep 1ms"],
-    ),
-    (
-        "values",
-        &[],
-        &[
-            "record",
-            "--trigger-window",
-            "99999999h",
-            "--duration",
-            "1s",
-            "--out",
-            "{T}/o",
-        ],
-        2,
-        &["'99999999h'"],
-    ),
-    (
-        "values",
-        &[],
-        &["report", "{R}", "--device", "", "--no-charts", "--no-html"],
-        2,
-        &["--device ''"],
-    ),
+    ("values", &[], &["agent", "--server", NO, "--buffer", "18446744073709551615", "--duration", "1s"], 2, &["--buffer 18446744073709551615"]),
+    ("values", &[], &["agent", "--server", NO, "--buffer", "0", "--duration", "1s"], 2, &["--buffer 0"]),
+    ("values", &[], &["agent", "--server", NO, "--interval", "50us", "--duration", "1s"], 2, &["--interval 50us", "100us"]),
+    ("values", &[], &["agent", "--server", NO, "--mem-interval", "0s", "--duration", "1s"], 2, &["--mem-interval 0s"]),
+    ("values", &[], &["agent", "--server", NO, "--duration", "0s"], 2, &["--duration"]),
+    ("values", &[], &["agent", "--server", NO, "--broker-pid", "0", "--duration", "1s"], 2, &["--broker-pid 0"]),
+    ("values", &[], &["export", "{R}", "--format", "influx", "--step", "99999999h"], 2, &["'99999999h'"]),
+    ("values", &[], &["proxy", "--upstream", "127.0.0.1:4222", "--delay", "1ms", "--jitter", "99999999h"], 2, &["'99999999h'"]),
+    ("values", &[], &["nats-bench", "pub", "foo", "--server", NO, "--msgs", "0"], 2, &["--msgs 0"]),
+    ("values", &[], &["nats-bench", "foo", "--server", NO, "--pub", "0", "--sub", "0"], 2, &["--pub"]),
+    ("values", &[], &["record", "--chunk", "18446744073709551615G", "--duration", "1s", "--out", "{T}/o"], 2, &["--chunk '18446744073709551615G'"]),
+    ("values", &[], &["record", "--keep", "1ms", "--duration", "1s", "--out", "{T}/o"], 2, &["--keep 1ms"]),
+    ("values", &[], &["record", "--trigger-window", "99999999h", "--duration", "1s", "--out", "{T}/o"], 2, &["'99999999h'"]),
+    ("values", &[], &["report", "{R}", "--device", "", "--no-charts", "--no-html"], 2, &["--device ''"]),
     // A flag twice.
-    (
-        "twice",
-        &[],
-        &["report", "{R}", "--window", "1s", "--window", "2s"],
-        2,
-        &["cannot be used multiple times"],
-    ),
-    (
-        "twice",
-        &[],
-        &[
-            "export",
-            "{R}",
-            "--format",
-            "influx",
-            "--format",
-            "openmetrics",
-        ],
-        2,
-        &["cannot be used multiple times"],
-    ),
-    (
-        "twice",
-        &[],
-        &[
-            "record",
-            "--agents",
-            "a,a",
-            "--server",
-            NO,
-            "--duration",
-            "1s",
-            "--out",
-            "{T}/o",
-        ],
-        2,
-        &["'a'"],
-    ),
+    ("twice", &[], &["report", "{R}", "--window", "1s", "--window", "2s"], 2, &["cannot be used multiple times"]),
+    ("twice", &[], &["export", "{R}", "--format", "influx", "--format", "openmetrics"], 2, &["cannot be used multiple times"]),
+    ("twice", &[], &["record", "--agents", "a,a", "--server", NO, "--duration", "1s", "--out", "{T}/o"], 2, &["'a'"]),
     // Odd names.
 ];
 
@@ -661,7 +115,10 @@ fn rows(s: &mut Sweep, fx: &Fx) {
         let needles: Vec<&str> = needles.iter().map(String::as_str).collect();
         let mut r = expect(&o, *code, &needles);
         if r.is_ok() && (o.err.contains("Sekr3t") || o.out.contains("Sekr3t")) {
-            r = Err("printed the password".into());
+            r = Err("printed the secret".into());
+        }
+        if r.is_ok() && !files_containing(&t, "Sekr3t", true, 0).is_empty() {
+            r = Err("wrote the secret into a file".into());
         }
         s.case(class, format!("{args:?} {env:?}"), r);
     }
@@ -676,13 +133,13 @@ fn names(s: &mut Sweep, fx: &Fx) {
     ] {
         let out = t.join(OsString::from_vec(name.clone()));
         let o = go(
-            &mut dp(&t, ["record", "--duration", "100ms", "--no-progress"])
+            dp(&t, ["record", "--duration", "100ms", "--no-progress"])
                 .arg("--out")
                 .arg(&out),
             20,
         );
         let r = expect(&o, 0, &[]).and_then(|_| {
-            let o = go(&mut dp(&t, ["report", "--no-charts"]).arg(&out), 20);
+            let o = go(dp(&t, ["report", "--no-charts"]).arg(&out), 20);
             expect(&o, 0, &[])?;
             out.join("summary.json")
                 .is_file()
@@ -697,7 +154,7 @@ fn names(s: &mut Sweep, fx: &Fx) {
         let mut lp = name.clone();
         lp.extend_from_slice(b".lp");
         let o = go(
-            &mut dp(&t, ["export", "--format", "influx", "--out"])
+            dp(&t, ["export", "--format", "influx", "--out"])
                 .arg(t.join(OsString::from_vec(lp)))
                 .arg(&out),
             20,
@@ -720,7 +177,7 @@ fn names(s: &mut Sweep, fx: &Fx) {
         expect(&o, 2, &["--out", "File name too long"]),
     );
     let o = go(
-        &mut dp(
+        dp(
             &t,
             [
                 "export",
@@ -776,43 +233,9 @@ fn names(s: &mut Sweep, fx: &Fx) {
             body.replace("s-${v}", "s")
         };
         std::fs::write(&sc, body).unwrap();
-        let o = go(&mut dp(&t, ["run", "--dry-run"]).arg(&sc), 10);
+        let o = go(dp(&t, ["run", "--dry-run"]).arg(&sc), 10);
         s.case("names", label, expect(&o, 2, needles));
     }
-}
-
-/// A tmpfs of `kib` KiB mounted (read-only with `ro`) on a fresh directory; unmounted on
-/// drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn new(at: PathBuf, kib: u32, ro: bool) -> Tmpfs {
-        std::fs::create_dir_all(&at).unwrap();
-        let opts = format!("size={kib}k{}", if ro { ",ro" } else { "" });
-        sh(
-            "mount",
-            &["-t", "tmpfs", "-o", &opts, "tmpfs", at.to_str().unwrap()],
-        );
-        Tmpfs(at)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
-/// Files `report` or `export` leave half-written: their temporary names.
-fn temporaries(d: &Path) -> Vec<String> {
-    std::fs::read_dir(d)
-        .map(|r| {
-            r.flatten()
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .filter(|n| n.contains("diskpulse-tmp") || n.starts_with(".diskpulse"))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// Read-only and full output file systems.
@@ -836,7 +259,7 @@ fn full_or_read_only(s: &mut Sweep, fx: &Fx) {
         r,
     );
     let o = go(
-        &mut dp(&ro.0, ["export", "--format", "influx", "--out", "x.lp"]).arg(&fx.run),
+        dp(&ro.0, ["export", "--format", "influx", "--out", "x.lp"]).arg(&fx.run),
         10,
     );
     s.case(
@@ -907,7 +330,7 @@ fn report_with_meta(fx: &Fx, name: &str, edit: impl Fn(&mut serde_json::Value)) 
     edit(&mut m);
     std::fs::write(&p, serde_json::to_string(&m).unwrap()).unwrap();
     let o = go(
-        &mut dp(fx.root.path(), ["report", "--no-charts", "--no-html"]).arg(&run),
+        dp(fx.root.path(), ["report", "--no-charts", "--no-html"]).arg(&run),
         20,
     );
     (run, o)
@@ -924,7 +347,7 @@ fn clocks(s: &mut Sweep, fx: &Fx) {
         expect(&o, 0, &["clock_zero_unix_ns"]),
     );
     let o = go(
-        &mut dp(fx.root.path(), ["export", "--format", "influx", "--out"])
+        dp(fx.root.path(), ["export", "--format", "influx", "--out"])
             .arg(run.join("x.lp"))
             .arg(&run),
         20,
@@ -972,7 +395,7 @@ fn concurrent(s: &mut Sweep, fx: &Fx) {
             let t = t.clone();
             std::thread::spawn(move || {
                 go(
-                    &mut dp(&t, ["record", "--duration", "200ms", "--no-progress"])
+                    dp(&t, ["record", "--duration", "200ms", "--no-progress"])
                         .arg("--out")
                         .arg(out),
                     20,
@@ -999,7 +422,7 @@ fn concurrent(s: &mut Sweep, fx: &Fx) {
         let (t, run, lp) = (t.clone(), fx.run.clone(), t.join(n));
         std::thread::spawn(move || {
             go(
-                &mut dp(&t, ["export", "--format", "influx", "--out"])
+                dp(&t, ["export", "--format", "influx", "--out"])
                     .arg(lp)
                     .arg(run),
                 20,
@@ -1021,7 +444,7 @@ fn concurrent(s: &mut Sweep, fx: &Fx) {
     fx.copy_run(&run);
     let spawn = || {
         let (t, run) = (t.clone(), run.clone());
-        std::thread::spawn(move || go(&mut dp(&t, ["report", "--no-html"]).arg(run), 30))
+        std::thread::spawn(move || go(dp(&t, ["report", "--no-html"]).arg(run), 30))
     };
     let (a, b) = (spawn(), spawn());
     let r = expect(&a.join().unwrap(), 0, &[])
@@ -1052,7 +475,7 @@ fn stdio(s: &mut Sweep, fx: &Fx) {
             .ok_or("complete is not true".to_string())
     };
     let o = go(
-        &mut dp(
+        dp(
             &t,
             [
                 "record",
@@ -1085,7 +508,7 @@ fn stdio(s: &mut Sweep, fx: &Fx) {
             .unwrap()
     };
     let o = go(
-        &mut dp(&t, ["record", "--duration", "200ms", "--out", "b"]).stdout(full()),
+        dp(&t, ["record", "--duration", "200ms", "--out", "b"]).stdout(full()),
         20,
     );
     let r = match complete(&t.join("b")) {
@@ -1167,6 +590,131 @@ fn signals(s: &mut Sweep, fx: &Fx) {
     s.case("signals", "SIGUSR1 to load with an embedded broker", r);
 }
 
+/// A damage done to a copy of the recording: what, how, the command (the run's path is
+/// added), its exit code and a piece of its stderr.
+type Edit = (
+    &'static str,
+    fn(&Path),
+    &'static [&'static str],
+    i32,
+    &'static str,
+);
+
+/// Damaged run directories: refused (exit 2) or read with a warning, naming the file.
+fn damaged(s: &mut Sweep, fx: &Fx) {
+    let metas = ["null", "[]", "{}", "", "{\"format_version\":3}"];
+    for (i, m) in metas.iter().enumerate() {
+        let run = fx.root.path().join(format!("meta{i}"));
+        fx.copy_run(&run);
+        std::fs::write(run.join("meta.json"), m).unwrap();
+        let o = go(
+            dp(fx.root.path(), ["report", "--no-charts", "--no-html"]).arg(&run),
+            10,
+        );
+        let r = expect(&o, 2, &["not a diskpulse recording", "meta.json"]);
+        s.case("damaged-runs", format!("report: meta.json {m:?}"), r);
+    }
+    let edits: [Edit; 4] = [
+        (
+            "diskstats.csv.gz a directory",
+            |d| {
+                std::fs::remove_file(d.join("diskstats.csv.gz")).unwrap();
+                std::fs::create_dir(d.join("diskstats.csv.gz")).unwrap();
+            },
+            &["report"],
+            2,
+            "is a directory",
+        ),
+        (
+            "diskstats.csv.gz cut to 10 bytes",
+            |d| {
+                let p = d.join("diskstats.csv.gz");
+                let b = std::fs::read(&p).unwrap();
+                std::fs::write(&p, &b[..10]).unwrap();
+            },
+            &["report"],
+            2,
+            "does not decode",
+        ),
+        (
+            "a garbled line in events.jsonl",
+            |d| {
+                let p = d.join("events.jsonl");
+                let t = std::fs::read_to_string(&p).unwrap();
+                std::fs::write(&p, format!("{t}garbage{{\n")).unwrap();
+            },
+            &["report"],
+            0,
+            "not an event",
+        ),
+        (
+            "report.html a FIFO",
+            |d| {
+                let c = std::ffi::CString::new(d.join("report.html").to_str().unwrap()).unwrap();
+                // SAFETY: a NUL-terminated path.
+                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+            },
+            &["view", "--listen", "127.0.0.1:0"],
+            2,
+            "a FIFO",
+        ),
+    ];
+    for (i, (label, edit, cmd, code, needle)) in edits.iter().enumerate() {
+        let run = fx.root.path().join(format!("damaged{i}"));
+        fx.copy_run(&run);
+        edit(&run);
+        let mut c = dp(fx.root.path(), cmd.iter().copied());
+        let o = go(
+            c.arg(&run).args(
+                ["--no-charts", "--no-html"]
+                    .iter()
+                    .filter(|_| cmd[0] == "report"),
+            ),
+            10,
+        );
+        s.case(
+            "damaged-runs",
+            format!("{}: {label}", cmd[0]),
+            expect(&o, *code, &[needle]),
+        );
+    }
+}
+
+/// Scenario checks at `--dry-run` (exit 2, the study directory not made), for values the
+/// first rounds did not try.
+fn scenario_late(s: &mut Sweep, fx: &Fx) {
+    let t = fx.dir("scenario");
+    let vol = fx.dir("scenario/vol");
+    let load = |a: &str| {
+        format!("[[phases]]\nkind = \"load\"\nargs = [\"pub\", \"--server\", \"{NO}\", {a}, \"--duration\", \"1s\"]\n")
+    };
+    let probe = |a: &str| {
+        format!("[[volumes]]\nname = \"v\"\npath = {:?}\n[[phases]]\nkind = \"probe\"\nvolume = \"v\"\nargs = [{a}]\n", vol.display().to_string())
+    };
+    let sleep = "[[phases]]\nkind = \"sleep\"\nduration = \"10ms\"\n";
+    let cases = [
+        ("a load phase's --nkey /dev/zero", load("\"--nkey\", \"/dev/zero\""), "a character device"),
+        ("a load phase's --creds a directory", load("\"--creds\", \"/tmp\""), "a directory"),
+        ("a load phase's --tls-ca a FIFO", load(&format!("\"--tls-ca\", {:?}", fx.fifo.display().to_string())), "a FIFO"),
+        ("a probe phase's job file /dev/zero", probe("\"/dev/zero\""), "a character device"),
+        ("samplers interval 50us", format!("[samplers]\ninterval = \"50us\"\n{sleep}"), "100us"),
+        ("samplers mem_interval 0s", format!("[samplers]\nmem_interval = \"0s\"\n{sleep}"), "mem_interval 0s"),
+        ("a volume on /sys/kernel", "[[volumes]]\nname = \"v\"\npath = \"/sys/kernel\"\n[[phases]]\nkind = \"fsync\"\nvolume = \"v\"\n".to_string(), "sysfs"),
+    ];
+    for (label, body, needle) in cases {
+        let sc = t.join("s.toml");
+        std::fs::write(&sc, format!("name = \"s\"\n{body}")).unwrap();
+        let out = t.join("study");
+        let o = go(dp(&t, ["run", "--dry-run", "--out"]).arg(&out).arg(&sc), 10);
+        let r = expect(&o, 2, &[needle]).and_then(|_| {
+            (!out.exists())
+                .then_some(())
+                .ok_or("made the study directory".into())
+        });
+        s.case("scenario-late", label, r);
+    }
+}
+
 #[test]
 fn the_third_sweep_misbehaves_nowhere() {
     let fx = Fx::new();
@@ -1179,6 +727,8 @@ fn the_third_sweep_misbehaves_nowhere() {
     concurrent(&mut s, &fx);
     stdio(&mut s, &fx);
     signals(&mut s, &fx);
+    damaged(&mut s, &fx);
+    scenario_late(&mut s, &fx);
     let bad: Vec<_> = s.cases.iter().filter(|c| c.2.is_some()).collect();
     let mut classes: Vec<&str> = s.cases.iter().map(|c| c.0).collect();
     classes.dedup();

@@ -204,10 +204,6 @@ impl Recording {
     }
 
     /// [`Recording::start`], the diskstats sampler also feeding `live` (`record --listen`).
-    #[allow(
-        clippy::too_many_lines,
-        reason = "every sampler's start in the order the recording needs them, each next to its meta.json entry"
-    )]
     pub fn start_with_live(
         dir: &Path,
         setup: &SamplerSetup,
@@ -222,6 +218,10 @@ impl Recording {
     }
 
     /// [`Recording::start_with_live`] in the directory made.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "every sampler's start in the order the recording needs them, each next to its meta.json entry"
+    )]
     fn start_in(
         dir: &Path,
         setup: &SamplerSetup,
