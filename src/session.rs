@@ -173,10 +173,21 @@ impl Session {
                 (Some(r), c, e, Some(d))
             }
             RecordTo::Parent { dir } => {
+                // Both are set by `record -- CMD` and `run` for the commands they start;
+                // a user who set them by hand (or left them in a shell) is told which.
+                let unset = "both are set by `record -- CMD` and `run` for the commands they start: unset DISKPULSE_RUN_DIR to run on your own";
                 let c = Clock::from_env().ok_or_else(|| {
-                    usage!("DISKPULSE_RUN_DIR is set but DISKPULSE_CLOCK_ZERO_NS is not")
+                    let v = std::env::var_os("DISKPULSE_CLOCK_ZERO_NS");
+                    match v {
+                        None => usage!("DISKPULSE_RUN_DIR is set but DISKPULSE_CLOCK_ZERO_NS is not; {unset}"),
+                        Some(v) => usage!(
+                            "DISKPULSE_CLOCK_ZERO_NS '{}' is not a whole number of ns (the run's clock zero); {unset}",
+                            v.to_string_lossy()
+                        ),
+                    }
                 })?;
-                let e = EventLog::append(&dir.join("events.jsonl"), c)?;
+                let e = EventLog::append(&dir.join("events.jsonl"), c)
+                    .map_err(|e| usage!("DISKPULSE_RUN_DIR {}: {e:#}; {unset}", dir.display()))?;
                 (None, c, e, Some(dir))
             }
         };

@@ -313,7 +313,7 @@ const ROWS: &[Row] = rows![
     // run
     2, "cannot read scenario", ["run", "{T}/nope.toml"];
     2, "cannot read scenario", ["run", "{D}"];
-    2, "missing field `name`", ["run", "/dev/null", "--dry-run"];
+    2, "/dev/null: it is a character device", ["run", "/dev/null", "--dry-run"];
     2, "/proc/self/status:1", ["run", "/proc/self/status", "--dry-run"];
     2, "{F}:1", ["run", "{F}", "--dry-run"];
     2, "cannot read scenario", ["run", "{T}/{X}.toml"];

@@ -1,8 +1,10 @@
-//! The signals that end a run cleanly (SIGINT, SIGTERM, SIGHUP), for every command.
+//! The signals that end a run cleanly (SIGINT, SIGTERM, SIGHUP), and the two that must
+//! not end it (SIGUSR1, SIGUSR2), for every command.
 
-/// Installs SIGINT/SIGTERM/SIGHUP handlers that set `flag` (the run then ends cleanly:
-/// a closed terminal or ssh session ends a run as Ctrl-C does, with its recording and
-/// report written, instead of killing it midway). A SIGHUP the process was started
+/// Installs SIGINT/SIGTERM/SIGHUP handlers that set `flag` (the run then ends cleanly: a
+/// closed terminal or ssh session ends a run as Ctrl-C does, with its recording and
+/// report written, instead of killing it midway), and SIGUSR1/SIGUSR2 ones that do
+/// nothing. A SIGHUP the process was started
 /// ignoring (`nohup diskpulse agent ...`) stays ignored.
 pub fn stop_on_signals(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> anyhow::Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -10,6 +12,14 @@ pub fn stop_on_signals(flag: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> 
     }
     if !signal_ignored(signal_hook::consts::SIGHUP) {
         signal_hook::flag::register(signal_hook::consts::SIGHUP, flag.clone())?;
+    }
+    // SIGUSR1 keeps a window in a chunked recording (`kill -USR1`, which its own handler
+    // does); elsewhere, and SIGUSR2 everywhere, their default action killed the command
+    // midway (a recording left incomplete, an embedded broker's store left in /var/tmp).
+    // A handler that does nothing (unlike SIG_IGN, not inherited by the programs started).
+    let unused = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGUSR1, signal_hook::consts::SIGUSR2] {
+        signal_hook::flag::register(sig, unused.clone())?;
     }
     Ok(())
 }

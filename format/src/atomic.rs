@@ -27,6 +27,25 @@ pub fn write_with<T>(
     path: &Path,
     fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<T>,
 ) -> anyhow::Result<T> {
+    put(path, fill, false)
+}
+
+/// Like [`write_with`] for a file that must be new (`export --out`): the temporary file
+/// takes the name only if nothing has it (link(2), which never replaces), so of two
+/// writers of one new name the second fails with `AlreadyExists` and the first's file
+/// stays whole (both renamed, and the second replaced the first's).
+pub fn write_new_with<T>(
+    path: &Path,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<T>,
+) -> anyhow::Result<T> {
+    put(path, fill, true)
+}
+
+fn put<T>(
+    path: &Path,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<T>,
+    new: bool,
+) -> anyhow::Result<T> {
     let fail = |e: std::io::Error| anyhow::anyhow!("cannot write {}: {}", path.display(), plain(e));
     let (dir, name) = split(path)?;
     use std::os::unix::fs::PermissionsExt as _;
@@ -38,7 +57,11 @@ pub fn write_with<T>(
         .map_err(fail)?;
     let v = fill(tmp.as_file_mut()).map_err(fail)?;
     tmp.as_file_mut().flush().map_err(fail)?;
-    tmp.persist(path).map_err(|e| fail(e.error))?;
+    if new {
+        tmp.persist_noclobber(path).map_err(|e| fail(e.error))?;
+    } else {
+        tmp.persist(path).map_err(|e| fail(e.error))?;
+    }
     Ok(v)
 }
 
@@ -117,6 +140,17 @@ mod tests {
             "{text}"
         );
         assert_eq!(std::fs::read_to_string(&t).unwrap(), "old");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_new_file_is_never_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let t = d.path().join("x.lp");
+        write_new_with(&t, |f| f.write_all(b"first")).unwrap();
+        let e = write_new_with(&t, |f| f.write_all(b"second")).unwrap_err();
+        assert!(format!("{e:#}").contains("x.lp"), "{e:#}");
+        assert_eq!(std::fs::read_to_string(&t).unwrap(), "first");
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
     }
 

@@ -66,6 +66,41 @@ pub fn check(p: &Path) -> Result<(), String> {
     }
 }
 
+/// A file the user names as an input (a scenario, a fio job file, an NKey seed), as text:
+/// a regular file only, at most `max_bytes`. A FIFO or `/dev/zero` named by mistake
+/// (or by `NATS_NKEY`) blocked or read forever; the error says what the path is, for the
+/// caller to put after its flag and before its fix: "it is a FIFO (named pipe), not a
+/// regular file".
+pub fn read_input(p: &Path, max_bytes: u64) -> std::io::Result<String> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(p)?;
+    if let Some(what) = not_regular(f.metadata()?.file_type()) {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("it is {what}, not a regular file"),
+        ));
+    }
+    let mut out = vec![];
+    f.take(max_bytes + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > max_bytes {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("it is larger than {max_bytes} bytes, too large for what it should hold"),
+        ));
+    }
+    String::from_utf8(out).map_err(|_| Error::new(ErrorKind::InvalidData, "not text (UTF-8)"))
+}
+
+/// What `p` is when it exists and is not a regular file (symlinks followed): "a FIFO
+/// (named pipe)", "a directory", ...; `None` for a regular file or no file at all.
+pub fn what_else(p: &Path) -> Option<&'static str> {
+    std::fs::metadata(p)
+        .ok()
+        .and_then(|m| not_regular(m.file_type()))
+}
+
 /// The whole of `p` as bytes, through [`open`].
 pub fn read(p: &Path) -> std::io::Result<Vec<u8>> {
     let mut out = vec![];
@@ -96,5 +131,16 @@ mod tests {
         let f = d.path().join("a.csv");
         std::fs::write(&f, "t_ns\n").unwrap();
         assert_eq!(read_to_string(&f).unwrap(), "t_ns\n");
+        let e = read_input(&fifo, 100).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        let e = read_input(Path::new("/dev/zero"), 100).unwrap_err();
+        assert!(e.to_string().contains("character device"), "{e}");
+        assert_eq!(read_input(&f, 5).unwrap(), "t_ns\n");
+        assert!(read_input(&f, 4)
+            .unwrap_err()
+            .to_string()
+            .contains("larger than 4"));
+        assert_eq!(what_else(d.path()), Some("a directory"));
+        assert_eq!(what_else(&f), None);
     }
 }

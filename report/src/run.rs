@@ -76,8 +76,19 @@ pub struct Run {
 /// µs apart), so wall-clock times do not fall in 1970; said in a warning.
 fn check_meta(dir: &Path, meta: &mut Meta) -> Vec<String> {
     let mut warnings = vec![];
+    let file = dir.join(format::meta::FILE);
+    // A zero after 2200 is no clock's (a flipped byte, a hand edit): `zero + t_ns`
+    // overflowed u64 (a panic in rates.csv and export). Taken as absent, so start_wall
+    // stands in for it below.
+    if meta.clock_zero_unix_ns > YEAR_2200_UNIX_NS {
+        warnings.push(format!(
+            "{}: clock_zero_unix_ns {} is after the year 2200, no clock's time (the file is damaged): it is left out",
+            file.display(),
+            meta.clock_zero_unix_ns
+        ));
+        meta.clock_zero_unix_ns = 0;
+    }
     if meta.clock_zero_unix_ns == 0 {
-        let file = dir.join(format::meta::FILE);
         match chrono::DateTime::parse_from_rfc3339(&meta.start_wall)
             .ok()
             .and_then(|t| t.timestamp_nanos_opt())
@@ -97,9 +108,26 @@ fn check_meta(dir: &Path, meta: &mut Meta) -> Vec<String> {
             )),
         }
     }
+    // One in the future: the recording host's clock was ahead (or the file was edited);
+    // its wall-clock times are as it recorded them, and said to be.
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    if meta.clock_zero_unix_ns > now_ns.saturating_add(DAY_NS) {
+        warnings.push(format!(
+            "{}: clock_zero_unix_ns {} is {} days in the future: the recording host's clock was ahead (or the file is damaged); wall-clock times (rates.csv unix_ms, export) are as recorded, the run's own times (t_ns) are right",
+            file.display(),
+            meta.clock_zero_unix_ns,
+            (meta.clock_zero_unix_ns - now_ns) / DAY_NS
+        ));
+    }
     warnings.extend(format::manifest::check(dir, meta));
     warnings
 }
+
+/// 2200-01-01T00:00:00Z in ns since the Unix epoch: a later clock zero is damage.
+const YEAR_2200_UNIX_NS: u64 = 7_258_118_400 * 1_000_000_000;
+const DAY_NS: u64 = 86_400 * 1_000_000_000;
 
 /// What the rows said of one device ([`Run::disks`]).
 #[derive(Debug, Clone, Default)]

@@ -63,6 +63,16 @@ pub fn run(a: AgentArgs) -> anyhow::Result<i32> {
             a.buffer
         ));
     }
+    // The buffer is held in memory: one larger than the host's would be taken and then
+    // exhaust it while the broker is away (18446744073709551615 was accepted).
+    if let Some(mem) = mem_total_bytes().filter(|m| a.buffer > *m / 2) {
+        return Err(usage!(
+            "--buffer {}: more than half of this host's memory ({} MiB); the batches are held in memory, so give at most {}MiB (the default is 64MiB)",
+            a.buffer,
+            mem >> 20,
+            mem >> 21
+        ));
+    }
     if a.duration.is_some_and(|d| d.is_zero()) {
         return Err(usage!("--duration must be above 0, e.g. --duration 60s"));
     }
@@ -192,6 +202,14 @@ fn monitor_port(cmdline: &[u8]) -> Option<u16> {
         }
     }
     None
+}
+
+/// MemTotal of /proc/meminfo in bytes, if it reads.
+fn mem_total_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
 }
 
 #[cfg(test)]

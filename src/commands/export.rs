@@ -64,6 +64,14 @@ pub fn run(a: ExportArgs) -> anyhow::Result<i32> {
                 parent.display()
             ));
         }
+        // Before the run is read: a read-only directory or a name too long failed only
+        // after the export was made (exit 1).
+        ::format::atomic::check_writable(out).map_err(|e| {
+            usage!(
+                "--out {}: {e:#}; name a file in a writable directory",
+                out.display()
+            )
+        })?;
     }
     let run = Run::read(&a.run)?;
     for w in &run.warnings {
@@ -98,10 +106,22 @@ pub fn run(a: ExportArgs) -> anyhow::Result<i32> {
         Some(out) => {
             // A temporary file beside it, renamed over it (format::atomic): never a
             // shared or existing name, never through a symlink.
-            let n = ::format::atomic::write_with(out, |f| {
+            // Never over a file that appeared meanwhile (another export of the same
+            // name): link(2), not rename(2).
+            let n = ::format::atomic::write_new_with(out, |f| {
                 let n = emit(f)?;
                 f.sync_all()?;
                 Ok(n)
+            })
+            .map_err(|e| {
+                if out.exists() {
+                    usage!(
+                        "--out {}: another program wrote it while this export ran; nothing was written over it: name a new file",
+                        out.display()
+                    )
+                } else {
+                    e
+                }
             })?;
             eprintln!(
                 "exported {n} {what} of {} to {}",

@@ -40,8 +40,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // The lab root is checked as `lab up --root` checks it, before anything is made.
     engines::lab::check_root(&a.lab_root)
         .map_err(|e| usage!("--lab-root {} {e}", a.lab_root.display()))?;
-    let text = std::fs::read_to_string(&a.scenario)
-        .map_err(|e| usage!("cannot read scenario {}: {e}", a.scenario.display()))?;
+    let text = srun::read_scenario(&a.scenario)?;
     let path = a.scenario.display().to_string();
     // The same checks as the real run (sizes, durations, paths, phase arguments).
     let checked = validate::check_study(&path, &text).map_err(|e| usage!("{e}"))?;

@@ -118,10 +118,20 @@ pub fn lab_spec(name: &str, d: &spec::LabDecl) -> anyhow::Result<engines::lab::V
     Ok(spec)
 }
 
+/// The scenario file's text: a regular file of at most 16 MiB (a FIFO or /dev/zero given
+/// as the scenario hung `run`, even `--dry-run`); a usage error naming it otherwise.
+pub fn read_scenario(path: &Path) -> anyhow::Result<String> {
+    format::regular::read_input(path, 16 << 20).map_err(|e| {
+        usage!(
+            "cannot read scenario {}: {e}; name a scenario file (see scenarios/)",
+            path.display()
+        )
+    })
+}
+
 /// Runs the whole study; returns the exit code.
 pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| usage!("cannot read scenario {}: {e}", path.display()))?;
+    let text = read_scenario(path)?;
     // Every check the dry run makes, before anything is created or started.
     let super::validate::Checked {
         scenario: sc,
@@ -130,13 +140,14 @@ pub fn run_study(path: &Path, o: &StudyOptions) -> anyhow::Result<i32> {
         secrets,
     } = super::validate::check_study(&path.display().to_string(), &text)
         .map_err(|e| usage!("{e}"))?;
-    engines::recording::session::create_run_dir(&o.out)?;
+    let claim = engines::recording::session::create_run_dir(&o.out)?;
     // The copy keeps the file as written, without the secrets its phases' args carry
     // and the matrix values the cells hide.
     format::atomic::write(
         &o.out.join("scenario.toml"),
         format::redact::scrub(&text, &secrets).as_bytes(),
     )?;
+    drop(claim);
     let mut records: Vec<StudyRun> = vec![];
     let write_study = |records: &[StudyRun], status: &str| -> anyhow::Result<()> {
         Study {

@@ -162,6 +162,45 @@ pub(super) fn check_top(path: &str, text: &str, sc: &Scenario) -> Result<(), Spe
             ),
         ));
     }
+    if n.chars().any(char::is_control) {
+        let what = if n.contains('\n') {
+            "a newline"
+        } else {
+            "a control character"
+        };
+        return Err(err_at(
+            path,
+            text,
+            key_span(text, "", "name"),
+            format!(
+                "name {n:?} holds {what} (a control character): the name is part of the study directory and of study.csv; write it on one line of printable characters, e.g. \"raid0-vs-raid1\""
+            ),
+        ));
+    }
+    // A value is put into the file's text as it is (`${v}` inside a quoted string): a
+    // quote or backslash ends or escapes that string and a newline ends its line, so the
+    // cell failed to parse at a place the user never wrote (or took other arguments).
+    for (k, vals) in &sc.matrix.params {
+        for v in vals.iter().filter_map(toml::Value::as_str) {
+            let bad = v.chars().find_map(|c| match c {
+                '\n' => Some("a newline"),
+                '"' | '\'' => Some("a quote"),
+                '\\' => Some("a backslash"),
+                c if c.is_control() => Some("a control character"),
+                _ => None,
+            });
+            if let Some(what) = bad {
+                return Err(err_at(
+                    path,
+                    text,
+                    key_span(text, "matrix", k),
+                    format!(
+                        "matrix value {v:?} of '{k}' holds {what}: a value is put into the file's text where ${{{k}}} is written (inside a quoted string), which it would end or escape; use values without quotes, backslashes or control characters"
+                    ),
+                ));
+            }
+        }
+    }
     let too_many = |what: String| {
         err_at(
             path,

@@ -74,6 +74,11 @@ impl View {
                 format::diskstats::FILE
             ));
         }
+        if let Some(what) = format::regular::what_else(&run.join("report.html")) {
+            return Err(usage!(
+                "{shown}: its report.html is {what}, not a regular file; remove it and write the page with `diskpulse report {shown}`"
+            ));
+        }
         if !run.join("report.html").is_file() {
             return Err(usage!(
                 "{shown}: has no report.html; write it first with `diskpulse report {shown}`"

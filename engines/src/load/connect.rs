@@ -98,9 +98,6 @@ impl ConnectArgs {
                 ));
             }
         }
-        if let Some(n) = &self.nkey {
-            read_nkey_seed(n)?;
-        }
         if self.user.as_deref() == Some("") {
             return Err(usage!(
                 "--user '': an empty user name authenticates nothing; pass the user the server knows, or leave --user and --password out"
@@ -121,10 +118,12 @@ impl ConnectArgs {
             ("--nkey ($NATS_NKEY)", &self.nkey),
         ] {
             if let Some(p) = p {
-                if !p.is_file() {
-                    return Err(usage!("{flag} {}: no such file", p.display()));
-                }
+                check_input_file(flag, p)?;
             }
+        }
+        // Read only once it is known to be a regular file (a FIFO or /dev/zero hung).
+        if let Some(n) = &self.nkey {
+            read_nkey_seed(n)?;
         }
         self.check_tls_files()
     }
@@ -140,9 +139,7 @@ impl ConnectArgs {
             ("--tls-key", &self.tls_key),
         ] {
             if let Some(p) = p {
-                if !p.is_file() {
-                    return Err(usage!("{flag} {}: no such file", p.display()));
-                }
+                check_input_file(flag, p)?;
             }
         }
         Ok(())
@@ -541,11 +538,26 @@ mod tests {
     }
 }
 
+/// A `--creds`, `--nkey` or `--tls-*` file: an existing regular file. A directory, FIFO
+/// or device is named as what it is (it was "no such file", and `--nkey /dev/zero` read
+/// forever).
+fn check_input_file(flag: &str, p: &std::path::Path) -> anyhow::Result<()> {
+    match format::regular::what_else(p) {
+        Some(what) => Err(usage!(
+            "{flag} {}: it is {what}, not a regular file; name the file itself",
+            p.display()
+        )),
+        None if !p.is_file() => Err(usage!("{flag} {}: no such file", p.display())),
+        None => Ok(()),
+    }
+}
+
 /// The NKey seed in `--nkey FILE`, checked as one: a file that is no seed was taken
 /// and failed at the server's nonce ("failed signing nonce") without naming the flag or
 /// the file.
 pub fn read_nkey_seed(path: &std::path::Path) -> anyhow::Result<String> {
-    let bytes = std::fs::read(path).map_err(|e| {
+    // A seed is one line of 58 characters; a file of more than 64 KiB is no seed file.
+    let text = format::regular::read_input(path, 64 << 10).map_err(|e| {
         // The words of the other file flags' check (`--creds X: no such file`).
         let why = match e.kind() {
             std::io::ErrorKind::NotFound => "no such file".to_string(),
@@ -556,7 +568,6 @@ pub fn read_nkey_seed(path: &std::path::Path) -> anyhow::Result<String> {
             path.display()
         )
     })?;
-    let text = String::from_utf8_lossy(&bytes);
     let seed = text.trim();
     if let Err(e) = nkeys::KeyPair::from_seed(seed) {
         return Err(usage!(

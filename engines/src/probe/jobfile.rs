@@ -140,7 +140,8 @@ struct Scope {
 /// began (fio allows several `[global]`s; a later one applies to the jobs after it).
 /// Nothing is opened or written.
 pub(super) fn load_set(path: &Path) -> anyhow::Result<JobFile> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    // A regular file of at most 16 MiB: a FIFO or /dev/zero named by mistake hung.
+    let text = format::regular::read_input(path, 16 << 20).map_err(|e| {
         usage!(
             "cannot read the job file {}: {e}; pass the path of a fio job file",
             path.display()

@@ -58,7 +58,7 @@ pub struct Recording {
     load_watch: Option<super::ack_trigger::LoadWatch>,
     /// Cuts load.csv/load.hlog (other processes append to them) when chunked.
     load_chunks: Option<super::chunks::SharedRotator>,
-    /// `kill -USR1`: the handler's id and the thread that keeps the window around it.
+    /// `kill -USR1`: the signal iterator's handle and the thread that keeps the window around it.
     usr1: Option<(signal_hook::iterator::Handle, std::thread::JoinHandle<()>)>,
     finished: bool,
 }
@@ -105,7 +105,7 @@ fn kernel() -> String {
 
 /// Creates a run directory: it must not exist, or be empty. Fails before anything is
 /// written, with a usage error (exit 2) that names the directory.
-pub fn create_run_dir(dir: &Path) -> anyhow::Result<()> {
+pub fn create_run_dir(dir: &Path) -> anyhow::Result<RunDirClaim> {
     if dir.exists() {
         let empty = std::fs::read_dir(dir)
             .map(|mut r| r.next().is_none())
@@ -117,23 +117,71 @@ pub fn create_run_dir(dir: &Path) -> anyhow::Result<()> {
             ));
         }
     }
-    std::fs::create_dir_all(dir).map_err(|e| {
+    let cannot = |e: std::io::Error| {
         format::usage!(
             "--out {}: cannot create the run directory ({e}); name a writable directory",
             dir.display()
         )
-    })?;
+    };
+    if dir.exists() {
+        std::fs::create_dir_all(dir).map_err(cannot)?;
+    } else {
+        // The last directory with mkdir(2), which fails if it exists: of two runs given
+        // one new --out at the same moment (both saw no directory), the second stops here
+        // before it writes anything (both wrote into one directory).
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(cannot)?;
+        }
+        std::fs::create_dir(dir).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => format::usage!(
+                "--out {}: another run created it at the same moment; name a new directory",
+                dir.display()
+            ),
+            _ => cannot(e),
+        })?;
+    }
     // Probe that files can be created in it (read-only mounts pass create_dir_all on an
-    // existing directory).
-    let probe = dir.join(".diskpulse-write-test");
-    std::fs::write(&probe, b"").map_err(|e| {
+    // existing directory). The probe is also the claim (O_EXCL), kept until the caller's
+    // first file is there: of two runs given one empty --out at the same moment, the
+    // second finds the probe (or the first's files) and stops before it writes anything.
+    let probe = dir.join(CLAIM_FILE);
+    let another = || {
         format::usage!(
-            "--out {}: cannot write into the run directory ({e}); name a writable directory",
+            "--out {}: another run started writing into it at the same moment; name a new directory",
             dir.display()
         )
-    })?;
-    let _ = std::fs::remove_file(probe);
-    Ok(())
+    };
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => another(),
+            _ => format::usage!(
+                "--out {}: cannot write into the run directory ({e}); name a writable directory",
+                dir.display()
+            ),
+        })?;
+    let claim = RunDirClaim(probe);
+    let others = std::fs::read_dir(dir).map_or(0, |r| r.count());
+    if others != 1 {
+        return Err(another());
+    }
+    Ok(claim)
+}
+
+/// The probe file [`create_run_dir`] leaves while the caller makes its first file.
+const CLAIM_FILE: &str = ".diskpulse-write-test";
+
+/// A run directory claimed by [`create_run_dir`]: its probe file, removed on drop (once
+/// the caller's first file is in it).
+#[must_use = "the claim holds the directory until the first file is made"]
+pub struct RunDirClaim(PathBuf);
+
+impl Drop for RunDirClaim {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// The default run directory: `diskpulse-runs/<local time>-<what>` under the cwd.
@@ -156,17 +204,30 @@ impl Recording {
     }
 
     /// [`Recording::start`], the diskstats sampler also feeding `live` (`record --listen`).
-    #[allow(
-        clippy::too_many_lines,
-        reason = "every sampler's start in the order the recording needs them, each next to its meta.json entry"
-    )]
     pub fn start_with_live(
         dir: &Path,
         setup: &SamplerSetup,
         argv: &[String],
         live: Option<Arc<crate::live::Live>>,
     ) -> anyhow::Result<Recording> {
-        create_run_dir(dir)?;
+        let claim = create_run_dir(dir)?;
+        // A file system that fills while the files are made: said as the full one.
+        let r = Self::start_in(dir, setup, argv, live).map_err(|e| explain_full(e, dir));
+        drop(claim);
+        r
+    }
+
+    /// [`Recording::start_with_live`] in the directory made.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "every sampler's start in the order the recording needs them, each next to its meta.json entry"
+    )]
+    fn start_in(
+        dir: &Path,
+        setup: &SamplerSetup,
+        argv: &[String],
+        live: Option<Arc<crate::live::Live>>,
+    ) -> anyhow::Result<Recording> {
         let clock = Clock::start();
         let start_wall = chrono::Utc::now();
         let events = EventLog::create(&dir.join("events.jsonl"), clock)?;
@@ -504,11 +565,11 @@ impl Recording {
             } else {
                 "the previous whole meta.json is kept".to_string()
             };
-            anyhow::anyhow!(
-                "cannot write {}: {}; {full}",
-                path.display(),
-                e.root_cause()
-            )
+            // The cause may already name the file (meta.json's own writer does).
+            let head = format!("cannot write {}", path.display());
+            let cause = e.root_cause().to_string();
+            let cause = cause.strip_prefix(&format!("{head}: ")).unwrap_or(&cause);
+            anyhow::anyhow!("{head}: {cause}; {full}")
         })
     }
 

@@ -52,6 +52,15 @@ pub struct ChunkSink {
     path: PathBuf,
 }
 
+/// The header line, the error naming the file (a full file system said only "No space
+/// left on device").
+fn write_header(out: &mut Out, header: &str, path: &Path) -> anyhow::Result<()> {
+    out.write_all(header.as_bytes())
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush())
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}
+
 impl ChunkSink {
     /// Creates `path` (gzip-compressed when `gzip`), writes `header` and starts the writer.
     pub fn create(path: &Path, header: &str, gzip: bool) -> anyhow::Result<ChunkSink> {
@@ -69,9 +78,7 @@ impl ChunkSink {
         } else {
             Out::Plain(file)
         };
-        out.write_all(header.as_bytes())?;
-        out.write_all(b"\n")?;
-        out.flush()?;
+        write_header(&mut out, header, path)?;
         Self::start(path, out)
     }
 
@@ -87,9 +94,7 @@ impl ChunkSink {
         let file = File::create(path)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
         let mut out = Out::new(file, level);
-        out.write_all(header.as_bytes())?;
-        out.write_all(b"\n")?;
-        out.flush()?;
+        write_header(&mut out, header, path)?;
         let r = Rotating {
             rotate,
             header: header.to_string(),
