@@ -604,6 +604,9 @@ pub fn run(
                             verify::JobVerify::new(v, iv, target.size, job as u32, seed, p, !writes)
                         }),
                     };
+                    if let Some(v) = c.verify.as_mut() {
+                        v.keep_order(&c.gen);
+                    }
                     let only = spec.verify.as_ref().is_some_and(|v| v.only);
                     let r = match (ring.as_mut(), aio.as_mut()) {
                         _ if only => {
@@ -629,7 +632,13 @@ pub fn run(
                     let mut verified = Box::<verify::ReadBack>::default();
                     let verify_err = match (&r, &spec.verify) {
                         (Ok(()), Some(v)) if writes && v.do_verify => {
-                            verify::read_back(&mut c, spec.bs[WRITE], &mut verified).err()
+                            // Through the job's engine at its iodepth, as fio's verify phase.
+                            let q = match (ring.as_mut(), aio.as_mut()) {
+                                (Some(r), _) => verify::Queue::Uring(r),
+                                (None, Some(a)) => verify::Queue::Aio(a),
+                                (None, None) => verify::Queue::Sync,
+                            };
+                            verify::read_back(&mut c, spec.bs[WRITE], end, q, &mut verified).err()
                         }
                         _ => None,
                     };

@@ -39,19 +39,20 @@
 //! ## What must stay true
 //! The fill and the check work on the engine's buffer in place: no allocation per I/O.
 //! The blocks written are kept as a bitmap of intervals (1 bit per 4 KiB: 8 KiB per
-//! 256 MiB), so the read-back reads each once, in offset order, whatever the write order.
+//! 256 MiB), so the read-back reads each once whatever the write order; its order and
+//! its engine are fio's (see [`back`]).
 
-use std::os::unix::io::RawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 use md5::Digest;
 
 use super::rng::SplitMix64;
-use super::stats::{DirStats, WRITE};
-use super::{Ctx, ProbeError};
+use super::workload::Gen;
+use super::ProbeError;
 use crate::clock::monotonic_ns;
-use crate::directio::AlignedBuf;
+
+mod back;
+pub(in crate::probe) use back::{mark_only, read_back, Backlog, Queue, ReadBack, ReadSlot};
 
 const MAGIC: u16 = 0xacca;
 /// Bytes of fio's `struct verify_header`.
@@ -172,6 +173,9 @@ pub(crate) struct JobVerify {
     /// Random bytes made once; each block's data is a copy from a seed-chosen place in it
     /// (a `memcpy` per block instead of a generator call per 8 bytes).
     pool: Vec<u8>,
+    /// The job's offset generator before its workload, when fio reads back in write
+    /// order (a random map: see [`back`]).
+    replay: Option<Gen>,
 }
 
 /// Bytes of the random pool the data is copied from.
@@ -208,7 +212,14 @@ impl JobVerify {
             } else {
                 vec![]
             },
+            replay: None,
         }
+    }
+
+    /// Keeps a copy of the job's generator before the workload when fio would read back
+    /// in write order: a random job with a random map (fio's `file_randommap`).
+    pub fn keep_order(&mut self, gen: &Gen) {
+        self.replay = gen.random_map().then(|| gen.clone());
     }
 
     /// Marks `offset..offset+len` written (the verify phase reads it back).
@@ -224,6 +235,7 @@ impl JobVerify {
         }
     }
 
+    #[cfg(test)]
     fn is_written(&self, u: u64) -> bool {
         self.written
             .get((u / 64) as usize)
@@ -427,139 +439,6 @@ pub(crate) fn after_read(v: &Option<JobVerify>, buf: &[u8], offset: u64) -> Resu
 /// little endian, so its hex reads byte-reversed, as in fio's).
 fn hex_of(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// What the read-back did: the bytes checked, its reads (as fio's read figures count
-/// them) and how long it took.
-#[derive(Default)]
-pub(crate) struct ReadBack {
-    pub(crate) bytes: u64,
-    pub(crate) reads: DirStats,
-    pub(crate) ns: u64,
-}
-
-/// The read-back (after the write phase, or the whole job with `verify_only`): reads
-/// every interval this job wrote, in offset order, one `pread` per written block of `bs`
-/// (fio's verify phase reads each block as it was written: its read figures count one
-/// I/O per block, with its latency), and checks each interval. The first bad block is
-/// printed as fio prints it and returned as the job's error; what was read until then
-/// stays in `out`. Stops within one read on `c.stop`.
-pub(super) fn read_back(c: &mut Ctx, bs: u64, out: &mut ReadBack) -> Result<(), ProbeError> {
-    let Some(v) = c.verify.as_ref() else {
-        return Ok(());
-    };
-    let iv = v.interval;
-    let units = (v.written.len() * 64) as u64;
-    // A block of `bs` is `per_read` intervals; an interval that does not divide the block
-    // is read on its own.
-    let per_read = if bs >= iv && bs.is_multiple_of(iv) {
-        bs / iv
-    } else {
-        1
-    };
-    let mut buf = AlignedBuf::new((per_read * iv) as usize);
-    let t_start = monotonic_ns();
-    let mut u = 0u64;
-    let r = loop {
-        if u >= units || c.stop.load(Ordering::Relaxed) {
-            break Ok(());
-        }
-        if !v.is_written(u) {
-            u += 1;
-            continue;
-        }
-        let mut n = 1;
-        while n < per_read && u + n < units && v.is_written(u + n) {
-            n += 1;
-        }
-        let (off, len) = (u * iv, (n * iv) as usize);
-        let t0 = monotonic_ns();
-        let got = match pread_full(c.fd, &mut buf.as_mut_slice()[..len], off) {
-            Ok(g) => g,
-            Err(e) => {
-                break Err(c
-                    .target
-                    .io_error(e, "verifying", "read", off, len as u64, c.direct))
-            }
-        };
-        let t1 = monotonic_ns();
-        out.reads.ios += 1;
-        out.reads.bytes += got as u64;
-        if got < len {
-            out.reads.short_ios += 1;
-        }
-        out.reads.clat_m.add(t1 - t0);
-        out.reads.lat_m.add(t1 - t0);
-        crate::directio::record_ns(&mut out.reads.clat, t1 - t0);
-        crate::directio::record_ns(&mut out.reads.lat_co, t1 - t0);
-        if got < len {
-            break Err(ProbeError::Verify {
-                path: v.path.clone(),
-                offset: off + got as u64,
-                len: (len - got) as u64,
-                what: "the file ends before the blocks written".into(),
-            });
-        }
-        let bad = buf.as_slice()[..len]
-            .chunks(iv as usize)
-            .enumerate()
-            .find_map(|(i, blk)| v.check(blk, off + i as u64 * iv).err());
-        if let Some(bad) = bad {
-            for l in &bad.lines {
-                eprintln!("{l}");
-            }
-            break Err(bad.error);
-        }
-        out.bytes += len as u64;
-        u += n;
-    };
-    out.ns = monotonic_ns() - t_start;
-    r
-}
-
-/// `verify_only`: marks what the job's workload would write (its generator replayed,
-/// no I/O; a time-based job's whole region, since it wraps).
-pub(super) fn mark_only(c: &mut Ctx, time_based: bool, size: u64) {
-    let Some(v) = c.verify.as_mut() else {
-        return;
-    };
-    if time_based {
-        v.mark(0, size);
-        return;
-    }
-    while let Some(op) = c.gen.next_op() {
-        if op.dir == WRITE {
-            v.mark(op.offset, op.len);
-        }
-    }
-}
-
-fn pread_full(fd: RawFd, buf: &mut [u8], mut off: u64) -> std::io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        // SAFETY: the slice is valid for its length; fd is open.
-        let r = unsafe {
-            libc::pread(
-                fd,
-                buf[done..].as_mut_ptr().cast(),
-                buf.len() - done,
-                off as libc::off_t,
-            )
-        };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(e);
-        }
-        if r == 0 {
-            break;
-        }
-        done += r as usize;
-        off += r as u64;
-    }
-    Ok(done)
 }
 
 #[cfg(test)]
