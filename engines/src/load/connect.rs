@@ -473,6 +473,32 @@ fn percent_decode(s: &str) -> Result<String, String> {
     String::from_utf8(out).map_err(|_| "the user info is not UTF-8 once decoded".to_string())
 }
 
+/// The NKey seed in `--nkey FILE`, checked as one: a file that is no seed was taken
+/// and failed at the server's nonce ("failed signing nonce") without naming the flag or
+/// the file.
+pub fn read_nkey_seed(path: &std::path::Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        // The words of the other file flags' check (`--creds X: no such file`).
+        let why = match e.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_string(),
+            _ => e.to_string(),
+        };
+        usage!(
+            "--nkey {}: {why}; give the file holding a user's NKey seed",
+            path.display()
+        )
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let seed = text.trim();
+    if let Err(e) = nkeys::KeyPair::from_seed(seed) {
+        return Err(usage!(
+            "--nkey {}: not an NKey seed ({e}); give the file holding a user's seed, one line starting with SU (`nsc` or `nk -gen user` makes one)",
+            path.display()
+        ));
+    }
+    Ok(seed.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -539,30 +565,4 @@ mod tests {
         let s = serde_json::to_value(a.describe()).unwrap().to_string();
         assert!(!s.contains("hunter2") && !s.contains("tok\""), "{s}");
     }
-}
-
-/// The NKey seed in `--nkey FILE`, checked as one: a file that is no seed was taken
-/// and failed at the server's nonce ("failed signing nonce") without naming the flag or
-/// the file.
-pub fn read_nkey_seed(path: &std::path::Path) -> anyhow::Result<String> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        // The words of the other file flags' check (`--creds X: no such file`).
-        let why = match e.kind() {
-            std::io::ErrorKind::NotFound => "no such file".to_string(),
-            _ => e.to_string(),
-        };
-        usage!(
-            "--nkey {}: {why}; give the file holding a user's NKey seed",
-            path.display()
-        )
-    })?;
-    let text = String::from_utf8_lossy(&bytes);
-    let seed = text.trim();
-    if let Err(e) = nkeys::KeyPair::from_seed(seed) {
-        return Err(usage!(
-            "--nkey {}: not an NKey seed ({e}); give the file holding a user's seed, one line starting with SU (`nsc` or `nk -gen user` makes one)",
-            path.display()
-        ));
-    }
-    Ok(seed.to_string())
 }

@@ -1,9 +1,12 @@
 //! verify's read-back, as fio 3.33's verify phase (`do_verify` in its `backend.c`) does it
 //! after the write phase (or instead of the workload, with `verify_only`):
 //!
-//! - it first syncs the file and drops its cached pages (fio does both whatever
-//!   `invalidate` says, "to make sure we really read from disk"), and that time is the
-//!   phase's: fio's read `runtime` of a write job that verifies starts before the sync;
+//! - it starts with the file's cached pages dropped when the job is buffered and has
+//!   `invalidate=1` (the default): fio closes the job's files after the write phase and
+//!   its verify loop opens them again, and its open drops the cache then. fio does not
+//!   sync there (`do_verify` would sync and drop only files still open, and none is), so
+//!   neither do we. That time is the phase's: fio's read `runtime` of a write job that
+//!   verifies starts before the reopen;
 //! - it reads every block the job wrote, one read per written block, through the job's
 //!   engine at the job's `iodepth`: io_uring and libaio keep the queue full (fio's
 //!   `iodepth_batch_*` rules, as the workload) and check each block as it completes; psync
@@ -33,7 +36,7 @@ use crate::clock::monotonic_ns;
 use crate::directio::AlignedBuf;
 
 /// What the read-back did: the bytes checked, its reads (as fio's read figures count
-/// them) and how long it took (the sync and the cache drop before it included).
+/// them) and how long it took (the cache drop before it included).
 #[derive(Default)]
 pub(in crate::probe) struct ReadBack {
     pub(in crate::probe) bytes: u64,
@@ -238,33 +241,23 @@ pub(in crate::probe) fn read_back(
         return Ok(());
     };
     let t_start = monotonic_ns();
-    let r = sync_and_drop(c).and_then(|()| {
-        let mut b = Backlog::new(v, replay, bs, end_ns);
-        // The slots' buffers are the workload's largest block: a longer read (a
-        // verify_interval above the block size) goes one at a time.
-        let fits = b.max_len <= c.gen.max_bs();
-        let r = match queue {
-            Queue::Uring(ring) if fits => engine_uring::read_back(c, ring, &mut b),
-            Queue::Aio(aio) if fits => engine_aio::read_back(c, aio, &mut b),
-            _ => read_sync(c, &mut b),
-        };
-        out.bytes = b.bytes;
-        out.reads = std::mem::take(&mut b.stats.dir[READ]);
-        r
-    });
+    if c.timing.loop_invalidate {
+        // Buffered with invalidate=1 (an O_DIRECT read does not use the cache).
+        super::super::drop_cached(c.fd);
+    }
+    let mut b = Backlog::new(v, replay, bs, end_ns);
+    // The slots' buffers are the workload's largest block: a longer read (a
+    // verify_interval above the block size) goes one at a time.
+    let fits = b.max_len <= c.gen.max_bs();
+    let r = match queue {
+        Queue::Uring(ring) if fits => engine_uring::read_back(c, ring, &mut b),
+        Queue::Aio(aio) if fits => engine_aio::read_back(c, aio, &mut b),
+        _ => read_sync(c, &mut b),
+    };
+    out.bytes = b.bytes;
+    out.reads = std::mem::take(&mut b.stats.dir[READ]);
     out.ns = monotonic_ns() - t_start;
     r
-}
-
-/// fio's first step of the verify phase: sync the file, then drop its cached pages.
-fn sync_and_drop(c: &Ctx) -> Result<(), ProbeError> {
-    // SAFETY: a plain system call on the job's open descriptor.
-    if unsafe { libc::fsync(c.fd) } != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(c.target.io_error(e, "verifying", "fsync", 0, 0, c.direct));
-    }
-    super::super::drop_cached(c.fd);
-    Ok(())
 }
 
 /// psync's read-back: one `pread` at a time.
