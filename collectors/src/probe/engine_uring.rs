@@ -557,3 +557,14 @@ pub(super) fn read_back(c: &Ctx, r: &mut Ring, b: &mut verify::Backlog) -> Resul
     }
     err.map_or(Ok(()), Err)
 }
+
+/// Whether this kernel lets us create an io_uring (the error says why not).
+pub fn uring_available() -> Result<(), ProbeError> {
+    match io_uring::IoUring::new(2) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(ProbeError::UringUnavailable {
+            hint: super::error::uring_hint(&e),
+            source: e,
+        }),
+    }
+}

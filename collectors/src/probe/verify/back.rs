@@ -61,6 +61,20 @@ pub(in crate::probe) struct ReadSlot {
     pub(in crate::probe) issue: u64,
 }
 
+impl<'a> Queue<'a> {
+    /// The job's ring or AIO context, if it has one.
+    pub(in crate::probe) fn of(
+        ring: Option<&'a mut engine_uring::Ring>,
+        aio: Option<&'a mut engine_aio::Aio>,
+    ) -> Queue<'a> {
+        match (ring, aio) {
+            (Some(r), _) => Queue::Uring(r),
+            (None, Some(a)) => Queue::Aio(a),
+            (None, None) => Queue::Sync,
+        }
+    }
+}
+
 /// The blocks left to read back, in fio's order, and what the reads found.
 pub(in crate::probe) struct Backlog<'a> {
     v: &'a JobVerify,
