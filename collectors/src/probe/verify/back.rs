@@ -16,7 +16,8 @@
 //!   them in a tree sorted by offset (a block written twice is read once) and reads them
 //!   in offset order. We replay the job's offset generator (a copy taken before the
 //!   workload) for the first and walk the bitmap of written intervals for the second; a
-//!   block is read once either way, and nothing is stored per write;
+//!   block is read once either way, and nothing is stored per write (the copy's random
+//!   map is 1 bit per block: 32 MiB for 1 TiB of 4 KiB blocks, as the job's own);
 //! - it ends at the job's `runtime` (fio's `runtime_exceeded` in the verify loop: with
 //!   `runtime=`, the write phase and the read-back share it), on `stop` (Ctrl-C), or at the
 //!   first bad block: that block is printed as fio prints it and is the job's error; the
