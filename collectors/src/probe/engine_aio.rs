@@ -393,3 +393,116 @@ pub(super) fn run(c: &mut Ctx, a: &mut Aio) -> Result<(), ProbeError> {
         None => Ok(()),
     }
 }
+
+/// verify's read-back through the AIO context (see `verify::back`): reads the blocks `b`
+/// gives at the job's iodepth, submitting and reaping as the workload does (fio's
+/// `iodepth_batch_*`), and hands each completion to `b`, which checks it. Every read in
+/// flight is reaped before it returns, an error's included (`io_destroy` waits for the
+/// rest on an early return); the blocks fit the slots' buffers (`read_back` checks).
+pub(super) fn read_back(c: &Ctx, a: &mut Aio, b: &mut verify::Backlog) -> Result<(), ProbeError> {
+    let depth = c.depth.max(1) as usize;
+    let t = &c.timing;
+    let batch = (t.batch_submit.max(1) as usize).min(depth);
+    let cmin = (t.complete_min.max(1) as usize).min(depth);
+    let cmax = (t.complete_max.max(t.complete_min).max(1) as usize).min(depth);
+    let buf_ptrs: Vec<*mut u8> = a.bufs.iter_mut().map(|b| b.as_mut_ptr()).collect();
+    let mut slots = vec![verify::ReadSlot::default(); depth];
+    let mut iocbs = vec![Iocb::default(); depth];
+    let mut free: Vec<u32> = (0..depth as u32).rev().collect();
+    let mut queued: Vec<*mut Iocb> = Vec::with_capacity(depth);
+    let mut queued_slots: Vec<u32> = Vec::with_capacity(depth);
+    let mut events = vec![IoEvent::default(); depth];
+    let mut issuing = true;
+    let mut err: Option<ProbeError> = None;
+    loop {
+        while issuing && !free.is_empty() && queued.len() < batch {
+            let now = monotonic_ns();
+            let next = if b.ended(c, now) { None } else { b.next() };
+            let Some((off, len)) = next else {
+                issuing = false;
+                break;
+            };
+            let si = free.pop().expect("a free slot") as usize;
+            slots[si] = verify::ReadSlot {
+                off,
+                len,
+                start: now,
+                issue: 0,
+            };
+            iocbs[si] = Iocb {
+                aio_data: si as u64,
+                aio_lio_opcode: IOCB_CMD_PREAD,
+                aio_fildes: c.fd as u32,
+                aio_buf: buf_ptrs[si] as u64,
+                aio_nbytes: len,
+                aio_offset: off as i64,
+                ..Iocb::default()
+            };
+            queued.push(&mut iocbs[si] as *mut Iocb);
+            queued_slots.push(si as u32);
+        }
+        let mut done_sub = 0;
+        while done_sub < queued.len() {
+            let rest = &mut queued[done_sub..];
+            // SAFETY: the iocbs and their buffers belong to busy slots, untouched until
+            // their events are reaped.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_io_submit,
+                    a.ctx,
+                    rest.len() as libc::c_long,
+                    rest.as_mut_ptr(),
+                )
+            };
+            let t_issue = monotonic_ns();
+            if r < 0 {
+                let e = std::io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    // Not taken now: reap, then submit the rest.
+                    Some(libc::EAGAIN) if done_sub > 0 || depth > free.len() + queued.len() => {
+                        break
+                    }
+                    _ => return Err(aio_error(c, "io_submit", e)),
+                }
+            }
+            for &si in &queued_slots[done_sub..done_sub + r as usize] {
+                slots[si as usize].issue = t_issue;
+            }
+            done_sub += r as usize;
+        }
+        queued.drain(..done_sub);
+        queued_slots.drain(..done_sub);
+        let inflight = depth - free.len() - queued.len();
+        if inflight == 0 {
+            break;
+        }
+        // Reap once the queue is full or nothing more is to go (fio's `queue_full`).
+        if issuing && !free.is_empty() && queued.is_empty() {
+            continue;
+        }
+        let max = if issuing { cmax } else { inflight };
+        let n = getevents(
+            a.ctx,
+            cmin.min(inflight),
+            &mut events[..max.min(inflight)],
+            None,
+        )
+        .map_err(|e| aio_error(c, "io_getevents", e))?;
+        let t_done = monotonic_ns();
+        for ev in &events[..n] {
+            let si = ev.data as usize;
+            free.push(si as u32);
+            if err.is_some() {
+                continue;
+            }
+            // SAFETY: the kernel is done with slot si's buffer (its event is here).
+            let buf = unsafe { std::slice::from_raw_parts(buf_ptrs[si], ev.res.max(0) as usize) };
+            if let Err(e) = b.reaped(c, slots[si], ev.res, buf, t_done) {
+                err = Some(e);
+                issuing = false;
+            }
+        }
+    }
+    err.map_or(Ok(()), Err)
+}

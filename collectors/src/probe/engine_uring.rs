@@ -463,3 +463,108 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
         None => Ok(()),
     }
 }
+
+/// verify's read-back through the ring (see `verify::back`): reads the blocks `b` gives
+/// at the job's iodepth, submitting and reaping as the workload does (fio's
+/// `iodepth_batch_*`: with the defaults the queue stays full, one out, one in), and hands
+/// each completion to `b`, which checks it. Every read in flight is reaped before it
+/// returns, an error's included; the blocks fit the slots' buffers (`read_back` checks).
+pub(super) fn read_back(c: &Ctx, r: &mut Ring, b: &mut verify::Backlog) -> Result<(), ProbeError> {
+    let depth = c.depth.max(1) as usize;
+    let fixed_bufs = r.fixed_bufs;
+    let buf_ptrs: Vec<*mut u8> = r.bufs.iter_mut().map(|b| b.as_mut_ptr()).collect();
+    let (submitter, mut sq, mut cq) = r.ring.split();
+    let file = types::Fixed(0);
+    let batch = (c.timing.batch_submit.max(1) as usize).min(depth);
+    let cmin = c.timing.complete_min.max(1) as usize;
+    let cmax = c.timing.complete_max.max(c.timing.complete_min).max(1) as usize;
+    let mut slots = vec![verify::ReadSlot::default(); depth];
+    let mut free: Vec<u32> = (0..depth as u32).rev().collect();
+    let mut queued: Vec<u32> = Vec::with_capacity(depth);
+    let mut issuing = true;
+    let mut err: Option<ProbeError> = None;
+    loop {
+        while issuing && !free.is_empty() && !sq.is_full() && queued.len() < batch {
+            let now = monotonic_ns();
+            let next = if b.ended(c, now) { None } else { b.next() };
+            let Some((off, len)) = next else {
+                issuing = false;
+                break;
+            };
+            let si = free.pop().expect("a free slot") as usize;
+            slots[si] = verify::ReadSlot {
+                off,
+                len,
+                start: now,
+                issue: 0,
+            };
+            let (p, n) = (buf_ptrs[si], len as u32);
+            let sqe = if fixed_bufs {
+                opcode::ReadFixed::new(file, p, n, si as u16)
+                    .offset(off)
+                    .build()
+            } else {
+                opcode::Read::new(file, p, n).offset(off).build()
+            }
+            .user_data(si as u64);
+            // SAFETY: slot si's buffer (at least len bytes) is the kernel's until its CQE.
+            unsafe { sq.push(&sqe) }.expect("room checked with is_full");
+            queued.push(si as u32);
+        }
+        sq.sync();
+        let inflight = depth - free.len();
+        if inflight == 0 {
+            break;
+        }
+        if !queued.is_empty() {
+            if let Err(e) = submitter.submit() {
+                if !transient(&e) {
+                    return Err(enter_error(c, e));
+                }
+            }
+            let t_issue = monotonic_ns();
+            for &si in &queued {
+                slots[si as usize].issue = t_issue;
+            }
+            queued.clear();
+        }
+        // Reap once the queue is full or nothing more is to go (fio's `queue_full`).
+        if issuing && !free.is_empty() && !sq.is_full() {
+            continue;
+        }
+        if let Err(e) = submitter.submit_and_wait(cmin.min(inflight).max(1)) {
+            if !transient(&e) {
+                return Err(enter_error(c, e));
+            }
+        }
+        let t_done = monotonic_ns();
+        cq.sync();
+        let max = if issuing { cmax } else { usize::MAX };
+        for cqe in (&mut cq).take(max) {
+            let si = cqe.user_data() as usize;
+            free.push(si as u32);
+            if err.is_some() {
+                continue;
+            }
+            let res = cqe.result();
+            // SAFETY: the kernel is done with slot si's buffer (its CQE is here).
+            let buf = unsafe { std::slice::from_raw_parts(buf_ptrs[si], res.max(0) as usize) };
+            if let Err(e) = b.reaped(c, slots[si], res as i64, buf, t_done) {
+                err = Some(e);
+                issuing = false;
+            }
+        }
+    }
+    err.map_or(Ok(()), Err)
+}
+
+/// Whether this kernel lets us create an io_uring (the error says why not).
+pub fn uring_available() -> Result<(), ProbeError> {
+    match io_uring::IoUring::new(2) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(ProbeError::UringUnavailable {
+            hint: super::error::uring_hint(&e),
+            source: e,
+        }),
+    }
+}

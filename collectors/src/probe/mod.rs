@@ -33,16 +33,19 @@ mod engine_aio;
 mod engine_sync;
 mod engine_uring;
 mod timing;
+mod usage;
 
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Barrier};
 
+pub use engine_uring::uring_available;
 pub use error::ProbeError;
 pub use spec::{Engine, ProbeSpec, Rw, SyncKind};
 use stats::{WindowStats, READ, WRITE};
 use target::Target;
+pub use usage::Usage;
 
 use crate::clock::monotonic_ns;
 
@@ -60,53 +63,6 @@ pub struct WindowRow<'a> {
     /// waited since its intended start (its submission without a rate), ns, the longest
     /// over the jobs; 0 when none was in flight.
     pub oldest_wait_ns: u64,
-}
-
-/// CPU and scheduling use from `getrusage`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub usr_ns: u64,
-    pub sys_ns: u64,
-    pub ctx: u64,
-    pub minflt: u64,
-    pub majflt: u64,
-}
-
-impl Usage {
-    fn now(who: libc::c_int) -> Usage {
-        // SAFETY: an all-zero rusage is valid; getrusage fills it.
-        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: valid out pointer; RUSAGE_THREAD/SELF exist on Linux.
-        unsafe { libc::getrusage(who, &mut r) };
-        let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-        Usage {
-            usr_ns: ns(r.ru_utime),
-            sys_ns: ns(r.ru_stime),
-            ctx: (r.ru_nvcsw + r.ru_nivcsw) as u64,
-            minflt: r.ru_minflt as u64,
-            majflt: r.ru_majflt as u64,
-        }
-    }
-
-    /// The calling thread's use.
-    pub fn thread() -> Usage {
-        Usage::now(libc::RUSAGE_THREAD)
-    }
-
-    /// The whole process's use.
-    pub fn process() -> Usage {
-        Usage::now(libc::RUSAGE_SELF)
-    }
-
-    pub fn since(&self, earlier: &Usage) -> Usage {
-        Usage {
-            usr_ns: self.usr_ns.saturating_sub(earlier.usr_ns),
-            sys_ns: self.sys_ns.saturating_sub(earlier.sys_ns),
-            ctx: self.ctx.saturating_sub(earlier.ctx),
-            minflt: self.minflt.saturating_sub(earlier.minflt),
-            majflt: self.majflt.saturating_sub(earlier.majflt),
-        }
-    }
 }
 
 /// One window's counts for a job (for fio's iops/bw min/max/mean/stddev).
@@ -210,17 +166,6 @@ impl ProbeResult {
             u.majflt += j.usage.majflt;
         }
         u
-    }
-}
-
-/// Whether this kernel lets us create an io_uring (the error says why not).
-pub fn uring_available() -> Result<(), ProbeError> {
-    match io_uring::IoUring::new(2) {
-        Ok(_) => Ok(()),
-        Err(e) => Err(ProbeError::UringUnavailable {
-            hint: error::uring_hint(&e),
-            source: e,
-        }),
     }
 }
 
@@ -604,6 +549,7 @@ pub fn run(
                             verify::JobVerify::new(v, iv, target.size, job as u32, seed, p, !writes)
                         }),
                     };
+                    c.verify.iter_mut().for_each(|v| v.keep_order(&c.gen));
                     let only = spec.verify.as_ref().is_some_and(|v| v.only);
                     let r = match (ring.as_mut(), aio.as_mut()) {
                         _ if only => {
@@ -629,7 +575,9 @@ pub fn run(
                     let mut verified = Box::<verify::ReadBack>::default();
                     let verify_err = match (&r, &spec.verify) {
                         (Ok(()), Some(v)) if writes && v.do_verify => {
-                            verify::read_back(&mut c, spec.bs[WRITE], &mut verified).err()
+                            // Through the job's engine at its iodepth, as fio's verify phase.
+                            let q = verify::Queue::of(ring.as_mut(), aio.as_mut());
+                            verify::read_back(&mut c, spec.bs[WRITE], end, q, &mut verified).err()
                         }
                         _ => None,
                     };

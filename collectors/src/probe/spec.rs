@@ -172,7 +172,8 @@ pub struct Timing {
     /// it is not an error).
     pub fill_device: bool,
     /// fio's `invalidate` on a buffered time-based job: each new pass over the file drops
-    /// its cached pages (fio's `loop_cache_invalidate`), so a pass does not read the last.
+    /// its cached pages (fio's `loop_cache_invalidate`), so a pass does not read the last;
+    /// verify's read-back starts cold too (fio reopens the file for it).
     pub loop_invalidate: bool,
 }
 

@@ -39,19 +39,20 @@
 //! ## What must stay true
 //! The fill and the check work on the engine's buffer in place: no allocation per I/O.
 //! The blocks written are kept as a bitmap of intervals (1 bit per 4 KiB: 8 KiB per
-//! 256 MiB), so the read-back reads each once, in offset order, whatever the write order.
+//! 256 MiB), so the read-back reads each once whatever the write order; its order and
+//! its engine are fio's (see [`back`]).
 
-use std::os::unix::io::RawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 use md5::Digest;
 
 use super::rng::SplitMix64;
-use super::stats::{DirStats, WRITE};
-use super::{Ctx, ProbeError};
+use super::workload::Gen;
+use super::ProbeError;
 use crate::clock::monotonic_ns;
-use crate::directio::AlignedBuf;
+
+mod back;
+pub(in crate::probe) use back::{mark_only, read_back, Backlog, Queue, ReadBack, ReadSlot};
 
 const MAGIC: u16 = 0xacca;
 /// Bytes of fio's `struct verify_header`.
@@ -170,8 +171,14 @@ pub(crate) struct JobVerify {
     /// Reads are checked as they complete (a read-only job; fio: `!td_rw`).
     check_reads: bool,
     /// Random bytes made once; each block's data is a copy from a seed-chosen place in it
-    /// (a `memcpy` per block instead of a generator call per 8 bytes).
+    /// (a `memcpy` per block instead of a generator call per 8 bytes). With
+    /// `verify_pattern`: one interval of the pattern repeated from its start, so a fill is
+    /// a `memcpy` and a check a `memcmp` (fio's too; a byte loop with a `%` per byte cost
+    /// ~100 us per 8 KiB block and held the job to 0.3-0.5x fio's IOPS).
     pool: Vec<u8>,
+    /// The job's offset generator before its workload, when fio reads back in write
+    /// order (a random map: see [`back`]).
+    replay: Option<Gen>,
 }
 
 /// Bytes of the random pool the data is copied from.
@@ -206,9 +213,19 @@ impl JobVerify {
                     .flat_map(|_| r.next_u64().to_le_bytes())
                     .collect()
             } else {
-                vec![]
+                let p = &spec.pattern;
+                (0..interval.max(1) as usize)
+                    .map(|j| p[j % p.len()])
+                    .collect()
             },
+            replay: None,
         }
+    }
+
+    /// Keeps a copy of the job's generator before the workload when fio would read back
+    /// in write order: a random job with a random map (fio's `file_randommap`).
+    pub fn keep_order(&mut self, gen: &Gen) {
+        self.replay = gen.random_map().then(|| gen.clone());
     }
 
     /// Marks `offset..offset+len` written (the verify phase reads it back).
@@ -224,6 +241,7 @@ impl JobVerify {
         }
     }
 
+    #[cfg(test)]
     fn is_written(&self, u: u64) -> bool {
         self.written
             .get((u / 64) as usize)
@@ -242,10 +260,7 @@ impl JobVerify {
                 let at = (seed % POOL_BYTES as u64) as usize & !7;
                 blk.copy_from_slice(&self.pool[at..at + blk.len()]);
             } else {
-                let p = &self.spec.pattern;
-                for (j, b) in blk.iter_mut().enumerate() {
-                    *b = p[j % p.len()];
-                }
+                blk.copy_from_slice(&self.pool[..blk.len()]);
             }
             if self.spec.kind == VerifyKind::Pattern {
                 continue;
@@ -292,10 +307,13 @@ impl JobVerify {
         let kind = self.spec.kind;
         let hdr = kind.hdr_bytes();
         let file = self.path.display();
-        let tail = format!(
-            "at file {file} offset {at}, length {} (requested block: offset={req}, length={req_len})",
-            blk.len()
-        );
+        // Formatted only for a bad block: a good one allocates nothing.
+        let tail = || {
+            format!(
+                "at file {file} offset {at}, length {} (requested block: offset={req}, length={req_len})",
+                blk.len()
+            )
+        };
         let bad = |lines: Vec<String>, what: String| {
             Box::new(Bad {
                 lines,
@@ -310,9 +328,9 @@ impl JobVerify {
         let u16_at = |o: usize| u16::from_le_bytes([blk[o], blk[o + 1]]);
         let u32_at = |o: usize| u32::from_le_bytes(blk[o..o + 4].try_into().unwrap());
         let u64_at = |o: usize| u64::from_le_bytes(blk[o..o + 8].try_into().unwrap());
-        let header_bad = |m: String| bad(vec![format!("verify: {m} {tail}")], m);
+        let header_bad = |m: String| bad(vec![format!("verify: {m} {}", tail())], m);
         if kind == VerifyKind::Pattern {
-            return self.check_pattern(blk, 0, &tail, bad);
+            return self.check_pattern(blk, 0, tail, bad);
         }
         if blk.len() < hdr {
             return Err(header_bad(format!("short block of {} bytes", blk.len())));
@@ -345,24 +363,25 @@ impl JobVerify {
         }
         let data = &blk[hdr..];
         let stored = &blk[HDR_BYTES..hdr];
-        let found: Vec<u8> = match kind {
+        let mut sum = [0u8; 32];
+        let n = match kind {
             // meta with verify_pattern: the data after the header is the pattern.
             VerifyKind::Meta | VerifyKind::Pattern => {
-                return self.check_pattern(blk, hdr, &tail, bad)
+                return self.check_pattern(blk, hdr, tail, bad)
             }
-            VerifyKind::Crc32c => CRC32C.checksum(data).to_le_bytes().to_vec(),
-            VerifyKind::Crc64 => CRC64.checksum(data).to_le_bytes().to_vec(),
-            VerifyKind::Md5 => md5::Md5::digest(data).to_vec(),
-            VerifyKind::Sha256 => sha2::Sha256::digest(data).to_vec(),
+            VerifyKind::Crc32c => put(&mut sum, &CRC32C.checksum(data).to_le_bytes()),
+            VerifyKind::Crc64 => put(&mut sum, &CRC64.checksum(data).to_le_bytes()),
+            VerifyKind::Md5 => put(&mut sum, &md5::Md5::digest(data)),
+            VerifyKind::Sha256 => put(&mut sum, &sha2::Sha256::digest(data)),
         };
-        let stored = &stored[..found.len()];
-        if stored == found.as_slice() {
+        let (found, stored) = (&sum[..n], &stored[..n]);
+        if stored == found {
             return Ok(());
         }
-        let (want, got) = (hex_of(stored), hex_of(&found));
+        let (want, got) = (hex_of(stored), hex_of(found));
         Err(bad(
             vec![
-                format!("{}: verify failed {tail}", kind.name()),
+                format!("{}: verify failed {}", kind.name(), tail()),
                 format!("       Expected CRC: {want}"),
                 format!("       Received CRC: {got}"),
             ],
@@ -374,16 +393,16 @@ impl JobVerify {
         &self,
         blk: &[u8],
         hdr: usize,
-        tail: &str,
+        tail: impl Fn() -> String,
         bad: impl Fn(Vec<String>, String) -> Box<Bad>,
     ) -> Result<(), Box<Bad>> {
-        let p = &self.spec.pattern;
-        if p.is_empty() {
+        if self.spec.pattern.is_empty() || blk[hdr..] == self.pool[hdr..blk.len()] {
             return Ok(());
         }
         for (j, &b) in blk.iter().enumerate().skip(hdr) {
-            let want = p[j % p.len()];
+            let want = self.pool[j];
             if b != want {
+                let tail = tail();
                 let bits = (b ^ want).count_ones();
                 return Err(bad(
                     vec![
@@ -423,143 +442,16 @@ pub(crate) fn after_read(v: &Option<JobVerify>, buf: &[u8], offset: u64) -> Resu
     }
 }
 
+/// Copies a checksum into `to` (no allocation per block); its length.
+fn put(to: &mut [u8; 32], sum: &[u8]) -> usize {
+    to[..sum.len()].copy_from_slice(sum);
+    sum.len()
+}
+
 /// A checksum as fio's hexdump shows it: its bytes in memory order (a crc is stored
 /// little endian, so its hex reads byte-reversed, as in fio's).
 fn hex_of(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// What the read-back did: the bytes checked, its reads (as fio's read figures count
-/// them) and how long it took.
-#[derive(Default)]
-pub(crate) struct ReadBack {
-    pub(crate) bytes: u64,
-    pub(crate) reads: DirStats,
-    pub(crate) ns: u64,
-}
-
-/// The read-back (after the write phase, or the whole job with `verify_only`): reads
-/// every interval this job wrote, in offset order, one `pread` per written block of `bs`
-/// (fio's verify phase reads each block as it was written: its read figures count one
-/// I/O per block, with its latency), and checks each interval. The first bad block is
-/// printed as fio prints it and returned as the job's error; what was read until then
-/// stays in `out`. Stops within one read on `c.stop`.
-pub(super) fn read_back(c: &mut Ctx, bs: u64, out: &mut ReadBack) -> Result<(), ProbeError> {
-    let Some(v) = c.verify.as_ref() else {
-        return Ok(());
-    };
-    let iv = v.interval;
-    let units = (v.written.len() * 64) as u64;
-    // A block of `bs` is `per_read` intervals; an interval that does not divide the block
-    // is read on its own.
-    let per_read = if bs >= iv && bs.is_multiple_of(iv) {
-        bs / iv
-    } else {
-        1
-    };
-    let mut buf = AlignedBuf::new((per_read * iv) as usize);
-    let t_start = monotonic_ns();
-    let mut u = 0u64;
-    let r = loop {
-        if u >= units || c.stop.load(Ordering::Relaxed) {
-            break Ok(());
-        }
-        if !v.is_written(u) {
-            u += 1;
-            continue;
-        }
-        let mut n = 1;
-        while n < per_read && u + n < units && v.is_written(u + n) {
-            n += 1;
-        }
-        let (off, len) = (u * iv, (n * iv) as usize);
-        let t0 = monotonic_ns();
-        let got = match pread_full(c.fd, &mut buf.as_mut_slice()[..len], off) {
-            Ok(g) => g,
-            Err(e) => {
-                break Err(c
-                    .target
-                    .io_error(e, "verifying", "read", off, len as u64, c.direct))
-            }
-        };
-        let t1 = monotonic_ns();
-        out.reads.ios += 1;
-        out.reads.bytes += got as u64;
-        if got < len {
-            out.reads.short_ios += 1;
-        }
-        out.reads.clat_m.add(t1 - t0);
-        out.reads.lat_m.add(t1 - t0);
-        crate::directio::record_ns(&mut out.reads.clat, t1 - t0);
-        crate::directio::record_ns(&mut out.reads.lat_co, t1 - t0);
-        if got < len {
-            break Err(ProbeError::Verify {
-                path: v.path.clone(),
-                offset: off + got as u64,
-                len: (len - got) as u64,
-                what: "the file ends before the blocks written".into(),
-            });
-        }
-        let bad = buf.as_slice()[..len]
-            .chunks(iv as usize)
-            .enumerate()
-            .find_map(|(i, blk)| v.check(blk, off + i as u64 * iv).err());
-        if let Some(bad) = bad {
-            for l in &bad.lines {
-                eprintln!("{l}");
-            }
-            break Err(bad.error);
-        }
-        out.bytes += len as u64;
-        u += n;
-    };
-    out.ns = monotonic_ns() - t_start;
-    r
-}
-
-/// `verify_only`: marks what the job's workload would write (its generator replayed,
-/// no I/O; a time-based job's whole region, since it wraps).
-pub(super) fn mark_only(c: &mut Ctx, time_based: bool, size: u64) {
-    let Some(v) = c.verify.as_mut() else {
-        return;
-    };
-    if time_based {
-        v.mark(0, size);
-        return;
-    }
-    while let Some(op) = c.gen.next_op() {
-        if op.dir == WRITE {
-            v.mark(op.offset, op.len);
-        }
-    }
-}
-
-fn pread_full(fd: RawFd, buf: &mut [u8], mut off: u64) -> std::io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        // SAFETY: the slice is valid for its length; fd is open.
-        let r = unsafe {
-            libc::pread(
-                fd,
-                buf[done..].as_mut_ptr().cast(),
-                buf.len() - done,
-                off as libc::off_t,
-            )
-        };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(e);
-        }
-        if r == 0 {
-            break;
-        }
-        done += r as usize;
-        off += r as u64;
-    }
-    Ok(done)
 }
 
 #[cfg(test)]
@@ -585,6 +477,9 @@ mod tests {
             (VerifyKind::Md5, b""),
             (VerifyKind::Sha256, b""),
             (VerifyKind::Pattern, b"\xde\xad\xbe\xef"),
+            // meta with verify_pattern: the header, then the pattern (3 bytes: not a
+            // divisor of the block).
+            (VerifyKind::Meta, b"\x01\x02\x03"),
         ] {
             let mut v = job(k, p);
             let mut buf = vec![0u8; 8192];
@@ -593,12 +488,7 @@ mod tests {
                 .unwrap_or_else(|b| panic!("{k:?}: {:?}", b.lines));
             buf[4096 + 1000] ^= 0x10;
             let bad = v.check(&buf, 65536).expect_err("a flipped bit");
-            let first =
-                &bad.lines[bad
-                    .lines
-                    .len()
-                    .min(if k == VerifyKind::Pattern { 3 } else { 1 })
-                    - 1];
+            let first = &bad.lines[bad.lines.len().min(if p.is_empty() { 1 } else { 3 }) - 1];
             assert!(
                 first.contains("verify failed at file /x/f offset 69632, length 4096 (requested block: offset=65536, length=8192)"),
                 "{k:?}: {:?}",

@@ -216,6 +216,11 @@ impl Gen {
         std::mem::take(&mut self.wrapped)
     }
 
+    /// Whether random offsets go through the random map (fio's `file_randommap`).
+    pub(crate) fn random_map(&self) -> bool {
+        self.randommap
+    }
+
     /// The largest block size (buffer size).
     pub(crate) fn max_bs(&self) -> u64 {
         self.d[READ].max_bs.max(self.d[WRITE].max_bs)

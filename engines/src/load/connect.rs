@@ -470,6 +470,46 @@ fn percent_decode(s: &str) -> Result<String, String> {
     String::from_utf8(out).map_err(|_| "the user info is not UTF-8 once decoded".to_string())
 }
 
+/// A `--creds`, `--nkey` or `--tls-*` file: an existing regular file. A directory, FIFO
+/// or device is named as what it is (it was "no such file", and `--nkey /dev/zero` read
+/// forever).
+fn check_input_file(flag: &str, p: &std::path::Path) -> anyhow::Result<()> {
+    match format::regular::what_else(p) {
+        Some(what) => Err(usage!(
+            "{flag} {}: it is {what}, not a regular file; name the file itself",
+            p.display()
+        )),
+        None if !p.is_file() => Err(usage!("{flag} {}: no such file", p.display())),
+        None => Ok(()),
+    }
+}
+
+/// The NKey seed in `--nkey FILE`, checked as one: a file that is no seed was taken
+/// and failed at the server's nonce ("failed signing nonce") without naming the flag or
+/// the file.
+pub fn read_nkey_seed(path: &std::path::Path) -> anyhow::Result<String> {
+    // A seed is one line of 58 characters; a file of more than 64 KiB is no seed file.
+    let text = format::regular::read_input(path, 64 << 10).map_err(|e| {
+        // The words of the other file flags' check (`--creds X: no such file`).
+        let why = match e.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_string(),
+            _ => e.to_string(),
+        };
+        usage!(
+            "--nkey {}: {why}; give the file holding a user's NKey seed",
+            path.display()
+        )
+    })?;
+    let seed = text.trim();
+    if let Err(e) = nkeys::KeyPair::from_seed(seed) {
+        return Err(usage!(
+            "--nkey {}: not an NKey seed ({e}); give the file holding a user's seed, one line starting with SU (`nsc` or `nk -gen user` makes one)",
+            path.display()
+        ));
+    }
+    Ok(seed.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -536,44 +576,4 @@ mod tests {
         let s = serde_json::to_value(a.describe()).unwrap().to_string();
         assert!(!s.contains("hunter2") && !s.contains("tok\""), "{s}");
     }
-}
-
-/// A `--creds`, `--nkey` or `--tls-*` file: an existing regular file. A directory, FIFO
-/// or device is named as what it is (it was "no such file", and `--nkey /dev/zero` read
-/// forever).
-fn check_input_file(flag: &str, p: &std::path::Path) -> anyhow::Result<()> {
-    match format::regular::what_else(p) {
-        Some(what) => Err(usage!(
-            "{flag} {}: it is {what}, not a regular file; name the file itself",
-            p.display()
-        )),
-        None if !p.is_file() => Err(usage!("{flag} {}: no such file", p.display())),
-        None => Ok(()),
-    }
-}
-
-/// The NKey seed in `--nkey FILE`, checked as one: a file that is no seed was taken
-/// and failed at the server's nonce ("failed signing nonce") without naming the flag or
-/// the file.
-pub fn read_nkey_seed(path: &std::path::Path) -> anyhow::Result<String> {
-    // A seed is one line of 58 characters; a file of more than 64 KiB is no seed file.
-    let text = format::regular::read_input(path, 64 << 10).map_err(|e| {
-        // The words of the other file flags' check (`--creds X: no such file`).
-        let why = match e.kind() {
-            std::io::ErrorKind::NotFound => "no such file".to_string(),
-            _ => e.to_string(),
-        };
-        usage!(
-            "--nkey {}: {why}; give the file holding a user's NKey seed",
-            path.display()
-        )
-    })?;
-    let seed = text.trim();
-    if let Err(e) = nkeys::KeyPair::from_seed(seed) {
-        return Err(usage!(
-            "--nkey {}: not an NKey seed ({e}); give the file holding a user's seed, one line starting with SU (`nsc` or `nk -gen user` makes one)",
-            path.display()
-        ));
-    }
-    Ok(seed.to_string())
 }

@@ -418,7 +418,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             "--rate-iops is gone: it was a total over jobs and directions while fio's --rate_iops is per direction and per job; write --rate-iops-total {old} for the total, or --rate_iops={old} for fio's meaning"
         ));
     }
-    let mut notes = vec![];
+    let mut notes = placed.notes.clone();
     let mix_given = a.rwmixread.is_some() || a.rwmixwrite.is_some() || p.rwmixread.is_some();
     let fio_rate = super::timing::rate_as_iops(&a.timing, a.rate_iops.as_deref(), bs)?;
     let (rate_iops, rwmixread, rate_flag) = match (&fio_rate, a.rate_iops_total) {

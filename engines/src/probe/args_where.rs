@@ -262,6 +262,8 @@ pub(crate) struct Placed {
     pub bs: [u64; 2],
     /// randrepeat=0 without --seed: a seed of this run's own.
     pub seed: Option<u64>,
+    /// What a user should know about how fio reads these options (printed as `note:`).
+    pub notes: Vec<String>,
 }
 
 /// `rw=MODE[:N]`: the mode and what follows its ':'.
@@ -473,6 +475,7 @@ pub(crate) fn resolve(
         },
         ..Placement::default()
     };
+    let mut notes = vec![];
     if let Some(m) = rw_mod {
         if rw.random() {
             p.seq_nr = m.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
@@ -545,6 +548,14 @@ pub(crate) fn resolve(
         if p.blockalign.contains(&Some(0)) {
             return Err(usage!("--blockalign takes a size above 0; got '{s}'"));
         }
+        // fio 3.33 (init.c): a random job whose blockalign is not its minimum block size
+        // in some direction runs without the random map (the map is in units of that size).
+        let min = |d: usize| p.bs[d].min_max(bs[d]).0;
+        let off = p.blockalign[0] != Some(min(0)) || p.blockalign[1] != Some(min(1));
+        if rw.random() && off && p.randommap {
+            p.randommap = false;
+            notes.push("fio: Any use of blockalign= turns off randommap (fio 3.33 does the same: random offsets may repeat before every block was touched)".into());
+        }
     }
     p.bs_unaligned = w.bs_unaligned;
     if let Some(s) = &w.random_distribution {
@@ -573,7 +584,12 @@ pub(crate) fn resolve(
         Some(n) => n,
         None => 1,
     };
-    Ok(Placed { place: p, bs, seed })
+    Ok(Placed {
+        place: p,
+        bs,
+        seed,
+        notes,
+    })
 }
 
 fn zone(w: &WhereArgs) -> anyhow::Result<Option<Zone>> {

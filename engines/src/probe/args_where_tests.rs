@@ -106,3 +106,38 @@ fn sizes_take_percentages() {
     assert_eq!(p.offset, Amount::Pct(10.0));
     assert_eq!(p.offset_increment, Amount::Bytes(65536));
 }
+
+#[test]
+fn a_blockalign_other_than_the_smallest_block_turns_the_random_map_off_as_in_fio() {
+    let w = |ba: &str, range: Option<&str>| WhereArgs {
+        blockalign: Some(ba.into()),
+        bsrange: range.map(Into::into),
+        ..Default::default()
+    };
+    // tests/fio-jobs/bsrange-blockalign.fio: bsrange=4k-64k blockalign=8k.
+    let r = res(w("8k", Some("4k-64k")), "randread").unwrap();
+    assert!(!r.place.randommap);
+    assert!(r.notes[0].starts_with("fio: Any use of blockalign= turns off randommap"));
+    // The smallest size, or a sequential job (fio ignores blockalign there): map kept.
+    for (ba, range, rw) in [
+        ("4k", Some("4k-64k"), "randread"),
+        ("4k", None, "randwrite"),
+        ("8k", Some("4k-64k"), "read"),
+    ] {
+        let r = res(w(ba, range), rw).unwrap();
+        assert!(
+            r.place.randommap && r.notes.is_empty(),
+            "{ba} {range:?} {rw}"
+        );
+    }
+    // bsrange alone keeps the map (fio trims an I/O at the first used block instead).
+    let r = res(
+        WhereArgs {
+            bsrange: Some("4k-64k".into()),
+            ..Default::default()
+        },
+        "randread",
+    )
+    .unwrap();
+    assert!(r.place.randommap);
+}
