@@ -92,6 +92,7 @@ pub(crate) async fn prepare_pull(
     let ack_policy = match a.ack {
         AckMode::Explicit => consumer::AckPolicy::Explicit,
         AckMode::None => consumer::AckPolicy::None,
+        AckMode::All => consumer::AckPolicy::All,
     };
     let max_ack_pending = (4 * a.batch * clients).max(1000) as i64;
     if a.push {

@@ -18,7 +18,10 @@ pub mod connect;
 pub mod content;
 pub mod flow;
 pub mod js;
+mod jsget;
 pub mod kv;
+pub mod message;
+mod modes;
 pub mod natscli;
 pub mod natscli_v2;
 pub mod obj;
@@ -33,7 +36,7 @@ mod roles;
 pub mod send;
 pub mod workers;
 
-pub(crate) use args::storage_type;
+pub(crate) use modes::storage_type;
 pub use args::{
     args_from, AckMode, LoadArgs, Mode, QueueType, Storage, DEFAULT_MAX_PAYLOAD, DEFAULT_WINDOW,
 };
@@ -113,9 +116,17 @@ async fn prepare(a: &LoadArgs, client: &async_nats::Client, url: &str) -> anyhow
     match a.mode {
         Mode::JsPub => {
             prepare_stream(a, &js).await?;
+            if a.atomic_batch.is_some() {
+                allow_atomic(client, &a.stream).await?;
+            }
             if a.consume > 0 && !a.ordered {
                 js::prepare_pull(a, &js, a.consume, true).await?;
                 p.pull_consumer = true;
+            }
+        }
+        Mode::JsGet => {
+            if !js::stream_exists(&js, &a.stream).await? {
+                return Err(js::stream_not_found(&a.stream, &url));
             }
         }
         Mode::JsConsume => {
@@ -171,6 +182,33 @@ async fn prepare_stream(a: &LoadArgs, js: &jetstream::Context) -> anyhow::Result
     }
     if a.purge {
         stream.purge().await?;
+    }
+    Ok(())
+}
+
+/// `--atomic-batch`: the stream takes atomic batches (`allow_atomic`, nats-server 2.12+;
+/// async-nats's stream config has no such field, so the JSON API is asked directly).
+async fn allow_atomic(client: &async_nats::Client, stream: &str) -> anyhow::Result<()> {
+    let ask = |subject: String, body: Vec<u8>| async move {
+        let m = client.request(subject, body.into()).await?;
+        anyhow::Ok(serde_json::from_slice::<serde_json::Value>(&m.payload)?)
+    };
+    let info = ask(format!("$JS.API.STREAM.INFO.{stream}"), vec![]).await?;
+    let mut cfg = info["config"].clone();
+    if cfg["allow_atomic"] == serde_json::Value::Bool(true) {
+        return Ok(());
+    }
+    cfg["allow_atomic"] = true.into();
+    let r = ask(
+        format!("$JS.API.STREAM.UPDATE.{stream}"),
+        serde_json::to_vec(&cfg)?,
+    )
+    .await?;
+    if r["config"]["allow_atomic"] != serde_json::Value::Bool(true) {
+        anyhow::bail!(
+            "stream '{stream}' does not take atomic batches ({}): atomic batch publishing needs nats-server 2.12 or later",
+            r.get("error").map_or_else(|| "allow_atomic not kept".to_string(), |e| e.to_string())
+        );
     }
     Ok(())
 }

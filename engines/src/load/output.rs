@@ -328,7 +328,7 @@ fn op_noun(role: Role) -> &'static str {
         Role::Request | Role::AmqpCall => "requests",
         Role::Reply => "replies",
         Role::KvPut => "puts",
-        Role::KvGet => "gets",
+        Role::KvGet | Role::JsGet => "gets",
         Role::ObjPut => "object puts",
         Role::ObjGet => "object gets",
     }

@@ -76,7 +76,7 @@ impl RawConn {
         if info.needs_more() {
             return Ok(None);
         }
-        let connect = connect_json(name);
+        let connect = connect_json(name, true);
         w.write_all(format!("CONNECT {connect}\r\nPING\r\n").as_bytes())
             .await?;
         loop {
@@ -191,14 +191,21 @@ impl RawPublish {
         flow: Option<Arc<Flow>>,
     ) -> RawPublish {
         let size = plan.size;
-        let head = format!("PUB {subject} {size}\r\n").into_bytes();
+        // -H: HPUB with the header block at the end of the head, the body after it.
+        let block = super::message::hpub_block(&plan.headers);
+        let mut head = if block.is_empty() {
+            format!("PUB {subject} {size}\r\n").into_bytes()
+        } else {
+            format!("HPUB {subject} {} {}\r\n", block.len(), block.len() + size).into_bytes()
+        };
+        head.extend_from_slice(&block);
         RawPublish {
             conn,
             ctx: ctx.clone(),
             connects: 1,
             buf: Vec::with_capacity(BUF + head.len() + size + 2),
             head,
-            body: vec![b'x'; size],
+            body: plan.body.as_ref().map_or_else(|| vec![b'x'; size], |b| b.to_vec()),
             stamp: plan.stamp && size >= 16,
             paced: plan.pacer.is_some(),
             failed: None,
@@ -370,11 +377,12 @@ struct Connect<'a> {
     version: &'a str,
 }
 
-/// The JSON after `CONNECT ` for client `name` (one line, keys sorted).
-pub(super) fn connect_json(name: &str) -> String {
+/// The JSON after `CONNECT ` for client `name` (one line, keys sorted); `headers`: it
+/// sends HPUB (a publisher), or takes HMSG (a subscriber that reads them; ours do not).
+pub(super) fn connect_json(name: &str, headers: bool) -> String {
     let c = Connect {
         echo: true,
-        headers: false,
+        headers,
         lang: "rust-diskpulse-raw",
         name,
         no_responders: false,

@@ -91,6 +91,7 @@ pub(crate) fn worker(role: Role) -> &'static dyn RoleWorker {
         Role::JsConsume => &JsConsumer,
         Role::KvPut => &KvPutter,
         Role::KvGet => &KvGetter,
+        Role::JsGet => &JsGetter,
         Role::ObjPut => &ObjPutter,
         Role::ObjGet => &ObjGetter,
         // `load::run` hands AMQP modes to `load::amqp` before any NATS worker is made.
@@ -131,6 +132,7 @@ impl RoleWorker for Publisher {
                         subject,
                         payloads: Payloads::new(&st.plan),
                         size: st.plan.size as u64,
+                        headers: super::message::header_map(&st.plan.headers),
                         flow,
                         ctx: st.ctx.clone(),
                         lost_ns: None,
@@ -190,11 +192,13 @@ impl RoleWorker for Requester {
             ready(move |st: Start| {
                 let mut payloads = Payloads::new(&st.plan);
                 let size = st.plan.size as u64;
+                let headers = super::message::header_map(&st.plan.headers);
                 let on = c.client.clone();
                 let probe_on = c.client.clone();
                 let probe_subject = subject.clone();
                 let op = Each::on(&on, move |_| {
-                    let f = request(&c.client, subject.clone(), payloads.next_payload(), timeout);
+                    let p = payloads.next_payload();
+                    let f = request(&c.client, subject.clone(), headers.clone(), p, timeout);
                     Some(async move { f.await.map(|_reply| size) })
                 });
                 async move {
@@ -286,8 +290,15 @@ impl RoleWorker for JsPublisher {
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         let (subject, timeout) = (s.subject.clone(), s.a.timeout);
         let msg_ids = s.msg_ids.clone().map(|ids| (ids, c.index));
+        let atomic_n = s.a.atomic_batch;
         async move {
             ready(move |st: Start| {
+                let atomic = atomic_n.map(|n| super::workers::Atomic {
+                    n: n as u64,
+                    count: st.plan.count,
+                    client: c.client.clone(),
+                    id: format!("{:x}-{}", super::record::realtime_ns(), c.index),
+                });
                 let op = JsPublish {
                     connects: Connects::of(&c.client),
                     js: js_context(c.client, st.window, timeout),
@@ -295,6 +306,8 @@ impl RoleWorker for JsPublisher {
                     payloads: Payloads::new(&st.plan),
                     size: st.plan.size as u64,
                     msg_ids,
+                    headers: super::message::header_map(&st.plan.headers),
+                    atomic,
                 };
                 send_loop(op, st.window, st.plan, st.rec, st.ctx).boxed()
             })
@@ -314,9 +327,29 @@ impl RoleWorker for JsConsumer {
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         async move {
             let src = js::open(&s.a, c.client.clone(), s.a.mode == Mode::JsPub).await?;
-            let (ack, limit) = (s.a.ack == AckMode::Explicit, s.consume_limit.clone());
+            let (ack, limit) = (s.a.ack != AckMode::None, s.consume_limit.clone());
             ready(move |st: Start| {
                 js::consume(src, Connects::of(&c.client), ack, limit, st.rec, st.ctx).boxed()
+            })
+        }
+        .boxed()
+    }
+}
+
+/// JetStream gets of the stream's messages by sequence (see [`super::jsget`]).
+struct JsGetter;
+
+impl RoleWorker for JsGetter {
+    fn sends(&self) -> bool {
+        true
+    }
+
+    fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
+        async move {
+            let g = super::jsget::open(&s.a, &c.client).await?;
+            ready(move |st: Start| {
+                let op = g.operation(&c.client);
+                send_loop(op, st.window, st.plan, st.rec, st.ctx).boxed()
             })
         }
         .boxed()
