@@ -105,11 +105,12 @@ pub struct NatsBenchArgs {
     /// --js/--kv: the timeout of each JetStream operation.
     #[arg(long, value_parser = ::format::cli::parse_duration, value_name = "DURATION")]
     pub jstimeout: Option<std::time::Duration>,
-    /// natscli's --multisubject, --history N, --retries N: refused here (exit 2, saying so).
+    /// --kv: the history depth of the bucket created (values kept per key, 1 to 64).
+    #[arg(long)]
+    pub history: Option<u8>,
+    /// natscli's --multisubject, --retries N: refused here (exit 2, saying so).
     #[arg(long, hide = true)]
     pub multisubject: bool,
-    #[arg(long, hide = true)]
-    pub history: Option<u64>,
     #[arg(long, hide = true)]
     pub retries: Option<u64>,
     /// Print the summary as JSON (diskpulse's, as `load --json`).
@@ -274,7 +275,6 @@ pub fn to_load(a: &NatsBenchArgs) -> anyhow::Result<Vec<String>> {
 fn v01_refused(a: &NatsBenchArgs) -> anyhow::Result<()> {
     let not_here = [
         (a.multisubject, "--multisubject (a subject per message)"),
-        (a.history.is_some(), "--history (KV history depth)"),
         (a.retries.is_some(), "--retries (JetStream publish retries)"),
     ];
     if let Some((_, f)) = not_here.iter().find(|(given, _)| *given) {
@@ -306,6 +306,11 @@ fn v01_refused(a: &NatsBenchArgs) -> anyhow::Result<()> {
             "--js or --kv",
         ),
         (a.pubsleep.is_some() && a.pubs == 0, "--pubsleep", "--pub N"),
+        (
+            a.history.is_some() && !(a.kv && a.pubs > 0),
+            "--history",
+            "--kv --pub N (the bucket's puts create it)",
+        ),
     ];
     if let Some((_, f, what)) = needs.iter().find(|(bad, _, _)| *bad) {
         return Err(usage!("{f} needs {what} (as natscli)"));
@@ -339,6 +344,9 @@ fn v01_flags(a: &NatsBenchArgs, push: &mut impl FnMut(&[&str])) -> anyhow::Resul
     }
     if let Some(t) = a.jstimeout {
         push(&["--timeout", &::format::cli::fmt_duration(t)]);
+    }
+    if let Some(h) = a.history {
+        push(&["--history", &h.to_string()]);
     }
     Ok(())
 }
@@ -531,9 +539,11 @@ mod tests {
             "2s"
         ])
         .ends_with("--max-bytes 1048576 --timeout 2s"));
+        assert!(load(&["s", "--kv", "--pub", "1", "--history", "5"]).ends_with("--history 5"));
         for (args, flag) in [
             (&["s", "--pub", "1", "--multisubject"][..], "--multisubject"),
-            (&["s", "--kv", "--pub", "1", "--history", "5"], "--history"),
+            (&["s", "--kv", "--sub", "1", "--history", "5"], "--history"),
+            (&["s", "--pub", "1", "--retries", "5"], "--retries"),
             (&["s", "--pub", "1", "--subsleep", "1ms"], "--subsleep"),
             (&["s", "--pub", "1", "--pubbatch", "5"], "--pubbatch"),
             (

@@ -102,6 +102,13 @@ pub struct Common {
     /// js pub: set a message id on each publish (the stream de-duplicates).
     #[arg(long)]
     pub dedup: bool,
+    /// pub, service request, js pub: a file whose bytes are each message's body.
+    #[arg(long, value_name = "FILE")]
+    pub payload: Option<PathBuf>,
+    /// pub, service request, js pub: add a header to every message, KEY:VALUE
+    /// (repeatable).
+    #[arg(long = "header", short = 'H', value_name = "KEY:VALUE")]
+    pub header: Vec<String>,
     /// Print diskpulse's summary as JSON (as `load --json`).
     #[arg(long)]
     pub json: bool,
@@ -135,6 +142,16 @@ pub struct JsPub {
     /// and a larger --batch asynchronously (natscli 0.2.0's form, the cheat sheet's).
     #[arg(num_args = 1..=2, required = true, value_name = "[MODE] SUBJECT")]
     pub words: Vec<String>,
+    #[command(flatten)]
+    pub c: Common,
+}
+
+/// `js get sync|batch`.
+#[derive(Args, Debug, Clone)]
+pub struct JsGet {
+    /// `sync` (one get per message; `batch`, natscli's batched direct get, is refused).
+    #[arg(value_name = "sync|batch")]
+    pub mode: String,
     #[command(flatten)]
     pub c: Common,
 }
@@ -200,6 +217,11 @@ pub enum Js {
     /// Consume the stream through a durable consumer with fetches of --batch.
     #[command(after_help = "Examples:\n  diskpulse nats-bench js fetch --acks=none --batch=1000")]
     Fetch(NoSubject),
+    /// Get the stream's messages by sequence, each client all of them (`js get sync`).
+    #[command(
+        after_help = "Examples:\n  diskpulse nats-bench js get sync --clients 2 --msgs 10000"
+    )]
+    Get(JsGet),
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -228,6 +250,7 @@ impl Bench {
             Bench::Service(Service::Serve(a) | Service::Request(a)) => &a.c,
             Bench::Js(Js::Pub(a)) => &a.c,
             Bench::Js(Js::Ordered(a) | Js::Consume(a) | Js::Fetch(a)) => &a.c,
+            Bench::Js(Js::Get(a)) => &a.c,
             Bench::Kv(Kv::Put(a) | Kv::Get(a)) => &a.c,
         }
     }
@@ -243,6 +266,7 @@ impl Bench {
             Bench::Js(Js::Ordered(_)) => "js ordered",
             Bench::Js(Js::Consume(_)) => "js consume",
             Bench::Js(Js::Fetch(_)) => "js fetch",
+            Bench::Js(Js::Get(_)) => "js get",
             Bench::Kv(Kv::Put(_)) => "kv put",
             Bench::Kv(Kv::Get(_)) => "kv get",
         }
@@ -255,7 +279,8 @@ impl Bench {
         let js_pub = n == "js pub";
         let js_consumer = matches!(n, "js consume" | "js fetch");
         let sends = matches!(n, "pub" | "service request" | "js pub" | "kv put");
-        let allowed: [(&str, bool, bool); 12] = [
+        let carries = matches!(n, "pub" | "service request" | "js pub");
+        let allowed: [(&str, bool, bool); 14] = [
             ("--throughput", c.throughput.is_some(), sends),
             ("--duration", c.duration.is_some(), sends),
             (
@@ -269,7 +294,13 @@ impl Bench {
                 c.purge,
                 js_pub || js_consumer || n == "js ordered" || n == "kv put",
             ),
-            ("--batch", c.batch.is_some(), n.starts_with("js ")),
+            (
+                "--batch",
+                c.batch.is_some(),
+                n.starts_with("js ") && n != "js get",
+            ),
+            ("--payload", c.payload.is_some(), carries),
+            ("-H", !c.header.is_empty(), carries),
             ("--acks", c.acks.is_some(), js_consumer),
             ("--randomize", c.randomize.is_some(), n.starts_with("kv ")),
             ("--storage", c.storage.is_some(), js_pub || n == "kv put"),
@@ -287,11 +318,6 @@ impl Bench {
         if c.clients == 0 {
             return Err(usage!(
                 "--clients 0: at least one client (natscli's default is 1)"
-            ));
-        }
-        if c.acks == Some(Acks::All) {
-            return Err(usage!(
-                "--acks=all is not run here (the load generator acks each message or none); use --acks=explicit or --acks=none"
             ));
         }
         Ok(())
@@ -373,31 +399,34 @@ impl Bench {
                     _ => unreachable!("clap takes 1 or 2"),
                 };
                 let batch = c.batch.unwrap_or(500).max(1);
-                let sync = match mode {
-                    Some("sync") => true,
-                    Some("async") => false,
-                    None => batch == 1,
-                    Some(m) => {
-                        return Err(usage!(
-                            "js pub {m}: the publish mode is `sync` or `async` (natscli's atomic and fast batches are not run here); e.g. `js pub async {subject} --batch 500`"
-                        ))
-                    }
-                };
+                let k = js_pub_kind(mode, batch, &subject)?;
                 push(&["js-pub", "--stream", &c.stream]);
-                if sync {
+                if k == Kind::JS_SYNC_PUB {
                     push(&["--sync"]);
+                } else if k == Kind::JS_ATOMIC_PUB {
+                    push(&["--atomic-batch", &batch.to_string()]);
                 } else {
                     push(&["--window", &batch.to_string()]);
                 }
                 if c.dedup {
+                    if k == Kind::JS_ATOMIC_PUB {
+                        return Err(usage!(
+                            "--dedup with js pub atomic is not run here (each batch is stored once, by its commit); leave --dedup out"
+                        ));
+                    }
                     push(&["--msg-id"]);
                 }
-                let k = if sync {
-                    Kind::JS_SYNC_PUB
-                } else {
-                    Kind::JS_ASYNC_PUB
-                };
                 (k, Some(subject))
+            }
+            Bench::Js(Js::Get(g)) => {
+                if g.mode != "sync" {
+                    return Err(usage!(
+                        "js get {}: only `js get sync` runs here (natscli's `js get batch`, batched direct gets, is not run); use `js get sync`",
+                        g.mode
+                    ));
+                }
+                push(&["js-get", "--stream", &c.stream]);
+                (Kind::JS_GET_SYNC, None)
             }
             Bench::Js(j) => {
                 push(&["js-consume", "--stream", &c.stream]);
@@ -412,8 +441,10 @@ impl Bench {
                     Js::Consume(_) => Kind::JS_CONSUME,
                     _ => Kind::JS_FETCH,
                 };
-                if c.acks == Some(Acks::None) {
-                    push(&["--ack", "none"]);
+                match c.acks {
+                    Some(Acks::None) => push(&["--ack", "none"]),
+                    Some(Acks::All) => push(&["--ack", "all"]),
+                    _ => {}
                 }
                 (kind, None)
             }
@@ -432,12 +463,28 @@ impl Bench {
         }
         // The server serves until Ctrl-C unless --msgs is given (natscli: always).
         let open_ended = kind == Kind::SERVE && c.msgs.is_none();
+        // natscli's getters each get --msgs (every one reads the same messages).
+        let load_msgs = if kind == Kind::JS_GET_SYNC {
+            msgs.saturating_mul(c.clients as u64)
+        } else {
+            msgs
+        };
         if !open_ended {
-            push(&["--msgs", &msgs.to_string()]);
+            push(&["--msgs", &load_msgs.to_string()]);
         }
         push(&["--size", &c.size.to_string()]);
         if let Some(r) = self.rate().filter(|_| kind != Kind::SERVE) {
             push(&["--rate", &format!("{r}")]);
+        }
+        if kind == Kind::CORE_PUB {
+            // natscli v0.2's latency columns: each publish call timed.
+            push(&["--time-publish"]);
+        }
+        if let Some(p) = &c.payload {
+            push(&["--payload", &p.to_string_lossy()]);
+        }
+        for h in &c.header {
+            push(&["--header", h]);
         }
         let stores = c.storage.is_some() || c.replicas.is_some() || c.maxbytes.is_some();
         if stores || c.purge {
@@ -475,6 +522,29 @@ impl Bench {
             banner,
         })
     }
+}
+
+/// The kind of `js pub [MODE] SUBJECT`: `sync`, `async`, `atomic` (or natscli's alias
+/// `batch`); without the word, `--batch 1` is sync and more async (natscli 0.2.0).
+/// `fast` (nats-server 2.14's flow-controlled fast batches) is refused, saying why.
+fn js_pub_kind(mode: Option<&str>, batch: usize, subject: &str) -> anyhow::Result<Kind> {
+    Ok(match mode {
+        Some("sync") => Kind::JS_SYNC_PUB,
+        Some("async") => Kind::JS_ASYNC_PUB,
+        Some("atomic" | "batch") => Kind::JS_ATOMIC_PUB,
+        None if batch == 1 => Kind::JS_SYNC_PUB,
+        None => Kind::JS_ASYNC_PUB,
+        Some("fast") => {
+            return Err(usage!(
+                "js pub fast is not run here: fast batch publishing is orbit.go's flow-controlled protocol (its acks every --batch messages, a gap mode), which diskpulse does not speak; use `js pub atomic {subject} --batch N` or `js pub async {subject}`"
+            ))
+        }
+        Some(m) => {
+            return Err(usage!(
+                "js pub {m}: the publish mode is `sync`, `async` or `atomic` (`batch`); e.g. `js pub async {subject} --batch 500`"
+            ))
+        }
+    })
 }
 
 /// natscli's banner: `Starting <label> benchmark [clients=1, msg-size=128 B, msgs=..]`,
@@ -538,7 +608,7 @@ mod tests {
                 "--size",
                 "512"
             ]),
-            "Core NATS publisher | pub --clients 10 --subject foo --msgs 10000 --size 512"
+            "Core NATS publisher | pub --clients 10 --subject foo --msgs 10000 --size 512 --time-publish"
         );
         assert_eq!(
             plan(&["service", "serve", "--clients", "4", "testservice"]),
@@ -566,7 +636,7 @@ mod tests {
             plan(&["service", "serve", "testservice", "--sleep", "50us"])
                 .contains("reply --service-time 50us ")
         );
-        assert!(plan(&["pub", "foo", "--sleep=100ns"]).ends_with("--rate 10000000"));
+        assert!(plan(&["pub", "foo", "--sleep=100ns"]).contains("--rate 10000000"));
         assert!(plan(&[
             "pub",
             "foo",
@@ -595,7 +665,9 @@ mod tests {
             (&["pub", "foo", "--duration", "1s"], "needs --throughput"),
             (&["kv", "put", "--acks", "none"], "--acks"),
             (&["js", "pub", "fast", "foo"], "js pub fast"),
-            (&["js", "fetch", "--acks", "all"], "--acks=all"),
+            (&["js", "get", "batch"], "js get batch"),
+            (&["sub", "foo", "--payload", "f"], "--payload"),
+            (&["kv", "put", "-H", "a:b"], "-H"),
         ] {
             let p = plan(args);
             assert!(p.starts_with("ERR ") && p.contains(flag), "{args:?}: {p}");

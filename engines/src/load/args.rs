@@ -64,7 +64,6 @@ fn set_nofile_soft(soft: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-
 #[derive(Args, Debug, Clone)]
 pub struct LoadArgs {
     /// The workload.

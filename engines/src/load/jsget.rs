@@ -46,9 +46,8 @@ impl Getter {
     pub(crate) fn operation(
         self,
         client: &async_nats::Client,
-    ) -> Each<
-        impl FnMut(u64) -> Option<futures::future::BoxFuture<'static, super::send::OpResult>>,
-    > {
+    ) -> Each<impl FnMut(u64) -> Option<futures::future::BoxFuture<'static, super::send::OpResult>>>
+    {
         use futures::FutureExt;
         let Getter {
             stream,

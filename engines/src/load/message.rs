@@ -121,7 +121,9 @@ impl LoadArgs {
         }
         if let Some(n) = self.atomic_batch {
             if self.mode != Mode::JsPub {
-                return Err(usage!("--atomic-batch is a js-pub mode; {m} publishes no batches"));
+                return Err(usage!(
+                    "--atomic-batch is a js-pub mode; {m} publishes no batches"
+                ));
             }
             if !(1..=MAX_ATOMIC_BATCH).contains(&n) {
                 return Err(usage!(
@@ -167,7 +169,10 @@ mod tests {
         assert!(parse_header("novalue").is_err());
         assert!(parse_header(":v").is_err());
         let hs = vec!["A:1".to_string(), "B: two".to_string()];
-        assert_eq!(hpub_block(&hs), b"NATS/1.0\r\nA: 1\r\nB: two\r\n\r\n".to_vec());
+        assert_eq!(
+            hpub_block(&hs),
+            b"NATS/1.0\r\nA: 1\r\nB: two\r\n\r\n".to_vec()
+        );
         assert!(hpub_block(&[]).is_empty());
         let m = header_map(&hs).unwrap();
         assert_eq!(m.get("B").map(|v| v.as_str()), Some("two"));

@@ -36,11 +36,11 @@ mod roles;
 pub mod send;
 pub mod workers;
 
-pub(crate) use modes::storage_type;
 pub use args::{
     args_from, AckMode, LoadArgs, Mode, QueueType, Storage, DEFAULT_MAX_PAYLOAD, DEFAULT_WINDOW,
 };
 pub use cmd_args::LoadCmdArgs;
+pub(crate) use modes::storage_type;
 pub use reconcile::StreamCheck;
 
 use std::path::PathBuf;

@@ -205,7 +205,10 @@ impl RawPublish {
             connects: 1,
             buf: Vec::with_capacity(BUF + head.len() + size + 2),
             head,
-            body: plan.body.as_ref().map_or_else(|| vec![b'x'; size], |b| b.to_vec()),
+            body: plan
+                .body
+                .as_ref()
+                .map_or_else(|| vec![b'x'; size], |b| b.to_vec()),
             stamp: plan.stamp && size >= 16,
             paced: plan.pacer.is_some(),
             failed: None,

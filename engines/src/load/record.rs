@@ -111,7 +111,7 @@ impl Role {
     /// What `lat` means for this role (for the README and summaries).
     pub fn latency_meaning(self) -> &'static str {
         match self {
-            Role::Pub => "none (fire and forget)",
+            Role::Pub => "none (fire and forget); --time-publish: the publish call",
             Role::Sub | Role::JsConsume | Role::AmqpConsume | Role::AmqpServe => {
                 "end to end: stamped send time to receipt"
             }

@@ -254,7 +254,11 @@ impl Operation for CorePublish {
         let subject = self.subject.clone();
         let r = match &self.headers {
             None => self.client.publish(subject, p).await,
-            Some(h) => self.client.publish_with_headers(subject, h.clone(), p).await,
+            Some(h) => {
+                self.client
+                    .publish_with_headers(subject, h.clone(), p)
+                    .await
+            }
         };
         Some(match r {
             Ok(()) => Sent::Done(self.size),
