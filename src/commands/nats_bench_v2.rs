@@ -315,6 +315,7 @@ impl Bench {
                 ));
             }
         }
+        engines::load::message::check_headers(&c.header)?;
         if c.clients == 0 {
             return Err(usage!(
                 "--clients 0: at least one client (natscli's default is 1)"
@@ -404,6 +405,12 @@ impl Bench {
                 if k == Kind::JS_SYNC_PUB {
                     push(&["--sync"]);
                 } else if k == Kind::JS_ATOMIC_PUB {
+                    let most = engines::load::message::MAX_ATOMIC_BATCH;
+                    if batch > most {
+                        return Err(usage!(
+                            "js pub atomic --batch {batch}: 1 to {most} messages (nats-server's limit on one atomic batch)"
+                        ));
+                    }
                     push(&["--atomic-batch", &batch.to_string()]);
                 } else {
                     push(&["--window", &batch.to_string()]);

@@ -77,7 +77,7 @@ impl Getter {
                             .map(|m| m.payload.len() as u64)
                             .map_err(|e| {
                                 let t = e.to_string();
-                                let kind = if t.contains("not found") {
+                                let kind = if t.contains("not found") || t.contains("no message") {
                                     "not_found"
                                 } else {
                                     "get"

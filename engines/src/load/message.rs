@@ -38,6 +38,11 @@ fn parse_header(h: &str) -> anyhow::Result<(String, String)> {
     Ok((k.to_string(), v.to_string()))
 }
 
+/// Checks `-H`'s `KEY:VALUE`s (a usage error naming the first bad one).
+pub fn check_headers(hs: &[String]) -> anyhow::Result<()> {
+    hs.iter().try_for_each(|h| parse_header(h).map(|_| ()))
+}
+
 /// The headers as async-nats sends them (None without any).
 pub(crate) fn header_map(hs: &[String]) -> Option<HeaderMap> {
     if hs.is_empty() {

@@ -156,6 +156,8 @@ async fn prepare_stream(a: &LoadArgs, js: &jetstream::Context) -> anyhow::Result
         subjects: vec![a.subject.clone()],
         storage: storage_type(a.storage),
         num_replicas: a.replicas,
+        // As natscli's `js pub --create`: getters (`js-get`) read it with direct gets.
+        allow_direct: true,
         ..Default::default()
     };
     if let Some(b) = a.max_bytes {
