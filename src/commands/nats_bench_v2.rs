@@ -493,34 +493,7 @@ impl Bench {
         for h in &c.header {
             push(&["--header", h]);
         }
-        let stores = c.storage.is_some() || c.replicas.is_some() || c.maxbytes.is_some();
-        if stores || c.purge {
-            if let Some(s) = c.storage {
-                push(&[
-                    "--storage",
-                    if s == V2Storage::Memory {
-                        "memory"
-                    } else {
-                        "file"
-                    },
-                ]);
-            }
-            if let Some(r) = c.replicas {
-                push(&["--replicas", &r.to_string()]);
-            }
-            if let Some(m) = c.maxbytes {
-                push(&["--max-bytes", &m.to_string()]);
-            }
-            if c.purge {
-                push(&["--purge"]);
-            }
-        }
-        if c.no_progress || c.progress == Some(false) {
-            push(&["--quiet"]);
-        }
-        if c.json {
-            push(&["--json"]);
-        }
+        store_and_output_flags(c, &mut push);
         let banner = banner(kind, subject.as_deref(), msgs, c, self.name());
         Ok(Plan {
             kind,
@@ -528,6 +501,39 @@ impl Bench {
             common: c.clone(),
             banner,
         })
+    }
+}
+
+/// The `load` flags of the stream or bucket created (`--storage`, `--replicas`,
+/// `--maxbytes`, `--purge`) and of the output (`--no-progress`, `--json`).
+fn store_and_output_flags(c: &Common, push: &mut impl FnMut(&[&str])) {
+    let stores = c.storage.is_some() || c.replicas.is_some() || c.maxbytes.is_some();
+    if stores || c.purge {
+        if let Some(s) = c.storage {
+            push(&[
+                "--storage",
+                if s == V2Storage::Memory {
+                    "memory"
+                } else {
+                    "file"
+                },
+            ]);
+        }
+        if let Some(r) = c.replicas {
+            push(&["--replicas", &r.to_string()]);
+        }
+        if let Some(m) = c.maxbytes {
+            push(&["--max-bytes", &m.to_string()]);
+        }
+        if c.purge {
+            push(&["--purge"]);
+        }
+    }
+    if c.no_progress || c.progress == Some(false) {
+        push(&["--quiet"]);
+    }
+    if c.json {
+        push(&["--json"]);
     }
 }
 

@@ -124,16 +124,11 @@ async fn prepare(a: &LoadArgs, client: &async_nats::Client, url: &str) -> anyhow
                 p.pull_consumer = true;
             }
         }
-        Mode::JsGet => {
+        Mode::JsConsume | Mode::JsGet => {
             if !js::stream_exists(&js, &a.stream).await? {
                 return Err(js::stream_not_found(&a.stream, &url));
             }
-        }
-        Mode::JsConsume => {
-            if !js::stream_exists(&js, &a.stream).await? {
-                return Err(js::stream_not_found(&a.stream, &url));
-            }
-            if !a.ordered {
+            if a.mode == Mode::JsConsume && !a.ordered {
                 js::prepare_pull(a, &js, a.main_clients(), false).await?;
                 p.pull_consumer = true;
             }
