@@ -5,7 +5,8 @@
 //! every stored message per client and fails on sequences the stream lacks; `js pub
 //! atomic` stores whole batches; core `pub`'s latency columns hold each publish call's
 //! time; `js pub fast` and `js get batch` are refused in one line saying why; v0.1's
-//! `--history` sets the bucket's depth.
+//! `--history` sets the bucket's depth; `--multisubject` (both forms) spreads messages over
+//! numbered subjects that receivers and the stream take.
 
 mod common;
 use common::*;
@@ -335,4 +336,81 @@ async fn fast_batches_and_batched_gets_are_refused_saying_why_and_v01_history_is
     let js = async_nats::jetstream::new(async_nats::connect(u).await.unwrap());
     let kv = js.get_key_value("H5").await.unwrap();
     assert_eq!(kv.status().await.unwrap().history(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multisubject_spreads_messages_over_numbered_subjects_that_receivers_and_the_stream_take() {
+    let Some((srv, dir)) = setup() else { return };
+    let (d, u) = (dir.path(), srv.url.as_str());
+    let nc = async_nats::connect(u).await.unwrap();
+    // natscli v0.2: nats bench pub ms --multisubject --multisubjectmax 100 (zero-padded).
+    let mut sub = nc.subscribe("ms.*").await.unwrap();
+    nc.flush().await.unwrap();
+    let args = [
+        "pub",
+        "ms",
+        "--clients",
+        "2",
+        "--msgs",
+        "300",
+        "--multisubject",
+        "--multisubjectmax",
+        "100",
+    ];
+    ok(d, u, &args).await;
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..300 {
+        let m = tokio::time::timeout(Duration::from_secs(5), sub.next())
+            .await
+            .expect("all 300 on ms.*")
+            .unwrap();
+        *counts.entry(m.subject.to_string()).or_insert(0u32) += 1;
+    }
+    let want: Vec<String> = (0..100).map(|n| format!("ms.{n:03}")).collect();
+    assert_eq!(counts.keys().cloned().collect::<Vec<_>>(), want);
+    assert!(counts.values().all(|&c| c == 3), "{counts:?}");
+
+    // natscli v0.1: nats bench ms1 --pub 2 --sub 2 --multisubject: every subscriber (on
+    // ms1.*) gets every message; and --js: the stream captures ms2.*.
+    let args = [
+        "ms1",
+        "--pub",
+        "2",
+        "--sub",
+        "2",
+        "--multisubject",
+        "--msgs",
+        "1000",
+        "--csv",
+        "v1.csv",
+    ];
+    ok(d, u, &args).await;
+    let t = std::fs::read_to_string(d.join("v1.csv")).unwrap();
+    let subs: Vec<&str> = t.lines().filter(|l| l.contains(",S")).collect();
+    assert_eq!(subs.len(), 2, "{t}");
+    assert!(
+        subs.iter().all(|l| l.split(',').nth(2) == Some("1000")),
+        "{t}"
+    );
+    let args = [
+        "ms2",
+        "--js",
+        "--pub",
+        "1",
+        "--multisubject",
+        "--msgs",
+        "50",
+        "--stream",
+        "MS2",
+    ];
+    ok(d, u, &args).await;
+    let js = async_nats::jetstream::new(nc);
+    let mut s = js.get_stream("MS2").await.unwrap();
+    let info = s.info().await.unwrap();
+    assert_eq!(info.config.subjects, ["ms2.*"]);
+    assert_eq!(info.state.messages, 50);
+    assert_eq!(
+        s.get_raw_message(50).await.unwrap().subject.as_str(),
+        "ms2.49"
+    );
 }

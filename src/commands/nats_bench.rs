@@ -108,9 +108,14 @@ pub struct NatsBenchArgs {
     /// --kv: the history depth of the bucket created (values kept per key, 1 to 64).
     #[arg(long)]
     pub history: Option<u8>,
-    /// natscli's --multisubject, --retries N: refused here (exit 2, saying so).
-    #[arg(long, hide = true)]
+    /// Each message on SUBJECT.N (N its number in the run, modulo --multisubjectmax);
+    /// subscribers and the stream listen on SUBJECT.*.
+    #[arg(long)]
     pub multisubject: bool,
+    /// --multisubject: the number of subjects (0: no max).
+    #[arg(long, default_value_t = 100_000)]
+    pub multisubjectmax: u64,
+    /// natscli's --retries N: refused here (exit 2, saying so).
     #[arg(long, hide = true)]
     pub retries: Option<u64>,
     /// Print the summary as JSON (diskpulse's, as `load --json`).
@@ -273,10 +278,7 @@ pub fn to_load(a: &NatsBenchArgs) -> anyhow::Result<Vec<String>> {
 
 /// natscli v0.1 flags with no meaning for the form given, or not run here.
 fn v01_refused(a: &NatsBenchArgs) -> anyhow::Result<()> {
-    let not_here = [
-        (a.multisubject, "--multisubject (a subject per message)"),
-        (a.retries.is_some(), "--retries (JetStream publish retries)"),
-    ];
+    let not_here = [(a.retries.is_some(), "--retries (JetStream publish retries)")];
     if let Some((_, f)) = not_here.iter().find(|(given, _)| *given) {
         return Err(usage!(
             "{f} is not run by diskpulse's nats-bench; leave it out (see docs/commands/nats-bench.md)"
@@ -347,6 +349,13 @@ fn v01_flags(a: &NatsBenchArgs, push: &mut impl FnMut(&[&str])) -> anyhow::Resul
     }
     if let Some(h) = a.history {
         push(&["--history", &h.to_string()]);
+    }
+    if a.multisubject {
+        push(&[
+            "--multisubject",
+            "--multisubject-max",
+            &a.multisubjectmax.to_string(),
+        ]);
     }
     Ok(())
 }
@@ -540,8 +549,9 @@ mod tests {
         ])
         .ends_with("--max-bytes 1048576 --timeout 2s"));
         assert!(load(&["s", "--kv", "--pub", "1", "--history", "5"]).ends_with("--history 5"));
+        assert!(load(&["s", "--pub", "1", "--multisubject"])
+            .ends_with("--multisubject --multisubject-max 100000"));
         for (args, flag) in [
-            (&["s", "--pub", "1", "--multisubject"][..], "--multisubject"),
             (&["s", "--kv", "--sub", "1", "--history", "5"], "--history"),
             (&["s", "--pub", "1", "--retries", "5"], "--retries"),
             (&["s", "--pub", "1", "--subsleep", "1ms"], "--subsleep"),

@@ -102,6 +102,13 @@ pub struct Common {
     /// js pub: set a message id on each publish (the stream de-duplicates).
     #[arg(long)]
     pub dedup: bool,
+    /// pub, js pub: each message on SUBJECT.N (N its number, modulo --multisubjectmax,
+    /// zero-padded); sub: listen on SUBJECT.*.
+    #[arg(long)]
+    pub multisubject: bool,
+    /// pub, js pub --multisubject: the number of subjects (0: no max).
+    #[arg(long)]
+    pub multisubjectmax: Option<u64>,
     /// pub, service request, js pub: a file whose bytes are each message's body.
     #[arg(long, value_name = "FILE")]
     pub payload: Option<PathBuf>,
@@ -280,7 +287,10 @@ impl Bench {
         let js_consumer = matches!(n, "js consume" | "js fetch");
         let sends = matches!(n, "pub" | "service request" | "js pub" | "kv put");
         let carries = matches!(n, "pub" | "service request" | "js pub");
-        let allowed: [(&str, bool, bool); 14] = [
+        let spreads = matches!(n, "pub" | "js pub");
+        let allowed: [(&str, bool, bool); 16] = [
+            ("--multisubject", c.multisubject, spreads || n == "sub"),
+            ("--multisubjectmax", c.multisubjectmax.is_some(), spreads),
             ("--throughput", c.throughput.is_some(), sends),
             ("--duration", c.duration.is_some(), sends),
             (
@@ -489,6 +499,15 @@ impl Bench {
         }
         if let Some(p) = &c.payload {
             push(&["--payload", &p.to_string_lossy()]);
+        }
+        if c.multisubject {
+            let max = c.multisubjectmax.unwrap_or(100_000).to_string();
+            push(&[
+                "--multisubject",
+                "--multisubject-max",
+                &max,
+                "--multisubject-pad",
+            ]);
         }
         for h in &c.header {
             push(&["--header", h]);

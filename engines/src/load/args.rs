@@ -251,6 +251,16 @@ pub struct LoadArgs {
     /// kv-put: the history depth (values kept per key) of a bucket diskpulse creates.
     #[arg(long)]
     pub history: Option<u8>,
+    /// pub, js-pub: each message to `SUBJECT.N` (its number in the run); sub, a pub's
+    /// subscribers and the stream listen on `SUBJECT.*` (natscli's `--multisubject`).
+    #[arg(long)]
+    pub multisubject: bool,
+    /// --multisubject: N is the message's number modulo this (0: no max).
+    #[arg(long, default_value_t = 100_000)]
+    pub multisubject_max: u64,
+    /// --multisubject: N zero-padded to the max's digits (natscli v0.2; v0.1 does not).
+    #[arg(long)]
+    pub multisubject_pad: bool,
 }
 
 /// Parses load flags from an argument vector (for commands that drive the load

@@ -141,6 +141,16 @@ impl LoadArgs {
                 ));
             }
         }
+        if self.multisubject && !matches!(self.mode, Mode::Pub | Mode::Sub | Mode::JsPub) {
+            return Err(usage!(
+                "--multisubject spreads pub, sub and js-pub over SUBJECT.N subjects; {m} has one subject"
+            ));
+        }
+        if self.multisubject && self.msg_id {
+            return Err(usage!(
+                "--multisubject with --msg-id is not run here (the retry of lost publishes sends to one subject); leave one out"
+            ));
+        }
         if let Some(h) = self.history {
             if self.mode != Mode::KvPut {
                 return Err(usage!(
@@ -154,6 +164,64 @@ impl LoadArgs {
             }
         }
         Ok(())
+    }
+}
+
+/// `--multisubject`: message `n` of a run (a client's first is the sum of the shares
+/// before it, as natscli's `offset`) goes to `SUBJECT.N`, with `N = n % --multisubject-max`
+/// (0: no max), zero-padded to the max's digits with `--multisubject-pad` (natscli v0.2's
+/// `%0<digits>d`; v0.1 writes the bare number). Receivers listen on `SUBJECT.*`.
+pub(crate) struct Subjects {
+    base: String,
+    max: u64,
+    width: usize,
+    next: u64,
+}
+
+impl Subjects {
+    /// The subjects of the main role's client whose first message is number `first`.
+    pub(crate) fn new(a: &LoadArgs, first: u64) -> Option<Subjects> {
+        a.multisubject.then(|| Subjects {
+            base: a.subject.clone(),
+            max: a.multisubject_max,
+            width: if a.multisubject_pad {
+                a.multisubject_max.to_string().len()
+            } else {
+                0
+            },
+            next: first,
+        })
+    }
+
+    /// Appends the next message's subject to `out` (no allocation).
+    #[inline]
+    pub(crate) fn write_next(&mut self, out: &mut Vec<u8>) {
+        use std::io::Write;
+        let n = if self.max == 0 {
+            self.next
+        } else {
+            self.next % self.max
+        };
+        self.next += 1;
+        let _ = write!(out, "{}.{n:0w$}", self.base, w = self.width);
+    }
+
+    /// The next message's subject.
+    pub(crate) fn next_subject(&mut self) -> async_nats::Subject {
+        let mut v = Vec::with_capacity(self.base.len() + 12);
+        self.write_next(&mut v);
+        async_nats::Subject::from(String::from_utf8_lossy(&v).into_owned())
+    }
+}
+
+impl LoadArgs {
+    /// What receivers and the stream listen on: `SUBJECT.*` with `--multisubject`.
+    pub fn listen_subject(&self) -> String {
+        if self.multisubject {
+            format!("{}.*", self.subject)
+        } else {
+            self.subject.clone()
+        }
     }
 }
 
@@ -179,6 +247,15 @@ mod tests {
             b"NATS/1.0\r\nA: 1\r\nB: two\r\n\r\n".to_vec()
         );
         assert!(hpub_block(&[]).is_empty());
+        let mut a = crate::load::args_from(["pub", "--subject", "s", "--multisubject"]).unwrap();
+        a.multisubject_max = 100;
+        let mut s = Subjects::new(&a, 99).unwrap();
+        assert_eq!(s.next_subject().as_str(), "s.99");
+        assert_eq!(s.next_subject().as_str(), "s.0");
+        a.multisubject_pad = true;
+        let mut s = Subjects::new(&a, 7).unwrap();
+        assert_eq!(s.next_subject().as_str(), "s.007");
+        assert_eq!(a.listen_subject(), "s.*");
         let m = header_map(&hs).unwrap();
         assert_eq!(m.get("B").map(|v| v.as_str()), Some("two"));
     }

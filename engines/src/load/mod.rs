@@ -148,7 +148,7 @@ async fn prepare(a: &LoadArgs, client: &async_nats::Client, url: &str) -> anyhow
 async fn prepare_stream(a: &LoadArgs, js: &jetstream::Context) -> anyhow::Result<()> {
     let mut cfg = jetstream::stream::Config {
         name: a.stream.clone(),
-        subjects: vec![a.subject.clone()],
+        subjects: vec![a.listen_subject()],
         storage: storage_type(a.storage),
         num_replicas: a.replicas,
         // As natscli's `js pub --create`: getters (`js-get`) read it with direct gets.
@@ -168,7 +168,8 @@ async fn prepare_stream(a: &LoadArgs, js: &jetstream::Context) -> anyhow::Result
         .map_err(|e| anyhow::anyhow!("cannot create stream '{}': {e}", a.stream))?;
     let info = stream.info().await?;
     if !info.config.subjects.iter().any(|s| {
-        s == &a.subject || s == ">" || s.ends_with(".>") && a.subject.starts_with(&s[..s.len() - 1])
+        let want = a.listen_subject();
+        s == &want || s == ">" || s.ends_with(".>") && want.starts_with(&s[..s.len() - 1])
     }) {
         return Err(usage!(
             "stream '{}' exists but does not capture subject '{}' (its subjects: {:?}); pick another --stream or --subject",
@@ -304,7 +305,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
             let raw_role = role == Role::Sub || (role == Role::Reply && a.mode == Mode::Cast);
             let raw_sub = if raw_role && a.connect.is_plain() && !a.no_raw {
                 let queue = (role == Role::Reply).then_some(roles::REPLY_QUEUE);
-                rawsub::RawSubConn::connect(&url, &name, &a.subject, queue).await?
+                rawsub::RawSubConn::connect(&url, &name, &a.listen_subject(), queue).await?
             } else {
                 None
             };

@@ -180,6 +180,11 @@ pub(crate) struct RawPublish {
     /// `pub --sub M`: the run's flow control, and the messages in `buf` not counted there.
     flow: Option<Arc<Flow>>,
     unsent: u64,
+    /// `--multisubject`: each message's subject, then `tail` (sizes and header block)
+    /// after `verb`.
+    subjects: Option<super::message::Subjects>,
+    verb: &'static [u8],
+    tail: Vec<u8>,
 }
 
 impl RawPublish {
@@ -189,6 +194,7 @@ impl RawPublish {
         plan: &SendPlan,
         ctx: &Ctx,
         flow: Option<Arc<Flow>>,
+        subjects: Option<super::message::Subjects>,
     ) -> RawPublish {
         let size = plan.size;
         // -H: HPUB with the header block at the end of the head, the body after it.
@@ -199,6 +205,13 @@ impl RawPublish {
             format!("HPUB {subject} {} {}\r\n", block.len(), block.len() + size).into_bytes()
         };
         head.extend_from_slice(&block);
+        let (verb, mut tail): (&[u8], Vec<u8>) = if block.is_empty() {
+            (b"PUB ", format!(" {size}\r\n").into_bytes())
+        } else {
+            let sizes = format!(" {} {}\r\n", block.len(), block.len() + size);
+            (b"HPUB ", sizes.into_bytes())
+        };
+        tail.extend_from_slice(&block);
         RawPublish {
             conn,
             ctx: ctx.clone(),
@@ -215,6 +228,9 @@ impl RawPublish {
             gone: false,
             flow,
             unsent: 0,
+            subjects,
+            verb,
+            tail,
         }
     }
 }
@@ -229,7 +245,14 @@ impl Operation for RawPublish {
             return None;
         }
         let buf = &mut self.buf;
-        buf.extend_from_slice(&self.head);
+        match &mut self.subjects {
+            None => buf.extend_from_slice(&self.head),
+            Some(s) => {
+                buf.extend_from_slice(self.verb);
+                s.write_next(buf);
+                buf.extend_from_slice(&self.tail);
+            }
+        }
         let at = buf.len();
         buf.extend_from_slice(&self.body);
         if self.stamp {

@@ -119,10 +119,12 @@ impl RoleWorker for Publisher {
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         let subject = s.subject.clone();
         let flow = s.flow.clone();
+        let s_a = s.a.clone();
         async move {
             ready(move |st: Start| match c.raw {
                 Some(raw) => {
-                    let op = RawPublish::new(raw, &subject, &st.plan, &st.ctx, flow);
+                    let subjects = super::message::Subjects::new(&s_a, st.plan.first);
+                    let op = RawPublish::new(raw, &subject, &st.plan, &st.ctx, flow, subjects);
                     send_loop(op, 1, st.plan, st.rec, st.ctx).boxed()
                 }
                 None => {
@@ -133,6 +135,7 @@ impl RoleWorker for Publisher {
                         payloads: Payloads::new(&st.plan),
                         size: st.plan.size as u64,
                         headers: super::message::header_map(&st.plan.headers),
+                        subjects: super::message::Subjects::new(&s_a, st.plan.first),
                         flow,
                         ctx: st.ctx.clone(),
                         lost_ns: None,
@@ -160,7 +163,7 @@ impl RoleWorker for Subscriber {
                 // Subscribed already (RawSubConn::connect waits for the server's PONG).
                 return ready(move |st: Start| raw_receive_loop(raw, st.rec, st.ctx, flow).boxed());
             }
-            let sub = c.client.subscribe(s.subject.clone()).await?;
+            let sub = c.client.subscribe(s.a.listen_subject()).await?;
             connect::round_trip(&c.client).await?;
             let inbox = CoreSub {
                 connects: Connects::of(&c.client),
@@ -291,6 +294,7 @@ impl RoleWorker for JsPublisher {
         let (subject, timeout) = (s.subject.clone(), s.a.timeout);
         let msg_ids = s.msg_ids.clone().map(|ids| (ids, c.index));
         let atomic_n = s.a.atomic_batch;
+        let s_a = s.a.clone();
         async move {
             ready(move |st: Start| {
                 let atomic = atomic_n.map(|n| super::workers::Atomic {
@@ -308,6 +312,7 @@ impl RoleWorker for JsPublisher {
                     msg_ids,
                     headers: super::message::header_map(&st.plan.headers),
                     atomic,
+                    subjects: super::message::Subjects::new(&s_a, st.plan.first),
                 };
                 send_loop(op, st.window, st.plan, st.rec, st.ctx).boxed()
             })

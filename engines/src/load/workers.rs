@@ -78,6 +78,8 @@ pub struct SendPlan {
     pub headers: Vec<String>,
     /// `--time-publish`: a send stage that completes at once is timed too.
     pub time_sends: bool,
+    /// The number of this client's first message in the run (the shares before it).
+    pub first: u64,
 }
 
 impl SendPlan {
@@ -112,6 +114,9 @@ impl SendPlan {
             body: a.payload_body.clone().filter(|_| is_main),
             headers: if is_main { a.headers.clone() } else { vec![] },
             time_sends: is_main && a.time_publish,
+            first: a
+                .total_ops()
+                .map_or(0, |t| (0..index).map(|j| share(t, j, n)).sum()),
         }
     }
 
@@ -224,6 +229,8 @@ pub(crate) struct CorePublish {
     pub size: u64,
     /// `-H`: published with these headers.
     pub headers: Option<async_nats::HeaderMap>,
+    /// `--multisubject`: each publish to the next of these.
+    pub(crate) subjects: Option<super::message::Subjects>,
     /// `pub --sub M`: the run's flow control (looked at every [`FLOW_EVERY`] publishes).
     pub flow: Option<Arc<super::flow::Flow>>,
     pub ctx: Ctx,
@@ -251,7 +258,10 @@ impl Operation for CorePublish {
             }
         }
         let p = self.payloads.next_payload();
-        let subject = self.subject.clone();
+        let subject = match &mut self.subjects {
+            Some(s) => s.next_subject(),
+            None => self.subject.clone(),
+        };
         let r = match &self.headers {
             None => self.client.publish(subject, p).await,
             Some(h) => {
@@ -381,6 +391,8 @@ pub(crate) struct JsPublish {
     pub headers: Option<async_nats::HeaderMap>,
     /// `--atomic-batch`: publishes go in atomic batches.
     pub(crate) atomic: Option<Atomic>,
+    /// `--multisubject`: each publish to the next of these.
+    pub(crate) subjects: Option<super::message::Subjects>,
 }
 
 /// Atomic batch publishing (nats-server 2.12+, ADR-50): each batch of `n` is `n - 1`
@@ -438,6 +450,9 @@ impl Operation for JsPublish {
     async fn send(&mut self, k: u64) -> Option<Sent<Acked>> {
         let p = self.payloads.next_payload();
         let mut headers = self.headers.clone();
+        if let Some(s) = &mut self.subjects {
+            self.subject = s.next_subject();
+        }
         if let Some(b) = &self.atomic {
             let j = k % b.n;
             let last = j + 1 == b.n || b.count.is_some_and(|c| k + 1 == c);
