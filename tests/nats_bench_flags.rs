@@ -336,6 +336,13 @@ async fn fast_batches_and_batched_gets_are_refused_saying_why_and_v01_history_is
     let js = async_nats::jetstream::new(async_nats::connect(u).await.unwrap());
     let kv = js.get_key_value("H5").await.unwrap();
     assert_eq!(kv.status().await.unwrap().history(), 5);
+    // natscli v0.1's --retries is parsed and never read there: taken, and said so.
+    let args = ["s", "--js", "--pub", "1", "--msgs", "10", "--retries", "5"];
+    let (_, err) = ok(d, u, &args).await;
+    assert!(
+        err.contains("--retries 5: natscli 0.1 parses it and never uses it"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -115,7 +115,8 @@ pub struct NatsBenchArgs {
     /// --multisubject: the number of subjects (0: no max).
     #[arg(long, default_value_t = 100_000)]
     pub multisubjectmax: u64,
-    /// natscli's --retries N: refused here (exit 2, saying so).
+    /// natscli 0.1's --retries N, taken and, as in natscli (which parses it and
+    /// never reads it), unused; a note on stderr says so.
     #[arg(long, hide = true)]
     pub retries: Option<u64>,
     /// Print the summary as JSON (diskpulse's, as `load --json`).
@@ -276,14 +277,8 @@ pub fn to_load(a: &NatsBenchArgs) -> anyhow::Result<Vec<String>> {
     Ok(v)
 }
 
-/// natscli v0.1 flags with no meaning for the form given, or not run here.
+/// natscli v0.1 flags with no meaning for the form given.
 fn v01_refused(a: &NatsBenchArgs) -> anyhow::Result<()> {
-    let not_here = [(a.retries.is_some(), "--retries (JetStream publish retries)")];
-    if let Some((_, f)) = not_here.iter().find(|(given, _)| *given) {
-        return Err(usage!(
-            "{f} is not run by diskpulse's nats-bench; leave it out (see docs/commands/nats-bench.md)"
-        ));
-    }
     let needs = [
         (
             a.subsleep.is_some() && !a.reply && !a.request,
@@ -432,6 +427,11 @@ pub fn run(a: NatsBenchArgs) -> anyhow::Result<i32> {
     if !a.json {
         eprintln!("{}", banner(&a));
         eprintln!("(diskpulse load {})", argv.join(" "));
+        if let Some(n) = a.retries {
+            eprintln!(
+                "--retries {n}: natscli 0.1 parses it and never uses it (its failed publishes are retried without limit); here a failed publish is counted as a failure, not retried"
+            );
+        }
     }
     super::load::run_as(w, Style::NatsBench)
 }
@@ -553,7 +553,6 @@ mod tests {
             .ends_with("--multisubject --multisubject-max 100000"));
         for (args, flag) in [
             (&["s", "--kv", "--sub", "1", "--history", "5"], "--history"),
-            (&["s", "--pub", "1", "--retries", "5"], "--retries"),
             (&["s", "--pub", "1", "--subsleep", "1ms"], "--subsleep"),
             (&["s", "--pub", "1", "--pubbatch", "5"], "--pubbatch"),
             (
