@@ -552,7 +552,10 @@ mod tests {
         assert!(load(&["s", "--pub", "1", "--multisubject"])
             .ends_with("--multisubject --multisubject-max 100000"));
         for (args, flag) in [
-            (&["s", "--kv", "--sub", "1", "--history", "5"], "--history"),
+            (
+                &["s", "--kv", "--sub", "1", "--history", "5"][..],
+                "--history",
+            ),
             (&["s", "--pub", "1", "--subsleep", "1ms"], "--subsleep"),
             (&["s", "--pub", "1", "--pubbatch", "5"], "--pubbatch"),
             (
