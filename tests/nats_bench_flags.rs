@@ -277,6 +277,19 @@ async fn acks_all_is_an_ack_all_consumer_and_core_pub_times_each_publish() {
     );
     let r = rows(&d.join("f.csv"), HEADER_LAT);
     assert_eq!(r[0][2], "2000");
+    // --doubleack: each ack waits for the server's reply; the consumer still gets all.
+    let args = [
+        "js",
+        "consume",
+        "--doubleack",
+        "--msgs",
+        "500",
+        "--csv",
+        "c.csv",
+    ];
+    let (_, err) = ok(d, u, &args).await;
+    assert!(err.contains("--double-ack"), "{err}");
+    assert_eq!(rows(&d.join("c.csv"), HEADER_LAT)[0][2], "500");
 
     // Core pub: natscli v0.2's latency columns are each publish call's time, not 0.
     let args = [

@@ -87,6 +87,9 @@ pub struct Common {
     /// js consume, fetch: the consumer's acknowledgement mode.
     #[arg(long, value_enum)]
     pub acks: Option<Acks>,
+    /// js consume, fetch: acknowledge synchronously, waiting for the server's reply.
+    #[arg(long)]
+    pub doubleack: bool,
     /// kv put, get: keys between 0 and this number (0: one key per message).
     #[arg(long)]
     pub randomize: Option<u64>,
@@ -288,7 +291,8 @@ impl Bench {
         let sends = matches!(n, "pub" | "service request" | "js pub" | "kv put");
         let carries = matches!(n, "pub" | "service request" | "js pub");
         let spreads = matches!(n, "pub" | "js pub");
-        let allowed: [(&str, bool, bool); 16] = [
+        let allowed: [(&str, bool, bool); 17] = [
+            ("--doubleack", c.doubleack, js_consumer),
             ("--multisubject", c.multisubject, spreads || n == "sub"),
             ("--multisubjectmax", c.multisubjectmax.is_some(), spreads),
             ("--throughput", c.throughput.is_some(), sends),
@@ -462,6 +466,10 @@ impl Bench {
                     Some(Acks::None) => push(&["--ack", "none"]),
                     Some(Acks::All) => push(&["--ack", "all"]),
                     _ => {}
+                }
+                // natscli acks nothing with --acks=none, --doubleack or not.
+                if c.doubleack && c.acks != Some(Acks::None) {
+                    push(&["--double-ack"]);
                 }
                 (kind, None)
             }

@@ -261,6 +261,10 @@ pub struct LoadArgs {
     /// --multisubject: N zero-padded to the max's digits (natscli v0.2; v0.1 does not).
     #[arg(long)]
     pub multisubject_pad: bool,
+    /// js-consume (shared durable, acking): each ack waits for the server's reply
+    /// (natscli's `--doubleack`), so the consumer's rate includes the ack round trip.
+    #[arg(long)]
+    pub double_ack: bool,
 }
 
 /// Parses load flags from an argument vector (for commands that drive the load

@@ -151,6 +151,15 @@ impl LoadArgs {
                 "--multisubject with --msg-id is not run here (the retry of lost publishes sends to one subject); leave one out"
             ));
         }
+        if self.double_ack
+            && (!matches!(self.mode, Mode::JsConsume | Mode::JsPub)
+                || self.ordered
+                || self.ack == super::modes::AckMode::None)
+        {
+            return Err(usage!(
+                "--double-ack waits for each ack of a shared durable consumer (js-consume, or js-pub --consume M, without --ordered and --ack none)"
+            ));
+        }
         if let Some(h) = self.history {
             if self.mode != Mode::KvPut {
                 return Err(usage!(

@@ -333,8 +333,10 @@ impl RoleWorker for JsConsumer {
         async move {
             let src = js::open(&s.a, c.client.clone(), s.a.mode == Mode::JsPub).await?;
             let (ack, limit) = (s.a.ack != AckMode::None, s.consume_limit.clone());
+            let double = s.a.double_ack;
             ready(move |st: Start| {
-                js::consume(src, Connects::of(&c.client), ack, limit, st.rec, st.ctx).boxed()
+                let connects = Connects::of(&c.client);
+                js::consume(src, connects, ack, double, limit, st.rec, st.ctx).boxed()
             })
         }
         .boxed()
