@@ -145,11 +145,12 @@ pub struct NoSubject {
     pub c: Common,
 }
 
-/// `js pub [sync|async] SUBJECT`.
+/// `js pub [sync|async|atomic|batch] SUBJECT`.
 #[derive(Args, Debug, Clone)]
 pub struct JsPub {
-    /// `[sync|async] SUBJECT`: without the mode word, --batch 1 publishes synchronously
-    /// and a larger --batch asynchronously (natscli 0.2.0's form, the cheat sheet's).
+    /// `[sync|async|atomic|batch] SUBJECT`: `atomic` (or `batch`) publishes atomic batches
+    /// of --batch; without the mode word, --batch 1 publishes synchronously and a larger
+    /// --batch asynchronously (natscli 0.2.0's form, the cheat sheet's). `fast` is refused.
     #[arg(num_args = 1..=2, required = true, value_name = "[MODE] SUBJECT")]
     pub words: Vec<String>,
     #[command(flatten)]
@@ -183,10 +184,10 @@ pub enum Bench {
         after_help = "Examples:\n  diskpulse nats-bench service serve foo --clients 4\n  diskpulse nats-bench service request foo --clients 4 --msgs 20000"
     )]
     Service(Service),
-    /// JetStream: `js pub`, `js ordered`, `js consume`, `js fetch`.
+    /// JetStream: `js pub`, `js ordered`, `js consume`, `js fetch`, `js get`.
     #[command(subcommand)]
     #[command(
-        after_help = "Examples:\n  diskpulse nats-bench js pub foo --create --batch 1000\n  diskpulse nats-bench js ordered\n  diskpulse nats-bench js consume\n  diskpulse nats-bench js fetch --acks=none --batch=1000"
+        after_help = "Examples:\n  diskpulse nats-bench js pub foo --create --batch 1000\n  diskpulse nats-bench js pub atomic foo --create --batch 500\n  diskpulse nats-bench js ordered\n  diskpulse nats-bench js consume\n  diskpulse nats-bench js fetch --acks=none --batch=1000\n  diskpulse nats-bench js get sync --clients 2"
     )]
     Js(Js),
     /// KV: `kv put`, `kv get`.
