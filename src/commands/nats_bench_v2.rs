@@ -604,7 +604,12 @@ fn banner(kind: Kind, subject: Option<&str>, msgs: u64, c: &Common, name: &str) 
     kv.push(("sleep", sleep.unwrap_or_else(|| "0s".into())));
     if name.starts_with("js ") {
         kv.push(("stream", c.stream.clone()));
-        kv.push(("purge", c.purge.to_string()));
+        if name != "js get" {
+            kv.push(("purge", c.purge.to_string()));
+        }
+    }
+    if name == "js pub" {
+        kv.push(("batch", c.batch.unwrap_or(500).to_string()));
     }
     if name.starts_with("kv ") {
         kv.push(("bucket", c.bucket.clone()));
