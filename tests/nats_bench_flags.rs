@@ -1,12 +1,13 @@
 //! natscli v0.2's message and JetStream flags of `diskpulse nats-bench`, each checked
 //! where it could be false, against a JetStream nats-server of our own: `--payload`'s
 //! bytes and `-H`'s headers arrive at a subscriber, a responder and the stream as given
-//! (HPUB on the raw writer); `--acks=all` makes an ack-all consumer; `js get sync` reads
-//! every stored message per client and fails on sequences the stream lacks; `js pub
-//! atomic` stores whole batches; core `pub`'s latency columns hold each publish call's
-//! time; `js pub fast` and `js get batch` are refused in one line saying why; v0.1's
-//! `--history` sets the bucket's depth; `--multisubject` (both forms) spreads messages over
-//! numbered subjects that receivers and the stream take.
+//! (HPUB on the raw writer); `--acks=all` makes an ack-all consumer and `--doubleack`
+//! still gets every message; `js get sync` reads every stored message per client (and `js
+//! get batch` in batches) and fails on sequences the stream lacks; `js pub atomic` stores
+//! whole batches; core `pub`'s latency columns hold each publish call's time; `js pub
+//! fast` and modes natscli lacks are refused in one line saying why; v0.1's `--history`
+//! sets the bucket's depth and `--retries` is taken; `--multisubject` (both forms) spreads
+//! messages over numbered subjects that receivers and the stream take.
 
 mod common;
 use common::*;
@@ -225,6 +226,35 @@ async fn js_get_reads_every_stored_message_per_client_and_atomic_batches_are_sto
         "MsgBytes: the payloads read"
     );
 
+    // nats bench js get batch --batch 64 --clients 2 --msgs 500: batched direct gets, one
+    // latency per batch (8 of them: 7 x 64 + 52).
+    let args = [
+        "js",
+        "get",
+        "batch",
+        "--batch",
+        "64",
+        "--clients",
+        "2",
+        "--msgs",
+        "500",
+        "--csv",
+        "gb.csv",
+    ];
+    let (out, _) = ok(d, u, &args).await;
+    assert!(
+        out.contains("NATS JetStream batched direct getter aggregated stats: "),
+        "{out}"
+    );
+    let r = rows(&d.join("gb.csv"), HEADER_LAT);
+    let ids: Vec<(&str, &str)> = r.iter().map(|r| (r[1].as_str(), r[2].as_str())).collect();
+    assert_eq!(ids, [("S0", "500"), ("S1", "500")]);
+    // No get failed (diskpulse's extras: Errors is the 9th column).
+    let extras = std::fs::read_to_string(d.join("gb.diskpulse.csv")).unwrap();
+    for l in extras.lines().skip(1) {
+        assert_eq!(l.split(',').nth(8), Some("0"), "{extras}");
+    }
+
     // More than the stream holds: the gets past its last sequence fail, exit 1.
     let (code, _, err) = tokio::task::spawn_blocking({
         let (d, u) = (d.to_path_buf(), u.to_string());
@@ -310,7 +340,7 @@ async fn acks_all_is_an_ack_all_consumer_and_core_pub_times_each_publish() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fast_batches_and_batched_gets_are_refused_saying_why_and_v01_history_is_the_bucket_s() {
+async fn fast_batches_and_unknown_modes_are_refused_saying_why_and_v01_history_is_the_bucket_s() {
     let Some((srv, dir)) = setup() else { return };
     let (d, u) = (dir.path(), srv.url.as_str());
     for (args, says) in [
@@ -318,7 +348,7 @@ async fn fast_batches_and_batched_gets_are_refused_saying_why_and_v01_history_is
             &["js", "pub", "fast", "foo"][..],
             "js pub fast is not run here",
         ),
-        (&["js", "get", "batch"], "js get batch"),
+        (&["js", "get", "all"], "js get all"),
         (
             &["js", "pub", "atomic", "foo", "--batch", "1001"],
             "1 to 1000",

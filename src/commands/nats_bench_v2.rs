@@ -160,7 +160,7 @@ pub struct JsPub {
 /// `js get sync|batch`.
 #[derive(Args, Debug, Clone)]
 pub struct JsGet {
-    /// `sync` (one get per message; `batch`, natscli's batched direct get, is refused).
+    /// `sync` (one get per message) or `batch` (batched direct gets of --batch).
     #[arg(value_name = "sync|batch")]
     pub mode: String,
     #[command(flatten)]
@@ -228,7 +228,8 @@ pub enum Js {
     /// Consume the stream through a durable consumer with fetches of --batch.
     #[command(after_help = "Examples:\n  diskpulse nats-bench js fetch --acks=none --batch=1000")]
     Fetch(NoSubject),
-    /// Get the stream's messages by sequence, each client all of them (`js get sync`).
+    /// Get the stream's messages by sequence, each client all of them (`js get sync`, or
+    /// `js get batch --batch N`).
     #[command(
         after_help = "Examples:\n  diskpulse nats-bench js get sync --clients 2 --msgs 10000"
     )]
@@ -309,11 +310,7 @@ impl Bench {
                 c.purge,
                 js_pub || js_consumer || n == "js ordered" || n == "kv put",
             ),
-            (
-                "--batch",
-                c.batch.is_some(),
-                n.starts_with("js ") && n != "js get",
-            ),
+            ("--batch", c.batch.is_some(), n.starts_with("js ")),
             ("--payload", c.payload.is_some(), carries),
             ("-H", !c.header.is_empty(), carries),
             ("--acks", c.acks.is_some(), js_consumer),
@@ -441,14 +438,25 @@ impl Bench {
                 (k, Some(subject))
             }
             Bench::Js(Js::Get(g)) => {
-                if g.mode != "sync" {
-                    return Err(usage!(
-                        "js get {}: only `js get sync` runs here (natscli's `js get batch`, batched direct gets, is not run); use `js get sync`",
-                        g.mode
-                    ));
-                }
                 push(&["js-get", "--stream", &c.stream]);
-                (Kind::JS_GET_SYNC, None)
+                match g.mode.as_str() {
+                    "sync" if c.batch.is_none() => (Kind::JS_GET_SYNC, None),
+                    "batch" => {
+                        let b = c.batch.unwrap_or(500).max(1).to_string();
+                        push(&["--get-batch", &b]);
+                        (Kind::JS_GET_BATCH, None)
+                    }
+                    "sync" => {
+                        return Err(usage!(
+                            "--batch is a flag of `js get batch`, not of `js get sync` (natscli refuses it too); leave it out"
+                        ))
+                    }
+                    m => {
+                        return Err(usage!(
+                            "js get {m}: the get mode is `sync` (a get per message) or `batch` (batched direct gets of --batch)"
+                        ))
+                    }
+                }
             }
             Bench::Js(j) => {
                 push(&["js-consume", "--stream", &c.stream]);
@@ -490,7 +498,7 @@ impl Bench {
         // The server serves until Ctrl-C unless --msgs is given (natscli: always).
         let open_ended = kind == Kind::SERVE && c.msgs.is_none();
         // natscli's getters each get --msgs (every one reads the same messages).
-        let load_msgs = if kind == Kind::JS_GET_SYNC {
+        let load_msgs = if kind == Kind::JS_GET_SYNC || kind == Kind::JS_GET_BATCH {
             msgs.saturating_mul(c.clients as u64)
         } else {
             msgs
@@ -711,7 +719,8 @@ mod tests {
             (&["pub", "foo", "--duration", "1s"], "needs --throughput"),
             (&["kv", "put", "--acks", "none"], "--acks"),
             (&["js", "pub", "fast", "foo"], "js pub fast"),
-            (&["js", "get", "batch"], "js get batch"),
+            (&["js", "get", "all"], "js get all"),
+            (&["js", "get", "sync", "--batch", "5"], "--batch"),
             (&["sub", "foo", "--payload", "f"], "--payload"),
             (&["kv", "put", "-H", "a:b"], "-H"),
         ] {

@@ -261,6 +261,10 @@ pub struct LoadArgs {
     /// --multisubject: N zero-padded to the max's digits (natscli v0.2; v0.1 does not).
     #[arg(long)]
     pub multisubject_pad: bool,
+    /// js-get: batched direct gets of N (ADR-31; the stream must allow direct gets), one
+    /// timed request per batch (natscli's `js get batch`).
+    #[arg(long, value_name = "N")]
+    pub get_batch: Option<usize>,
     /// js-consume (shared durable, acking): each ack waits for the server's reply
     /// (natscli's `--doubleack`), so the consumer's rate includes the ack round trip.
     #[arg(long)]

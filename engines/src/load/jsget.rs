@@ -91,3 +91,138 @@ impl Getter {
         })
     }
 }
+
+/// `js-get --get-batch N` (natscli's `js get batch`, `jsgetdirectbatch`): batched direct
+/// gets (ADR-31). Every N-th get asks `$JS.API.DIRECT.GET.<stream>` for `{"batch": N,
+/// "seq": S}` on an inbox of its own and completes when the server's end of batch (status
+/// 204) comes: that is the one timed operation of the batch, as natscli times one latency
+/// per batch. The batch's other messages are the next N-1 gets, done at once from what came
+/// (a batch shorter than asked makes the missing ones `not_found`). The next batch starts
+/// after the last sequence that came, as natscli's `nextSeq`.
+pub(crate) struct BatchGet {
+    client: async_nats::Client,
+    connects: super::send::Connects,
+    subject: String,
+    n: u64,
+    timeout: std::time::Duration,
+    state: std::sync::Arc<std::sync::Mutex<Batch>>,
+}
+
+/// What the last batch brought: the payload sizes not yet counted, the next sequence.
+struct Batch {
+    sizes: std::collections::VecDeque<u64>,
+    next_seq: u64,
+}
+
+impl BatchGet {
+    pub(crate) fn new(g: Getter, client: &async_nats::Client, a: &LoadArgs, n: u64) -> BatchGet {
+        BatchGet {
+            client: client.clone(),
+            connects: super::send::Connects::of(client),
+            subject: format!("$JS.API.DIRECT.GET.{}", a.stream),
+            n: n.max(1),
+            timeout: a.timeout,
+            state: std::sync::Arc::new(std::sync::Mutex::new(Batch {
+                sizes: Default::default(),
+                next_seq: g.first,
+            })),
+        }
+    }
+}
+
+/// One batched direct get of `n` from `seq`: the payload sizes and the last sequence.
+async fn get_batch(
+    client: async_nats::Client,
+    subject: String,
+    seq: u64,
+    n: u64,
+    timeout: std::time::Duration,
+) -> Result<(std::collections::VecDeque<u64>, u64), OpError> {
+    use futures::StreamExt;
+    let inbox = client.new_inbox();
+    let mut sub = client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| OpError::new("get", e))?;
+    let body = format!(r#"{{"batch":{n},"seq":{seq}}}"#);
+    client
+        .publish_with_reply(subject, inbox, body.into())
+        .await
+        .map_err(|e| OpError::new("get", e))?;
+    let (mut sizes, mut last) = (std::collections::VecDeque::new(), seq.saturating_sub(1));
+    loop {
+        let m = match tokio::time::timeout(timeout, sub.next()).await {
+            Ok(Some(m)) => m,
+            Ok(None) => break,
+            Err(_) => {
+                return Err(OpError::new(
+                    "timeout",
+                    format_args!("batch from sequence {seq}: no end of batch within {timeout:?}"),
+                ))
+            }
+        };
+        match m.status.map(|s| s.as_u16()) {
+            // The end of the batch (204), or nothing at or after `seq` (404).
+            Some(204 | 404) => break,
+            Some(code) => {
+                let d = m.description.unwrap_or_default();
+                return Err(OpError::new(
+                    "get",
+                    format_args!("batch from sequence {seq}: status {code} {d}"),
+                ));
+            }
+            None => {
+                sizes.push_back(m.payload.len() as u64);
+                let s = m.headers.as_ref().and_then(|h| h.get("Nats-Sequence"));
+                if let Some(s) = s.and_then(|v| v.as_str().parse::<u64>().ok()) {
+                    last = s;
+                }
+            }
+        }
+    }
+    let _ = sub.unsubscribe().await;
+    Ok((sizes, last))
+}
+
+impl super::send::Operation for BatchGet {
+    type Pending = futures::future::BoxFuture<'static, super::send::OpResult>;
+
+    fn connects(&self) -> u64 {
+        self.connects.get()
+    }
+
+    fn connected(&self) -> bool {
+        self.connects.connected()
+    }
+
+    async fn send(&mut self, k: u64) -> Option<super::send::Sent<Self::Pending>> {
+        use super::send::Sent;
+        use futures::FutureExt;
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if !k.is_multiple_of(self.n) {
+            return Some(match st.sizes.pop_front() {
+                Some(b) => Sent::Done(b),
+                None => Sent::Failed(OpError::new(
+                    "not_found",
+                    "the batch held fewer messages than asked (the stream's end)",
+                )),
+            });
+        }
+        st.sizes.clear();
+        let (client, subject, seq) = (self.client.clone(), self.subject.clone(), st.next_seq);
+        let (n, timeout, state) = (self.n, self.timeout, self.state.clone());
+        Some(Sent::Pending(
+            async move {
+                let (mut sizes, last) = get_batch(client, subject, seq, n, timeout).await?;
+                let first = sizes.pop_front().ok_or_else(|| {
+                    OpError::new("not_found", format_args!("no message from sequence {seq}"))
+                })?;
+                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+                st.sizes = sizes;
+                st.next_seq = last + 1;
+                Ok(first)
+            }
+            .boxed(),
+        ))
+    }
+}

@@ -160,6 +160,13 @@ impl LoadArgs {
                 "--double-ack waits for each ack of a shared durable consumer (js-consume, or js-pub --consume M, without --ordered and --ack none)"
             ));
         }
+        if let Some(n) = self.get_batch {
+            if self.mode != Mode::JsGet || n == 0 {
+                return Err(usage!(
+                    "--get-batch N (1 or more) is js-get's batched direct gets; {m} gets nothing"
+                ));
+            }
+        }
         if let Some(h) = self.history {
             if self.mode != Mode::KvPut {
                 return Err(usage!(

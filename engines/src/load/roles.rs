@@ -354,9 +354,16 @@ impl RoleWorker for JsGetter {
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         async move {
             let g = super::jsget::open(&s.a, &c.client).await?;
-            ready(move |st: Start| {
-                let op = g.operation(&c.client);
-                send_loop(op, st.window, st.plan, st.rec, st.ctx).boxed()
+            let a = s.a.clone();
+            ready(move |st: Start| match a.get_batch {
+                Some(n) => {
+                    let op = super::jsget::BatchGet::new(g, &c.client, &a, n as u64);
+                    send_loop(op, 1, st.plan, st.rec, st.ctx).boxed()
+                }
+                None => {
+                    let op = g.operation(&c.client);
+                    send_loop(op, st.window, st.plan, st.rec, st.ctx).boxed()
+                }
             })
         }
         .boxed()
