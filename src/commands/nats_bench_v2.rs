@@ -439,24 +439,9 @@ impl Bench {
             }
             Bench::Js(Js::Get(g)) => {
                 push(&["js-get", "--stream", &c.stream]);
-                match g.mode.as_str() {
-                    "sync" if c.batch.is_none() => (Kind::JS_GET_SYNC, None),
-                    "batch" => {
-                        let b = c.batch.unwrap_or(500).max(1).to_string();
-                        push(&["--get-batch", &b]);
-                        (Kind::JS_GET_BATCH, None)
-                    }
-                    "sync" => {
-                        return Err(usage!(
-                            "--batch is a flag of `js get batch`, not of `js get sync` (natscli refuses it too); leave it out"
-                        ))
-                    }
-                    m => {
-                        return Err(usage!(
-                            "js get {m}: the get mode is `sync` (a get per message) or `batch` (batched direct gets of --batch)"
-                        ))
-                    }
-                }
+                let (kind, extra) = js_get_kind(&g.mode, c.batch)?;
+                push(&extra.iter().map(String::as_str).collect::<Vec<_>>());
+                (kind, None)
             }
             Bench::Js(j) => {
                 push(&["js-consume", "--stream", &c.stream]);
@@ -570,6 +555,24 @@ fn store_and_output_flags(c: &Common, push: &mut impl FnMut(&[&str])) {
     }
     if c.json {
         push(&["--json"]);
+    }
+}
+
+/// The kind of `js get MODE` and its extra `load` flags: `sync` (a get per message) or
+/// `batch` (`--get-batch BATCH`, batched direct gets); `--batch` only with `batch`.
+fn js_get_kind(mode: &str, batch: Option<usize>) -> anyhow::Result<(Kind, Vec<String>)> {
+    match mode {
+        "sync" if batch.is_none() => Ok((Kind::JS_GET_SYNC, vec![])),
+        "batch" => {
+            let b = batch.unwrap_or(500).max(1).to_string();
+            Ok((Kind::JS_GET_BATCH, vec!["--get-batch".into(), b]))
+        }
+        "sync" => Err(usage!(
+            "--batch is a flag of `js get batch`, not of `js get sync` (natscli refuses it too); leave it out"
+        )),
+        m => Err(usage!(
+            "js get {m}: the get mode is `sync` (a get per message) or `batch` (batched direct gets of --batch)"
+        )),
     }
 }
 
