@@ -1,5 +1,6 @@
 //! `load js-get`: gets of a stream's stored messages by sequence (natscli v0.2's `nats
-//! bench js get sync`, its `jsgetdirectsync`).
+//! bench js get sync`, its `jsgetdirectsync`; with `--get-batch N` its `js get batch`,
+//! batched direct gets: [`BatchGet`]).
 //!
 //! - Each client reads sequences `first, first+1, ...` from the stream's first sequence
 //!   when it opens, as natscli's getters do (every getter reads the same messages); its

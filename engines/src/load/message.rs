@@ -12,6 +12,13 @@
 //!   written.
 //! - The `HPUB` header block is `NATS/1.0\r\n`, one `KEY: VALUE\r\n` line per header, and
 //!   an empty line: what nats.go and async-nats write.
+//! - `--multisubject` ([`Subjects`]): message n of the run goes to `SUBJECT.<n % max>`, as
+//!   natscli numbers them (a client's first is the sum of the shares before it).
+//!
+//! The checks of the flags natscli's bench brought with it (`--payload`, `-H`,
+//! `--time-publish`, `--atomic-batch`, `--multisubject`, `--double-ack`, `--get-batch`,
+//! `--history`) are here too ([`LoadArgs::check_message_flags`]), beside the rest of
+//! [`LoadArgs::validate`].
 
 use async_nats::HeaderMap;
 use bytes::Bytes;
