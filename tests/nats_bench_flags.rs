@@ -420,6 +420,33 @@ async fn multisubject_spreads_messages_over_numbered_subjects_that_receivers_and
     assert_eq!(counts.keys().cloned().collect::<Vec<_>>(), want);
     assert!(counts.values().all(|&c| c == 3), "{counts:?}");
 
+    // --multisubjectrandomize: subjects drawn below the max, not in turn.
+    let mut sub = nc.subscribe("msr.*").await.unwrap();
+    nc.flush().await.unwrap();
+    let args = [
+        "pub",
+        "msr",
+        "--msgs",
+        "200",
+        "--multisubject",
+        "--multisubjectmax",
+        "10",
+        "--multisubjectrandomize",
+    ];
+    ok(d, u, &args).await;
+    let mut order = vec![];
+    for _ in 0..200 {
+        let m = tokio::time::timeout(Duration::from_secs(5), sub.next())
+            .await
+            .expect("all 200 on msr.*")
+            .unwrap();
+        order.push(m.subject.to_string());
+    }
+    let allowed: Vec<String> = (0..10).map(|n| format!("msr.{n:02}")).collect();
+    assert!(order.iter().all(|s| allowed.contains(s)), "{order:?}");
+    let in_turn: Vec<String> = (0..200).map(|i| allowed[i % 10].clone()).collect();
+    assert_ne!(order, in_turn, "drawn at random, not in turn");
+
     // natscli v0.1: nats bench ms1 --pub 2 --sub 2 --multisubject: every subscriber (on
     // ms1.*) gets every message; and --js: the stream captures ms2.*.
     let args = [

@@ -112,6 +112,9 @@ pub struct Common {
     /// pub, js pub --multisubject: the number of subjects (0: no max).
     #[arg(long)]
     pub multisubjectmax: Option<u64>,
+    /// pub, js pub --multisubject: pick each message's subject at random.
+    #[arg(long)]
+    pub multisubjectrandomize: bool,
     /// pub, service request, js pub: a file whose bytes are each message's body.
     #[arg(long, value_name = "FILE")]
     pub payload: Option<PathBuf>,
@@ -293,7 +296,8 @@ impl Bench {
         let sends = matches!(n, "pub" | "service request" | "js pub" | "kv put");
         let carries = matches!(n, "pub" | "service request" | "js pub");
         let spreads = matches!(n, "pub" | "js pub");
-        let allowed: [(&str, bool, bool); 17] = [
+        let allowed: [(&str, bool, bool); 18] = [
+            ("--multisubjectrandomize", c.multisubjectrandomize, spreads),
             ("--doubleack", c.doubleack, js_consumer),
             ("--multisubject", c.multisubject, spreads || n == "sub"),
             ("--multisubjectmax", c.multisubjectmax.is_some(), spreads),
@@ -510,6 +514,9 @@ impl Bench {
                 &max,
                 "--multisubject-pad",
             ]);
+            if c.multisubjectrandomize {
+                push(&["--multisubject-random"]);
+            }
         }
         for h in &c.header {
             push(&["--header", h]);

@@ -261,6 +261,10 @@ pub struct LoadArgs {
     /// --multisubject: N zero-padded to the max's digits (natscli v0.2; v0.1 does not).
     #[arg(long)]
     pub multisubject_pad: bool,
+    /// --multisubject: N drawn at random below --multisubject-max (natscli v0.2's
+    /// `--multisubjectrandomize`).
+    #[arg(long)]
+    pub multisubject_random: bool,
     /// js-get: batched direct gets of N (ADR-31; the stream must allow direct gets), one
     /// timed request per batch (natscli's `js get batch`).
     #[arg(long, value_name = "N")]

@@ -153,6 +153,11 @@ impl LoadArgs {
                 "--multisubject spreads pub, sub and js-pub over SUBJECT.N subjects; {m} has one subject"
             ));
         }
+        if self.multisubject_random && !self.multisubject {
+            return Err(usage!(
+                "--multisubject-random draws --multisubject's subjects; add --multisubject"
+            ));
+        }
         if self.multisubject && self.msg_id {
             return Err(usage!(
                 "--multisubject with --msg-id is not run here (the retry of lost publishes sends to one subject); leave one out"
@@ -199,6 +204,9 @@ pub(crate) struct Subjects {
     max: u64,
     width: usize,
     next: u64,
+    /// `--multisubject-random`: N drawn uniformly below the max instead (natscli v0.2's
+    /// `--multisubjectrandomize`).
+    rng: Option<super::content::Rng>,
 }
 
 impl Subjects {
@@ -213,6 +221,8 @@ impl Subjects {
                 0
             },
             next: first,
+            rng: (a.multisubject_random && a.multisubject_max > 0)
+                .then(|| super::content::Rng::new(first ^ super::record::realtime_ns())),
         })
     }
 
@@ -220,10 +230,10 @@ impl Subjects {
     #[inline]
     pub(crate) fn write_next(&mut self, out: &mut Vec<u8>) {
         use std::io::Write;
-        let n = if self.max == 0 {
-            self.next
-        } else {
-            self.next % self.max
+        let n = match &mut self.rng {
+            Some(r) => r.below(self.max),
+            None if self.max == 0 => self.next,
+            None => self.next % self.max,
         };
         self.next += 1;
         let _ = write!(out, "{}.{n:0w$}", self.base, w = self.width);
