@@ -211,7 +211,7 @@ fn lat_cell(c: &super::csv::Cells, name: &str) -> Result<Option<f64>, String> {
 
 /// The load roles as load.csv's `role` column spells them (`load::record::Role::name`,
 /// in `Role::ALL`'s order; a test in `load::record` holds the two together).
-pub const ROLE_NAMES: [&str; 15] = [
+pub const ROLE_NAMES: [&str; 16] = [
     "pub",
     "sub",
     "request",
@@ -227,6 +227,7 @@ pub const ROLE_NAMES: [&str; 15] = [
     "amqp-call",
     "amqp-cast",
     "amqp-serve",
+    "js-get",
 ];
 
 /// `load --json`'s `stream_check` (js-pub): the stream's messages before and after the

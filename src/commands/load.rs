@@ -57,7 +57,9 @@ pub fn run(a: LoadCmdArgs) -> anyhow::Result<i32> {
     clippy::too_many_lines,
     reason = "the load command's steps in order (broker, recording, load, summary, print), each next to what it stops on an error"
 )]
-pub fn run_as(a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
+pub fn run_as(mut a: LoadCmdArgs, style: Style) -> anyhow::Result<i32> {
+    // --payload: the file is read once, before every check (--size is its length).
+    a.load.load_payload()?;
     let parent_run = std::env::var_os("DISKPULSE_RUN_DIR").map(PathBuf::from);
     // Every check of the flags alone, the one a scenario's load phase gets too.
     broker::check_load_flags(&a, parent_run.is_some())?;

@@ -105,11 +105,18 @@ pub struct NatsBenchArgs {
     /// --js/--kv: the timeout of each JetStream operation.
     #[arg(long, value_parser = ::format::cli::parse_duration, value_name = "DURATION")]
     pub jstimeout: Option<std::time::Duration>,
-    /// natscli's --multisubject, --history N, --retries N: refused here (exit 2, saying so).
-    #[arg(long, hide = true)]
+    /// --kv: the history depth of the bucket created (values kept per key, 1 to 64).
+    #[arg(long)]
+    pub history: Option<u8>,
+    /// Each message on SUBJECT.N (N its number in the run, modulo --multisubjectmax);
+    /// subscribers and the stream listen on SUBJECT.*.
+    #[arg(long)]
     pub multisubject: bool,
-    #[arg(long, hide = true)]
-    pub history: Option<u64>,
+    /// --multisubject: the number of subjects (0: no max).
+    #[arg(long, default_value_t = 100_000)]
+    pub multisubjectmax: u64,
+    /// natscli 0.1's --retries N, taken and, as in natscli (which parses it and
+    /// never reads it), unused; a note on stderr says so.
     #[arg(long, hide = true)]
     pub retries: Option<u64>,
     /// Print the summary as JSON (diskpulse's, as `load --json`).
@@ -270,18 +277,8 @@ pub fn to_load(a: &NatsBenchArgs) -> anyhow::Result<Vec<String>> {
     Ok(v)
 }
 
-/// natscli v0.1 flags with no meaning for the form given, or not run here.
+/// natscli v0.1 flags with no meaning for the form given.
 fn v01_refused(a: &NatsBenchArgs) -> anyhow::Result<()> {
-    let not_here = [
-        (a.multisubject, "--multisubject (a subject per message)"),
-        (a.history.is_some(), "--history (KV history depth)"),
-        (a.retries.is_some(), "--retries (JetStream publish retries)"),
-    ];
-    if let Some((_, f)) = not_here.iter().find(|(given, _)| *given) {
-        return Err(usage!(
-            "{f} is not run by diskpulse's nats-bench; leave it out (see docs/commands/nats-bench.md)"
-        ));
-    }
     let needs = [
         (
             a.subsleep.is_some() && !a.reply && !a.request,
@@ -306,6 +303,11 @@ fn v01_refused(a: &NatsBenchArgs) -> anyhow::Result<()> {
             "--js or --kv",
         ),
         (a.pubsleep.is_some() && a.pubs == 0, "--pubsleep", "--pub N"),
+        (
+            a.history.is_some() && !(a.kv && a.pubs > 0),
+            "--history",
+            "--kv --pub N (the bucket's puts create it)",
+        ),
     ];
     if let Some((_, f, what)) = needs.iter().find(|(bad, _, _)| *bad) {
         return Err(usage!("{f} needs {what} (as natscli)"));
@@ -339,6 +341,16 @@ fn v01_flags(a: &NatsBenchArgs, push: &mut impl FnMut(&[&str])) -> anyhow::Resul
     }
     if let Some(t) = a.jstimeout {
         push(&["--timeout", &::format::cli::fmt_duration(t)]);
+    }
+    if let Some(h) = a.history {
+        push(&["--history", &h.to_string()]);
+    }
+    if a.multisubject {
+        push(&[
+            "--multisubject",
+            "--multisubject-max",
+            &a.multisubjectmax.to_string(),
+        ]);
     }
     Ok(())
 }
@@ -415,6 +427,11 @@ pub fn run(a: NatsBenchArgs) -> anyhow::Result<i32> {
     if !a.json {
         eprintln!("{}", banner(&a));
         eprintln!("(diskpulse load {})", argv.join(" "));
+        if let Some(n) = a.retries {
+            eprintln!(
+                "--retries {n}: natscli 0.1 parses it and never uses it (its failed publishes are retried without limit); here a failed publish is counted as a failure, not retried"
+            );
+        }
     }
     super::load::run_as(w, Style::NatsBench)
 }
@@ -531,9 +548,14 @@ mod tests {
             "2s"
         ])
         .ends_with("--max-bytes 1048576 --timeout 2s"));
+        assert!(load(&["s", "--kv", "--pub", "1", "--history", "5"]).ends_with("--history 5"));
+        assert!(load(&["s", "--pub", "1", "--multisubject"])
+            .ends_with("--multisubject --multisubject-max 100000"));
         for (args, flag) in [
-            (&["s", "--pub", "1", "--multisubject"][..], "--multisubject"),
-            (&["s", "--kv", "--pub", "1", "--history", "5"], "--history"),
+            (
+                &["s", "--kv", "--sub", "1", "--history", "5"][..],
+                "--history",
+            ),
             (&["s", "--pub", "1", "--subsleep", "1ms"], "--subsleep"),
             (&["s", "--pub", "1", "--pubbatch", "5"], "--pubbatch"),
             (

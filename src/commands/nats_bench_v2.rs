@@ -87,6 +87,9 @@ pub struct Common {
     /// js consume, fetch: the consumer's acknowledgement mode.
     #[arg(long, value_enum)]
     pub acks: Option<Acks>,
+    /// js consume, fetch: acknowledge synchronously, waiting for the server's reply.
+    #[arg(long)]
+    pub doubleack: bool,
     /// kv put, get: keys between 0 and this number (0: one key per message).
     #[arg(long)]
     pub randomize: Option<u64>,
@@ -102,6 +105,23 @@ pub struct Common {
     /// js pub: set a message id on each publish (the stream de-duplicates).
     #[arg(long)]
     pub dedup: bool,
+    /// pub, js pub: each message on SUBJECT.N (N its number, modulo --multisubjectmax,
+    /// zero-padded); sub: listen on SUBJECT.*.
+    #[arg(long)]
+    pub multisubject: bool,
+    /// pub, js pub --multisubject: the number of subjects (0: no max).
+    #[arg(long)]
+    pub multisubjectmax: Option<u64>,
+    /// pub, js pub --multisubject: pick each message's subject at random.
+    #[arg(long)]
+    pub multisubjectrandomize: bool,
+    /// pub, service request, js pub: a file whose bytes are each message's body.
+    #[arg(long, value_name = "FILE")]
+    pub payload: Option<PathBuf>,
+    /// pub, service request, js pub: add a header to every message, KEY:VALUE
+    /// (repeatable).
+    #[arg(long = "header", short = 'H', value_name = "KEY:VALUE")]
+    pub header: Vec<String>,
     /// Print diskpulse's summary as JSON (as `load --json`).
     #[arg(long)]
     pub json: bool,
@@ -128,13 +148,24 @@ pub struct NoSubject {
     pub c: Common,
 }
 
-/// `js pub [sync|async] SUBJECT`.
+/// `js pub [sync|async|atomic|batch] SUBJECT`.
 #[derive(Args, Debug, Clone)]
 pub struct JsPub {
-    /// `[sync|async] SUBJECT`: without the mode word, --batch 1 publishes synchronously
-    /// and a larger --batch asynchronously (natscli 0.2.0's form, the cheat sheet's).
+    /// `[sync|async|atomic|batch] SUBJECT`: `atomic` (or `batch`) publishes atomic batches
+    /// of --batch; without the mode word, --batch 1 publishes synchronously and a larger
+    /// --batch asynchronously (natscli 0.2.0's form, the cheat sheet's). `fast` is refused.
     #[arg(num_args = 1..=2, required = true, value_name = "[MODE] SUBJECT")]
     pub words: Vec<String>,
+    #[command(flatten)]
+    pub c: Common,
+}
+
+/// `js get sync|batch`.
+#[derive(Args, Debug, Clone)]
+pub struct JsGet {
+    /// `sync` (one get per message) or `batch` (batched direct gets of --batch).
+    #[arg(value_name = "sync|batch")]
+    pub mode: String,
     #[command(flatten)]
     pub c: Common,
 }
@@ -156,10 +187,10 @@ pub enum Bench {
         after_help = "Examples:\n  diskpulse nats-bench service serve foo --clients 4\n  diskpulse nats-bench service request foo --clients 4 --msgs 20000"
     )]
     Service(Service),
-    /// JetStream: `js pub`, `js ordered`, `js consume`, `js fetch`.
+    /// JetStream: `js pub`, `js ordered`, `js consume`, `js fetch`, `js get`.
     #[command(subcommand)]
     #[command(
-        after_help = "Examples:\n  diskpulse nats-bench js pub foo --create --batch 1000\n  diskpulse nats-bench js ordered\n  diskpulse nats-bench js consume\n  diskpulse nats-bench js fetch --acks=none --batch=1000"
+        after_help = "Examples:\n  diskpulse nats-bench js pub foo --create --batch 1000\n  diskpulse nats-bench js pub atomic foo --create --batch 500\n  diskpulse nats-bench js ordered\n  diskpulse nats-bench js consume\n  diskpulse nats-bench js fetch --acks=none --batch=1000\n  diskpulse nats-bench js get sync --clients 2"
     )]
     Js(Js),
     /// KV: `kv put`, `kv get`.
@@ -200,6 +231,12 @@ pub enum Js {
     /// Consume the stream through a durable consumer with fetches of --batch.
     #[command(after_help = "Examples:\n  diskpulse nats-bench js fetch --acks=none --batch=1000")]
     Fetch(NoSubject),
+    /// Get the stream's messages by sequence, each client all of them (`js get sync`, or
+    /// `js get batch --batch N`).
+    #[command(
+        after_help = "Examples:\n  diskpulse nats-bench js get sync --clients 2 --msgs 10000"
+    )]
+    Get(JsGet),
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -228,6 +265,7 @@ impl Bench {
             Bench::Service(Service::Serve(a) | Service::Request(a)) => &a.c,
             Bench::Js(Js::Pub(a)) => &a.c,
             Bench::Js(Js::Ordered(a) | Js::Consume(a) | Js::Fetch(a)) => &a.c,
+            Bench::Js(Js::Get(a)) => &a.c,
             Bench::Kv(Kv::Put(a) | Kv::Get(a)) => &a.c,
         }
     }
@@ -243,6 +281,7 @@ impl Bench {
             Bench::Js(Js::Ordered(_)) => "js ordered",
             Bench::Js(Js::Consume(_)) => "js consume",
             Bench::Js(Js::Fetch(_)) => "js fetch",
+            Bench::Js(Js::Get(_)) => "js get",
             Bench::Kv(Kv::Put(_)) => "kv put",
             Bench::Kv(Kv::Get(_)) => "kv get",
         }
@@ -255,7 +294,13 @@ impl Bench {
         let js_pub = n == "js pub";
         let js_consumer = matches!(n, "js consume" | "js fetch");
         let sends = matches!(n, "pub" | "service request" | "js pub" | "kv put");
-        let allowed: [(&str, bool, bool); 12] = [
+        let carries = matches!(n, "pub" | "service request" | "js pub");
+        let spreads = matches!(n, "pub" | "js pub");
+        let allowed: [(&str, bool, bool); 18] = [
+            ("--multisubjectrandomize", c.multisubjectrandomize, spreads),
+            ("--doubleack", c.doubleack, js_consumer),
+            ("--multisubject", c.multisubject, spreads || n == "sub"),
+            ("--multisubjectmax", c.multisubjectmax.is_some(), spreads),
             ("--throughput", c.throughput.is_some(), sends),
             ("--duration", c.duration.is_some(), sends),
             (
@@ -270,6 +315,8 @@ impl Bench {
                 js_pub || js_consumer || n == "js ordered" || n == "kv put",
             ),
             ("--batch", c.batch.is_some(), n.starts_with("js ")),
+            ("--payload", c.payload.is_some(), carries),
+            ("-H", !c.header.is_empty(), carries),
             ("--acks", c.acks.is_some(), js_consumer),
             ("--randomize", c.randomize.is_some(), n.starts_with("kv ")),
             ("--storage", c.storage.is_some(), js_pub || n == "kv put"),
@@ -284,14 +331,10 @@ impl Bench {
                 ));
             }
         }
+        engines::load::message::check_headers(&c.header)?;
         if c.clients == 0 {
             return Err(usage!(
                 "--clients 0: at least one client (natscli's default is 1)"
-            ));
-        }
-        if c.acks == Some(Acks::All) {
-            return Err(usage!(
-                "--acks=all is not run here (the load generator acks each message or none); use --acks=explicit or --acks=none"
             ));
         }
         Ok(())
@@ -373,31 +416,36 @@ impl Bench {
                     _ => unreachable!("clap takes 1 or 2"),
                 };
                 let batch = c.batch.unwrap_or(500).max(1);
-                let sync = match mode {
-                    Some("sync") => true,
-                    Some("async") => false,
-                    None => batch == 1,
-                    Some(m) => {
-                        return Err(usage!(
-                            "js pub {m}: the publish mode is `sync` or `async` (natscli's atomic and fast batches are not run here); e.g. `js pub async {subject} --batch 500`"
-                        ))
-                    }
-                };
+                let k = js_pub_kind(mode, batch, &subject)?;
                 push(&["js-pub", "--stream", &c.stream]);
-                if sync {
+                if k == Kind::JS_SYNC_PUB {
                     push(&["--sync"]);
+                } else if k == Kind::JS_ATOMIC_PUB {
+                    let most = engines::load::message::MAX_ATOMIC_BATCH;
+                    if batch > most {
+                        return Err(usage!(
+                            "js pub atomic --batch {batch}: 1 to {most} messages (nats-server's limit on one atomic batch)"
+                        ));
+                    }
+                    push(&["--atomic-batch", &batch.to_string()]);
                 } else {
                     push(&["--window", &batch.to_string()]);
                 }
                 if c.dedup {
+                    if k == Kind::JS_ATOMIC_PUB {
+                        return Err(usage!(
+                            "--dedup with js pub atomic is not run here (each batch is stored once, by its commit); leave --dedup out"
+                        ));
+                    }
                     push(&["--msg-id"]);
                 }
-                let k = if sync {
-                    Kind::JS_SYNC_PUB
-                } else {
-                    Kind::JS_ASYNC_PUB
-                };
                 (k, Some(subject))
+            }
+            Bench::Js(Js::Get(g)) => {
+                push(&["js-get", "--stream", &c.stream]);
+                let (kind, extra) = js_get_kind(&g.mode, c.batch)?;
+                push(&extra.iter().map(String::as_str).collect::<Vec<_>>());
+                (kind, None)
             }
             Bench::Js(j) => {
                 push(&["js-consume", "--stream", &c.stream]);
@@ -412,8 +460,14 @@ impl Bench {
                     Js::Consume(_) => Kind::JS_CONSUME,
                     _ => Kind::JS_FETCH,
                 };
-                if c.acks == Some(Acks::None) {
-                    push(&["--ack", "none"]);
+                match c.acks {
+                    Some(Acks::None) => push(&["--ack", "none"]),
+                    Some(Acks::All) => push(&["--ack", "all"]),
+                    _ => {}
+                }
+                // natscli acks nothing with --acks=none, --doubleack or not.
+                if c.doubleack && c.acks != Some(Acks::None) {
+                    push(&["--double-ack"]);
                 }
                 (kind, None)
             }
@@ -432,41 +486,42 @@ impl Bench {
         }
         // The server serves until Ctrl-C unless --msgs is given (natscli: always).
         let open_ended = kind == Kind::SERVE && c.msgs.is_none();
+        // natscli's getters each get --msgs (every one reads the same messages).
+        let load_msgs = if kind == Kind::JS_GET_SYNC || kind == Kind::JS_GET_BATCH {
+            msgs.saturating_mul(c.clients as u64)
+        } else {
+            msgs
+        };
         if !open_ended {
-            push(&["--msgs", &msgs.to_string()]);
+            push(&["--msgs", &load_msgs.to_string()]);
         }
         push(&["--size", &c.size.to_string()]);
         if let Some(r) = self.rate().filter(|_| kind != Kind::SERVE) {
             push(&["--rate", &format!("{r}")]);
         }
-        let stores = c.storage.is_some() || c.replicas.is_some() || c.maxbytes.is_some();
-        if stores || c.purge {
-            if let Some(s) = c.storage {
-                push(&[
-                    "--storage",
-                    if s == V2Storage::Memory {
-                        "memory"
-                    } else {
-                        "file"
-                    },
-                ]);
-            }
-            if let Some(r) = c.replicas {
-                push(&["--replicas", &r.to_string()]);
-            }
-            if let Some(m) = c.maxbytes {
-                push(&["--max-bytes", &m.to_string()]);
-            }
-            if c.purge {
-                push(&["--purge"]);
+        if kind == Kind::CORE_PUB {
+            // natscli v0.2's latency columns: each publish call timed.
+            push(&["--time-publish"]);
+        }
+        if let Some(p) = &c.payload {
+            push(&["--payload", &p.to_string_lossy()]);
+        }
+        if c.multisubject {
+            let max = c.multisubjectmax.unwrap_or(100_000).to_string();
+            push(&[
+                "--multisubject",
+                "--multisubject-max",
+                &max,
+                "--multisubject-pad",
+            ]);
+            if c.multisubjectrandomize {
+                push(&["--multisubject-random"]);
             }
         }
-        if c.no_progress || c.progress == Some(false) {
-            push(&["--quiet"]);
+        for h in &c.header {
+            push(&["--header", h]);
         }
-        if c.json {
-            push(&["--json"]);
-        }
+        store_and_output_flags(c, &mut push);
         let banner = banner(kind, subject.as_deref(), msgs, c, self.name());
         Ok(Plan {
             kind,
@@ -475,6 +530,80 @@ impl Bench {
             banner,
         })
     }
+}
+
+/// The `load` flags of the stream or bucket created (`--storage`, `--replicas`,
+/// `--maxbytes`, `--purge`) and of the output (`--no-progress`, `--json`).
+fn store_and_output_flags(c: &Common, push: &mut impl FnMut(&[&str])) {
+    let stores = c.storage.is_some() || c.replicas.is_some() || c.maxbytes.is_some();
+    if stores || c.purge {
+        if let Some(s) = c.storage {
+            push(&[
+                "--storage",
+                if s == V2Storage::Memory {
+                    "memory"
+                } else {
+                    "file"
+                },
+            ]);
+        }
+        if let Some(r) = c.replicas {
+            push(&["--replicas", &r.to_string()]);
+        }
+        if let Some(m) = c.maxbytes {
+            push(&["--max-bytes", &m.to_string()]);
+        }
+        if c.purge {
+            push(&["--purge"]);
+        }
+    }
+    if c.no_progress || c.progress == Some(false) {
+        push(&["--quiet"]);
+    }
+    if c.json {
+        push(&["--json"]);
+    }
+}
+
+/// The kind of `js get MODE` and its extra `load` flags: `sync` (a get per message) or
+/// `batch` (`--get-batch BATCH`, batched direct gets); `--batch` only with `batch`.
+fn js_get_kind(mode: &str, batch: Option<usize>) -> anyhow::Result<(Kind, Vec<String>)> {
+    match mode {
+        "sync" if batch.is_none() => Ok((Kind::JS_GET_SYNC, vec![])),
+        "batch" => {
+            let b = batch.unwrap_or(500).max(1).to_string();
+            Ok((Kind::JS_GET_BATCH, vec!["--get-batch".into(), b]))
+        }
+        "sync" => Err(usage!(
+            "--batch is a flag of `js get batch`, not of `js get sync` (natscli refuses it too); leave it out"
+        )),
+        m => Err(usage!(
+            "js get {m}: the get mode is `sync` (a get per message) or `batch` (batched direct gets of --batch)"
+        )),
+    }
+}
+
+/// The kind of `js pub [MODE] SUBJECT`: `sync`, `async`, `atomic` (or natscli's alias
+/// `batch`); without the word, `--batch 1` is sync and more async (natscli 0.2.0).
+/// `fast` (nats-server 2.14's flow-controlled fast batches) is refused, saying why.
+fn js_pub_kind(mode: Option<&str>, batch: usize, subject: &str) -> anyhow::Result<Kind> {
+    Ok(match mode {
+        Some("sync") => Kind::JS_SYNC_PUB,
+        Some("async") => Kind::JS_ASYNC_PUB,
+        Some("atomic" | "batch") => Kind::JS_ATOMIC_PUB,
+        None if batch == 1 => Kind::JS_SYNC_PUB,
+        None => Kind::JS_ASYNC_PUB,
+        Some("fast") => {
+            return Err(usage!(
+                "js pub fast is not run here: fast batch publishing is orbit.go's flow-controlled protocol (its acks every --batch messages, a gap mode), which diskpulse does not speak; use `js pub atomic {subject} --batch N` or `js pub async {subject}`"
+            ))
+        }
+        Some(m) => {
+            return Err(usage!(
+                "js pub {m}: the publish mode is `sync`, `async` or `atomic` (`batch`); e.g. `js pub async {subject} --batch 500`"
+            ))
+        }
+    })
 }
 
 /// natscli's banner: `Starting <label> benchmark [clients=1, msg-size=128 B, msgs=..]`,
@@ -493,7 +622,12 @@ fn banner(kind: Kind, subject: Option<&str>, msgs: u64, c: &Common, name: &str) 
     kv.push(("sleep", sleep.unwrap_or_else(|| "0s".into())));
     if name.starts_with("js ") {
         kv.push(("stream", c.stream.clone()));
-        kv.push(("purge", c.purge.to_string()));
+        if name != "js get" {
+            kv.push(("purge", c.purge.to_string()));
+        }
+    }
+    if name == "js pub" {
+        kv.push(("batch", c.batch.unwrap_or(500).to_string()));
     }
     if name.starts_with("kv ") {
         kv.push(("bucket", c.bucket.clone()));
@@ -538,7 +672,7 @@ mod tests {
                 "--size",
                 "512"
             ]),
-            "Core NATS publisher | pub --clients 10 --subject foo --msgs 10000 --size 512"
+            "Core NATS publisher | pub --clients 10 --subject foo --msgs 10000 --size 512 --time-publish"
         );
         assert_eq!(
             plan(&["service", "serve", "--clients", "4", "testservice"]),
@@ -566,7 +700,7 @@ mod tests {
             plan(&["service", "serve", "testservice", "--sleep", "50us"])
                 .contains("reply --service-time 50us ")
         );
-        assert!(plan(&["pub", "foo", "--sleep=100ns"]).ends_with("--rate 10000000"));
+        assert!(plan(&["pub", "foo", "--sleep=100ns"]).contains("--rate 10000000"));
         assert!(plan(&[
             "pub",
             "foo",
@@ -595,7 +729,10 @@ mod tests {
             (&["pub", "foo", "--duration", "1s"], "needs --throughput"),
             (&["kv", "put", "--acks", "none"], "--acks"),
             (&["js", "pub", "fast", "foo"], "js pub fast"),
-            (&["js", "fetch", "--acks", "all"], "--acks=all"),
+            (&["js", "get", "all"], "js get all"),
+            (&["js", "get", "sync", "--batch", "5"], "--batch"),
+            (&["sub", "foo", "--payload", "f"], "--payload"),
+            (&["kv", "put", "-H", "a:b"], "-H"),
         ] {
             let p = plan(args);
             assert!(p.starts_with("ERR ") && p.contains(flag), "{args:?}: {p}");

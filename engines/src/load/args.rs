@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use async_nats::jetstream;
-use clap::{Args, ValueEnum};
+use clap::Args;
+
+pub use super::modes::{AckMode, Discard, Mode, QueueType, Storage};
 
 use super::connect;
 use super::record::Role;
@@ -61,114 +62,6 @@ fn set_nofile_soft(soft: u64) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Mode {
-    /// Core publish (fire and forget); with --sub M, M subscribers receive every message.
-    Pub,
-    /// Core subscribe; end-to-end latency from the send time stamped by diskpulse publishers.
-    Sub,
-    /// Request/reply ("call"): wait for each reply; --reply M starts M responders here.
-    Request,
-    /// Responders in queue group `diskpulse` (serve until --duration or Ctrl-C).
-    Reply,
-    /// Fire-and-forget to a replying service's subject ("cast"); --reply M starts M here.
-    Cast,
-    /// JetStream publish: async with --window acks in flight (sliding), or --sync.
-    JsPub,
-    /// JetStream consume: pull fetch with --batch (shared durable), or --ordered.
-    JsConsume,
-    /// Key-value put.
-    KvPut,
-    /// Key-value get.
-    KvGet,
-    /// Object-store put (--object-size, --objects); --consumers K get them back at once.
-    ObjPut,
-    /// Object-store get with digest check.
-    ObjGet,
-    /// RabbitMQ: AMQP publish with publisher confirms, --window unconfirmed in flight
-    /// (sliding); --consume M consumes beside it.
-    AmqpPub,
-    /// RabbitMQ: AMQP consume with manual acks and --prefetch (until the queue is
-    /// drained, --msgs or --duration).
-    AmqpConsume,
-    /// RabbitMQ: request/reply ("call") over direct reply-to, --window outstanding per
-    /// client; --reply M starts M responders here.
-    AmqpCall,
-    /// RabbitMQ: publish to the served queue, no reply ("cast"); --reply M starts M
-    /// consumers of it here.
-    AmqpCast,
-}
-
-impl Mode {
-    /// Whether the mode speaks AMQP to a RabbitMQ broker (else NATS).
-    pub fn is_amqp(self) -> bool {
-        matches!(
-            self,
-            Mode::AmqpPub | Mode::AmqpConsume | Mode::AmqpCall | Mode::AmqpCast
-        )
-    }
-
-    /// The mode as the command line spells it (`js-pub`): what meta.json and events say.
-    pub fn cli_name(self) -> String {
-        self.to_possible_value()
-            .map(|v| v.get_name().to_string())
-            .unwrap_or_else(|| format!("{self:?}"))
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Storage {
-    File,
-    Memory,
-}
-
-/// What a full stream does with a new message (`--discard`, with `--max-bytes`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Discard {
-    /// Refuse it: the publish fails with "maximum bytes exceeded" (a bounded test).
-    New,
-    /// Drop the oldest messages to make room (a ring: a load left running for hours).
-    Old,
-}
-
-/// The JetStream storage type of a [`Storage`].
-pub(crate) fn storage_type(s: Storage) -> jetstream::stream::StorageType {
-    match s {
-        Storage::File => jetstream::stream::StorageType::File,
-        Storage::Memory => jetstream::stream::StorageType::Memory,
-    }
-}
-
-/// The type of a queue diskpulse declares (`x-queue-type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum QueueType {
-    /// A classic durable queue (writes batched, no fsync before a confirm).
-    Classic,
-    /// A quorum queue (Raft: a shared WAL, fsynced before a confirm).
-    Quorum,
-    /// A stream (an append-only log; consumers read from the first offset).
-    Stream,
-}
-
-impl QueueType {
-    pub fn name(self) -> &'static str {
-        match self {
-            QueueType::Classic => "classic",
-            QueueType::Quorum => "quorum",
-            QueueType::Stream => "stream",
-        }
-    }
-}
-
-/// How js-consume pull consumers acknowledge.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AckMode {
-    /// Ack every message (a publish the client does not wait for), as `nats bench`.
-    Explicit,
-    /// Ack policy none: no ack traffic in what is measured.
-    None,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -336,6 +229,50 @@ pub struct LoadArgs {
     /// queue group `diskpulse` (natscli v0.1's `--push`) instead of a pull consumer.
     #[arg(long, conflicts_with = "ordered")]
     pub push: bool,
+    /// pub, request, cast, js-pub: each message's body is this file's bytes (natscli
+    /// v0.2's `--payload`; `--size` becomes the file's length, nothing is stamped in it).
+    #[arg(long, value_name = "FILE")]
+    pub payload: Option<PathBuf>,
+    /// The `--payload` file's bytes, read once before the run ([`LoadArgs::load_payload`]).
+    #[arg(skip)]
+    pub payload_body: Option<bytes::Bytes>,
+    /// pub, request, cast, js-pub: a header on every message, `KEY:VALUE` (repeatable;
+    /// natscli's `-H`); core publishes go as HPUB.
+    #[arg(long = "header", short = 'H', value_name = "KEY:VALUE")]
+    pub headers: Vec<String>,
+    /// pub: time each publish call as natscli v0.2 does (a copy into the client's
+    /// buffer, and the write when it is full), for its latency columns.
+    #[arg(long)]
+    pub time_publish: bool,
+    /// js-pub: publish in atomic batches of N (nats-server 2.12+): N-1 publishes and a
+    /// commit whose ack is awaited; the stream is given allow_atomic.
+    #[arg(long, value_name = "N")]
+    pub atomic_batch: Option<usize>,
+    /// kv-put: the history depth (values kept per key) of a bucket diskpulse creates.
+    #[arg(long)]
+    pub history: Option<u8>,
+    /// pub, js-pub: each message to `SUBJECT.N` (its number in the run); sub, a pub's
+    /// subscribers and the stream listen on `SUBJECT.*` (natscli's `--multisubject`).
+    #[arg(long)]
+    pub multisubject: bool,
+    /// --multisubject: N is the message's number modulo this (0: no max).
+    #[arg(long, default_value_t = 100_000)]
+    pub multisubject_max: u64,
+    /// --multisubject: N zero-padded to the max's digits (natscli v0.2; v0.1 does not).
+    #[arg(long)]
+    pub multisubject_pad: bool,
+    /// --multisubject: N drawn at random below --multisubject-max (natscli v0.2's
+    /// `--multisubjectrandomize`).
+    #[arg(long)]
+    pub multisubject_random: bool,
+    /// js-get: batched direct gets of N (ADR-31; the stream must allow direct gets), one
+    /// timed request per batch (natscli's `js get batch`).
+    #[arg(long, value_name = "N")]
+    pub get_batch: Option<usize>,
+    /// js-consume (shared durable, acking): each ack waits for the server's reply
+    /// (natscli's `--doubleack`), so the consumer's rate includes the ack round trip.
+    #[arg(long)]
+    pub double_ack: bool,
 }
 
 /// Parses load flags from an argument vector (for commands that drive the load
@@ -372,7 +309,7 @@ impl LoadArgs {
         let others = self.sub + self.reply + self.consume + self.consumers;
         let single = matches!(
             self.mode,
-            Mode::JsPub | Mode::KvPut | Mode::KvGet | Mode::ObjPut | Mode::ObjGet
+            Mode::JsPub | Mode::JsGet | Mode::KvPut | Mode::KvGet | Mode::ObjPut | Mode::ObjGet
         ) && self.main_clients() <= 1
             && others == 0;
         if single {
@@ -402,6 +339,7 @@ impl LoadArgs {
             Mode::Reply => Role::Reply,
             Mode::JsPub => Role::JsPub,
             Mode::JsConsume => Role::JsConsume,
+            Mode::JsGet => Role::JsGet,
             Mode::KvPut => Role::KvPut,
             Mode::KvGet => Role::KvGet,
             Mode::ObjPut => Role::ObjPut,
@@ -519,6 +457,7 @@ impl LoadArgs {
             return Err(usage!("--msgs must be at least 1"));
         }
         self.check_latency()?;
+        self.check_message_flags()?;
         if self.batch == 0 {
             return Err(usage!("--batch must be at least 1"));
         }
@@ -575,7 +514,7 @@ impl LoadArgs {
                 self.subject
             ));
         }
-        if matches!(self.mode, Mode::JsPub | Mode::JsConsume) {
+        if matches!(self.mode, Mode::JsPub | Mode::JsConsume | Mode::JsGet) {
             Self::check_name("--stream", &self.stream)?;
         }
         if matches!(
@@ -794,6 +733,10 @@ impl LoadArgs {
                 _ => 1,
             })
             .max(1)
-            .min(if self.sync { 1 } else { usize::MAX })
+            .min(if self.sync || self.atomic_batch.is_some() {
+                1
+            } else {
+                usize::MAX
+            })
     }
 }

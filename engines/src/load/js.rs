@@ -92,6 +92,7 @@ pub(crate) async fn prepare_pull(
     let ack_policy = match a.ack {
         AckMode::Explicit => consumer::AckPolicy::Explicit,
         AckMode::None => consumer::AckPolicy::None,
+        AckMode::All => consumer::AckPolicy::All,
     };
     let max_ack_pending = (4 * a.batch * clients).max(1000) as i64;
     if a.push {
@@ -269,10 +270,15 @@ fn ordered_error_kind(e: &consumer::pull::OrderedError) -> &'static str {
 /// --duration, the stream is drained (no message for 1 s: after the publishers finished
 /// when there are any, from the start otherwise). With --duration it listens the whole
 /// time, riding through a fault (the server gone for longer than the idle second).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the consumer's source, its ack mode, limit and the worker's recorder and context"
+)]
 pub async fn consume(
     source: Source,
     connects: Connects,
     ack: bool,
+    double_ack: bool,
     limit: Limit,
     rec: Recorder,
     ctx: Ctx,
@@ -282,6 +288,7 @@ pub async fn consume(
             let inbox = Consumer {
                 kind_of: pull_error_kind,
                 ack,
+                double_ack,
                 limit,
                 connects: connects.clone(),
             };
@@ -291,6 +298,7 @@ pub async fn consume(
             let inbox = Consumer {
                 kind_of: push_error_kind,
                 ack,
+                double_ack,
                 limit,
                 connects: connects.clone(),
             };
@@ -300,6 +308,7 @@ pub async fn consume(
             let inbox = Consumer {
                 kind_of: ordered_error_kind,
                 ack: false,
+                double_ack: false,
                 limit,
                 connects: connects.clone(),
             };
@@ -312,6 +321,8 @@ pub async fn consume(
 struct Consumer<E> {
     kind_of: fn(&E) -> &'static str,
     ack: bool,
+    /// `--double-ack`: each ack waits for the server's reply (natscli's `--doubleack`).
+    double_ack: bool,
     limit: Limit,
     connects: Connects,
 }
@@ -340,7 +351,12 @@ impl<E: std::fmt::Display> Inbox for Consumer<E> {
                 }
                 record_receipt(rec, now, &m.payload);
                 if self.ack {
-                    if let Err(e) = m.ack().await {
+                    let acked = if self.double_ack {
+                        m.double_ack().await
+                    } else {
+                        m.ack().await
+                    };
+                    if let Err(e) = acked {
                         rec.error(now, "ack", || e.to_string());
                     }
                 }

@@ -55,7 +55,7 @@ pub async fn prepare(
         js.create_key_value(kv::Config {
             bucket: a.bucket.clone(),
             description: "diskpulse load kv-put".into(),
-            history: 1,
+            history: i64::from(a.history.unwrap_or(1)),
             max_bytes: a.max_bytes.map(|b| b as i64).unwrap_or(-1),
             max_value_size: -1,
             storage: storage_type(a.storage),

@@ -18,7 +18,10 @@ pub mod connect;
 pub mod content;
 pub mod flow;
 pub mod js;
+mod jsget;
 pub mod kv;
+pub mod message;
+mod modes;
 pub mod natscli;
 pub mod natscli_v2;
 pub mod obj;
@@ -33,11 +36,11 @@ mod roles;
 pub mod send;
 pub mod workers;
 
-pub(crate) use args::storage_type;
 pub use args::{
     args_from, AckMode, LoadArgs, Mode, QueueType, Storage, DEFAULT_MAX_PAYLOAD, DEFAULT_WINDOW,
 };
 pub use cmd_args::LoadCmdArgs;
+pub(crate) use modes::storage_type;
 pub use reconcile::StreamCheck;
 
 use std::path::PathBuf;
@@ -113,16 +116,19 @@ async fn prepare(a: &LoadArgs, client: &async_nats::Client, url: &str) -> anyhow
     match a.mode {
         Mode::JsPub => {
             prepare_stream(a, &js).await?;
+            if a.atomic_batch.is_some() {
+                allow_atomic(client, &a.stream).await?;
+            }
             if a.consume > 0 && !a.ordered {
                 js::prepare_pull(a, &js, a.consume, true).await?;
                 p.pull_consumer = true;
             }
         }
-        Mode::JsConsume => {
+        Mode::JsConsume | Mode::JsGet => {
             if !js::stream_exists(&js, &a.stream).await? {
                 return Err(js::stream_not_found(&a.stream, &url));
             }
-            if !a.ordered {
+            if a.mode == Mode::JsConsume && !a.ordered {
                 js::prepare_pull(a, &js, a.main_clients(), false).await?;
                 p.pull_consumer = true;
             }
@@ -142,9 +148,11 @@ async fn prepare(a: &LoadArgs, client: &async_nats::Client, url: &str) -> anyhow
 async fn prepare_stream(a: &LoadArgs, js: &jetstream::Context) -> anyhow::Result<()> {
     let mut cfg = jetstream::stream::Config {
         name: a.stream.clone(),
-        subjects: vec![a.subject.clone()],
+        subjects: vec![a.listen_subject()],
         storage: storage_type(a.storage),
         num_replicas: a.replicas,
+        // As natscli's `js pub --create`: getters (`js-get`) read it with direct gets.
+        allow_direct: true,
         ..Default::default()
     };
     if let Some(b) = a.max_bytes {
@@ -160,7 +168,8 @@ async fn prepare_stream(a: &LoadArgs, js: &jetstream::Context) -> anyhow::Result
         .map_err(|e| anyhow::anyhow!("cannot create stream '{}': {e}", a.stream))?;
     let info = stream.info().await?;
     if !info.config.subjects.iter().any(|s| {
-        s == &a.subject || s == ">" || s.ends_with(".>") && a.subject.starts_with(&s[..s.len() - 1])
+        let want = a.listen_subject();
+        s == &want || s == ">" || s.ends_with(".>") && want.starts_with(&s[..s.len() - 1])
     }) {
         return Err(usage!(
             "stream '{}' exists but does not capture subject '{}' (its subjects: {:?}); pick another --stream or --subject",
@@ -171,6 +180,33 @@ async fn prepare_stream(a: &LoadArgs, js: &jetstream::Context) -> anyhow::Result
     }
     if a.purge {
         stream.purge().await?;
+    }
+    Ok(())
+}
+
+/// `--atomic-batch`: the stream takes atomic batches (`allow_atomic`, nats-server 2.12+;
+/// async-nats's stream config has no such field, so the JSON API is asked directly).
+async fn allow_atomic(client: &async_nats::Client, stream: &str) -> anyhow::Result<()> {
+    let ask = |subject: String, body: Vec<u8>| async move {
+        let m = client.request(subject, body.into()).await?;
+        anyhow::Ok(serde_json::from_slice::<serde_json::Value>(&m.payload)?)
+    };
+    let info = ask(format!("$JS.API.STREAM.INFO.{stream}"), vec![]).await?;
+    let mut cfg = info["config"].clone();
+    if cfg["allow_atomic"] == serde_json::Value::Bool(true) {
+        return Ok(());
+    }
+    cfg["allow_atomic"] = true.into();
+    let r = ask(
+        format!("$JS.API.STREAM.UPDATE.{stream}"),
+        serde_json::to_vec(&cfg)?,
+    )
+    .await?;
+    if r["config"]["allow_atomic"] != serde_json::Value::Bool(true) {
+        anyhow::bail!(
+            "stream '{stream}' does not take atomic batches ({}): atomic batch publishing needs nats-server 2.12 or later",
+            r.get("error").map_or_else(|| "allow_atomic not kept".to_string(), |e| e.to_string())
+        );
     }
     Ok(())
 }
@@ -269,7 +305,7 @@ pub async fn run(a: &LoadArgs, env: &LoadEnv) -> anyhow::Result<LoadOutcome> {
             let raw_role = role == Role::Sub || (role == Role::Reply && a.mode == Mode::Cast);
             let raw_sub = if raw_role && a.connect.is_plain() && !a.no_raw {
                 let queue = (role == Role::Reply).then_some(roles::REPLY_QUEUE);
-                rawsub::RawSubConn::connect(&url, &name, &a.subject, queue).await?
+                rawsub::RawSubConn::connect(&url, &name, &a.listen_subject(), queue).await?
             } else {
                 None
             };

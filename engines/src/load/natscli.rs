@@ -51,6 +51,7 @@ pub fn group(role: Role) -> Group {
         | Role::Reply
         | Role::JsConsume
         | Role::KvGet
+        | Role::JsGet
         | Role::ObjGet
         | Role::AmqpConsume
         | Role::AmqpServe => Group::Sub,

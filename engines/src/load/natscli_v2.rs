@@ -51,6 +51,9 @@ impl Kind {
     pub const SERVE: Kind = Kind::new("Core NATS service server", "?", false);
     pub const JS_SYNC_PUB: Kind = Kind::new("JetStream synchronous publisher", "P", true);
     pub const JS_ASYNC_PUB: Kind = Kind::new("JetStream asynchronous publisher", "P", true);
+    pub const JS_ATOMIC_PUB: Kind = Kind::new("JetStream atomic batch publisher", "P", true);
+    pub const JS_GET_SYNC: Kind = Kind::new("JetStream synchronous getter", "S", true);
+    pub const JS_GET_BATCH: Kind = Kind::new("JetStream batched direct getter", "S", true);
     pub const JS_ORDERED: Kind = Kind::new("JetStream ordered ephemeral consumer", "S", true);
     pub const JS_CONSUME: Kind = Kind::new("JetStream durable consumer (callback)", "S", true);
     pub const JS_FETCH: Kind = Kind::new("JetStream durable consumer (fetch)", "S", true);

@@ -310,7 +310,7 @@ fn error_hint(kind: &str) -> Option<&'static str> {
         "no_pong" => "the subscriber's PING at the end of the run got no PONG within 2 s: the server is stopped or hung (a quiet subject would have answered); when it stopped is not known to a subscriber alone",
         "no_responders" => "nothing serves the subject; start `diskpulse load reply` or add --reply N",
         "timeout" => "the server did not answer within --timeout, or the connection dropped with acks in flight (see the nats_client events)",
-        "not_found" => "reads asked for keys or objects that were never put; put them first (kv-put with the same --keys, obj-put)",
+        "not_found" => "reads asked for keys, objects or stream sequences that were never put; put them first (kv-put with the same --keys, obj-put, js-pub with at least --msgs for js-get)",
         "mismatch" | "digest_mismatch" => "data read back is not what diskpulse wrote",
         "missing" => "messages never arrived (slow consumer drops); use fewer publishers or more subscribers",
         "stream_not_found" => "the stream is gone; create it with js-pub",
@@ -328,7 +328,7 @@ fn op_noun(role: Role) -> &'static str {
         Role::Request | Role::AmqpCall => "requests",
         Role::Reply => "replies",
         Role::KvPut => "puts",
-        Role::KvGet => "gets",
+        Role::KvGet | Role::JsGet => "gets",
         Role::ObjPut => "object puts",
         Role::ObjGet => "object gets",
     }

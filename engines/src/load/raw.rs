@@ -76,7 +76,7 @@ impl RawConn {
         if info.needs_more() {
             return Ok(None);
         }
-        let connect = connect_json(name);
+        let connect = connect_json(name, true);
         w.write_all(format!("CONNECT {connect}\r\nPING\r\n").as_bytes())
             .await?;
         loop {
@@ -180,6 +180,11 @@ pub(crate) struct RawPublish {
     /// `pub --sub M`: the run's flow control, and the messages in `buf` not counted there.
     flow: Option<Arc<Flow>>,
     unsent: u64,
+    /// `--multisubject`: each message's subject, then `tail` (sizes and header block)
+    /// after `verb`.
+    subjects: Option<super::message::Subjects>,
+    verb: &'static [u8],
+    tail: Vec<u8>,
 }
 
 impl RawPublish {
@@ -189,22 +194,43 @@ impl RawPublish {
         plan: &SendPlan,
         ctx: &Ctx,
         flow: Option<Arc<Flow>>,
+        subjects: Option<super::message::Subjects>,
     ) -> RawPublish {
         let size = plan.size;
-        let head = format!("PUB {subject} {size}\r\n").into_bytes();
+        // -H: HPUB with the header block at the end of the head, the body after it.
+        let block = super::message::hpub_block(&plan.headers);
+        let mut head = if block.is_empty() {
+            format!("PUB {subject} {size}\r\n").into_bytes()
+        } else {
+            format!("HPUB {subject} {} {}\r\n", block.len(), block.len() + size).into_bytes()
+        };
+        head.extend_from_slice(&block);
+        let (verb, mut tail): (&[u8], Vec<u8>) = if block.is_empty() {
+            (b"PUB ", format!(" {size}\r\n").into_bytes())
+        } else {
+            let sizes = format!(" {} {}\r\n", block.len(), block.len() + size);
+            (b"HPUB ", sizes.into_bytes())
+        };
+        tail.extend_from_slice(&block);
         RawPublish {
             conn,
             ctx: ctx.clone(),
             connects: 1,
             buf: Vec::with_capacity(BUF + head.len() + size + 2),
             head,
-            body: vec![b'x'; size],
+            body: plan
+                .body
+                .as_ref()
+                .map_or_else(|| vec![b'x'; size], |b| b.to_vec()),
             stamp: plan.stamp && size >= 16,
             paced: plan.pacer.is_some(),
             failed: None,
             gone: false,
             flow,
             unsent: 0,
+            subjects,
+            verb,
+            tail,
         }
     }
 }
@@ -219,7 +245,14 @@ impl Operation for RawPublish {
             return None;
         }
         let buf = &mut self.buf;
-        buf.extend_from_slice(&self.head);
+        match &mut self.subjects {
+            None => buf.extend_from_slice(&self.head),
+            Some(s) => {
+                buf.extend_from_slice(self.verb);
+                s.write_next(buf);
+                buf.extend_from_slice(&self.tail);
+            }
+        }
         let at = buf.len();
         buf.extend_from_slice(&self.body);
         if self.stamp {
@@ -370,11 +403,12 @@ struct Connect<'a> {
     version: &'a str,
 }
 
-/// The JSON after `CONNECT ` for client `name` (one line, keys sorted).
-pub(super) fn connect_json(name: &str) -> String {
+/// The JSON after `CONNECT ` for client `name` (one line, keys sorted); `headers`: it
+/// sends HPUB (a publisher), or takes HMSG (a subscriber that reads them; ours do not).
+pub(super) fn connect_json(name: &str, headers: bool) -> String {
     let c = Connect {
         echo: true,
-        headers: false,
+        headers,
         lang: "rust-diskpulse-raw",
         name,
         no_responders: false,

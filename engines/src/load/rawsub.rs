@@ -120,7 +120,7 @@ impl RawSubConn {
         }
         buf.copy_within(info_end + 1..end, 0);
         end -= info_end + 1;
-        let connect = connect_json(name);
+        let connect = connect_json(name, false);
         let sub = match queue {
             Some(q) => format!("{subject} {q}"),
             None => subject.to_string(),

@@ -52,11 +52,13 @@ pub enum Role {
     AmqpCast,
     /// AMQP responders of `amqp-call`/`amqp-cast` (consume the request queue, reply, ack).
     AmqpServe,
+    /// JetStream gets of stored messages by sequence.
+    JsGet,
 }
 
 impl Role {
     /// Every role, in the order of the enum.
-    pub const ALL: [Role; 15] = [
+    pub const ALL: [Role; 16] = [
         Role::Pub,
         Role::Sub,
         Role::Request,
@@ -72,6 +74,7 @@ impl Role {
         Role::AmqpCall,
         Role::AmqpCast,
         Role::AmqpServe,
+        Role::JsGet,
     ];
 
     pub fn name(self) -> &'static str {
@@ -91,6 +94,7 @@ impl Role {
             Role::AmqpCall => "amqp-call",
             Role::AmqpCast => "amqp-cast",
             Role::AmqpServe => "amqp-serve",
+            Role::JsGet => "js-get",
         }
     }
 
@@ -107,7 +111,7 @@ impl Role {
     /// What `lat` means for this role (for the README and summaries).
     pub fn latency_meaning(self) -> &'static str {
         match self {
-            Role::Pub => "none (fire and forget)",
+            Role::Pub => "none (fire and forget); --time-publish: the publish call",
             Role::Sub | Role::JsConsume | Role::AmqpConsume | Role::AmqpServe => {
                 "end to end: stamped send time to receipt"
             }
@@ -116,6 +120,7 @@ impl Role {
             Role::JsPub => "publish to ack",
             Role::KvPut => "put to ack",
             Role::KvGet => "get to value",
+            Role::JsGet => "get to message",
             Role::ObjPut => "whole object put",
             Role::ObjGet => "whole object get (verified)",
             Role::AmqpPub => "publish to confirm",

@@ -91,6 +91,7 @@ pub(crate) fn worker(role: Role) -> &'static dyn RoleWorker {
         Role::JsConsume => &JsConsumer,
         Role::KvPut => &KvPutter,
         Role::KvGet => &KvGetter,
+        Role::JsGet => &JsGetter,
         Role::ObjPut => &ObjPutter,
         Role::ObjGet => &ObjGetter,
         // `load::run` hands AMQP modes to `load::amqp` before any NATS worker is made.
@@ -118,10 +119,12 @@ impl RoleWorker for Publisher {
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         let subject = s.subject.clone();
         let flow = s.flow.clone();
+        let s_a = s.a.clone();
         async move {
             ready(move |st: Start| match c.raw {
                 Some(raw) => {
-                    let op = RawPublish::new(raw, &subject, &st.plan, &st.ctx, flow);
+                    let subjects = super::message::Subjects::new(&s_a, st.plan.first);
+                    let op = RawPublish::new(raw, &subject, &st.plan, &st.ctx, flow, subjects);
                     send_loop(op, 1, st.plan, st.rec, st.ctx).boxed()
                 }
                 None => {
@@ -131,6 +134,8 @@ impl RoleWorker for Publisher {
                         subject,
                         payloads: Payloads::new(&st.plan),
                         size: st.plan.size as u64,
+                        headers: super::message::header_map(&st.plan.headers),
+                        subjects: super::message::Subjects::new(&s_a, st.plan.first),
                         flow,
                         ctx: st.ctx.clone(),
                         lost_ns: None,
@@ -158,7 +163,7 @@ impl RoleWorker for Subscriber {
                 // Subscribed already (RawSubConn::connect waits for the server's PONG).
                 return ready(move |st: Start| raw_receive_loop(raw, st.rec, st.ctx, flow).boxed());
             }
-            let sub = c.client.subscribe(s.subject.clone()).await?;
+            let sub = c.client.subscribe(s.a.listen_subject()).await?;
             connect::round_trip(&c.client).await?;
             let inbox = CoreSub {
                 connects: Connects::of(&c.client),
@@ -190,11 +195,13 @@ impl RoleWorker for Requester {
             ready(move |st: Start| {
                 let mut payloads = Payloads::new(&st.plan);
                 let size = st.plan.size as u64;
+                let headers = super::message::header_map(&st.plan.headers);
                 let on = c.client.clone();
                 let probe_on = c.client.clone();
                 let probe_subject = subject.clone();
                 let op = Each::on(&on, move |_| {
-                    let f = request(&c.client, subject.clone(), payloads.next_payload(), timeout);
+                    let p = payloads.next_payload();
+                    let f = request(&c.client, subject.clone(), headers.clone(), p, timeout);
                     Some(async move { f.await.map(|_reply| size) })
                 });
                 async move {
@@ -286,8 +293,16 @@ impl RoleWorker for JsPublisher {
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         let (subject, timeout) = (s.subject.clone(), s.a.timeout);
         let msg_ids = s.msg_ids.clone().map(|ids| (ids, c.index));
+        let atomic_n = s.a.atomic_batch;
+        let s_a = s.a.clone();
         async move {
             ready(move |st: Start| {
+                let atomic = atomic_n.map(|n| super::workers::Atomic {
+                    n: n as u64,
+                    count: st.plan.count,
+                    client: c.client.clone(),
+                    id: format!("{:x}-{}", super::record::realtime_ns(), c.index),
+                });
                 let op = JsPublish {
                     connects: Connects::of(&c.client),
                     js: js_context(c.client, st.window, timeout),
@@ -295,6 +310,9 @@ impl RoleWorker for JsPublisher {
                     payloads: Payloads::new(&st.plan),
                     size: st.plan.size as u64,
                     msg_ids,
+                    headers: super::message::header_map(&st.plan.headers),
+                    atomic,
+                    subjects: super::message::Subjects::new(&s_a, st.plan.first),
                 };
                 send_loop(op, st.window, st.plan, st.rec, st.ctx).boxed()
             })
@@ -314,9 +332,38 @@ impl RoleWorker for JsConsumer {
     fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
         async move {
             let src = js::open(&s.a, c.client.clone(), s.a.mode == Mode::JsPub).await?;
-            let (ack, limit) = (s.a.ack == AckMode::Explicit, s.consume_limit.clone());
+            let (ack, limit) = (s.a.ack != AckMode::None, s.consume_limit.clone());
+            let double = s.a.double_ack;
             ready(move |st: Start| {
-                js::consume(src, Connects::of(&c.client), ack, limit, st.rec, st.ctx).boxed()
+                let connects = Connects::of(&c.client);
+                js::consume(src, connects, ack, double, limit, st.rec, st.ctx).boxed()
+            })
+        }
+        .boxed()
+    }
+}
+
+/// JetStream gets of the stream's messages by sequence (see [`super::jsget`]).
+struct JsGetter;
+
+impl RoleWorker for JsGetter {
+    fn sends(&self) -> bool {
+        true
+    }
+
+    fn open<'a>(&'a self, s: &'a RunShared, c: Conn) -> BoxFuture<'a, anyhow::Result<Ready>> {
+        async move {
+            let g = super::jsget::open(&s.a, &c.client).await?;
+            let a = s.a.clone();
+            ready(move |st: Start| match a.get_batch {
+                Some(n) => {
+                    let op = super::jsget::BatchGet::new(g, &c.client, &a, n as u64);
+                    send_loop(op, 1, st.plan, st.rec, st.ctx).boxed()
+                }
+                None => {
+                    let op = g.operation(&c.client);
+                    send_loop(op, st.window, st.plan, st.rec, st.ctx).boxed()
+                }
             })
         }
         .boxed()

@@ -446,7 +446,13 @@ pub(crate) async fn send_loop<O: Operation>(
                 continue;
             }
             Some(Sent::Done(bytes)) => {
-                rec.op(sent, bytes);
+                if plan.time_sends {
+                    // natscli v0.2 times each publish call: the copy into the buffer.
+                    let now = rec.now();
+                    rec.op_lat(now, bytes, sent, sent);
+                } else {
+                    rec.op(sent, bytes);
+                }
                 if fault.reconnect_ns.is_some() || fault.failed > 0 {
                     fault.ok(sent, &rec, &ctx);
                 }

@@ -72,6 +72,14 @@ pub struct SendPlan {
     /// Stamp payloads with the send time (for receivers' end-to-end latency).
     pub stamp: bool,
     pub size: usize,
+    /// `--payload`: every message's body (the main role's; never stamped).
+    pub body: Option<Bytes>,
+    /// `-H`: the headers of every message (the main role's), as given.
+    pub headers: Vec<String>,
+    /// `--time-publish`: a send stage that completes at once is timed too.
+    pub time_sends: bool,
+    /// The number of this client's first message in the run (the shares before it).
+    pub first: u64,
 }
 
 impl SendPlan {
@@ -101,8 +109,14 @@ impl SendPlan {
                     ctx.end_ns,
                 )
             }),
-            stamp,
+            stamp: stamp && !(is_main && a.payload_body.is_some()),
             size,
+            body: a.payload_body.clone().filter(|_| is_main),
+            headers: if is_main { a.headers.clone() } else { vec![] },
+            time_sends: is_main && a.time_publish,
+            first: a
+                .total_ops()
+                .map_or(0, |t| (0..index).map(|j| share(t, j, n)).sum()),
         }
     }
 
@@ -185,6 +199,12 @@ pub(crate) struct Payloads {
 
 impl Payloads {
     pub fn new(plan: &SendPlan) -> Payloads {
+        if let Some(b) = &plan.body {
+            return Payloads {
+                fixed: b.clone(),
+                stamped: None,
+            };
+        }
         Payloads {
             fixed: Bytes::from(vec![b'x'; plan.size]),
             stamped: (plan.stamp && plan.size >= 16).then(|| StampedPayloads::new(plan.size)),
@@ -207,6 +227,10 @@ pub(crate) struct CorePublish {
     pub subject: async_nats::Subject,
     pub payloads: Payloads,
     pub size: u64,
+    /// `-H`: published with these headers.
+    pub headers: Option<async_nats::HeaderMap>,
+    /// `--multisubject`: each publish to the next of these.
+    pub(crate) subjects: Option<super::message::Subjects>,
     /// `pub --sub M`: the run's flow control (looked at every [`FLOW_EVERY`] publishes).
     pub flow: Option<Arc<super::flow::Flow>>,
     pub ctx: Ctx,
@@ -234,7 +258,19 @@ impl Operation for CorePublish {
             }
         }
         let p = self.payloads.next_payload();
-        Some(match self.client.publish(self.subject.clone(), p).await {
+        let subject = match &mut self.subjects {
+            Some(s) => s.next_subject(),
+            None => self.subject.clone(),
+        };
+        let r = match &self.headers {
+            None => self.client.publish(subject, p).await,
+            Some(h) => {
+                self.client
+                    .publish_with_headers(subject, h.clone(), p)
+                    .await
+            }
+        };
+        Some(match r {
             Ok(()) => Sent::Done(self.size),
             Err(e) => Sent::Failed(OpError::new("publish", e)),
         })
@@ -272,16 +308,24 @@ pub(crate) fn request_error_kind(e: &async_nats::RequestError) -> &'static str {
     }
 }
 
-/// A request of `payload` to `subject`, completed by its reply within `timeout`.
+/// A request of `payload` (with `headers`, `-H`) to `subject`, completed by its reply
+/// within `timeout`.
 pub fn request(
     client: &async_nats::Client,
     subject: async_nats::Subject,
+    headers: Option<async_nats::HeaderMap>,
     payload: Bytes,
     timeout: Duration,
 ) -> impl Future<Output = Result<async_nats::Message, OpError>> + Send + 'static {
     let c = client.clone();
     async move {
-        match tokio::time::timeout(timeout, c.request(subject, payload)).await {
+        let r = match headers {
+            None => tokio::time::timeout(timeout, c.request(subject, payload)).await,
+            Some(h) => {
+                tokio::time::timeout(timeout, c.request_with_headers(subject, h, payload)).await
+            }
+        };
+        match r {
             Ok(Ok(m)) => Ok(m),
             Ok(Err(e)) => Err(OpError::new(request_error_kind(&e), e)),
             Err(_) => Err(OpError::new(
@@ -343,6 +387,26 @@ pub(crate) struct JsPublish {
     /// `--msg-id`: the run's ids and this client's index.
     pub(crate) msg_ids: Option<(MsgIds, usize)>,
     pub connects: Connects,
+    /// `-H`: every publish carries these headers.
+    pub headers: Option<async_nats::HeaderMap>,
+    /// `--atomic-batch`: publishes go in atomic batches.
+    pub(crate) atomic: Option<Atomic>,
+    /// `--multisubject`: each publish to the next of these.
+    pub(crate) subjects: Option<super::message::Subjects>,
+}
+
+/// Atomic batch publishing (nats-server 2.12+, ADR-50): each batch of `n` is `n - 1`
+/// core publishes with `Nats-Batch-Id` and `Nats-Batch-Sequence` headers, then a commit
+/// (`Nats-Batch-Commit: 1`) published as a JetStream publish whose ack stores the whole
+/// batch; the window is 1, so the next batch starts after that ack, as natscli's
+/// publisher. Only the commits are timed: one latency per batch, as natscli records.
+pub(crate) struct Atomic {
+    pub n: u64,
+    /// This client's publishes (its last batch may be shorter).
+    pub count: Option<u64>,
+    pub client: async_nats::Client,
+    /// This client's prefix of its batch ids (`<id>-<batch number>`).
+    pub id: String,
 }
 
 /// A publish's ack, as the bytes it stored.
@@ -385,10 +449,37 @@ impl Operation for JsPublish {
     #[inline]
     async fn send(&mut self, k: u64) -> Option<Sent<Acked>> {
         let p = self.payloads.next_payload();
-        let sent = match &self.msg_ids {
-            None => self.js.publish(self.subject.clone(), p).await,
-            Some((ids, c)) => {
-                let mut h = async_nats::HeaderMap::new();
+        let mut headers = self.headers.clone();
+        if let Some(s) = &mut self.subjects {
+            self.subject = s.next_subject();
+        }
+        if let Some(b) = &self.atomic {
+            let j = k % b.n;
+            let last = j + 1 == b.n || b.count.is_some_and(|c| k + 1 == c);
+            let h = headers.get_or_insert_with(async_nats::HeaderMap::new);
+            h.insert("Nats-Batch-Id", format!("{}-{}", b.id, k / b.n).as_str());
+            h.insert("Nats-Batch-Sequence", (j + 1).to_string().as_str());
+            if !last {
+                let r = b
+                    .client
+                    .publish_with_headers(self.subject.clone(), h.clone(), p)
+                    .await;
+                return Some(match r {
+                    Ok(()) => Sent::Done(self.size),
+                    Err(e) => Sent::Failed(OpError::new("publish", e)),
+                });
+            }
+            h.insert("Nats-Batch-Commit", "1");
+        }
+        let sent = match (&self.msg_ids, headers) {
+            (None, None) => self.js.publish(self.subject.clone(), p).await,
+            (None, Some(h)) => {
+                self.js
+                    .publish_with_headers(self.subject.clone(), h, p)
+                    .await
+            }
+            (Some((ids, c)), h) => {
+                let mut h = h.unwrap_or_default();
                 h.insert(async_nats::header::NATS_MESSAGE_ID, ids.id(*c, k).as_str());
                 ids.sent(*c, k);
                 self.js
