@@ -41,7 +41,7 @@ use std::sync::{Arc, Barrier};
 
 pub use error::ProbeError;
 pub use spec::{Engine, ProbeSpec, Rw, SyncKind};
-use stats::{WindowStats, READ, WRITE};
+use stats::{WindowStats, WRITE};
 use target::Target;
 
 use crate::clock::monotonic_ns;
@@ -112,8 +112,9 @@ impl Usage {
 /// One window's counts for a job (for fio's iops/bw min/max/mean/stddev).
 #[derive(Debug, Clone, Copy)]
 pub struct JobSample {
-    pub ios: [u64; 2],
-    pub bytes: [u64; 2],
+    /// Per direction: read, write, trim.
+    pub ios: [u64; stats::DIRS],
+    pub bytes: [u64; stats::DIRS],
     pub window_ns: u64,
 }
 
@@ -442,7 +443,7 @@ pub fn run(
     on_window: &mut dyn FnMut(&WindowRow),
 ) -> Result<ProbeResult, ProbeError> {
     let n = spec.numjobs.max(1) as usize;
-    let writes = spec.writes() || spec.fsync.is_some();
+    let writes = spec.modifies();
     let mut files = Vec::with_capacity(n);
     let mut lat_logs = Vec::with_capacity(n);
     for job in 0..n {
@@ -500,6 +501,7 @@ pub fn run(
                         seed,
                         sync_every: spec.fsync.map(|f| f.0).unwrap_or(0),
                         time_based: spec.time_based,
+                        trim: workload::TrimMode::of(spec.rw),
                     });
                     let ring = match spec.engine {
                         Engine::IoUring => {
@@ -771,15 +773,15 @@ fn aggregate(
                     jobs[j].totals.merge(&stats);
                     if next != i64::MAX {
                         jobs[j].samples.push(JobSample {
-                            ios: [stats.dir[READ].ios, stats.dir[WRITE].ios],
-                            bytes: [stats.dir[READ].bytes, stats.dir[WRITE].bytes],
+                            ios: std::array::from_fn(|d| stats.dir[d].ios),
+                            bytes: std::array::from_fn(|d| stats.dir[d].bytes),
                             window_ns: w,
                         });
                         // Windows this job skipped had no completions: zero samples.
                         for _ in (idx + 1)..next.min(idx + 1_000_000) {
                             jobs[j].samples.push(JobSample {
-                                ios: [0, 0],
-                                bytes: [0, 0],
+                                ios: [0; stats::DIRS],
+                                bytes: [0; stats::DIRS],
                                 window_ns: w,
                             });
                         }

@@ -59,8 +59,9 @@ pub struct ProbeArgs {
     /// A share of an existing file's or device's size too (fio's size=50%).
     #[arg(long, value_parser = args_where::parse_size_arg, value_name = "SIZE")]
     pub size: Option<SizeArg>,
-    /// read | write | randread | randwrite | rw | randrw (fio's --rw; default read); read:8k skips
-    /// 8 KiB after each I/O (read:-8k backwards), randread:8 runs 8 I/Os from each random offset.
+    /// read | write | randread | randwrite | rw | randrw | trim | randtrim | trimwrite (fio's --rw;
+    /// default read; trims are BLKDISCARD, block devices only); read:8k skips 8 KiB after each
+    /// I/O (read:-8k backwards), randread:8 runs 8 I/Os from each random offset.
     #[arg(long, alias = "readwrite", value_name = "MODE")]
     pub rw: Option<String>,
     /// Percentage of reads in a mixed job (rw, randrw). Default 50.
@@ -341,7 +342,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
     };
     let (rw_s, rw_mod) = args_where::split_rw(a.rw.as_deref().or(p.rw).unwrap_or("read"));
     let rw = Rw::parse(rw_s).ok_or_else(|| {
-        usage!("--rw takes read, write, randread, randwrite, rw or randrw; got '{rw_s}'")
+        usage!("--rw takes read, write, randread, randwrite, rw, randrw, trim, randtrim or trimwrite; got '{rw_s}'")
     })?;
     let rwmixread = match (a.rwmixread, a.rwmixwrite) {
         (Some(r), _) => r,
@@ -385,6 +386,16 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         None if iodepth > 1 => Engine::IoUring,
         None => Engine::Sync,
     };
+    // fio's libaio and io_uring engines discard synchronously too (one BLKDISCARD per
+    // trim, in the submit path); ours run trims with the sync engine only.
+    if rw.trims() && engine != Engine::Sync {
+        return Err(usage!(
+            "--rw {} with --ioengine {}: trims run with the sync engines (psync, sync, pvsync...) in diskpulse probe, not yet with {}; write ioengine=psync (fio's libaio and io_uring discard one block at a time as well)",
+            rw.name(),
+            engine.name(),
+            engine.name()
+        ));
+    }
     if engine == Engine::Sync && iodepth > 1 {
         return Err(usage!(
             "--iodepth {iodepth} needs --ioengine io_uring or libaio: the sync engine does one I/O at a time"

@@ -150,9 +150,7 @@ fn targets(jobs: &mut [Job]) -> anyhow::Result<Vec<Target>> {
     let mut out = vec![];
     for (i, _) in names.iter().enumerate() {
         let users: Vec<&Job> = jobs.iter().filter(|j| j.target == i).collect();
-        let writes = users
-            .iter()
-            .any(|j| j.r.spec.writes() || j.r.spec.fsync.is_some());
+        let writes = users.iter().any(|j| j.r.spec.modifies());
         let size = users.iter().filter_map(|j| j.r.size).max();
         out.push(super::target_with(&users[0].r, writes, size)?);
     }

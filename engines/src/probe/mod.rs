@@ -96,7 +96,7 @@ pub fn check_target(a: &ProbeArgs) -> anyhow::Result<()> {
 
 /// The target of a resolved job, inspected and checked before anything is written.
 fn target_of(r: &Resolved) -> anyhow::Result<target::Target> {
-    target_with(r, r.spec.writes() || r.spec.fsync.is_some(), r.size)
+    target_with(r, r.spec.modifies(), r.size)
 }
 
 /// [`target_of`] for a file several jobs share: whether any writes, the largest size.
