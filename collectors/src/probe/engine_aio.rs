@@ -227,7 +227,7 @@ pub(super) fn run(c: &mut Ctx, a: &mut Aio) -> Result<(), ProbeError> {
                 break;
             };
             if c.timing.loop_invalidate && c.gen.take_wrapped() {
-                super::drop_cached(c.fd);
+                c.fds.iter().for_each(|fd| super::drop_cached(*fd));
             }
             let si = free.pop().expect("a free slot") as usize;
             slots[si] = Slot {
@@ -251,7 +251,7 @@ pub(super) fn run(c: &mut Ctx, a: &mut Aio) -> Result<(), ProbeError> {
                 } else {
                     IOCB_CMD_PWRITE
                 },
-                aio_fildes: c.fd as u32,
+                aio_fildes: c.fds[op.file as usize] as u32,
                 aio_buf: buf_ptrs[si] as u64,
                 aio_nbytes: op.len,
                 aio_offset: op.offset as i64,

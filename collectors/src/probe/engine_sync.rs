@@ -56,8 +56,9 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
             return Ok(());
         };
         if c.timing.loop_invalidate && c.gen.take_wrapped() {
-            super::drop_cached(c.fd);
+            c.fds.iter().for_each(|fd| super::drop_cached(*fd));
         }
+        let fd = c.fds[op.file as usize];
         c.issued_one();
         if op.dir == WRITE {
             // SAFETY: ptr is valid for max_bs >= op.len bytes; nothing else uses buf now.
@@ -69,9 +70,9 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
         // SAFETY: ptr is valid for max_bs >= op.len bytes for the life of buf; fd is open.
         let r = unsafe {
             match op.dir {
-                READ => libc::pread(c.fd, ptr.cast(), op.len as usize, op.offset as libc::off_t),
-                TRIM => discard(c.fd, op.offset, op.len),
-                _ => libc::pwrite(c.fd, ptr.cast(), op.len as usize, op.offset as libc::off_t),
+                READ => libc::pread(fd, ptr.cast(), op.len as usize, op.offset as libc::off_t),
+                TRIM => discard(fd, op.offset, op.len),
+                _ => libc::pwrite(fd, ptr.cast(), op.len as usize, op.offset as libc::off_t),
             }
         };
         let t1 = monotonic_ns();
@@ -85,9 +86,14 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
                 return Ok(());
             }
             let what = ["read", "write", "trim"][op.dir];
-            return Err(c
-                .target
-                .io_error(e, "measuring", what, op.offset, op.len, c.direct));
+            return Err(c.targets[op.file as usize].io_error(
+                e,
+                "measuring",
+                what,
+                op.offset,
+                op.len,
+                c.direct,
+            ));
         }
         // The I/O just completed was in flight at any window end since its start.
         c.win.at_with(t1, || intended.min(t0));

@@ -18,6 +18,7 @@
 //! interleaved), and latency is also recorded from the intended start (`lat_co`).
 
 pub mod error;
+pub mod files;
 pub(crate) mod latlog;
 pub mod pace;
 pub mod place;
@@ -338,12 +339,16 @@ impl WindowCursor {
 
 /// What a job thread works with.
 pub(crate) struct Ctx<'a> {
+    /// The job's first file (the only one but with nrfiles / filename=a:b).
     pub(crate) fd: RawFd,
     pub(crate) target: &'a Target,
+    /// Every file of the job, in `Op::file` order (`fds[0]` is `fd`).
+    pub(crate) fds: Vec<RawFd>,
+    pub(crate) targets: &'a [&'a Target],
     pub(crate) direct: bool,
     pub(crate) depth: u32,
     pub(crate) sync_kind: SyncKind,
-    pub(crate) gen: workload::Gen,
+    pub(crate) gen: files::JobGen,
     pub(crate) sched: Option<pace::Schedule>,
     pub(crate) sched_rng: rng::SplitMix64,
     pub(crate) end_ns: u64,
@@ -432,22 +437,72 @@ pub(crate) fn drop_cached(fd: std::os::fd::RawFd) {
 /// Runs the probe on an already laid-out `target`. Returns `Err` only when nothing
 /// could start (open, io_uring setup); errors during the run are in the jobs' results,
 /// with what was measured until then. `stop` ends the run early (Ctrl-C).
-#[allow(
-    clippy::too_many_lines,
-    reason = "the probe's phases in the order they run (lay out, warm up, measure, drain), each next to what it undoes on an error"
-)]
 pub fn run(
     spec: &ProbeSpec,
     target: &Target,
     stop: &AtomicBool,
     on_window: &mut dyn FnMut(&WindowRow),
 ) -> Result<ProbeResult, ProbeError> {
+    run_files(spec, &[target], stop, on_window)
+}
+
+/// Each job's generator over its files (see `files`): one [`workload::Gen`] per file,
+/// each over that file's size; `io_size` and `number_ios` are the job's, shared out.
+fn job_gen(spec: &ProbeSpec, targets: &[&Target], job: u32, seed: u64) -> files::JobGen {
+    let several = targets.len() > 1;
+    let total: u64 = targets.iter().map(|t| t.size).sum::<u64>().max(1);
+    let gens = targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut place = spec.place.clone();
+            if several {
+                place.io_size = place
+                    .io_size
+                    .map(|b| (b as u128 * t.size as u128 / total as u128) as u64);
+                place.number_ios = place.number_ios.map(|n| n.div_ceil(targets.len() as u64));
+                place.size = None;
+            }
+            workload::Gen::new(workload::JobShape {
+                random: spec.rw.random(),
+                read_pct: spec.read_pct(),
+                bs: spec.bs,
+                place: &place,
+                target_size: t.size,
+                size: place.size,
+                job,
+                seed: seed ^ (i as u64).wrapping_mul(0xA24B_AED4_963E_E407),
+                sync_every: spec.fsync.map(|f| f.0).unwrap_or(0),
+                time_based: spec.time_based && !several,
+                trim: workload::TrimMode::of(spec.rw),
+            })
+        })
+        .collect();
+    files::JobGen::new(gens, spec.files, spec.time_based, seed)
+}
+
+/// [`run`] on a job's several files (fio's `nrfiles`, `filename=a:b`), each laid out.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the probe's phases in the order they run (lay out, warm up, measure, drain), each next to what it undoes on an error"
+)]
+pub fn run_files(
+    spec: &ProbeSpec,
+    targets: &[&Target],
+    stop: &AtomicBool,
+    on_window: &mut dyn FnMut(&WindowRow),
+) -> Result<ProbeResult, ProbeError> {
     let n = spec.numjobs.max(1) as usize;
     let writes = spec.modifies();
+    let target = targets[0];
     let mut files = Vec::with_capacity(n);
     let mut lat_logs = Vec::with_capacity(n);
     for job in 0..n {
-        files.push(target.open(target.open_flags(writes, spec.direct, spec.sync), job == 0)?);
+        let mut mine = Vec::with_capacity(targets.len());
+        for t in targets {
+            mine.push(t.open(t.open_flags(writes, spec.direct, spec.sync), job == 0)?);
+        }
+        files.push(mine);
         lat_logs.push(latlog::LatLog::create(
             &latlog::LogSpec::of(spec),
             job as u32,
@@ -461,7 +516,7 @@ pub fn run(
     } else {
         libc::POSIX_FADV_SEQUENTIAL
     };
-    for f in &files {
+    for f in files.iter().flatten() {
         // SAFETY: the descriptor is open; the call reads no memory of ours.
         unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, advice) };
     }
@@ -483,29 +538,18 @@ pub fn run(
             free_tx.push(ftx);
             let tx = tx.clone();
             let (setup, go, start_cell) = (setup.clone(), go.clone(), start_cell.clone());
-            let fd = file.as_raw_fd();
+            let fds: Vec<RawFd> = file.iter().map(AsRawFd::as_raw_fd).collect();
+            let fd = fds[0];
             let spec = spec.clone();
             let h = std::thread::Builder::new()
                 .name(format!("probe-job{job}"))
                 .spawn_scoped(s, move || {
                     pace::tight_timer_slack();
                     let seed = spec.seed ^ (job as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                    let gen = workload::Gen::new(workload::JobShape {
-                        random: spec.rw.random(),
-                        read_pct: spec.read_pct(),
-                        bs: spec.bs,
-                        place: &spec.place,
-                        target_size: target.size,
-                        size: spec.place.size,
-                        job: job as u32,
-                        seed,
-                        sync_every: spec.fsync.map(|f| f.0).unwrap_or(0),
-                        time_based: spec.time_based,
-                        trim: workload::TrimMode::of(spec.rw),
-                    });
+                    let gen = job_gen(&spec, targets, job as u32, seed);
                     let ring = match spec.engine {
                         Engine::IoUring => {
-                            match engine_uring::Ring::new(spec.iodepth, fd, gen.max_bs()) {
+                            match engine_uring::Ring::new(spec.iodepth, &fds, gen.max_bs()) {
                                 Ok(r) => Some(Ok(r)),
                                 Err(e) => {
                                     stop.store(true, Ordering::SeqCst);
@@ -584,6 +628,8 @@ pub fn run(
                     let mut c = Ctx {
                         fd,
                         target,
+                        fds,
+                        targets,
                         direct: spec.direct,
                         depth: spec.iodepth,
                         sync_kind: spec.fsync.map(|f| f.1).unwrap_or(SyncKind::Fsync),

@@ -167,6 +167,8 @@ pub struct ProbeSpec {
     pub per_job_logs: bool,
     // P2b: where I/Os go
     pub place: super::place::Placement,
+    /// fio's `file_service_type`: how a job with several files picks the next one.
+    pub files: super::files::FileService,
 }
 
 /// P2a: how an async engine submits and reaps, think time, minimum rates, fill_device

@@ -47,6 +47,8 @@ pub(crate) struct Op {
     pub len: u64,
     /// Sync after this write completes.
     pub(crate) sync_after: bool,
+    /// Which of the job's files (0 with one; see `files::JobGen`).
+    pub(crate) file: u32,
 }
 
 /// What a job's generator is made from.
@@ -143,6 +145,8 @@ pub(crate) struct Gen {
     /// A time-based pass just began again (the random map was full, or a sequential run
     /// wrapped): fio drops the file's cached pages then (`loop_cache_invalidate`).
     wrapped: bool,
+    /// `loops` as given, for `restart`.
+    loops: u32,
     trim: TrimMode,
     /// `trimwrite`: the block just discarded, to be written next.
     trimmed: Option<(u64, u64)>,
@@ -235,6 +239,7 @@ impl Gen {
             done_bytes: 0,
             done_ios: 0,
             loops_left: p.loops.max(1),
+            loops: p.loops.max(1),
             wrapped: false,
             trim: s.trim,
             trimmed: None,
@@ -250,6 +255,20 @@ impl Gen {
     /// The largest block size (buffer size).
     pub(crate) fn max_bs(&self) -> u64 {
         self.d[READ].max_bs.max(self.d[WRITE].max_bs)
+    }
+
+    /// Starts the job over (all its loops): a time-based job of several files starts
+    /// every file over when all are done (`files::JobGen`).
+    pub(crate) fn restart(&mut self) {
+        self.loops_left = self.loops;
+        self.trimmed = None;
+        self.new_pass();
+    }
+
+    /// Whether the next I/O must follow the last one on this file (a `trimwrite` write).
+    #[inline]
+    pub(crate) fn mid_pair(&self) -> bool {
+        self.trimmed.is_some()
     }
 
     /// Starts a pass over: positions, random map, zone and offset generator.
@@ -289,6 +308,7 @@ impl Gen {
                         offset,
                         len,
                         sync_after: false,
+                        file: 0,
                     })
                 }
             },
@@ -312,6 +332,7 @@ impl Gen {
             offset,
             len,
             sync_after,
+            file: 0,
         }
     }
 
@@ -364,6 +385,7 @@ impl Gen {
             offset: self.region_start + self.zone_base + rel,
             len,
             sync_after,
+            file: 0,
         })
     }
 

@@ -180,8 +180,12 @@ pub struct ProbeArgs {
 /// Everything resolved from flags, preset and defaults.
 pub(crate) struct Resolved {
     pub spec: ProbeSpec,
+    /// The job's (first) file and its size (`files[0]`).
     pub filename: PathBuf,
     pub size: Option<u64>,
+    /// Every file of the job with its size (fio's nrfiles, filename=a:b; one file: the
+    /// same as `filename`, `size`).
+    pub files: Vec<(PathBuf, Option<u64>)>,
     pub json: bool,
     /// The user named the engine (no silent fallback).
     pub(crate) engine_insisted: bool,
@@ -524,9 +528,40 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         a.log_offset,
         &mut notes,
     )?;
-    let filename = args_where::file_path(&a.where_, a.filename.as_deref(), a.name.as_deref())?
-        .unwrap_or_else(|| PathBuf::from(format!("diskpulse-probe-{}.dat", std::process::id())));
-    format::cli::check_path_length("--filename", &filename).map_err(|e| usage!("{e}"))?;
+    let seed = a.seed.or(placed.seed).unwrap_or(DEFAULT_SEED);
+    let jf = super::args_files::resolve(
+        &a.where_,
+        a.filename.as_deref(),
+        a.name.as_deref(),
+        size_arg,
+        bs[0].max(bs[1]),
+        seed,
+    )?;
+    let mut files = jf.files;
+    if files.is_empty() {
+        let f = PathBuf::from(format!("diskpulse-probe-{}.dat", std::process::id()));
+        files.push((f, size));
+    }
+    for (f, _) in &files {
+        format::cli::check_path_length("--filename", f).map_err(|e| usage!("{e}"))?;
+    }
+    let many = files.len() > 1;
+    if let Some(what) = super::args_files::refusal(
+        files.len(),
+        vl.verify.is_some(),
+        fsync.is_some(),
+        a.timing.fill_device,
+    ) {
+        return Err(usage!(
+            "{what} is not run by diskpulse probe yet; use one file (nrfiles=1), or numjobs= for several jobs, each on its own file"
+        ));
+    }
+    let (filename, size) = files[0].clone();
+    let size = if many {
+        size
+    } else {
+        size.or(size_arg.and_then(SizeArg::bytes))
+    };
     Ok(Resolved {
         spec: ProbeSpec {
             rw,
@@ -544,7 +579,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             ramp_ns: a.ramp.map(|d| d.as_nanos() as u64).unwrap_or(0),
             time_based,
             window_ns: window.as_nanos() as u64,
-            seed: a.seed.or(placed.seed).unwrap_or(DEFAULT_SEED),
+            seed,
             grid_zero_ns: None,
             lat_log: a.write_lat_log.clone(),
             log_offset: a.log_offset,
@@ -559,9 +594,11 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             log_max_value: vl.log_max_value,
             per_job_logs: vl.per_job_logs,
             place: placed.place,
+            files: jf.service,
         },
         filename,
         size,
+        files,
         json,
         engine_insisted,
         preset: a.preset.clone(),
