@@ -136,9 +136,11 @@ pub(crate) fn resolve(
                 .collect()
         }
         (None, Some(SizeArg::Bytes(b))) => vec![Some(b / n); n as usize],
-        (None, Some(SizeArg::Pct(_))) if n > 1 => return Err(usage!(
+        (None, Some(SizeArg::Pct(_))) if n > 1 => {
+            return Err(usage!(
             "--size in % with several files per job is not run by diskpulse probe yet; give bytes"
-        )),
+        ))
+        }
         (None, Some(SizeArg::Pct(_))) | (None, None) => vec![None; n as usize],
     };
     Ok(JobFiles {
@@ -166,6 +168,48 @@ pub(crate) fn refusal(
     } else {
         return None;
     })
+}
+
+/// `--show-job`'s lines for the job's files: `filename=` (several joined by `:`, as
+/// fio reads them back), then each file's size (`size=` for one, `filesize=` for several
+/// of one size, else a comment per file) and `file_service_type` for several.
+pub(crate) fn render(r: &super::args::Resolved) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let names: Vec<String> = r
+        .files
+        .iter()
+        .map(|(p, _)| p.display().to_string().replace(':', "\\:"))
+        .collect();
+    let _ = writeln!(o, "filename={}", names.join(":"));
+    let sizes: Vec<Option<u64>> = r.files.iter().map(|f| f.1).collect();
+    match (sizes.as_slice(), r.size) {
+        ([_], Some(s)) => {
+            let _ = writeln!(o, "size={}", super::output::fmt_size(s));
+        }
+        ([_], None) => {
+            let _ = writeln!(
+                o,
+                "; size: an existing file's or device's, else {}",
+                super::output::fmt_size(super::args::DEFAULT_SIZE)
+            );
+        }
+        ([Some(first), rest @ ..], _) if rest.iter().all(|s| *s == Some(*first)) => {
+            let _ = writeln!(o, "filesize={}", super::output::fmt_size(*first));
+        }
+        _ => {
+            for ((p, s), n) in r.files.iter().zip(&names) {
+                let _ = match s {
+                    Some(s) => writeln!(o, "; {n}: {}", super::output::fmt_size(*s)),
+                    None => writeln!(o, "; {}: its own size", p.display()),
+                };
+            }
+        }
+    }
+    if r.files.len() > 1 {
+        let _ = writeln!(o, "file_service_type={}", r.spec.files.name());
+    }
+    o
 }
 
 #[cfg(test)]

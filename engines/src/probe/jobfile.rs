@@ -490,19 +490,7 @@ pub(super) fn render(r: &Resolved) -> String {
         "; diskpulse probe's resolved job (diskpulse probe FILE runs it)"
     );
     let _ = writeln!(o, "[{}]", r.name);
-    let _ = writeln!(o, "filename={}", r.filename.display());
-    match r.size {
-        Some(s) => {
-            let _ = writeln!(o, "size={}", super::output::fmt_size(s));
-        }
-        None => {
-            let _ = writeln!(
-                o,
-                "; size: an existing file's or device's, else {}",
-                super::output::fmt_size(super::args::DEFAULT_SIZE)
-            );
-        }
-    }
+    o.push_str(&super::args_files::render(r));
     let _ = writeln!(
         o,
         "rw={}{}",
