@@ -103,10 +103,11 @@ impl JobGen {
         for _ in 0..2 {
             for _ in 0..self.gens.len() {
                 let f = self.pick();
+                // A done file is passed over: the next pick starts after it.
+                self.cur = f;
                 if self.done[f] {
                     continue;
                 }
-                self.cur = f;
                 match self.gens[f].next_op() {
                     Some(op) => {
                         return Some(Op {
@@ -202,6 +203,18 @@ mod tests {
         assert_eq!(
             run(&mut g, 100),
             vec![(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]
+        );
+    }
+
+    #[test]
+    fn a_file_done_early_is_passed_over_and_the_others_finish() {
+        let p = Placement::default();
+        let mut g = gens(2, 4096, false, &p);
+        g.extend(gens(1, 3 * 4096, false, &p));
+        let mut g = JobGen::new(g, FileService::RoundRobin, false, 1);
+        assert_eq!(
+            run(&mut g, 100),
+            vec![(0, 0), (1, 0), (2, 0), (2, 1), (2, 2)]
         );
     }
 
