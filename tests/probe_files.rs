@@ -71,6 +71,22 @@ fn trim_discards_the_raw_devices_blocks_and_fios_trim_block_has_them() {
         "the image lost the trimmed 16 MiB: {before} -> {after}"
     );
     assert!(discards(d.name()) > n0, "the kernel counted discards");
+    // The human summary: a trim line, and the device's discards beside its reads/writes.
+    let o = diskpulse()
+        .args(["probe", &format!("--filename={}", d.dev), "--rw=randtrim"])
+        .args(["--bs=64k", "--size=16m", "--allow-destructive"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        out.contains("  trim : ") && out.contains("256 I/Os"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{} 0 reads, 0 writes, ", d.name())) && out.contains(" discards"),
+        "{out}"
+    );
 }
 
 #[test]

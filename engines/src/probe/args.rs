@@ -260,7 +260,8 @@ fn fio_rate_to_total(
 ) -> anyhow::Result<(f64, f64)> {
     let [r, w] = parse_fio_rate(s)?;
     let n = numjobs as f64;
-    match (rw.reads(), rw.writes()) {
+    // A trim job's rate is taken as a write job's (its I/Os are placed as writes).
+    match (rw.reads(), rw.writes() || rw.trims()) {
         (true, false) => {
             let r = r.ok_or_else(|| {
                 usage!("--rate_iops={s} limits only writes, but --rw {} does not write; give the read rate, e.g. --rate_iops=500", rw.name())

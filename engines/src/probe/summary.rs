@@ -214,8 +214,13 @@ pub fn human(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
             .iter()
             .map(|d| {
                 let g = |i: usize| d.d.get(i).copied().flatten().unwrap_or(0);
+                // Discards only where there were some (a trim job's device).
+                let discards = match g(ds::F_DISCARDS) {
+                    0 => String::new(),
+                    n => format!(", {n} discards"),
+                };
                 format!(
-                    "{} {} reads, {} writes, {} flushes",
+                    "{} {} reads, {} writes{discards}, {} flushes",
                     d.name,
                     g(ds::F_READS),
                     g(ds::F_WRITES),
