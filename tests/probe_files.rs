@@ -122,13 +122,20 @@ fn randtrim_and_trimwrite_count_as_fio_counts_them_and_need_allow_destructive() 
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--allow-destructive"));
-    // The async engines do not trim here yet: one line saying so.
-    let o = diskpulse()
-        .args(["probe", &dev, "--rw=trim", "--ioengine=libaio"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("ioengine=psync"));
+    // The async engines discard synchronously, as fio's libaio and io_uring engines do.
+    for engine in ["libaio", "io_uring"] {
+        let (code, v, err) = probe_json(&[
+            &dev,
+            "--rw=trimwrite",
+            "--bs=64k",
+            "--size=1m",
+            "--iodepth=4",
+            &format!("--ioengine={engine}"),
+            "--allow-destructive",
+        ]);
+        assert_eq!(code, Some(0), "{engine}: {err}");
+        assert_eq!((ios(&v, "trim"), ios(&v, "write")), (16, 16), "{engine}");
+    }
 }
 
 #[test]

@@ -22,7 +22,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::stats::READ;
+use super::stats::{READ, TRIM};
 use super::{pace, verify, Ctx, ProbeError};
 use crate::clock::monotonic_ns;
 use crate::directio::AlignedBuf;
@@ -228,6 +228,16 @@ pub(super) fn run(c: &mut Ctx, a: &mut Aio) -> Result<(), ProbeError> {
             };
             if c.timing.loop_invalidate && c.gen.take_wrapped() {
                 c.fds.iter().for_each(|fd| super::drop_cached(*fd));
+            }
+            // A trim is synchronous here, as in fio's libaio engine (do_io_u_trim in its
+            // submit path): one BLKDISCARD now, recorded at once, no slot taken.
+            if op.dir == TRIM {
+                if let Err(e) = super::engine_sync::trim_now(c, &op, intended) {
+                    err.get_or_insert(e);
+                    issuing = false;
+                }
+                // Out to the round's top: `now` (and the end) is read again there.
+                break;
             }
             let si = free.pop().expect("a free slot") as usize;
             slots[si] = Slot {

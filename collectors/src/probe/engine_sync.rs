@@ -124,6 +124,42 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
     }
 }
 
+/// One trim now, recorded as the sync engine records an I/O: the async engines' trims
+/// (fio's libaio and io_uring engines discard synchronously too, in their submit path).
+pub(super) fn trim_now(
+    c: &mut Ctx,
+    op: &super::workload::Op,
+    intended: u64,
+) -> Result<(), ProbeError> {
+    c.issued_one();
+    let fd = c.fds[op.file as usize];
+    let t0 = monotonic_ns();
+    // SAFETY: fd is open; the ioctl reads only the range on our stack.
+    let r = unsafe { discard(fd, op.offset, op.len) };
+    let t1 = monotonic_ns();
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(c.targets[op.file as usize].io_error(
+            e,
+            "measuring",
+            "trim",
+            op.offset,
+            op.len,
+            c.direct,
+        ));
+    }
+    c.win.at_with(t1, || intended.min(t0));
+    c.win
+        .stats
+        .record_io(TRIM, op.len, op.len, intended, t0, t0, t1, false);
+    if let Some(l) = c.lat_log.as_mut() {
+        l.io(TRIM, op.len, op.offset, t0, t0, t1, false);
+    }
+    c.win.last_done_ns = c.win.last_done_ns.max(t1);
+    c.completed_one(TRIM, op.len);
+    Ok(())
+}
+
 /// Linux's `BLKDISCARD` (`_IO(0x12, 119)`, include/uapi/linux/fs.h).
 const BLKDISCARD: libc::c_ulong = 0x1277;
 

@@ -37,7 +37,7 @@ use std::sync::atomic::Ordering;
 
 use io_uring::{opcode, types, IoUring};
 
-use super::stats::READ;
+use super::stats::{READ, TRIM};
 use super::{pace, verify, Ctx, ProbeError, SyncKind};
 use crate::clock::monotonic_ns;
 use crate::directio::AlignedBuf;
@@ -260,6 +260,16 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
             };
             if c.timing.loop_invalidate && c.gen.take_wrapped() {
                 c.fds.iter().for_each(|fd| super::drop_cached(*fd));
+            }
+            // A trim is synchronous here, as in fio's io_uring engine (do_io_u_trim in its
+            // submit path): one BLKDISCARD now, recorded at once, no slot taken.
+            if op.dir == TRIM {
+                if let Err(e) = super::engine_sync::trim_now(c, &op, intended) {
+                    err.get_or_insert(e);
+                    issuing = false;
+                }
+                // Out to the round's top: `now` (and the end) is read again there.
+                break;
             }
             let si = free.pop().expect("a free slot") as usize;
             slots[si] = Slot {

@@ -391,16 +391,6 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         None if iodepth > 1 => Engine::IoUring,
         None => Engine::Sync,
     };
-    // fio's libaio and io_uring engines discard synchronously too (one BLKDISCARD per
-    // trim, in the submit path); ours run trims with the sync engine only.
-    if rw.trims() && engine != Engine::Sync {
-        return Err(usage!(
-            "--rw {} with --ioengine {}: trims run with the sync engines (psync, sync, pvsync...) in diskpulse probe, not yet with {}; write ioengine=psync (fio's libaio and io_uring discard one block at a time as well)",
-            rw.name(),
-            engine.name(),
-            engine.name()
-        ));
-    }
     if engine == Engine::Sync && iodepth > 1 {
         return Err(usage!(
             "--iodepth {iodepth} needs --ioengine io_uring or libaio: the sync engine does one I/O at a time"
