@@ -356,11 +356,12 @@ fn a_file_named_by_directory_is_fios_name_and_ours_is_removed_afterwards() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::metadata(&want).unwrap().len(), 256 << 10);
-    // Several files per job are refused, naming the option.
-    for (extra, needle) in [
-        ("--nrfiles=2", "--nrfiles 2"),
-        ("--filesize=1m-2m", "--filesize 1m-2m"),
-        ("--filename=a:b", "--filename a:b"),
+    // Several files per job (issue 26): fio's names, --size shared out, and the job
+    // written back as one file list that reads the same.
+    for (extra, names, line) in [
+        ("--nrfiles=2", vec!["job.0.0", "job.0.1"], "filesize=128k"),
+        ("--filename=a:b", vec!["a", "b"], "filesize=128k"),
+        ("--filesize=64k", vec!["job.0.0"], "size=64k"),
     ] {
         let o = diskpulse()
             .args(["probe", "--show-job"])
@@ -368,11 +369,23 @@ fn a_file_named_by_directory_is_fios_name_and_ours_is_removed_afterwards() {
             .arg(extra)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(2));
-        assert!(
-            String::from_utf8_lossy(&o.stderr).contains(needle),
-            "{extra}"
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{extra}: {}",
+            String::from_utf8_lossy(&o.stderr)
         );
+        let want: Vec<String> = names
+            .iter()
+            .map(|n| dir.path().join(n).display().to_string())
+            .collect();
+        assert!(
+            out.lines()
+                .any(|l| l == format!("filename={}", want.join(":"))),
+            "{extra}: {out}"
+        );
+        assert!(out.lines().any(|l| l == line), "{extra}: {out}");
     }
 }
 

@@ -1,7 +1,7 @@
 //! `probe.csv` and `probe.json`: `diskpulse probe` inside a recording.
 //!
 //! ## `probe.csv`
-//! One row per window (`--window`, 100 ms) and direction (`read`, `write`, and `sync`
+//! One row per window (`--window`, 100 ms) and direction (`read`, `write`, `trim` for a discarding job, and `sync`
 //! with `--fsync`/`--fdatasync`), all jobs merged, every window from the probe's start to
 //! its end (one in which nothing completed is a row with 0 `ios` and empty latencies), written as soon as every job is past
 //! the window. Windows lie on the run's grid (multiples of `window_ns` from the run's

@@ -22,7 +22,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::stats::READ;
+use super::stats::{READ, TRIM};
 use super::{pace, verify, Ctx, ProbeError};
 use crate::clock::monotonic_ns;
 use crate::directio::AlignedBuf;
@@ -227,7 +227,17 @@ pub(super) fn run(c: &mut Ctx, a: &mut Aio) -> Result<(), ProbeError> {
                 break;
             };
             if c.timing.loop_invalidate && c.gen.take_wrapped() {
-                super::drop_cached(c.fd);
+                c.fds.iter().for_each(|fd| super::drop_cached(*fd));
+            }
+            // A trim is synchronous here, as in fio's libaio engine (do_io_u_trim in its
+            // submit path): one BLKDISCARD now, recorded at once, no slot taken.
+            if op.dir == TRIM {
+                if let Err(e) = super::engine_sync::trim_now(c, &op, intended) {
+                    err.get_or_insert(e);
+                    issuing = false;
+                }
+                // Out to the round's top: `now` (and the end) is read again there.
+                break;
             }
             let si = free.pop().expect("a free slot") as usize;
             slots[si] = Slot {
@@ -251,7 +261,7 @@ pub(super) fn run(c: &mut Ctx, a: &mut Aio) -> Result<(), ProbeError> {
                 } else {
                     IOCB_CMD_PWRITE
                 },
-                aio_fildes: c.fd as u32,
+                aio_fildes: c.fds[op.file as usize] as u32,
                 aio_buf: buf_ptrs[si] as u64,
                 aio_nbytes: op.len,
                 aio_offset: op.offset as i64,

@@ -4,10 +4,14 @@
 //! Per I/O: two `CLOCK_MONOTONIC` reads (vDSO, ~20 ns each) right around one system
 //! call (fio's psync stamps the same two points), a few adds and two histogram
 //! increments. No allocation, no formatting.
+//!
+//! A trim (fio's third direction) is one `ioctl(BLKDISCARD)` over the I/O's range, as
+//! fio's `os_trim` does: on a regular file the kernel answers ENOTTY and the job fails
+//! with that error (fio 3.33 fails the same way, error 25).
 
 use std::sync::atomic::Ordering;
 
-use super::stats::READ;
+use super::stats::{READ, TRIM, WRITE};
 use super::{pace, verify, Ctx, ProbeError};
 use crate::clock::monotonic_ns;
 use crate::directio::AlignedBuf;
@@ -52,10 +56,11 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
             return Ok(());
         };
         if c.timing.loop_invalidate && c.gen.take_wrapped() {
-            super::drop_cached(c.fd);
+            c.fds.iter().for_each(|fd| super::drop_cached(*fd));
         }
+        let fd = c.fds[op.file as usize];
         c.issued_one();
-        if op.dir != READ {
+        if op.dir == WRITE {
             // SAFETY: ptr is valid for max_bs >= op.len bytes; nothing else uses buf now.
             let b = unsafe { std::slice::from_raw_parts_mut(ptr, op.len as usize) };
             verify::before_write(&mut c.verify, b, op.offset);
@@ -64,10 +69,10 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
         let intended = due.unwrap_or(t0);
         // SAFETY: ptr is valid for max_bs >= op.len bytes for the life of buf; fd is open.
         let r = unsafe {
-            if op.dir == READ {
-                libc::pread(c.fd, ptr.cast(), op.len as usize, op.offset as libc::off_t)
-            } else {
-                libc::pwrite(c.fd, ptr.cast(), op.len as usize, op.offset as libc::off_t)
+            match op.dir {
+                READ => libc::pread(fd, ptr.cast(), op.len as usize, op.offset as libc::off_t),
+                TRIM => discard(fd, op.offset, op.len),
+                _ => libc::pwrite(fd, ptr.cast(), op.len as usize, op.offset as libc::off_t),
             }
         };
         let t1 = monotonic_ns();
@@ -80,10 +85,15 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
             if c.ends_at_enospc(&e, op.dir) {
                 return Ok(());
             }
-            let what = if op.dir == READ { "read" } else { "write" };
-            return Err(c
-                .target
-                .io_error(e, "measuring", what, op.offset, op.len, c.direct));
+            let what = ["read", "write", "trim"][op.dir];
+            return Err(c.targets[op.file as usize].io_error(
+                e,
+                "measuring",
+                what,
+                op.offset,
+                op.len,
+                c.direct,
+            ));
         }
         // The I/O just completed was in flight at any window end since its start.
         c.win.at_with(t1, || intended.min(t0));
@@ -111,5 +121,58 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
         if op.sync_after {
             now = super::sync_now(c, op.offset)?;
         }
+    }
+}
+
+/// One trim now, recorded as the sync engine records an I/O: the async engines' trims
+/// (fio's libaio and io_uring engines discard synchronously too, in their submit path).
+pub(super) fn trim_now(
+    c: &mut Ctx,
+    op: &super::workload::Op,
+    intended: u64,
+) -> Result<(), ProbeError> {
+    c.issued_one();
+    let fd = c.fds[op.file as usize];
+    let t0 = monotonic_ns();
+    // SAFETY: fd is open; the ioctl reads only the range on our stack.
+    let r = unsafe { discard(fd, op.offset, op.len) };
+    let t1 = monotonic_ns();
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(c.targets[op.file as usize].io_error(
+            e,
+            "measuring",
+            "trim",
+            op.offset,
+            op.len,
+            c.direct,
+        ));
+    }
+    c.win.at_with(t1, || intended.min(t0));
+    c.win
+        .stats
+        .record_io(TRIM, op.len, op.len, intended, t0, t0, t1, false);
+    if let Some(l) = c.lat_log.as_mut() {
+        l.io(TRIM, op.len, op.offset, t0, t0, t1, false);
+    }
+    c.win.last_done_ns = c.win.last_done_ns.max(t1);
+    c.completed_one(TRIM, op.len);
+    Ok(())
+}
+
+/// Linux's `BLKDISCARD` (`_IO(0x12, 119)`, include/uapi/linux/fs.h).
+const BLKDISCARD: libc::c_ulong = 0x1277;
+
+/// Discards `len` bytes at `offset` (fio's `os_trim`): `len` on success, -1 with errno
+/// set otherwise, as `pwrite` returns.
+///
+/// # Safety
+/// `fd` must be an open descriptor (the ioctl reads only the range given here).
+pub(super) unsafe fn discard(fd: libc::c_int, offset: u64, len: u64) -> libc::ssize_t {
+    let range: [u64; 2] = [offset, len];
+    // SAFETY: BLKDISCARD reads two u64s from the pointer; `range` lives across the call.
+    match unsafe { libc::ioctl(fd, BLKDISCARD as _, range.as_ptr()) } {
+        0 => len as libc::ssize_t,
+        _ => -1,
     }
 }

@@ -1,7 +1,7 @@
 //! The io_uring engine: one ring per job thread, queue depth `iodepth`.
 //!
 //! What keeps it cheap (fio's io_uring engine does most of these too):
-//! - the file is registered (`IORING_REGISTER_FILES`, fixed file 0) and so are the
+//! - the job's files are registered (`IORING_REGISTER_FILES`, fixed files 0..N) and so are the
 //!   buffers, one per queue slot (`IORING_REGISTER_BUFFERS`, `READ_FIXED`/`WRITE_FIXED`):
 //!   no per-I/O file lookup or page pinning;
 //! - the ring fd is registered too (`IORING_REGISTER_RING_FDS`), and the ring is
@@ -37,7 +37,7 @@ use std::sync::atomic::Ordering;
 
 use io_uring::{opcode, types, IoUring};
 
-use super::stats::READ;
+use super::stats::{READ, TRIM};
 use super::{pace, verify, Ctx, ProbeError, SyncKind};
 use crate::clock::monotonic_ns;
 use crate::directio::AlignedBuf;
@@ -53,7 +53,7 @@ pub(super) struct Ring {
 }
 
 impl Ring {
-    pub(super) fn new(depth: u32, fd: RawFd, max_bs: u64) -> std::io::Result<Ring> {
+    pub(super) fn new(depth: u32, fds: &[RawFd], max_bs: u64) -> std::io::Result<Ring> {
         let entries = (depth.max(1) * 2).next_power_of_two().max(8);
         let ring = IoUring::builder()
             .setup_single_issuer()
@@ -61,7 +61,7 @@ impl Ring {
             .build(entries)
             .or_else(|_| IoUring::builder().setup_coop_taskrun().build(entries))
             .or_else(|_| IoUring::new(entries))?;
-        ring.submitter().register_files(&[fd])?;
+        ring.submitter().register_files(fds)?;
         let mut bufs: Vec<AlignedBuf> = (0..depth.max(1))
             .map(|_| AlignedBuf::new(max_bs as usize))
             .collect();
@@ -259,7 +259,17 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
                 break;
             };
             if c.timing.loop_invalidate && c.gen.take_wrapped() {
-                super::drop_cached(c.fd);
+                c.fds.iter().for_each(|fd| super::drop_cached(*fd));
+            }
+            // A trim is synchronous here, as in fio's io_uring engine (do_io_u_trim in its
+            // submit path): one BLKDISCARD now, recorded at once, no slot taken.
+            if op.dir == TRIM {
+                if let Err(e) = super::engine_sync::trim_now(c, &op, intended) {
+                    err.get_or_insert(e);
+                    issuing = false;
+                }
+                // Out to the round's top: `now` (and the end) is read again there.
+                break;
             }
             let si = free.pop().expect("a free slot") as usize;
             slots[si] = Slot {
@@ -278,6 +288,7 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
                 let b = unsafe { std::slice::from_raw_parts_mut(p, op.len as usize) };
                 verify::before_write(&mut c.verify, b, op.offset);
             }
+            let file = types::Fixed(op.file);
             let sqe = match (op.dir == READ, fixed_bufs) {
                 (true, true) => opcode::ReadFixed::new(file, p, len, si as u16)
                     .offset(op.offset)

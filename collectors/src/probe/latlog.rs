@@ -123,7 +123,7 @@ struct LogFile {
     file: File,
     path: PathBuf,
     buf: Vec<u8>,
-    acc: [Acc; 2],
+    acc: [Acc; super::stats::DIRS],
     error: Option<std::io::Error>,
 }
 
@@ -138,7 +138,8 @@ impl LogFile {
         b.extend_from_slice(n.format(t_ms).as_bytes());
         b.extend_from_slice(b", ");
         b.extend_from_slice(n.format(value).as_bytes());
-        b.extend_from_slice(if dir == 0 { b", 0, " } else { b", 1, " });
+        // fio's direction column: 0 read, 1 write, 2 trim.
+        b.extend_from_slice([&b", 0, "[..], b", 1, ", b", 2, "][dir.min(2)]);
         b.extend_from_slice(n.format(bs).as_bytes());
         if let Some(o) = offset {
             b.extend_from_slice(b", ");
@@ -204,7 +205,7 @@ impl LatLog {
                 file,
                 path,
                 buf: Vec::with_capacity(BUF_BYTES / 4),
-                acc: [Acc::default(); 2],
+                acc: [Acc::default(); super::stats::DIRS],
                 error: None,
             });
             Ok(())
@@ -282,7 +283,7 @@ impl LatLog {
                 Kind::Iops => (done, 1),
             };
             if avg {
-                let a = &mut f.acc[dir.min(1)];
+                let a = &mut f.acc[dir.min(2)];
                 a.n += 1;
                 a.sum += v;
                 a.max = a.max.max(v);
@@ -308,7 +309,7 @@ impl LatLog {
         let off = self.offset.then_some(0);
         let span_ms = (span_ns / 1_000_000).max(1);
         for f in &mut self.files {
-            for dir in 0..2 {
+            for dir in 0..super::stats::DIRS {
                 let a = std::mem::take(&mut f.acc[dir]);
                 if a.n == 0 {
                     continue;

@@ -18,6 +18,7 @@
 //! interleaved), and latency is also recorded from the intended start (`lat_co`).
 
 pub mod error;
+pub mod files;
 pub(crate) mod latlog;
 pub mod pace;
 pub mod place;
@@ -29,6 +30,7 @@ pub mod target;
 pub mod verify;
 pub mod workload;
 
+mod aggregate;
 mod engine_aio;
 mod engine_sync;
 mod engine_uring;
@@ -43,7 +45,7 @@ use std::sync::{Arc, Barrier};
 pub use engine_uring::uring_available;
 pub use error::ProbeError;
 pub use spec::{Engine, ProbeSpec, Rw, SyncKind};
-use stats::{WindowStats, READ, WRITE};
+use stats::{WindowStats, WRITE};
 use target::Target;
 pub use usage::Usage;
 
@@ -68,8 +70,9 @@ pub struct WindowRow<'a> {
 /// One window's counts for a job (for fio's iops/bw min/max/mean/stddev).
 #[derive(Debug, Clone, Copy)]
 pub struct JobSample {
-    pub ios: [u64; 2],
-    pub bytes: [u64; 2],
+    /// Per direction: read, write, trim.
+    pub ios: [u64; stats::DIRS],
+    pub bytes: [u64; stats::DIRS],
     pub window_ns: u64,
 }
 
@@ -282,12 +285,16 @@ impl WindowCursor {
 
 /// What a job thread works with.
 pub(crate) struct Ctx<'a> {
+    /// The job's first file (the only one but with nrfiles / filename=a:b).
     pub(crate) fd: RawFd,
     pub(crate) target: &'a Target,
+    /// Every file of the job, in `Op::file` order (`fds[0]` is `fd`).
+    pub(crate) fds: Vec<RawFd>,
+    pub(crate) targets: &'a [&'a Target],
     pub(crate) direct: bool,
     pub(crate) depth: u32,
     pub(crate) sync_kind: SyncKind,
-    pub(crate) gen: workload::Gen,
+    pub(crate) gen: files::JobGen,
     pub(crate) sched: Option<pace::Schedule>,
     pub(crate) sched_rng: rng::SplitMix64,
     pub(crate) end_ns: u64,
@@ -376,22 +383,72 @@ pub(crate) fn drop_cached(fd: std::os::fd::RawFd) {
 /// Runs the probe on an already laid-out `target`. Returns `Err` only when nothing
 /// could start (open, io_uring setup); errors during the run are in the jobs' results,
 /// with what was measured until then. `stop` ends the run early (Ctrl-C).
-#[allow(
-    clippy::too_many_lines,
-    reason = "the probe's phases in the order they run (lay out, warm up, measure, drain), each next to what it undoes on an error"
-)]
 pub fn run(
     spec: &ProbeSpec,
     target: &Target,
     stop: &AtomicBool,
     on_window: &mut dyn FnMut(&WindowRow),
 ) -> Result<ProbeResult, ProbeError> {
+    run_files(spec, &[target], stop, on_window)
+}
+
+/// Each job's generator over its files (see `files`): one [`workload::Gen`] per file,
+/// each over that file's size; `io_size` and `number_ios` are the job's, shared out.
+fn job_gen(spec: &ProbeSpec, targets: &[&Target], job: u32, seed: u64) -> files::JobGen {
+    let several = targets.len() > 1;
+    let total: u64 = targets.iter().map(|t| t.size).sum::<u64>().max(1);
+    let gens = targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut place = spec.place.clone();
+            if several {
+                place.io_size = place
+                    .io_size
+                    .map(|b| (b as u128 * t.size as u128 / total as u128) as u64);
+                place.number_ios = place.number_ios.map(|n| n.div_ceil(targets.len() as u64));
+                place.size = None;
+            }
+            workload::Gen::new(workload::JobShape {
+                random: spec.rw.random(),
+                read_pct: spec.read_pct(),
+                bs: spec.bs,
+                place: &place,
+                target_size: t.size,
+                size: place.size,
+                job,
+                seed: seed ^ (i as u64).wrapping_mul(0xA24B_AED4_963E_E407),
+                sync_every: spec.fsync.map(|f| f.0).unwrap_or(0),
+                time_based: spec.time_based && !several,
+                trim: workload::TrimMode::of(spec.rw),
+            })
+        })
+        .collect();
+    files::JobGen::new(gens, spec.files, spec.time_based, seed)
+}
+
+/// [`run`] on a job's several files (fio's `nrfiles`, `filename=a:b`), each laid out.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the probe's phases in the order they run (lay out, warm up, measure, drain), each next to what it undoes on an error"
+)]
+pub fn run_files(
+    spec: &ProbeSpec,
+    targets: &[&Target],
+    stop: &AtomicBool,
+    on_window: &mut dyn FnMut(&WindowRow),
+) -> Result<ProbeResult, ProbeError> {
     let n = spec.numjobs.max(1) as usize;
-    let writes = spec.writes() || spec.fsync.is_some();
+    let writes = spec.modifies();
+    let target = targets[0];
     let mut files = Vec::with_capacity(n);
     let mut lat_logs = Vec::with_capacity(n);
     for job in 0..n {
-        files.push(target.open(target.open_flags(writes, spec.direct, spec.sync), job == 0)?);
+        let mut mine = Vec::with_capacity(targets.len());
+        for t in targets {
+            mine.push(t.open(t.open_flags(writes, spec.direct, spec.sync), job == 0)?);
+        }
+        files.push(mine);
         lat_logs.push(latlog::LatLog::create(
             &latlog::LogSpec::of(spec),
             job as u32,
@@ -405,7 +462,7 @@ pub fn run(
     } else {
         libc::POSIX_FADV_SEQUENTIAL
     };
-    for f in &files {
+    for f in files.iter().flatten() {
         // SAFETY: the descriptor is open; the call reads no memory of ours.
         unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, advice) };
     }
@@ -427,28 +484,18 @@ pub fn run(
             free_tx.push(ftx);
             let tx = tx.clone();
             let (setup, go, start_cell) = (setup.clone(), go.clone(), start_cell.clone());
-            let fd = file.as_raw_fd();
+            let fds: Vec<RawFd> = file.iter().map(AsRawFd::as_raw_fd).collect();
+            let fd = fds[0];
             let spec = spec.clone();
             let h = std::thread::Builder::new()
                 .name(format!("probe-job{job}"))
                 .spawn_scoped(s, move || {
                     pace::tight_timer_slack();
                     let seed = spec.seed ^ (job as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                    let gen = workload::Gen::new(workload::JobShape {
-                        random: spec.rw.random(),
-                        read_pct: spec.read_pct(),
-                        bs: spec.bs,
-                        place: &spec.place,
-                        target_size: target.size,
-                        size: spec.place.size,
-                        job: job as u32,
-                        seed,
-                        sync_every: spec.fsync.map(|f| f.0).unwrap_or(0),
-                        time_based: spec.time_based,
-                    });
+                    let gen = job_gen(&spec, targets, job as u32, seed);
                     let ring = match spec.engine {
                         Engine::IoUring => {
-                            match engine_uring::Ring::new(spec.iodepth, fd, gen.max_bs()) {
+                            match engine_uring::Ring::new(spec.iodepth, &fds, gen.max_bs()) {
                                 Ok(r) => Some(Ok(r)),
                                 Err(e) => {
                                     stop.store(true, Ordering::SeqCst);
@@ -527,6 +574,8 @@ pub fn run(
                     let mut c = Ctx {
                         fd,
                         target,
+                        fds,
+                        targets,
                         direct: spec.direct,
                         depth: spec.iodepth,
                         sync_kind: spec.fsync.map(|f| f.1).unwrap_or(SyncKind::Fsync),
@@ -549,7 +598,7 @@ pub fn run(
                             verify::JobVerify::new(v, iv, target.size, job as u32, seed, p, !writes)
                         }),
                     };
-                    c.verify.iter_mut().for_each(|v| v.keep_order(&c.gen));
+                    c.verify.iter_mut().for_each(|v| v.keep_order(c.gen.first()));
                     let only = spec.verify.as_ref().is_some_and(|v| v.only);
                     let r = match (ring.as_mut(), aio.as_mut()) {
                         _ if only => {
@@ -603,7 +652,7 @@ pub fn run(
         start_cell.store(start, Ordering::SeqCst);
         let usage0 = Usage::process();
         go.wait();
-        let out = aggregate(spec, n, start, rx, &free_tx, on_window);
+        let out = aggregate::aggregate(spec, n, start, rx, &free_tx, on_window);
         let process_usage = Usage::process().since(&usage0);
         for h in handles {
             let _ = h.join();
@@ -619,178 +668,4 @@ pub fn run(
         process_usage,
         interrupted: false,
     })
-}
-
-/// Merges the jobs' windows: per window over all jobs (for `on_window`, in order, as
-/// soon as every job is past it) and per job over the windows after the ramp.
-#[allow(
-    clippy::too_many_lines,
-    reason = "one merge of the jobs' windows, each figure next to the others it is computed with"
-)]
-fn aggregate(
-    spec: &ProbeSpec,
-    n: usize,
-    start: u64,
-    rx: Receiver<Msg>,
-    free_tx: &[SyncSender<Box<WindowStats>>],
-    on_window: &mut dyn FnMut(&WindowRow),
-) -> (Vec<JobResult>, u64) {
-    let w = spec.window_ns.max(1);
-    let meas = start + spec.ramp_ns;
-    let first = window_index(start, meas, w);
-    let mut jobs: Vec<JobResult> = (0..n)
-        .map(|j| JobResult {
-            job: j as u32,
-            totals: WindowStats::new(),
-            runtime_ns: 0,
-            samples: vec![],
-            usage: Usage::default(),
-            rate_missed: 0,
-            error: None,
-            verified_bytes: 0,
-            verify_reads: stats::DirStats::new(),
-            verify_ns: 0,
-        })
-        .collect();
-    let mut done_upto = vec![first - 1; n];
-    let mut done = vec![false; n];
-    let mut last_done = vec![start; n];
-    let mut pending: std::collections::BTreeMap<i64, Box<WindowStats>> = Default::default();
-    // Per window not yet emitted: the longest any job's oldest I/O in flight had waited at
-    // its end (ns; absent: 0).
-    let mut waits: std::collections::BTreeMap<i64, u64> = Default::default();
-    let mut pool: Vec<Box<WindowStats>> = vec![];
-    let empty = WindowStats::new();
-    let mut next_emit = first;
-    let mut max_idx = first;
-    let mut emit = |upto: i64,
-                    final_end: Option<u64>,
-                    pending: &mut std::collections::BTreeMap<i64, Box<WindowStats>>,
-                    waits: &mut std::collections::BTreeMap<i64, u64>,
-                    pool: &mut Vec<Box<WindowStats>>,
-                    next_emit: &mut i64| {
-        while *next_emit <= upto {
-            let idx = *next_emit;
-            let stats = pending.remove(&idx);
-            let oldest_wait_ns = waits.remove(&idx).unwrap_or(0);
-            let mut end = window_start(idx + 1, meas, w);
-            if let Some(f) = final_end {
-                if idx == upto {
-                    end = f.max(window_start(idx, meas, w)).min(end);
-                }
-            }
-            on_window(&WindowRow {
-                idx,
-                start_ns: window_start(idx, meas, w).max(start),
-                end_ns: end,
-                ramp: idx < 0,
-                stats: stats.as_deref().unwrap_or(&empty),
-                oldest_wait_ns,
-            });
-            if let Some(mut b) = stats {
-                b.reset();
-                pool.push(b);
-            }
-            *next_emit += 1;
-        }
-    };
-    while let Ok(msg) = rx.recv() {
-        match msg {
-            Msg::Window {
-                job,
-                idx,
-                next,
-                mut stats,
-                oldest_ns,
-            } => {
-                let j = job as usize;
-                if oldest_ns != u64::MAX && idx >= next_emit {
-                    // Every window end from idx's to the one before `next` that came after
-                    // the oldest's start (at most 100,000 windows of one stall).
-                    for k in idx..next.min(idx + 100_000) {
-                        let end = window_start(k + 1, meas, w);
-                        if end > oldest_ns {
-                            let e = waits.entry(k).or_insert(0);
-                            *e = (*e).max(end - oldest_ns);
-                        }
-                    }
-                }
-                if idx >= 0 {
-                    jobs[j].totals.merge(&stats);
-                    if next != i64::MAX {
-                        jobs[j].samples.push(JobSample {
-                            ios: [stats.dir[READ].ios, stats.dir[WRITE].ios],
-                            bytes: [stats.dir[READ].bytes, stats.dir[WRITE].bytes],
-                            window_ns: w,
-                        });
-                        // Windows this job skipped had no completions: zero samples.
-                        for _ in (idx + 1)..next.min(idx + 1_000_000) {
-                            jobs[j].samples.push(JobSample {
-                                ios: [0, 0],
-                                bytes: [0, 0],
-                                window_ns: w,
-                            });
-                        }
-                    }
-                }
-                if !stats.is_empty() {
-                    max_idx = max_idx.max(idx);
-                    pending
-                        .entry(idx)
-                        .or_insert_with(|| pool.pop().unwrap_or_default())
-                        .merge(&stats);
-                }
-                stats.reset();
-                let _ = free_tx[j].try_send(stats);
-                // A job's last window (next == MAX) stays open until its Done message
-                // brings the time of its last completion: that window ends there.
-                done_upto[j] = done_upto[j].max(if next == i64::MAX { idx - 1 } else { next - 1 });
-            }
-            Msg::Done {
-                job,
-                last_done_ns,
-                usage,
-                rate_missed,
-                error,
-                verified,
-            } => {
-                let j = job as usize;
-                done[j] = true;
-                done_upto[j] = i64::MAX;
-                last_done[j] = last_done_ns;
-                jobs[j].runtime_ns = last_done_ns.saturating_sub(meas);
-                jobs[j].usage = usage;
-                jobs[j].rate_missed = rate_missed;
-                jobs[j].error = error;
-                jobs[j].verified_bytes = verified.bytes;
-                jobs[j].verify_reads = verified.reads;
-                jobs[j].verify_ns = verified.ns;
-            }
-        }
-        if done.iter().all(|d| *d) {
-            break;
-        }
-        let upto = *done_upto.iter().min().unwrap();
-        if upto != i64::MAX {
-            emit(
-                upto,
-                None,
-                &mut pending,
-                &mut waits,
-                &mut pool,
-                &mut next_emit,
-            );
-        }
-    }
-    let end = last_done.iter().copied().max().unwrap_or(start);
-    let last = max_idx.max(window_index(end.saturating_sub(1).max(start), meas, w));
-    emit(
-        last,
-        Some(end),
-        &mut pending,
-        &mut waits,
-        &mut pool,
-        &mut next_emit,
-    );
-    (jobs, end)
 }

@@ -13,6 +13,12 @@ pub enum Rw {
     RandWrite,
     ReadWrite,
     RandRw,
+    /// fio's `trim`: sequential discards (BLKDISCARD), block devices only.
+    Trim,
+    /// fio's `randtrim`: random discards.
+    RandTrim,
+    /// fio's `trimwrite`: each block discarded, then written, in order.
+    TrimWrite,
 }
 
 impl Rw {
@@ -24,6 +30,9 @@ impl Rw {
             "randwrite" => Rw::RandWrite,
             "rw" | "readwrite" => Rw::ReadWrite,
             "randrw" => Rw::RandRw,
+            "trim" => Rw::Trim,
+            "randtrim" => Rw::RandTrim,
+            "trimwrite" => Rw::TrimWrite,
             _ => return None,
         })
     }
@@ -36,19 +45,34 @@ impl Rw {
             Rw::RandWrite => "randwrite",
             Rw::ReadWrite => "rw",
             Rw::RandRw => "randrw",
+            Rw::Trim => "trim",
+            Rw::RandTrim => "randtrim",
+            Rw::TrimWrite => "trimwrite",
         }
     }
 
     pub fn reads(self) -> bool {
-        !matches!(self, Rw::Write | Rw::RandWrite)
+        matches!(self, Rw::Read | Rw::RandRead | Rw::ReadWrite | Rw::RandRw)
     }
 
+    /// Whether the job writes data (not counting discards: see [`Rw::trims`]).
     pub fn writes(self) -> bool {
-        !matches!(self, Rw::Read | Rw::RandRead)
+        matches!(
+            self,
+            Rw::Write | Rw::RandWrite | Rw::ReadWrite | Rw::RandRw | Rw::TrimWrite
+        )
+    }
+
+    /// Whether the job discards (fio's third direction, `trim`).
+    pub fn trims(self) -> bool {
+        matches!(self, Rw::Trim | Rw::RandTrim | Rw::TrimWrite)
     }
 
     pub fn random(self) -> bool {
-        matches!(self, Rw::RandRead | Rw::RandWrite | Rw::RandRw)
+        matches!(
+            self,
+            Rw::RandRead | Rw::RandWrite | Rw::RandRw | Rw::RandTrim
+        )
     }
 
     pub fn mixed(self) -> bool {
@@ -143,6 +167,8 @@ pub struct ProbeSpec {
     pub per_job_logs: bool,
     // P2b: where I/Os go
     pub place: super::place::Placement,
+    /// fio's `file_service_type`: how a job with several files picks the next one.
+    pub files: super::files::FileService,
 }
 
 /// P2a: how an async engine submits and reaps, think time, minimum rates, fill_device
@@ -209,5 +235,11 @@ impl ProbeSpec {
 
     pub fn writes(&self) -> bool {
         self.rw.writes()
+    }
+
+    /// Whether the job changes the target (writes, discards or syncs): it opens the
+    /// target for writing, and a block device needs `--allow-destructive`.
+    pub fn modifies(&self) -> bool {
+        self.rw.writes() || self.rw.trims() || self.fsync.is_some()
     }
 }

@@ -24,6 +24,10 @@ use crate::directio::{latency_histogram, record_ns};
 
 pub const READ: usize = 0;
 pub const WRITE: usize = 1;
+/// fio's third direction: discards (`rw=trim`, `randtrim`, `trimwrite`).
+pub const TRIM: usize = 2;
+/// Directions a window counts: read, write, trim (fio's order).
+pub const DIRS: usize = 3;
 
 /// Exact count, sum, sum of squares, min and max of latencies in ns.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -82,7 +86,7 @@ impl Moments {
     }
 }
 
-/// One direction (read or write) in one window, or in total.
+/// One direction (read, write or trim) in one window, or in total.
 pub struct DirStats {
     pub ios: u64,
     pub bytes: u64,
@@ -144,7 +148,7 @@ impl DirStats {
 
 /// Everything recorded in one window (or merged over many).
 pub struct WindowStats {
-    pub dir: [DirStats; 2],
+    pub dir: [DirStats; DIRS],
     pub sync_ios: u64,
     pub sync: Histogram<u64>,
     pub sync_m: Moments,
@@ -160,7 +164,7 @@ impl WindowStats {
     /// Allocates the histograms (about 1.3 MiB); recording never allocates afterwards.
     pub fn new() -> WindowStats {
         WindowStats {
-            dir: [DirStats::new(), DirStats::new()],
+            dir: [DirStats::new(), DirStats::new(), DirStats::new()],
             sync_ios: 0,
             sync: latency_histogram(),
             sync_m: Moments::default(),
@@ -168,16 +172,16 @@ impl WindowStats {
     }
 
     pub fn reset(&mut self) {
-        self.dir[READ].reset();
-        self.dir[WRITE].reset();
+        self.dir.iter_mut().for_each(DirStats::reset);
         self.sync_ios = 0;
         self.sync.reset();
         self.sync_m = Moments::default();
     }
 
     pub fn merge(&mut self, o: &WindowStats) {
-        self.dir[READ].merge(&o.dir[READ]);
-        self.dir[WRITE].merge(&o.dir[WRITE]);
+        for (d, od) in self.dir.iter_mut().zip(&o.dir) {
+            d.merge(od);
+        }
         self.sync_ios += o.sync_ios;
         if !o.sync.is_empty() {
             self.sync.add(&o.sync).expect("same histogram bounds");
@@ -186,10 +190,10 @@ impl WindowStats {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.dir[READ].ios == 0 && self.dir[WRITE].ios == 0 && self.sync_ios == 0
+        self.dir.iter().all(|d| d.ios == 0) && self.sync_ios == 0
     }
 
-    /// Records one completed read or write. Times are `CLOCK_MONOTONIC` ns:
+    /// Records one completed read, write or trim. Times are `CLOCK_MONOTONIC` ns:
     /// `intended` <= `start` <= `issue` <= `done`. `async_engine` says whether `slat`
     /// means anything (it does not for the sync engine, as in fio).
     #[inline]

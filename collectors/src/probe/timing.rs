@@ -17,8 +17,8 @@ pub(crate) struct TimingState {
     since_think: u32,
     think_pending: bool,
     /// Completed I/Os and bytes per direction since the start, and at the last check.
-    done: [(u64, u64); 2],
-    last: [(u64, u64); 2],
+    done: [(u64, u64); super::stats::DIRS],
+    last: [(u64, u64); super::stats::DIRS],
     last_check_ns: u64,
     /// The job's start (CLOCK_MONOTONIC ns): fio's 2 s settle period counts from it.
     start_ns: u64,

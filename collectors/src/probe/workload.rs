@@ -16,7 +16,28 @@
 use super::place::{BsChoice, Dist, Placement, Zone};
 use super::randmap::RandMap;
 use super::rng::SplitMix64;
-use super::stats::{READ, WRITE};
+use super::stats::{READ, TRIM, WRITE};
+
+/// How a job discards (fio's third direction): a trim job's I/Os are placed as a write
+/// job's would be (the write block size, the write random map) and issued as discards;
+/// `trimwrite` discards a block, then writes the same block, then the next (fio's
+/// `set_rw_ddir`: a write follows the trim at its offset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TrimMode {
+    None,
+    Trim,
+    TrimWrite,
+}
+
+impl TrimMode {
+    pub(crate) fn of(rw: super::Rw) -> TrimMode {
+        match rw {
+            super::Rw::Trim | super::Rw::RandTrim => TrimMode::Trim,
+            super::Rw::TrimWrite => TrimMode::TrimWrite,
+            _ => TrimMode::None,
+        }
+    }
+}
 
 /// One I/O to issue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +47,8 @@ pub(crate) struct Op {
     pub len: u64,
     /// Sync after this write completes.
     pub(crate) sync_after: bool,
+    /// Which of the job's files (0 with one; see `files::JobGen`).
+    pub(crate) file: u32,
 }
 
 /// What a job's generator is made from.
@@ -45,6 +68,7 @@ pub(crate) struct JobShape<'a> {
     pub seed: u64,
     pub sync_every: u32,
     pub time_based: bool,
+    pub trim: TrimMode,
 }
 
 /// Per direction.
@@ -121,6 +145,11 @@ pub(crate) struct Gen {
     /// A time-based pass just began again (the random map was full, or a sequential run
     /// wrapped): fio drops the file's cached pages then (`loop_cache_invalidate`).
     wrapped: bool,
+    /// `loops` as given, for `restart`.
+    loops: u32,
+    trim: TrimMode,
+    /// `trimwrite`: the block just discarded, to be written next.
+    trimmed: Option<(u64, u64)>,
 }
 
 /// A multiplicative scramble (a bijection on u64), so a skewed distribution's hot blocks
@@ -176,7 +205,11 @@ impl Gen {
         let off_seed = s.seed ^ 0x000F_F5E7;
         Gen {
             random: s.random,
-            read_per_10k: (s.read_pct * 100.0).round().clamp(0.0, 10_000.0) as u64,
+            // A trim job is placed as a write job (see TrimMode).
+            read_per_10k: match s.trim {
+                TrimMode::None => (s.read_pct * 100.0).round().clamp(0.0, 10_000.0) as u64,
+                _ => 0,
+            },
             d,
             maps,
             randommap,
@@ -206,7 +239,10 @@ impl Gen {
             done_bytes: 0,
             done_ios: 0,
             loops_left: p.loops.max(1),
+            loops: p.loops.max(1),
             wrapped: false,
+            trim: s.trim,
+            trimmed: None,
         }
     }
 
@@ -226,6 +262,20 @@ impl Gen {
         self.d[READ].max_bs.max(self.d[WRITE].max_bs)
     }
 
+    /// Starts the job over (all its loops): a time-based job of several files starts
+    /// every file over when all are done (`files::JobGen`).
+    pub(crate) fn restart(&mut self) {
+        self.loops_left = self.loops;
+        self.trimmed = None;
+        self.new_pass();
+    }
+
+    /// Whether the next I/O must follow the last one on this file (a `trimwrite` write).
+    #[inline]
+    pub(crate) fn mid_pair(&self) -> bool {
+        self.trimmed.is_some()
+    }
+
     /// Starts a pass over: positions, random map, zone and offset generator.
     fn new_pass(&mut self) {
         for d in &mut self.d {
@@ -243,14 +293,74 @@ impl Gen {
 
     #[inline]
     pub(crate) fn next_op(&mut self) -> Option<Op> {
+        match self.trim {
+            TrimMode::None => self.next_rw(),
+            TrimMode::Trim => self.next_rw().map(|o| Op { dir: TRIM, ..o }),
+            TrimMode::TrimWrite => match self.trimmed.take() {
+                // The write of the block just discarded: it counts for the pass (fio
+                // doubles a trimwrite job's bytes and number_ios: each block twice).
+                Some((offset, len)) => Some(self.count_write(offset, len)),
+                None => {
+                    if self.pass_done() {
+                        return None;
+                    }
+                    let (rel, len) = self.place(WRITE)?;
+                    self.zone_bytes += len;
+                    let offset = self.region_start + self.zone_base + rel;
+                    self.trimmed = Some((offset, len));
+                    Some(Op {
+                        dir: TRIM,
+                        offset,
+                        len,
+                        sync_after: false,
+                        file: 0,
+                    })
+                }
+            },
+        }
+    }
+
+    /// A `trimwrite` job's write of the block it just discarded.
+    fn count_write(&mut self, offset: u64, len: u64) -> Op {
+        self.done_bytes += len;
+        self.done_ios += 1;
+        let mut sync_after = false;
+        if self.sync_every > 0 {
+            self.writes_since_sync += 1;
+            if self.writes_since_sync == self.sync_every {
+                self.writes_since_sync = 0;
+                sync_after = true;
+            }
+        }
+        Op {
+            dir: WRITE,
+            offset,
+            len,
+            sync_after,
+            file: 0,
+        }
+    }
+
+    /// Whether the job has no I/O left: the pass is done and so are its loops (a new
+    /// pass begins when loops are left).
+    fn pass_done(&mut self) -> bool {
         if self.pass_ios.is_some_and(|n| self.done_ios >= n)
             || (!self.time_based && self.done_bytes >= self.pass_bytes)
         {
             if self.time_based || self.loops_left <= 1 {
-                return None;
+                return true;
             }
             self.loops_left -= 1;
             self.new_pass();
+        }
+        false
+    }
+
+    /// The next read or write (a trim job's I/Os are placed as writes).
+    #[inline]
+    fn next_rw(&mut self) -> Option<Op> {
+        if self.pass_done() {
+            return None;
         }
         let dir = match self.read_per_10k {
             10_000 => READ,
@@ -280,6 +390,7 @@ impl Gen {
             offset: self.region_start + self.zone_base + rel,
             len,
             sync_after,
+            file: 0,
         })
     }
 

@@ -14,6 +14,7 @@ struct G {
     time_based: bool,
     job: u32,
     sync_every: u32,
+    trim: TrimMode,
 }
 
 impl G {
@@ -27,6 +28,7 @@ impl G {
             time_based: false,
             job: 0,
             sync_every: 0,
+            trim: TrimMode::None,
         }
     }
 
@@ -42,6 +44,7 @@ impl G {
             seed: 1,
             sync_every: self.sync_every,
             time_based: self.time_based,
+            trim: self.trim,
         })
     }
 
@@ -285,6 +288,7 @@ fn shape(s: &G) -> JobShape<'_> {
         seed: 1,
         sync_every: s.sync_every,
         time_based: s.time_based,
+        trim: s.trim,
     }
 }
 
@@ -341,4 +345,48 @@ fn bssplit_shares_and_bsrange_sizes_hold() {
         n[(op.len / K - 1) as usize] += 1;
     }
     assert!(n.iter().all(|c| (9_000..11_000).contains(c)), "{n:?}");
+}
+
+#[test]
+fn trim_jobs_discard_where_a_write_job_would_write() {
+    let mut g = G::new(false, 4 * K, 64 * K);
+    g.read_pct = 100.0;
+    g.trim = TrimMode::Trim;
+    let ops: Vec<Op> = {
+        let mut gen = g.gen();
+        std::iter::from_fn(|| gen.next_op()).collect()
+    };
+    assert_eq!(ops.len(), 16, "one pass over the region, read_pct ignored");
+    assert!(ops.iter().all(|o| o.dir == TRIM));
+    assert_eq!(ops[3].offset, 12 * K);
+    // randtrim: every block once (the write random map), as a randwrite's would be.
+    g.random = true;
+    let mut b = g.blocks(100);
+    b.sort_unstable();
+    assert_eq!(b, (0..16).collect::<Vec<_>>());
+}
+
+#[test]
+fn trimwrite_discards_a_block_then_writes_it_and_counts_the_pair_once() {
+    let mut g = G::new(false, 4 * K, 16 * K);
+    g.trim = TrimMode::TrimWrite;
+    g.sync_every = 2;
+    let mut gen = g.gen();
+    let ops: Vec<(usize, u64, bool)> = std::iter::from_fn(|| gen.next_op())
+        .map(|o| (o.dir, o.offset / 4096, o.sync_after))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            (TRIM, 0, false),
+            (WRITE, 0, false),
+            (TRIM, 1, false),
+            (WRITE, 1, true),
+            (TRIM, 2, false),
+            (WRITE, 2, false),
+            (TRIM, 3, false),
+            (WRITE, 3, true),
+        ],
+        "fio's set_rw_ddir: the write follows the trim at its offset; size= counts blocks, not both I/Os"
+    );
 }

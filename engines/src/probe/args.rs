@@ -59,8 +59,9 @@ pub struct ProbeArgs {
     /// A share of an existing file's or device's size too (fio's size=50%).
     #[arg(long, value_parser = args_where::parse_size_arg, value_name = "SIZE")]
     pub size: Option<SizeArg>,
-    /// read | write | randread | randwrite | rw | randrw (fio's --rw; default read); read:8k skips
-    /// 8 KiB after each I/O (read:-8k backwards), randread:8 runs 8 I/Os from each random offset.
+    /// read | write | randread | randwrite | rw | randrw | trim | randtrim | trimwrite (fio's --rw;
+    /// default read; trims are BLKDISCARD, block devices only); read:8k skips 8 KiB after each
+    /// I/O (read:-8k backwards), randread:8 runs 8 I/Os from each random offset.
     #[arg(long, alias = "readwrite", value_name = "MODE")]
     pub rw: Option<String>,
     /// Percentage of reads in a mixed job (rw, randrw). Default 50.
@@ -179,8 +180,12 @@ pub struct ProbeArgs {
 /// Everything resolved from flags, preset and defaults.
 pub(crate) struct Resolved {
     pub spec: ProbeSpec,
+    /// The job's (first) file and its size (`files[0]`).
     pub filename: PathBuf,
     pub size: Option<u64>,
+    /// Every file of the job with its size (fio's nrfiles, filename=a:b; one file: the
+    /// same as `filename`, `size`).
+    pub files: Vec<(PathBuf, Option<u64>)>,
     pub json: bool,
     /// The user named the engine (no silent fallback).
     pub(crate) engine_insisted: bool,
@@ -255,7 +260,8 @@ fn fio_rate_to_total(
 ) -> anyhow::Result<(f64, f64)> {
     let [r, w] = parse_fio_rate(s)?;
     let n = numjobs as f64;
-    match (rw.reads(), rw.writes()) {
+    // A trim job's rate is taken as a write job's (its I/Os are placed as writes).
+    match (rw.reads(), rw.writes() || rw.trims()) {
         (true, false) => {
             let r = r.ok_or_else(|| {
                 usage!("--rate_iops={s} limits only writes, but --rw {} does not write; give the read rate, e.g. --rate_iops=500", rw.name())
@@ -341,7 +347,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
     };
     let (rw_s, rw_mod) = args_where::split_rw(a.rw.as_deref().or(p.rw).unwrap_or("read"));
     let rw = Rw::parse(rw_s).ok_or_else(|| {
-        usage!("--rw takes read, write, randread, randwrite, rw or randrw; got '{rw_s}'")
+        usage!("--rw takes read, write, randread, randwrite, rw, randrw, trim, randtrim or trimwrite; got '{rw_s}'")
     })?;
     let rwmixread = match (a.rwmixread, a.rwmixwrite) {
         (Some(r), _) => r,
@@ -513,9 +519,40 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
         a.log_offset,
         &mut notes,
     )?;
-    let filename = args_where::file_path(&a.where_, a.filename.as_deref(), a.name.as_deref())?
-        .unwrap_or_else(|| PathBuf::from(format!("diskpulse-probe-{}.dat", std::process::id())));
-    format::cli::check_path_length("--filename", &filename).map_err(|e| usage!("{e}"))?;
+    let seed = a.seed.or(placed.seed).unwrap_or(DEFAULT_SEED);
+    let jf = super::args_files::resolve(
+        &a.where_,
+        a.filename.as_deref(),
+        a.name.as_deref(),
+        size_arg,
+        bs[0].max(bs[1]),
+        seed,
+    )?;
+    let mut files = jf.files;
+    if files.is_empty() {
+        let f = PathBuf::from(format!("diskpulse-probe-{}.dat", std::process::id()));
+        files.push((f, size));
+    }
+    for (f, _) in &files {
+        format::cli::check_path_length("--filename", f).map_err(|e| usage!("{e}"))?;
+    }
+    let many = files.len() > 1;
+    if let Some(what) = super::args_files::refusal(
+        files.len(),
+        vl.verify.is_some(),
+        fsync.is_some(),
+        a.timing.fill_device,
+    ) {
+        return Err(usage!(
+            "{what} is not run by diskpulse probe yet; use one file (nrfiles=1), or numjobs= for several jobs, each on its own file"
+        ));
+    }
+    let (filename, size) = files[0].clone();
+    let size = if many {
+        size
+    } else {
+        size.or(size_arg.and_then(SizeArg::bytes))
+    };
     Ok(Resolved {
         spec: ProbeSpec {
             rw,
@@ -533,7 +570,7 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             ramp_ns: a.ramp.map(|d| d.as_nanos() as u64).unwrap_or(0),
             time_based,
             window_ns: window.as_nanos() as u64,
-            seed: a.seed.or(placed.seed).unwrap_or(DEFAULT_SEED),
+            seed,
             grid_zero_ns: None,
             lat_log: a.write_lat_log.clone(),
             log_offset: a.log_offset,
@@ -548,9 +585,11 @@ pub(crate) fn resolve(a: &ProbeArgs) -> anyhow::Result<Resolved> {
             log_max_value: vl.log_max_value,
             per_job_logs: vl.per_job_logs,
             place: placed.place,
+            files: jf.service,
         },
         filename,
         size,
+        files,
         json,
         engine_insisted,
         preset: a.preset.clone(),

@@ -140,88 +140,27 @@ pub struct WhereArgs {
     /// $filenum are replaced (default $jobname.$jobnum.$filenum, as fio).
     #[arg(long, alias = "filename_format", value_name = "FORMAT")]
     pub filename_format: Option<String>,
-    /// fio's nrfiles: 1 (several files per job are not run yet).
+    /// fio's nrfiles: files per job (default 1), named by --filename_format in --directory.
     #[arg(long, value_name = "N")]
     pub nrfiles: Option<u32>,
-    /// fio's filesize: the file's size (one file: the same as --size when --size is not given).
+    /// fio's filesize: each file's size, or LOW-HIGH (drawn per file); default --size shared out.
     #[arg(long, value_name = "SIZE")]
     pub filesize: Option<String>,
-    /// fio's file_service_type: roundrobin (default), random, sequential (one file: all alike).
+    /// fio's file_service_type: roundrobin (default: the next file after each I/O), random, sequential.
     #[arg(long, alias = "file_service_type", value_name = "TYPE")]
     pub file_service_type: Option<String>,
 }
 
-/// fio's `filesize` for one file: a size, or a range whose ends are equal.
+/// fio's `filesize` for one file: a size (a range `LO-HI` is drawn per file by
+/// `args_files`: None here).
 pub(crate) fn filesize(w: &WhereArgs) -> anyhow::Result<Option<SizeArg>> {
     let Some(s) = &w.filesize else {
         return Ok(None);
     };
-    let (a, b) = s.split_once('-').unwrap_or((s, s));
-    let (a, b) = (bytes("filesize", a)?, bytes("filesize", b)?);
-    if a != b {
-        return Err(usage!(
-            "--filesize {s}: a range of file sizes needs several files per job, which diskpulse probe does not run yet; give one size"
-        ));
+    if s.contains('-') {
+        return Ok(None);
     }
-    Ok(Some(SizeArg::Bytes(a)))
-}
-
-/// The job's file from --filename, --directory and --filename_format (fio's rules for
-/// one file: `$jobname.$jobnum.$filenum`, job 0, file 0). None: neither was given.
-pub(crate) fn file_path(
-    w: &WhereArgs,
-    filename: Option<&std::path::Path>,
-    name: Option<&str>,
-) -> anyhow::Result<Option<std::path::PathBuf>> {
-    if let Some(n) = w.nrfiles.filter(|n| *n != 1) {
-        return Err(usage!(
-            "--nrfiles {n}: several files per job are not run by diskpulse probe yet; use nrfiles=1 (or numjobs= for several jobs, each on its own file)"
-        ));
-    }
-    match w.file_service_type.as_deref() {
-        None => {}
-        Some(t)
-            if ["roundrobin", "random", "sequential"]
-                .contains(&t.split(':').next().unwrap_or(t)) => {}
-        Some(t) => {
-            return Err(usage!(
-                "--file_service_type takes roundrobin, random or sequential; got '{t}'"
-            ))
-        }
-    }
-    if let Some(f) = filename {
-        let s = f.to_string_lossy();
-        if s.replace("\\:", "").contains(':') {
-            return Err(usage!(
-                "--filename {s}: several files joined by ':' are not run by diskpulse probe yet; name one file"
-            ));
-        }
-    }
-    let Some(dir) = &w.directory else {
-        return Ok(filename.map(|f| f.to_path_buf()));
-    };
-    if !dir.is_dir() {
-        return Err(usage!(
-            "--directory {}: no such directory; create it or pass another",
-            dir.display()
-        ));
-    }
-    let file = match filename {
-        Some(f) if f.is_absolute() => return Ok(Some(f.to_path_buf())),
-        Some(f) => f.to_path_buf(),
-        None => {
-            let fmt = w
-                .filename_format
-                .as_deref()
-                .unwrap_or("$jobname.$jobnum.$filenum");
-            std::path::PathBuf::from(
-                fmt.replace("$jobname", name.unwrap_or("diskpulse"))
-                    .replace("$jobnum", "0")
-                    .replace("$filenum", "0"),
-            )
-        }
-    };
-    Ok(Some(dir.join(file)))
+    Ok(Some(SizeArg::Bytes(bytes("filesize", s)?)))
 }
 
 impl WhereArgs {

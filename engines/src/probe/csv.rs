@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use collectors::clock::Clock;
-use collectors::probe::stats::{READ, WRITE};
+use collectors::probe::stats::{READ, TRIM, WRITE};
 use collectors::probe::{ProbeSpec, WindowRow};
 
 use crate::recording::writer::ChunkSink;
@@ -49,6 +49,10 @@ impl ProbeCsv {
         if spec.rw.writes() {
             let (t, co) = both("write");
             kinds.push((Kind::Dir(WRITE), "write", t, co));
+        }
+        if spec.rw.trims() {
+            let (t, co) = both("trim");
+            kinds.push((Kind::Dir(TRIM), "trim", t, co));
         }
         if spec.fsync.is_some() {
             kinds.push((Kind::Sync, "sync", hist::tag(phase, "sync", false), None));

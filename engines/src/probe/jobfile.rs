@@ -216,7 +216,9 @@ fn option_line(sc: &mut Scope, line: &str, at: &str) -> anyhow::Result<()> {
         sc.shown
             .push((name.to_string(), value.clone().unwrap_or_default()));
     }
-    if key == "thread" || job_key(&mut sc.sem, key, value.as_deref(), at)? {
+    // thread: diskpulse's jobs are threads already; openfiles: every file of a job stays
+    // open (fio closes some when it is below nrfiles; the I/O is the same).
+    if ["thread", "openfiles"].contains(&key) || job_key(&mut sc.sem, key, value.as_deref(), at)? {
         return Ok(());
     }
     if key == "ioengine" {
@@ -242,6 +244,11 @@ fn option_line(sc: &mut Scope, line: &str, at: &str) -> anyhow::Result<()> {
                 .map_err(|_| usage!("{at}: rwmixwrite takes a percentage 0..100; got '{shown}'"))?;
             ("rwmixread", Some(format!("{}", 100.0 - w)))
         }
+        // fio's buffered is the inverse of direct (a bare `buffered` is buffered=1).
+        ("buffered", v) => match v.as_deref().map(truthy).unwrap_or(Some(true)) {
+            Some(b) => ("direct", Some(if b { "0" } else { "1" }.to_string())),
+            None => return Err(usage!("{at}: buffered takes 0 or 1; got '{shown}'")),
+        },
         (k, v) => (fio_alias(k), v),
     };
     let Some(k) = known(key) else {
@@ -491,19 +498,7 @@ pub(super) fn render(r: &Resolved) -> String {
         "; diskpulse probe's resolved job (diskpulse probe FILE runs it)"
     );
     let _ = writeln!(o, "[{}]", r.name);
-    let _ = writeln!(o, "filename={}", r.filename.display());
-    match r.size {
-        Some(s) => {
-            let _ = writeln!(o, "size={}", super::output::fmt_size(s));
-        }
-        None => {
-            let _ = writeln!(
-                o,
-                "; size: an existing file's or device's, else {}",
-                super::output::fmt_size(super::args::DEFAULT_SIZE)
-            );
-        }
-    }
+    o.push_str(&super::args_files::render(r));
     let _ = writeln!(
         o,
         "rw={}{}",
@@ -655,6 +650,16 @@ mod tests {
         assert_eq!(m.bs.as_deref(), Some("8k"));
         assert_eq!((m.rate_iops, m.rate_iops_total), (None, Some(50.0)));
         assert!(m.time_based);
+    }
+
+    #[test]
+    fn buffered_is_the_inverse_of_direct_and_thread_and_openfiles_are_taken() {
+        let f = file("[j]\nbuffered=0\nthread\nopenfiles=2\n");
+        let set = load_set(f.path()).unwrap();
+        assert_eq!(set.sections[0].args.direct.as_deref(), Some("1"));
+        assert_eq!(set.sections[0].shown[0], ("buffered".into(), "0".into()));
+        let f = file("[j]\ndirect=1\nbuffered\n");
+        assert_eq!(load(f.path()).unwrap().direct.as_deref(), Some("0"));
     }
 
     #[test]

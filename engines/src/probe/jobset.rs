@@ -104,6 +104,13 @@ fn plan<'a>(cli: &ProbeArgs, path: &Path, set: &'a JobFile) -> anyhow::Result<Ve
     let mut gid = 0;
     for (i, sec) in set.sections.iter().enumerate() {
         let r = jobfile::resolve_section(path, sec, cli)?;
+        if r.files.len() > 1 {
+            return Err(usage!(
+                "{} [{}]: several files per job (nrfiles, filename=a:b) in a file of several jobs are not run by diskpulse probe yet; run that job in a file of its own",
+                path.display(),
+                sec.name
+            ));
+        }
         if i > 0 && (sec.sem.stonewall || sec.sem.new_group) {
             gid += 1;
         }
@@ -150,9 +157,7 @@ fn targets(jobs: &mut [Job]) -> anyhow::Result<Vec<Target>> {
     let mut out = vec![];
     for (i, _) in names.iter().enumerate() {
         let users: Vec<&Job> = jobs.iter().filter(|j| j.target == i).collect();
-        let writes = users
-            .iter()
-            .any(|j| j.r.spec.writes() || j.r.spec.fsync.is_some());
+        let writes = users.iter().any(|j| j.r.spec.modifies());
         let size = users.iter().filter_map(|j| j.r.size).max();
         out.push(super::target_with(&users[0].r, writes, size)?);
     }

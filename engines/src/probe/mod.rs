@@ -10,6 +10,7 @@
 //! `probe.csv` (and `probe.json`) when run inside `diskpulse record -- ...`.
 
 mod args;
+mod args_files;
 mod args_where;
 mod csv;
 mod jobfile;
@@ -96,11 +97,30 @@ pub fn check_target(a: &ProbeArgs) -> anyhow::Result<()> {
 
 /// The target of a resolved job, inspected and checked before anything is written.
 fn target_of(r: &Resolved) -> anyhow::Result<target::Target> {
-    target_with(r, r.spec.writes() || r.spec.fsync.is_some(), r.size)
+    target_with(r, r.spec.modifies(), r.size)
 }
 
 /// [`target_of`] for a file several jobs share: whether any writes, the largest size.
 fn target_with(r: &Resolved, writes: bool, size: Option<u64>) -> anyhow::Result<target::Target> {
+    target_at(r, &r.filename, writes, size)
+}
+
+/// The job's other files (`r.files[1..]`: fio's nrfiles, filename=a:b), each inspected
+/// and checked as the first one is.
+fn more_targets(r: &Resolved) -> anyhow::Result<Vec<target::Target>> {
+    r.files[1..]
+        .iter()
+        .map(|(p, size)| target_at(r, p, r.spec.modifies(), *size))
+        .collect()
+}
+
+/// [`target_with`] for one file of the job.
+fn target_at(
+    r: &Resolved,
+    path: &std::path::Path,
+    writes: bool,
+    size: Option<u64>,
+) -> anyhow::Result<target::Target> {
     let opts = TargetOptions {
         // Room for every numjobs copy's region past --offset (P2b).
         size: size.map(|s| r.spec.place.extent(s, r.spec.numjobs)),
@@ -111,7 +131,7 @@ fn target_with(r: &Resolved, writes: bool, size: Option<u64>) -> anyhow::Result<
         sysfs: "/sys".into(),
         procfs: "/proc".into(),
     };
-    let mut tgt = target::inspect(&r.filename, &opts).map_err(refusal_is_usage)?;
+    let mut tgt = target::inspect(path, &opts).map_err(refusal_is_usage)?;
     if r.spec.place.relative() && tgt.kind == TargetKind::NewFile {
         return Err(usage!(
             "{}: a size or offset in % is a share of an existing file's or device's size, and this file does not exist; give bytes (--size 256MiB) or name an existing file",
@@ -269,6 +289,7 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         }
     }
     let mut tgt = target_of(&r)?;
+    let mut more = more_targets(&r)?;
     // After the checks: a refused target is one line.
     for n in &r.notes {
         eprintln!("note: {n}");
@@ -301,11 +322,17 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     if !lay_out(&mut tgt, r.spec.direct, &stop)? {
         return Ok(130);
     }
+    for t in &mut more {
+        if !lay_out(t, r.spec.direct, &stop)? {
+            return Ok(130);
+        }
+    }
     if !jobset::start_delay(sem.startdelay, &stop) {
         return Ok(130);
     }
     if sem.invalidate {
         jobset::invalidate(&tgt);
+        more.iter().for_each(jobset::invalidate);
     }
     let disk_names = devices_of(&tgt);
     let disks_before = disk_counters(&disk_names);
@@ -316,6 +343,12 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
             TargetKind::NewFile => "file (created, removed afterwards)".into(),
             TargetKind::ExistingFile { .. } => "file (existing, kept)".into(),
             TargetKind::BlockDevice { name } => format!("block device {name}"),
+        } + &match more.len() {
+            0 => String::new(),
+            n => format!(
+                "; and {n} more file(s) of the job, {} MiB in all",
+                (tgt.size + more.iter().map(|t| t.size).sum::<u64>()) >> 20
+            ),
         },
         fstype: tgt.fstype.clone(),
         size: tgt.size,
@@ -328,7 +361,8 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     };
 
     let mut csv_error = None;
-    let result = engine::run(&r.spec, &tgt, &stop, &mut |row| {
+    let all: Vec<&target::Target> = std::iter::once(&tgt).chain(&more).collect();
+    let result = engine::run_files(&r.spec, &all, &stop, &mut |row| {
         if let Some(c) = csv.as_mut() {
             if let Err(e) = c.window(row) {
                 csv_error.get_or_insert(e);

@@ -10,7 +10,7 @@
 //! - `sync.total_ios` is the number of syncs (fio 3.33 prints 0 there and the count in
 //!   `sync.lat_ns.N`; both are right here);
 //! - `iops_*`/`bw_*` samples are per `--window` (fio samples every 500 ms);
-//! - `latency_ns/us/ms` are shares of completions by clat (reads and writes together);
+//! - `latency_ns/us/ms` are shares of completions by clat (reads, writes and trims together);
 //! - `disk_util` lists every device `diskpulse record --path` would find under the target
 //!   (a loop device and the disk under its backing file, btrfs members), with counter
 //!   deltas from `/sys/class/block/X/stat` over the run (fio lists the target's device);
@@ -19,7 +19,7 @@
 //!   window, rate, target, run clock times, whole-process CPU, error).
 
 use collectors::directio::FIO_PERCENTILES;
-use collectors::probe::stats::{DirStats, Moments, READ, WRITE};
+use collectors::probe::stats::{DirStats, Moments, DIRS, READ, TRIM, WRITE};
 use collectors::probe::{Engine, JobResult, ProbeError, ProbeResult};
 use hdrhistogram::Histogram;
 
@@ -453,7 +453,7 @@ pub(super) fn merge_jobs(jobs: Vec<JobResult>) -> JobResult {
         for (i, x) in j.samples.iter().enumerate() {
             match samples.get_mut(i) {
                 Some(t) => {
-                    for d in 0..2 {
+                    for d in 0..DIRS {
                         t.ios[d] += x.ios[d];
                         t.bytes[d] += x.bytes[d];
                     }
@@ -492,6 +492,7 @@ pub(super) fn job_entry(
     let reads = j.fio_dir(READ);
     let mut all = reads.clat.clone();
     all.add(&t.dir[WRITE].clat).expect("same bounds");
+    all.add(&t.dir[TRIM].clat).expect("same bounds");
     let mut v: Vec<(&str, J)> = vec![
         ("jobname", s(r.name.clone())),
         ("groupid", J::U(groupid)),
@@ -515,7 +516,14 @@ pub(super) fn job_entry(
                 empty_dir()
             },
         ),
-        ("trim", empty_dir()),
+        (
+            "trim",
+            if r.spec.rw.trims() {
+                dir_block(&t.dir[TRIM], j.runtime_ns, j, TRIM, group_bw)
+            } else {
+                empty_dir()
+            },
+        ),
         (
             "sync",
             obj(vec![
@@ -557,7 +565,8 @@ pub(crate) fn fio_json(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> Strin
         .iter()
         .map(|j| {
             let secs = (j.job_runtime_ns().max(1)) as f64 / 1e9;
-            (j.fio_dir(READ).bytes + j.totals.dir[WRITE].bytes) as f64 / secs
+            let trim = j.totals.dir[TRIM].bytes;
+            (j.fio_dir(READ).bytes + j.totals.dir[WRITE].bytes + trim) as f64 / secs
         })
         .sum();
     let elapsed_s = res

@@ -1,6 +1,6 @@
 //! The probe's human summary: all jobs merged, latencies in microseconds.
 
-use collectors::probe::stats::{WindowStats, READ, WRITE};
+use collectors::probe::stats::{WindowStats, READ, TRIM, WRITE};
 use collectors::probe::{ProbeResult, SyncKind};
 use hdrhistogram::Histogram;
 
@@ -113,12 +113,12 @@ pub fn human(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
             TOO_SHORT_NS / 1_000_000
         ));
     }
-    for (dir, name) in [(READ, "read"), (WRITE, "write")] {
+    for (dir, name) in [(READ, "read"), (WRITE, "write"), (TRIM, "trim")] {
         let d = &m.dir[dir];
-        let wanted = if dir == READ {
-            sp.rw.reads()
-        } else {
-            sp.rw.writes()
+        let wanted = match dir {
+            READ => sp.rw.reads(),
+            WRITE => sp.rw.writes(),
+            _ => sp.rw.trims(),
         };
         if !wanted {
             continue;
@@ -172,7 +172,7 @@ pub fn human(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
         }
     }
     let u = res.usage();
-    let ios = m.dir[READ].ios + m.dir[WRITE].ios;
+    let ios: u64 = m.dir.iter().map(|d| d.ios).sum();
     o.push_str(&format!(
         "  cpu  : usr {:.1}% sys {:.1}% (job threads, of one core), {:.2} us CPU per I/O, {} context switches\n",
         u.usr_ns as f64 * 100.0 / rt as f64,
@@ -214,8 +214,13 @@ pub fn human(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
             .iter()
             .map(|d| {
                 let g = |i: usize| d.d.get(i).copied().flatten().unwrap_or(0);
+                // Discards only where there were some (a trim job's device).
+                let discards = match g(ds::F_DISCARDS) {
+                    0 => String::new(),
+                    n => format!(", {n} discards"),
+                };
                 format!(
-                    "{} {} reads, {} writes, {} flushes",
+                    "{} {} reads, {} writes{discards}, {} flushes",
                     d.name,
                     g(ds::F_READS),
                     g(ds::F_WRITES),
