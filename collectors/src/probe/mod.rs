@@ -598,7 +598,9 @@ pub fn run_files(
                             verify::JobVerify::new(v, iv, target.size, job as u32, seed, p, !writes)
                         }),
                     };
-                    c.verify.iter_mut().for_each(|v| v.keep_order(c.gen.first()));
+                    c.verify
+                        .iter_mut()
+                        .for_each(|v| v.keep_order(c.gen.first()));
                     let only = spec.verify.as_ref().is_some_and(|v| v.only);
                     let r = match (ring.as_mut(), aio.as_mut()) {
                         _ if only => {
