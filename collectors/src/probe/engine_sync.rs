@@ -100,7 +100,7 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
         }
         c.win.last_done_ns = t1;
         now = t1;
-        c.completed_one(op.dir, r as u64);
+        c.completed_one(op.dir, r as u64, t1 - t0, t1);
         if let Some(e) = c.min_rate_check(t1) {
             return Err(e);
         }

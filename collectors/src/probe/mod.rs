@@ -32,7 +32,10 @@ pub mod workload;
 mod engine_aio;
 mod engine_sync;
 mod engine_uring;
+mod lattarget;
 mod timing;
+
+pub use lattarget::LatencySpec;
 
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -138,6 +141,8 @@ pub struct JobResult {
     pub verify_reads: stats::DirStats,
     /// The read-back's length (fio's read `runtime` of a write job that verifies).
     pub verify_ns: u64,
+    /// With latency_target: the queue depth the search ended at (fio's latency_depth).
+    pub latency_depth: Option<u32>,
 }
 
 impl JobResult {
@@ -243,7 +248,11 @@ enum Msg {
         rate_missed: u64,
         error: Option<ProbeError>,
         verified: Box<verify::ReadBack>,
+        latency_depth: Option<u32>,
     },
+    /// latency_target's final run began at `at_ns`: the job's figures start again there
+    /// (fio's reset_all_stats).
+    Reset { job: u32, at_ns: u64 },
 }
 
 fn window_index(t: u64, meas: u64, w: u64) -> i64 {
@@ -267,6 +276,8 @@ pub(crate) struct WindowCursor {
     free: Receiver<Box<WindowStats>>,
     usage_at_meas: Option<Usage>,
     pub(crate) last_done_ns: u64,
+    /// With latency_target: the depth the search is at.
+    pub(crate) latency_depth: Option<u32>,
 }
 
 impl WindowCursor {
@@ -308,6 +319,16 @@ impl WindowCursor {
         }
     }
 
+    /// latency_target's final run: this job's figures start again `now` (what the current
+    /// window held is dropped, from probe.csv too, as fio's reset_all_stats drops it).
+    pub(crate) fn reset_figures(&mut self, now: u64) {
+        self.stats.reset();
+        let _ = self.tx.send(Msg::Reset {
+            job: self.job,
+            at_ns: now,
+        });
+    }
+
     fn finish(
         mut self,
         rate_missed: u64,
@@ -331,6 +352,7 @@ impl WindowCursor {
             rate_missed,
             error,
             verified,
+            latency_depth: self.latency_depth,
         });
     }
 }
@@ -543,6 +565,7 @@ pub fn run(
                         free: frx,
                         usage_at_meas: (idx >= 0).then(Usage::thread),
                         last_done_ns: start,
+                        latency_depth: None,
                     };
                     let mut aio = match aio {
                         Some(Err(e)) => {
@@ -593,7 +616,7 @@ pub fn run(
                         win,
                         lat_log,
                         timing: spec.timing.clone(),
-                        tstate: timing::TimingState::new(start),
+                        tstate: timing::TimingState::new(start, &spec.timing, spec.iodepth, meas),
                         verify: spec.verify.as_ref().map(|v| {
                             let iv = if v.interval > 0 {
                                 v.interval
@@ -702,8 +725,11 @@ fn aggregate(
             verified_bytes: 0,
             verify_reads: stats::DirStats::new(),
             verify_ns: 0,
+            latency_depth: None,
         })
         .collect();
+    // Where each job's figures start: the ramp's end, or latency_target's final run.
+    let mut from = vec![meas; n];
     let mut done_upto = vec![first - 1; n];
     let mut done = vec![false; n];
     let mut last_done = vec![start; n];
@@ -805,18 +831,26 @@ fn aggregate(
                 rate_missed,
                 error,
                 verified,
+                latency_depth,
             } => {
                 let j = job as usize;
                 done[j] = true;
                 done_upto[j] = i64::MAX;
                 last_done[j] = last_done_ns;
-                jobs[j].runtime_ns = last_done_ns.saturating_sub(meas);
+                jobs[j].runtime_ns = last_done_ns.saturating_sub(from[j]);
+                jobs[j].latency_depth = latency_depth;
                 jobs[j].usage = usage;
                 jobs[j].rate_missed = rate_missed;
                 jobs[j].error = error;
                 jobs[j].verified_bytes = verified.bytes;
                 jobs[j].verify_reads = verified.reads;
                 jobs[j].verify_ns = verified.ns;
+            }
+            Msg::Reset { job, at_ns } => {
+                let j = job as usize;
+                jobs[j].totals.reset();
+                jobs[j].samples.clear();
+                from[j] = at_ns.max(meas);
             }
         }
         if done.iter().all(|d| *d) {

@@ -174,6 +174,9 @@ pub struct Timing {
     /// fio's `invalidate` on a buffered time-based job: each new pass over the file drops
     /// its cached pages (fio's `loop_cache_invalidate`), so a pass does not read the last.
     pub loop_invalidate: bool,
+    /// fio's `latency_target` (with `latency_window`, `latency_percentile`,
+    /// `latency_run`): search for the deepest queue that meets it (see `lattarget`).
+    pub latency: Option<super::LatencySpec>,
 }
 
 impl Default for Timing {
@@ -192,6 +195,7 @@ impl Default for Timing {
             rate_cycle_ns: 1_000_000_000,
             fill_device: false,
             loop_invalidate: false,
+            latency: None,
         }
     }
 }
