@@ -149,6 +149,7 @@ impl Ctx<'_> {
     /// fio's lat_target_check after a reap at `now` (not in the ramp), and its fatal error.
     fn latency_check(&mut self, now: u64) -> Option<ProbeError> {
         let l = self.tstate.lat.as_mut()?;
+        self.win.latency_depth = Some(l.depth());
         if let Some(lat_ns) = self.tstate.lat_fatal.take() {
             return Some(ProbeError::LatencyTarget {
                 path: self.target.path.clone(),
