@@ -192,7 +192,7 @@ pub fn run_sampled<E>(
             break Ok(());
         }
         let i = t.attempted;
-        if i % every != 0 {
+        if !i.is_multiple_of(every) {
             if let Err(e) = op(i) {
                 break Err(e);
             }
