@@ -16,6 +16,11 @@
 //! `engine_aio`). With a rate, each job follows a
 //! [`pace::Schedule`] of intended start times (total rate / numjobs, phases
 //! interleaved), and latency is also recorded from the intended start (`lat_co`).
+//!
+//! Long because the job thread's life (set-up, engine, drain, read-back), the window
+//! cursor it records into and the aggregator that merges the windows share one window
+//! grid and one message protocol (`Msg`: windows, latency_target's reset, the end); split,
+//! each half would have to restate the other's rules.
 
 pub mod error;
 pub(crate) mod latlog;
