@@ -514,7 +514,10 @@ fn job_files_take_libaio_batch_and_think_options_and_refuse_offload() {
     assert!(j["jobs"][0]["read"]["total_ios"].as_u64().unwrap() > 100);
     for (line, what) in [
         ("io_submit_mode=offload", "offload"),
-        ("latency_target=10ms", "latency"),
+        (
+            "latency_window=10ms",
+            "latency-window is part of the latency_target search",
+        ),
     ] {
         std::fs::write(&job, format!("{body}{line}\n")).unwrap();
         let o = probe(&[job.to_str().unwrap()]);

@@ -39,8 +39,11 @@ pub(super) fn aggregate(
             verified_bytes: 0,
             verify_reads: stats::DirStats::new(),
             verify_ns: 0,
+            latency_depth: None,
         })
         .collect();
+    // Where each job's figures start: the ramp's end, or latency_target's final run.
+    let mut from = vec![meas; n];
     let mut done_upto = vec![first - 1; n];
     let mut done = vec![false; n];
     let mut last_done = vec![start; n];
@@ -138,6 +141,7 @@ pub(super) fn aggregate(
             Msg::Done {
                 job,
                 last_done_ns,
+                latency_depth,
                 usage,
                 rate_missed,
                 error,
@@ -147,13 +151,20 @@ pub(super) fn aggregate(
                 done[j] = true;
                 done_upto[j] = i64::MAX;
                 last_done[j] = last_done_ns;
-                jobs[j].runtime_ns = last_done_ns.saturating_sub(meas);
+                jobs[j].runtime_ns = last_done_ns.saturating_sub(from[j]);
+                jobs[j].latency_depth = latency_depth;
                 jobs[j].usage = usage;
                 jobs[j].rate_missed = rate_missed;
                 jobs[j].error = error;
                 jobs[j].verified_bytes = verified.bytes;
                 jobs[j].verify_reads = verified.reads;
                 jobs[j].verify_ns = verified.ns;
+            }
+            Msg::Reset { job, at_ns } => {
+                let j = job as usize;
+                jobs[j].totals.reset();
+                jobs[j].samples.clear();
+                from[j] = at_ns.max(meas);
             }
         }
         if done.iter().all(|d| *d) {

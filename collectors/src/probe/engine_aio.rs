@@ -192,7 +192,7 @@ pub(super) fn run(c: &mut Ctx, a: &mut Aio) -> Result<(), ProbeError> {
         while issuing
             && !pending_sync
             && !c.think_pending()
-            && !free.is_empty()
+            && c.has_room(depth - free.len())
             && queued.len() < batch
         {
             let intended = match c.sched.as_mut() {
@@ -319,7 +319,8 @@ pub(super) fn run(c: &mut Ctx, a: &mut Aio) -> Result<(), ProbeError> {
             continue;
         }
         // fio reaps only once the queue is full (or nothing more can go now).
-        let can_issue = issuing && !pending_sync && !c.think_pending() && !free.is_empty();
+        let can_issue =
+            issuing && !pending_sync && !c.think_pending() && c.has_room(depth - free.len());
         if can_issue && wait_due.is_none() && queued.is_empty() {
             continue;
         }
@@ -388,7 +389,7 @@ pub(super) fn run(c: &mut Ctx, a: &mut Aio) -> Result<(), ProbeError> {
                     continue;
                 }
             }
-            c.completed_one(s.dir, ev.res as u64);
+            c.completed_one(s.dir, ev.res as u64, t_done - s.start, t_done);
             if s.sync_after && err.is_none() {
                 pending_sync = true;
             }

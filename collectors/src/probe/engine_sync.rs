@@ -110,7 +110,7 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
         }
         c.win.last_done_ns = t1;
         now = t1;
-        c.completed_one(op.dir, r as u64);
+        c.completed_one(op.dir, r as u64, t1 - t0, t1);
         if let Some(e) = c.min_rate_check(t1) {
             return Err(e);
         }
@@ -156,7 +156,7 @@ pub(super) fn trim_now(
         l.io(TRIM, op.len, op.offset, t0, t0, t1, false);
     }
     c.win.last_done_ns = c.win.last_done_ns.max(t1);
-    c.completed_one(TRIM, op.len);
+    c.completed_one(TRIM, op.len, t1 - t0, t1);
     Ok(())
 }
 

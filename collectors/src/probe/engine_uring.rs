@@ -221,7 +221,7 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
             syncs_inflight += 1;
         }
         while issuing
-            && !free.is_empty()
+            && c.has_room(depth - free.len())
             && !sq.is_full()
             && queued.len() < batch
             && !c.think_pending()
@@ -347,7 +347,8 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
         // completion waits to be reaped while the queue fills, and that wait is in clat
         // as in fio's. Then wait for iodepth_batch_complete_min completions (with a rate
         // and a free slot: or for the next intended start) and reap up to _max of them.
-        let can_issue = issuing && !free.is_empty() && !c.think_pending() && err.is_none();
+        let can_issue =
+            issuing && c.has_room(depth - free.len()) && !c.think_pending() && err.is_none();
         if can_issue && wait_due.is_none() && !sq.is_full() {
             continue;
         }
@@ -455,7 +456,7 @@ pub(super) fn run(c: &mut Ctx, r: &mut Ring) -> Result<(), ProbeError> {
                     continue;
                 }
             }
-            c.completed_one(s.dir, res as u64);
+            c.completed_one(s.dir, res as u64, t_done - s.start, t_done);
             if s.sync_after && err.is_none() {
                 pending_syncs += 1;
             }

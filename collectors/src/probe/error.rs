@@ -49,6 +49,15 @@ pub enum ProbeError {
         cycle_ms: u64,
     },
 
+    /// fio's `latency_target` missed at queue depth 1 with `latency_percentile=100`
+    /// (fio's lat_fatal: ETIMEDOUT, "max latency exceeded").
+    #[error("{path}: latency of {lat_ns} nsec exceeds specified max ({target_ns} nsec) at queue depth 1 (fio's latency_target, error 110 ETIMEDOUT); the job stopped, as fio stops it: raise latency_target, or set latency_percentile below 100")]
+    LatencyTarget {
+        path: PathBuf,
+        lat_ns: u64,
+        target_ns: u64,
+    },
+
     #[error("io_uring is not available here (io_uring_setup: {source}; {hint}); use --ioengine sync (queue depth 1) or allow io_uring")]
     UringUnavailable {
         source: std::io::Error,

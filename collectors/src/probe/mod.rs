@@ -34,8 +34,11 @@ mod aggregate;
 mod engine_aio;
 mod engine_sync;
 mod engine_uring;
+mod lattarget;
 mod timing;
 mod usage;
+
+pub use lattarget::LatencySpec;
 
 use std::os::unix::io::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -97,6 +100,8 @@ pub struct JobResult {
     pub verify_reads: stats::DirStats,
     /// The read-back's length (fio's read `runtime` of a write job that verifies).
     pub verify_ns: u64,
+    /// With latency_target: the queue depth the search ended at (fio's latency_depth).
+    pub latency_depth: Option<u32>,
 }
 
 impl JobResult {
@@ -191,7 +196,11 @@ enum Msg {
         rate_missed: u64,
         error: Option<ProbeError>,
         verified: Box<verify::ReadBack>,
+        latency_depth: Option<u32>,
     },
+    /// latency_target's final run began at `at_ns`: the job's figures start again there
+    /// (fio's reset_all_stats).
+    Reset { job: u32, at_ns: u64 },
 }
 
 fn window_index(t: u64, meas: u64, w: u64) -> i64 {
@@ -215,6 +224,8 @@ pub(crate) struct WindowCursor {
     free: Receiver<Box<WindowStats>>,
     usage_at_meas: Option<Usage>,
     pub(crate) last_done_ns: u64,
+    /// With latency_target: the depth the search is at.
+    pub(crate) latency_depth: Option<u32>,
 }
 
 impl WindowCursor {
@@ -256,6 +267,16 @@ impl WindowCursor {
         }
     }
 
+    /// latency_target's final run: this job's figures start again `now` (what the current
+    /// window held is dropped, from probe.csv too, as fio's reset_all_stats drops it).
+    pub(crate) fn reset_figures(&mut self, now: u64) {
+        self.stats.reset();
+        let _ = self.tx.send(Msg::Reset {
+            job: self.job,
+            at_ns: now,
+        });
+    }
+
     fn finish(
         mut self,
         rate_missed: u64,
@@ -279,6 +300,7 @@ impl WindowCursor {
             rate_missed,
             error,
             verified,
+            latency_depth: self.latency_depth,
         });
     }
 }
@@ -535,6 +557,7 @@ pub fn run_files(
                         free: frx,
                         usage_at_meas: (idx >= 0).then(Usage::thread),
                         last_done_ns: start,
+                        latency_depth: None,
                     };
                     let mut aio = match aio {
                         Some(Err(e)) => {
@@ -587,7 +610,7 @@ pub fn run_files(
                         win,
                         lat_log,
                         timing: spec.timing.clone(),
-                        tstate: timing::TimingState::new(start),
+                        tstate: timing::TimingState::new(start, &spec.timing, spec.iodepth, meas),
                         verify: spec.verify.as_ref().map(|v| {
                             let iv = if v.interval > 0 {
                                 v.interval

@@ -201,6 +201,9 @@ pub struct Timing {
     /// its cached pages (fio's `loop_cache_invalidate`), so a pass does not read the last;
     /// verify's read-back starts cold too (fio reopens the file for it).
     pub loop_invalidate: bool,
+    /// fio's `latency_target` (with `latency_window`, `latency_percentile`,
+    /// `latency_run`): search for the deepest queue that meets it (see `lattarget`).
+    pub latency: Option<super::LatencySpec>,
 }
 
 impl Default for Timing {
@@ -219,6 +222,7 @@ impl Default for Timing {
             rate_cycle_ns: 1_000_000_000,
             fill_device: false,
             loop_invalidate: false,
+            latency: None,
         }
     }
 }

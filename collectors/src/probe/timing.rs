@@ -1,11 +1,15 @@
 //! P2a: a job's think time (fio's `thinktime`, `thinktime_spin`, `thinktime_blocks`,
 //! `thinktime_blocks_type`), minimum rates (`ratemin`, `rate_iops_min`, `rate_cycle`:
-//! fio's check_min_rate) and `fill_device`'s end, as methods of the engines' [`Ctx`].
+//! fio's check_min_rate), `fill_device`'s end and the `latency_target` search's depth
+//! (`lattarget`), as methods of the engines' [`Ctx`].
 //! The engines call `issued_one`/`completed_one` per I/O (two adds and a compare),
-//! pause with `think` once nothing is in flight, and `min_rate_check` after each reap.
+//! issue while `has_room`, pause with `think` once nothing is in flight (a latency_target
+//! drain is such a pause, of no length), and `min_rate_check` after each reap.
 
 use std::sync::atomic::Ordering;
 
+use super::lattarget::{LatTarget, Step};
+use super::spec::Timing;
 use super::stats::{READ, WRITE};
 use super::{pace, Ctx, ProbeError};
 use crate::clock::monotonic_ns;
@@ -22,12 +26,24 @@ pub(crate) struct TimingState {
     last_check_ns: u64,
     /// The job's start (CLOCK_MONOTONIC ns): fio's 2 s settle period counts from it.
     start_ns: u64,
+    /// fio's latency_target search (None without latency_target).
+    lat: Option<LatTarget>,
+    /// Let what is in flight complete before issuing more (a latency_target ramp down or
+    /// final run); `reset` then starts the job's figures again (the final run).
+    drain: bool,
+    reset: bool,
+    /// A completion over latency_target at depth 1 (fio's fatal error): its latency, ns.
+    lat_fatal: Option<u64>,
 }
 
 impl TimingState {
-    pub(crate) fn new(start_ns: u64) -> TimingState {
+    /// `meas_ns`: the end of the ramp; `iodepth`: the most a latency_target search goes to.
+    pub(crate) fn new(start_ns: u64, t: &Timing, iodepth: u32, meas_ns: u64) -> TimingState {
         TimingState {
             start_ns,
+            lat: t
+                .latency
+                .map(|l| LatTarget::new(l, iodepth, start_ns, meas_ns)),
             ..TimingState::default()
         }
     }
@@ -56,11 +72,29 @@ impl Ctx<'_> {
     /// Whether the job is to pause once nothing is in flight.
     #[inline]
     pub(crate) fn think_pending(&self) -> bool {
-        self.tstate.think_pending
+        self.tstate.think_pending || self.tstate.drain
+    }
+
+    /// Whether another I/O may go with `busy` already in flight or queued: below iodepth,
+    /// and below the depth a latency_target search is at (fio's queue_full).
+    #[inline]
+    pub(crate) fn has_room(&self, busy: usize) -> bool {
+        let cap = match &self.tstate.lat {
+            Some(l) => l.depth(),
+            None => self.depth,
+        };
+        busy < cap.max(1) as usize
     }
 
     /// The pause itself (fio: spin `thinktime_spin`, sleep the rest), never past the end.
+    /// A latency_target drain ends here (nothing is in flight): its new cycle starts now.
     pub(crate) fn think(&mut self) {
+        if self.tstate.drain {
+            self.drained();
+            if !self.tstate.think_pending {
+                return;
+            }
+        }
         self.tstate.think_pending = false;
         let now = monotonic_ns();
         let spin_end = (now + self.timing.think_spin_ns).min(self.end_ns);
@@ -77,14 +111,64 @@ impl Ctx<'_> {
     }
 
     /// Counts one completed I/O for the minimum rates (and think time by completions).
+    /// `lat_ns`: the I/O's latency from its start (fio's `lat`, what latency_target is
+    /// about); `now`: its completion.
     #[inline]
-    pub(crate) fn completed_one(&mut self, dir: usize, bytes: u64) {
+    pub(crate) fn completed_one(&mut self, dir: usize, bytes: u64, lat_ns: u64, now: u64) {
         let d = &mut self.tstate.done[dir];
         d.0 += 1;
         d.1 += bytes;
         if self.timing.think_ns > 0 && self.timing.think_on_complete {
             self.count_think();
         }
+        if let Some(l) = self.tstate.lat.as_mut() {
+            match l.completed(lat_ns, now) {
+                Ok(Step::Drain) => self.tstate.drain = true,
+                Ok(_) => {}
+                Err(lat) => {
+                    self.tstate.lat_fatal.get_or_insert(lat);
+                }
+            }
+        }
+    }
+
+    /// A latency_target drain is over: the new cycle starts now, and a final run's
+    /// figures start again (fio quiesces, then resets its stats).
+    #[cold]
+    fn drained(&mut self) {
+        self.tstate.drain = false;
+        let now = monotonic_ns();
+        if let Some(l) = self.tstate.lat.as_mut() {
+            l.drained(now);
+        }
+        if std::mem::take(&mut self.tstate.reset) {
+            self.win.reset_figures(now);
+        }
+    }
+
+    /// fio's lat_target_check after a reap at `now` (not in the ramp), and its fatal error.
+    fn latency_check(&mut self, now: u64) -> Option<ProbeError> {
+        let l = self.tstate.lat.as_mut()?;
+        self.win.latency_depth = Some(l.depth());
+        if let Some(lat_ns) = self.tstate.lat_fatal.take() {
+            return Some(ProbeError::LatencyTarget {
+                path: self.target.path.clone(),
+                lat_ns,
+                target_ns: l.spec.target_ns,
+            });
+        }
+        match l.check(now) {
+            Step::Go => {}
+            Step::Drain => self.tstate.drain = true,
+            Step::FinalRun => {
+                self.tstate.drain = true;
+                self.tstate.reset = true;
+            }
+            // The job ends as its runtime would end it.
+            Step::Done => self.end_ns = self.end_ns.min(now),
+        }
+        self.win.latency_depth = Some(l.depth());
+        None
     }
 
     /// fio's check_min_rate, after completions at `now`: past a 2 s settle period from the
@@ -92,6 +176,9 @@ impl Ctx<'_> {
     /// must have done at least ratemin bytes/s (else rate_iops_min I/Os per s) since the
     /// last check.
     pub(crate) fn min_rate_check(&mut self, now: u64) -> Option<ProbeError> {
+        if let Some(e) = self.latency_check(now) {
+            return Some(e);
+        }
         let t = &self.timing;
         if t.min_bytes_s == [0, 0] && t.min_iops == [0, 0] {
             return None;

@@ -309,6 +309,7 @@ fn errno_of(e: &ProbeError) -> i64 {
         ProbeError::DirectIo { .. } | ProbeError::DirectOpen { .. } => libc::EINVAL as i64,
         ProbeError::Io { source, .. } => source.raw_os_error().unwrap_or(libc::EIO) as i64,
         ProbeError::Verify { .. } => libc::EILSEQ as i64,
+        ProbeError::LatencyTarget { .. } => libc::ETIMEDOUT as i64,
         _ => libc::EIO as i64,
     }
 }
@@ -435,7 +436,12 @@ pub(super) fn merge_jobs(jobs: Vec<JobResult>) -> JobResult {
     let mut verified = 0;
     let mut verify_reads = collectors::probe::stats::DirStats::new();
     let mut verify_ns = 0;
+    let mut latency_depth = None;
     for j in jobs {
+        // A group's depth: its jobs' summed (each searched its own).
+        if let Some(d) = j.latency_depth {
+            latency_depth = Some(latency_depth.unwrap_or(0) + d);
+        }
         verified += j.verified_bytes;
         verify_reads.merge(&j.verify_reads);
         verify_ns = verify_ns.max(j.verify_ns);
@@ -473,6 +479,7 @@ pub(super) fn merge_jobs(jobs: Vec<JobResult>) -> JobResult {
         verified_bytes: verified,
         verify_reads,
         verify_ns,
+        latency_depth,
     }
 }
 
@@ -542,10 +549,20 @@ pub(super) fn job_entry(
         ("minf", J::U(j.usage.minflt)),
     ];
     v.extend(latency_buckets(&all));
-    v.push(("latency_depth", J::U(r.spec.iodepth as u64)));
-    v.push(("latency_target", J::U(0)));
-    v.push(("latency_percentile", J::F(100.0)));
-    v.push(("latency_window", J::U(0)));
+    // fio's: the depth a latency_target search ended at (else iodepth), the target in
+    // ns, the window in us.
+    let lt = r.spec.timing.latency;
+    let depth = j.latency_depth.unwrap_or(r.spec.iodepth);
+    v.push(("latency_depth", J::U(depth as u64)));
+    v.push(("latency_target", J::U(lt.map_or(0, |l| l.target_ns))));
+    v.push((
+        "latency_percentile",
+        J::F(lt.map_or(100.0, |l| l.percentile)),
+    ));
+    v.push((
+        "latency_window",
+        J::U(lt.map_or(0, |l| l.window_ns / 1_000)),
+    ));
     obj(v)
 }
 

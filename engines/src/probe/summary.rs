@@ -106,6 +106,23 @@ pub fn human(r: &Resolved, info: &RunInfo, res: &ProbeResult) -> String {
             String::new()
         }
     ));
+    if let Some(l) = &sp.timing.latency {
+        // fio's "latency : target=..., window=..., percentile=..%, depth=N" line.
+        let depth: Vec<String> = res
+            .jobs
+            .iter()
+            .map(|j| j.latency_depth.map_or("-".into(), |d| d.to_string()))
+            .collect();
+        o.push_str(&format!(
+            "  latency: target={}us, window={}us, percentile={:.2}%, depth={} (fio's latency_target: the deepest queue, up to iodepth {}, that met it{})\n",
+            us(l.target_ns as f64),
+            us(l.window_ns as f64),
+            l.percentile,
+            depth.join(","),
+            sp.iodepth,
+            if l.keep_running { ", adjusted for the whole run" } else { "; the figures are the final run's, at that depth" }
+        ));
+    }
     if rt < TOO_SHORT_NS {
         o.push_str(&format!(
             "  note : TOO SHORT TO MEASURE: {:.3} ms is under {} ms, so the rates and CPU shares below are not steady figures; pass a bigger --size or --time-based --runtime 10s\n",

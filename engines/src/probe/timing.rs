@@ -1,13 +1,15 @@
 //! P2a: fio's engine and timing options for `probe` (flattened into `ProbeArgs`, so a
 //! job file reaches them by their fio names): `iodepth_batch_*`, `io_submit_mode`,
 //! `thinktime*`, `rate` (bytes/s), `ratemin`, `rate_iops_min`, `rate_cycle`,
-//! `fill_device`, and the one-line refusal of `latency_target` and its family.
+//! `fill_device`, and `latency_target` with `latency_window`, `latency_percentile` and
+//! `latency_run` (the queue-depth search: `collectors::probe::lattarget`).
 //! Resolved into `collectors::probe::spec::Timing`.
 
 use std::time::Duration;
 
 use clap::Args;
 use collectors::probe::spec::Timing;
+use collectors::probe::LatencySpec;
 use collectors::probe::Rw;
 use format::cli::parse_size;
 use format::usage;
@@ -71,9 +73,23 @@ pub struct TimingArgs {
     /// fill_fs). The file is not laid out first; its size is the free space.
     #[arg(long, alias = "fill_device", alias = "fill_fs", alias = "fill-fs")]
     pub fill_device: bool,
-    /// fio's latency_target: refused (diskpulse does not search for a queue depth).
+    /// fio's latency_target: find the deepest queue (up to --iodepth) whose I/Os stay within
+    /// this latency, from their start to their completion (a bare number is microseconds,
+    /// as in fio; or 5ms).
     #[arg(long, alias = "latency_target", value_name = "TIME")]
     pub latency_target: Option<String>,
+    /// fio's latency_window: how long each depth runs before it is judged (microseconds
+    /// unless a unit is given; default 0: after every reap).
+    #[arg(long, alias = "latency_window", value_name = "TIME")]
+    pub latency_window: Option<String>,
+    /// fio's latency_percentile: the share of I/Os (0-100) that must be within the target
+    /// (default 100: one I/O over it lowers the depth).
+    #[arg(long, alias = "latency_percentile", value_name = "PCT")]
+    pub latency_percentile: Option<String>,
+    /// fio's latency_run: keep adjusting the depth for the whole run instead of ending
+    /// once it is found.
+    #[arg(long, alias = "latency_run")]
+    pub latency_run: bool,
 }
 
 impl TimingArgs {
@@ -99,6 +115,9 @@ impl TimingArgs {
             rate_cycle: c.rate_cycle.or(self.rate_cycle),
             fill_device: c.fill_device || self.fill_device,
             latency_target: c.latency_target.or(self.latency_target),
+            latency_window: c.latency_window.or(self.latency_window),
+            latency_percentile: c.latency_percentile.or(self.latency_percentile),
+            latency_run: c.latency_run || self.latency_run,
         }
     }
 }
@@ -200,12 +219,10 @@ pub(crate) fn check_min_vs_rate(
 
 /// The spec's `Timing` from the flags; `iodepth` bounds the batch sizes.
 pub(crate) fn resolve(t: &TimingArgs, rw: Rw, iodepth: u32) -> anyhow::Result<Timing> {
-    let mut o = Timing::default();
-    if let Some(v) = &t.latency_target {
-        return Err(usage!(
-            "--latency-target={v} is not supported: fio then searches for the queue depth that meets it, which diskpulse probe does not do; leave it (and latency_window, latency_percentile) out and set --iodepth"
-        ));
-    }
+    let mut o = Timing {
+        latency: latency(t)?,
+        ..Timing::default()
+    };
     match t.io_submit_mode.as_deref() {
         None | Some("inline") => {}
         Some("offload") => {
@@ -282,6 +299,52 @@ pub(crate) fn resolve(t: &TimingArgs, rw: Rw, iodepth: u32) -> anyhow::Result<Ti
     Ok(o)
 }
 
+/// fio's latency_target family; `latency_window`, `latency_percentile` and `latency_run`
+/// alone mean nothing (fio ignores them), so they are refused, saying what they go with.
+fn latency(t: &TimingArgs) -> anyhow::Result<Option<LatencySpec>> {
+    let Some(target) = &t.latency_target else {
+        let alone = [
+            ("latency-window", t.latency_window.is_some()),
+            ("latency-percentile", t.latency_percentile.is_some()),
+            ("latency-run", t.latency_run),
+        ];
+        if let Some((k, _)) = alone.iter().find(|(_, set)| *set) {
+            return Err(usage!(
+                "--{k} is part of the latency_target search and means nothing without it: add --latency-target (like 10ms), or leave --{k} out"
+            ));
+        }
+        return Ok(None);
+    };
+    let target_ns = parse_us("latency-target", target)?;
+    if target_ns == 0 {
+        return Err(usage!(
+            "--latency-target takes a latency above 0, like 500 (microseconds) or 10ms; got '{target}'"
+        ));
+    }
+    let window_ns = match &t.latency_window {
+        Some(w) => parse_us("latency-window", w)?,
+        None => 0,
+    };
+    let percentile = match &t.latency_percentile {
+        Some(p) => p
+            .trim()
+            .trim_end_matches('%')
+            .parse::<f64>()
+            .ok()
+            .filter(|v| (0.0..=100.0).contains(v))
+            .ok_or_else(|| {
+                usage!("--latency-percentile takes a share of I/Os from 0 to 100, like 99.9; got '{p}'")
+            })?,
+        None => 100.0,
+    };
+    Ok(Some(LatencySpec {
+        target_ns,
+        window_ns,
+        percentile,
+        keep_running: t.latency_run,
+    }))
+}
+
 /// `--show-job`'s lines for these options (fio's names; what reads back to the same job).
 pub(crate) fn render(t: &Timing, o: &mut String) {
     use std::fmt::Write;
@@ -320,6 +383,19 @@ pub(crate) fn render(t: &Timing, o: &mut String) {
     if t.fill_device {
         let _ = writeln!(o, "fill_device");
     }
+    if let Some(l) = &t.latency {
+        // fio's units: microseconds.
+        let _ = writeln!(
+            o,
+            "latency_target={}\nlatency_window={}\nlatency_percentile={}",
+            l.target_ns / 1_000,
+            l.window_ns / 1_000,
+            l.percentile
+        );
+        if l.keep_running {
+            let _ = writeln!(o, "latency_run");
+        }
+    }
 }
 
 /// The JSON's `job options` for these: the ones not at fio's defaults, in fio's names
@@ -339,9 +415,11 @@ pub(crate) fn job_options(t: &Timing) -> Vec<(&'static str, String)> {
                 "thinktime_blocks" => t.think_blocks == d.think_blocks,
                 "thinktime_blocks_type" => t.think_on_complete,
                 "rate_cycle" => t.rate_cycle_ns == d.rate_cycle_ns,
+                "latency_window" => t.latency.is_some_and(|l| l.window_ns == 0),
+                "latency_percentile" => t.latency.is_some_and(|l| l.percentile == 100.0),
                 _ => false,
             };
-            const NAMES: [&str; 11] = [
+            const NAMES: [&str; 15] = [
                 "iodepth_batch_submit",
                 "iodepth_batch_complete_min",
                 "iodepth_batch_complete_max",
@@ -353,6 +431,10 @@ pub(crate) fn job_options(t: &Timing) -> Vec<(&'static str, String)> {
                 "rate_iops_min",
                 "rate_cycle",
                 "fill_device",
+                "latency_target",
+                "latency_window",
+                "latency_percentile",
+                "latency_run",
             ];
             let name = NAMES.iter().find(|n| **n == k)?;
             (!default).then(|| (*name, v.to_string()))
@@ -418,6 +500,41 @@ mod tests {
     }
 
     #[test]
+    fn latency_target_is_microseconds_unless_a_unit_is_given_with_fios_defaults() {
+        let a = TimingArgs {
+            latency_target: Some("500".into()),
+            ..t()
+        };
+        let l = resolve(&a, Rw::Read, 8).unwrap().latency.unwrap();
+        assert_eq!(
+            (l.target_ns, l.window_ns, l.percentile),
+            (500_000, 0, 100.0)
+        );
+        assert!(!l.keep_running);
+        let a = TimingArgs {
+            latency_target: Some("10ms".into()),
+            latency_window: Some("1s".into()),
+            latency_percentile: Some("99.9".into()),
+            latency_run: true,
+            ..t()
+        };
+        let o = resolve(&a, Rw::Read, 8).unwrap();
+        let l = o.latency.unwrap();
+        assert_eq!((l.target_ns, l.window_ns), (10_000_000, 1_000_000_000));
+        assert!(l.keep_running && l.percentile == 99.9);
+        let v = job_options(&o);
+        assert!(
+            v.contains(&("latency_target", "10000".to_string())),
+            "{v:?}"
+        );
+        assert!(
+            v.contains(&("latency_percentile", "99.9".to_string())),
+            "{v:?}"
+        );
+        assert!(v.contains(&("latency_run", "1".to_string())), "{v:?}");
+    }
+
+    #[test]
     fn rate_in_bytes_is_blocks_per_second() {
         let a = TimingArgs {
             rate: Some("1m,512k".into()),
@@ -442,12 +559,21 @@ mod tests {
         let e = |a: TimingArgs, rw| resolve(&a, rw, 1).unwrap_err().to_string();
         assert!(e(
             TimingArgs {
-                latency_target: Some("10ms".into()),
+                latency_window: Some("10ms".into()),
                 ..t()
             },
             Rw::Read
         )
-        .contains("latency-target"));
+        .contains("--latency-window is part of the latency_target search"));
+        assert!(e(
+            TimingArgs {
+                latency_target: Some("10ms".into()),
+                latency_percentile: Some("101".into()),
+                ..t()
+            },
+            Rw::Read
+        )
+        .contains("'101'"));
         assert!(e(
             TimingArgs {
                 io_submit_mode: Some("offload".into()),
