@@ -372,6 +372,7 @@ mod tests {
             seed: 7,
             sync_every: 0,
             time_based: false,
+            trim: crate::probe::workload::TrimMode::None,
         })
     }
 
