@@ -95,14 +95,7 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
                 c.direct,
             ));
         }
-        // The I/O just completed was in flight at any window end since its start.
-        c.win.at_with(t1, || intended.min(t0));
-        c.win
-            .stats
-            .record_io(op.dir, op.len, r as u64, intended, t0, t0, t1, false);
-        if let Some(l) = c.lat_log.as_mut() {
-            l.io(op.dir, op.len, op.offset, t0, t0, t1, false);
-        }
+        record_done(c, &op, op.dir, r as u64, intended, t0, t1);
         if op.dir == READ {
             // SAFETY: the read filled r <= op.len bytes of buf.
             let b = unsafe { std::slice::from_raw_parts(ptr, r as usize) };
@@ -121,6 +114,26 @@ pub(super) fn run(c: &mut Ctx) -> Result<(), ProbeError> {
         if op.sync_after {
             now = super::sync_now(c, op.offset)?;
         }
+    }
+}
+
+/// A synchronous I/O of `dir` done between `t0` and `t1`, `bytes` of `op.len` moved: in
+/// the window's figures (in flight at any window end since its start) and the latency log.
+fn record_done(
+    c: &mut Ctx,
+    op: &super::workload::Op,
+    dir: usize,
+    bytes: u64,
+    intended: u64,
+    t0: u64,
+    t1: u64,
+) {
+    c.win.at_with(t1, || intended.min(t0));
+    c.win
+        .stats
+        .record_io(dir, op.len, bytes, intended, t0, t0, t1, false);
+    if let Some(l) = c.lat_log.as_mut() {
+        l.io(dir, op.len, op.offset, t0, t0, t1, false);
     }
 }
 
@@ -148,13 +161,7 @@ pub(super) fn trim_now(
             c.direct,
         ));
     }
-    c.win.at_with(t1, || intended.min(t0));
-    c.win
-        .stats
-        .record_io(TRIM, op.len, op.len, intended, t0, t0, t1, false);
-    if let Some(l) = c.lat_log.as_mut() {
-        l.io(TRIM, op.len, op.offset, t0, t0, t1, false);
-    }
+    record_done(c, op, TRIM, op.len, intended, t0, t1);
     c.win.last_done_ns = c.win.last_done_ns.max(t1);
     c.completed_one(TRIM, op.len, t1 - t0, t1);
     Ok(())
